@@ -1,0 +1,200 @@
+"""Where the kernels run: a CUDA GPU, or the CPU emulator.
+
+Only the child process (worker.py) uses this module: it loads the
+submission's library. Both backends give the same interface, so the
+correctness code path is shared: allocate a padded output, copy inputs in,
+launch the submission or a reference kernel, read the output back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+from dataclasses import dataclass
+
+import torch
+
+from grader.checking import GUARD_BITS, POISON_BITS
+
+
+@dataclass
+class LaunchOutcome:
+    ok: bool
+    error: str = ""
+    fault: dict | None = None      # emulator: signal, address, is_write, pc_offset, buffer, message
+    fatal: bool = False            # the device or process cannot go on (a sticky CUDA error)
+
+
+class _FaultInfo(ctypes.Structure):
+    _fields_ = [("signal", ctypes.c_int), ("is_write", ctypes.c_int), ("address", ctypes.c_size_t),
+                ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256)]
+
+
+def _declare(lib: ctypes.CDLL, reference: bool) -> None:
+    vp, fp, sz, i = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    if reference:
+        for name in ("grader_ref_copy_scalar", "grader_ref_copy_vec4", "grader_ref_memcpy"):
+            getattr(lib, name).argtypes = [fp, fp, sz, vp]
+            getattr(lib, name).restype = i
+        lib.grader_ref_add_residual.argtypes = [fp, fp, fp, sz, vp]
+        lib.grader_ref_add_residual.restype = i
+    else:
+        lib.grader_submission_launch.argtypes = [fp, fp, fp, i, i, vp]
+        lib.grader_submission_launch.restype = i
+        lib.grader_error_string.argtypes = [i]
+        lib.grader_error_string.restype = ctypes.c_char_p
+
+
+class Backend:
+    name = "base"
+
+    def __init__(self, submission_lib: str, reference_lib: str):
+        self.sub = ctypes.CDLL(submission_lib, mode=ctypes.RTLD_LOCAL)
+        self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
+        _declare(self.sub, reference=False)
+        _declare(self.ref, reference=True)
+
+    # -- memory -------------------------------------------------------------
+    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(full, view): full = [pad guard][n poisoned][pad guard]."""
+        raise NotImplementedError
+
+    def stream(self) -> int | None:
+        return None
+
+    def synchronize(self) -> LaunchOutcome:
+        return LaunchOutcome(True)
+
+    def to_cpu(self, t: torch.Tensor) -> torch.Tensor:
+        return t.detach().to("cpu").contiguous()
+
+    @staticmethod
+    def fill_guard(full: torch.Tensor, pad: int, n: int) -> None:
+        raw = full.view(torch.int32)
+        raw[:pad] = GUARD_BITS
+        raw[pad + n :] = GUARD_BITS
+        raw[pad : pad + n] = POISON_BITS
+
+    # -- launches -------------------------------------------------------------
+    def launch_submission(self, x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, rows: int, cols: int) -> LaunchOutcome:
+        code = self.sub.grader_submission_launch(x.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, cols, self.stream())
+        return self._outcome(code)
+
+    def reference(self, which: str, *tensors: torch.Tensor, n: int) -> LaunchOutcome:
+        fn = getattr(self.ref, f"grader_ref_{which}")
+        code = fn(*[t.data_ptr() for t in tensors], n, self.stream())
+        return self._outcome(code, reference=True)
+
+    def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
+        if code == 0:
+            return LaunchOutcome(True)
+        lib = self.sub if not reference else None
+        text = lib.grader_error_string(code).decode() if lib is not None and code > 0 else f"error {code}"
+        return LaunchOutcome(False, error=f"launch failed: {text} (cudaError {code})")
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(self, submission_lib: str, reference_lib: str):
+        torch.cuda.init()
+        super().__init__(submission_lib, reference_lib)
+        self.device = torch.device("cuda", torch.cuda.current_device())
+
+    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
+        return t.to(self.device).contiguous()
+
+    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        full = torch.empty(n + 2 * pad, dtype=torch.float32, device=self.device)
+        self.fill_guard(full, pad, n)
+        return full, full[pad : pad + n]
+
+    def stream(self) -> int:
+        return torch.cuda.current_stream().cuda_stream
+
+    def synchronize(self) -> LaunchOutcome:
+        try:
+            torch.cuda.synchronize()
+        except RuntimeError as exc:           # an illegal address or a trap: the context is gone
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            return LaunchOutcome(False, error=first, fatal=True)
+        return LaunchOutcome(True)
+
+
+class EmulatorBackend(Backend):
+    """Host buffers, each input ending at an inaccessible page so that a read past it faults."""
+
+    name = "emulator"
+    PAGE = mmap.PAGESIZE
+
+    def __init__(self, submission_lib: str, reference_lib: str):
+        super().__init__(submission_lib, reference_lib)
+        self.sub.grader_emu_set_reverse.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
+        self._libc = ctypes.CDLL(None)
+        self._keep: list = []
+        self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
+
+    def _guarded(self, nbytes: int, before: int, name: str) -> tuple[memoryview, int]:
+        """Memory whose data (nbytes, 256-byte aligned) has `before` bytes ahead and ends near a guard page."""
+        page = self.PAGE
+        body = -(-(before + nbytes + 256) // page) * page
+        mm = mmap.mmap(-1, body + 2 * page)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        self._libc.mprotect(ctypes.c_void_p(base), page, 0)
+        self._libc.mprotect(ctypes.c_void_p(base + page + body), page, 0)
+        usable_end = base + page + body
+        start = (usable_end - nbytes) & ~255
+        if start - before < base + page:
+            start = base + page + before
+        self._keep.append(mm)
+        self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
+        return memoryview(mm), start - base
+
+    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
+        t = t.contiguous()
+        nbytes = t.numel() * 4
+        mv, offset = self._guarded(nbytes, 0, name)
+        slack_end = (len(mv) - self.PAGE) - offset
+        view = torch.frombuffer(mv, dtype=torch.float32, offset=offset, count=slack_end // 4)
+        view.fill_(float("nan"))                      # the slack before the guard page reads as NaN
+        view[: t.numel()].copy_(t.flatten())
+        return view[: t.numel()].view(t.shape)
+
+    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        nbytes = (n + 2 * pad) * 4
+        mv, offset = self._guarded(nbytes, 0, name)
+        full = torch.frombuffer(mv, dtype=torch.float32, offset=offset, count=n + 2 * pad)
+        # the region list records the output's own extent, not its guards
+        name_, base, start, _, end = self.regions[-1]
+        self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
+        self.fill_guard(full, pad, n)
+        return full, full[pad : pad + n]
+
+    def set_reverse(self, reverse: bool) -> None:
+        self.sub.grader_emu_set_reverse(1 if reverse else 0)
+
+    def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
+        if code == -1 and not reference:
+            info = self.sub.grader_emu_fault().contents
+            return LaunchOutcome(False, error="fault", fault=self._describe_fault(info))
+        return super()._outcome(code, reference)
+
+    def _describe_fault(self, info: _FaultInfo) -> dict:
+        fault = {"signal": info.signal, "address": info.address, "is_write": info.is_write,
+                 "pc_offset": info.pc_offset, "message": info.message.decode(errors="replace"),
+                 "buffer": None, "where": None}
+        if info.signal > 0:
+            for name, lo, start, end, hi in self.regions:
+                if lo <= info.address < hi:
+                    fault["buffer"] = name
+                    fault["where"] = "past" if info.address >= end else "before"
+                    break
+        return fault
+
+    def release_inputs(self) -> None:
+        """Forget the buffers of a finished case (the memory is reclaimed with the process)."""
+        self.regions.clear()

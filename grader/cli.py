@@ -1,0 +1,85 @@
+"""The `grader` command: a thin click layer over the library.
+
+Exit codes: 0 graded and correct; 1 graded and incorrect; 2 usage or rubric
+error; 3 not gradable (compile error, rejected, crashed, timeout);
+4 infrastructure (no nvcc or g++, --backend cuda without a GPU).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from grader import __version__
+from grader.errors import GraderError
+
+FORMATS = ("text", "json", "markdown")
+
+
+def _err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="grader", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Autograder for the Day 96 biasGeluFused exercise: compile, check, time and grade a CUDA kernel."""
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric YAML to grade against (default: rubrics/bias_gelu_fused.yaml).")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write report.md, report.html and result.json into this directory.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="What to print on stdout: a summary, the result.json document, or the Markdown report.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+              help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
+                   "auto: the GPU when one is visible.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: str, backend: str, quiet: bool) -> None:
+    """Grade one submission FILE (a .cu defining biasGeluFused)."""
+    from grader.grading import grade_submission
+    from grader.report import render_json, render_markdown, render_text, write_reports
+    from grader.rubric import load_rubric
+
+    err = _err_console()
+    try:
+        rubric = load_rubric(rubric_path)
+        progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
+        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress)
+    except GraderError as exc:
+        click.echo(f"grader: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if report_dir is not None:
+        for path in write_reports(result, rubric, report_dir):
+            if not quiet:
+                err.print(f"[dim]grader: wrote {path}[/dim]")
+    if fmt == "json":
+        sys.stdout.write(render_json(result))
+    elif fmt == "markdown":
+        sys.stdout.write(render_markdown(result, rubric))
+    else:
+        Console(highlight=False, soft_wrap=True).print(render_text(result, rubric), end="")
+    sys.exit(result.exit_code)
+
+
+@cli.command("rubric-keys")
+def rubric_keys() -> None:
+    """List every rubric key with its default and what it means."""
+    from grader.rubric import describe
+
+    for key, default, doc in describe():
+        click.echo(f"{key}\n    {doc}" + (f"\n    default: {default}" if default else ""))
+
+
+def main() -> None:
+    cli(prog_name="grader")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The grader's domain errors.
+
+A student's mistake is never one of these: a kernel that does not compile,
+computes the wrong thing, faults or hangs is a *result* (see results.py).
+These are problems with the grader's inputs or its machine, and the CLI
+turns each into an exit code (cli.py); nothing in the library exits.
+"""
+
+from __future__ import annotations
+
+
+class GraderError(Exception):
+    """Base of every error the grader raises on purpose."""
+
+    exit_code = 4
+
+
+class UsageError(GraderError):
+    """The command was asked for something it cannot do (a missing file)."""
+
+    exit_code = 2
+
+
+class RubricError(UsageError):
+    """A rubric file is malformed; the message names the file and the key."""
+
+    def __init__(self, path: str, key: str, problem: str, line: int | None = None):
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: key '{key}': {problem}")
+        self.path, self.key, self.problem, self.line = path, key, problem, line
+
+
+class InfrastructureError(GraderError):
+    """The machine lacks what grading needs (nvcc, a GPU, a C++ compiler)."""
+
+    exit_code = 4
+
+
+class NoGPUError(InfrastructureError):
+    """A CUDA GPU was required but none is visible."""

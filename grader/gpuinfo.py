@@ -1,0 +1,45 @@
+"""What the parent knows about the GPU without creating a CUDA context: nvidia-smi."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+_FIELDS = ("name", "compute_cap", "clocks.sm", "clocks.mem", "clocks.max.sm", "driver_version", "temperature.gpu")
+
+
+def snapshot() -> dict:
+    """One nvidia-smi reading of the first visible GPU; {} when there is none."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {}
+    try:
+        proc = subprocess.run([exe, f"--query-gpu={','.join(_FIELDS)}", "--format=csv,noheader,nounits", "-i", "0"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {}
+    values = [v.strip() for v in proc.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(_FIELDS, values))
+
+
+def cuda_available() -> bool:
+    import torch
+
+    try:
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - a broken driver is "no GPU"
+        return False
+
+
+def arch() -> str:
+    """sm_XY of the first GPU."""
+    cap = snapshot().get("compute_cap")
+    if cap:
+        major, _, minor = cap.partition(".")
+        return f"sm_{major}{minor}"
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"

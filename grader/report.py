@@ -1,0 +1,87 @@
+"""Rendering a Result: terminal summary, Markdown, HTML (with an inline SVG chart), result.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.markup import escape
+
+from grader.render import environment, render
+from grader.results import Result
+from grader.rubric import Rubric
+
+STATUS_TEXT = {
+    "graded": "graded",
+    "compile_error": "did not compile",
+    "rejected": "not accepted for grading",
+    "crashed": "crashed",
+    "timeout": "timed out",
+    "infrastructure_error": "could not be graded on this machine",
+}
+
+environment().filters["esc"] = escape
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float
+    width: float
+    y: float
+    kind: str          # submission | floor | copy
+
+
+def chart(result: Result, rubric: Rubric) -> dict | None:
+    """Geometry of the bar chart: GB/s of the submission and each copy, with the tier lines."""
+    t = result.timing
+    if t is None:
+        return None
+    rows = [("biasGeluFused (yours)", t.submission_gbps, "submission")]
+    rows += [(c.kind + (" (floor)" if c.kind == t.floor_kind else ""), c.gbps,
+              "floor" if c.kind == t.floor_kind else "copy") for c in t.copies]
+    top = max(v for _, v, _ in rows) * 1.1
+    left, width, bar_h, gap = 190.0, 460.0, 26.0, 12.0
+    bars = [Bar(label, value, width * value / top, 30 + i * (bar_h + gap), kind) for i, (label, value, kind) in enumerate(rows)]
+    lines = [(name, left + width * frac * t.floor_gbps / top, frac)
+             for name, frac in (("gold", rubric.tiers.gold), ("silver", rubric.tiers.silver))]
+    height = 30 + len(rows) * (bar_h + gap) + 30
+    return {"bars": bars, "lines": lines, "left": left, "width": width, "bar_h": bar_h, "height": height,
+            "total_width": left + width + 90}
+
+
+def _context(result: Result, rubric: Rubric) -> dict:
+    return {"r": result, "rubric": rubric, "status_text": STATUS_TEXT[result.status], "chart": chart(result, rubric),
+            "failed_cases": [c for c in result.cases if c.passed is False],
+            "passed_count": sum(1 for c in result.cases if c.passed),
+            "run_count": sum(1 for c in result.cases if c.passed is not None)}
+
+
+def render_text(result: Result, rubric: Rubric) -> str:
+    """The terminal summary, with rich markup (print it through a rich Console)."""
+    return render("summary.txt.j2", **_context(result, rubric))
+
+
+def render_markdown(result: Result, rubric: Rubric) -> str:
+    return render("report.md.j2", **_context(result, rubric))
+
+
+def render_html(result: Result, rubric: Rubric) -> str:
+    return render("report.html.j2", **_context(result, rubric))
+
+
+def render_json(result: Result) -> str:
+    return json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+
+
+def write_reports(result: Result, rubric: Rubric, directory: Path) -> list[Path]:
+    """report.md, report.html and result.json in directory (created if needed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("report.md", render_markdown(result, rubric)), ("report.html", render_html(result, rubric)),
+                       ("result.json", render_json(result))):
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

@@ -1,0 +1,114 @@
+"""What grading produces: small typed objects, and result.json built from them.
+
+A student's failure is a Result with a status, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "grader.result/1"
+STATUSES = ("graded", "compile_error", "rejected", "crashed", "timeout", "infrastructure_error")
+
+EXIT_CORRECT = 0
+EXIT_INCORRECT = 1
+EXIT_USAGE = 2
+EXIT_NOT_GRADABLE = 3
+EXIT_INFRASTRUCTURE = 4
+
+
+@dataclass
+class CaseResult:
+    name: str
+    shape: list[int]
+    pattern: str
+    seed: int
+    passed: bool | None            # None: not run (an earlier case stopped the process)
+    bad: int = 0
+    total: int = 0
+    unwritten: int = 0
+    first_mismatch: dict | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    note: str = ""
+    kind: str = "check"            # check | chain | timed
+
+
+@dataclass
+class DiagnosisEntry:
+    code: str
+    message: str
+    advice: str
+    case: str = ""
+
+
+@dataclass
+class CopyTiming:
+    kind: str
+    median_ms: float
+    gbps: float
+
+
+@dataclass
+class TimingResult:
+    shape: list[int]
+    floats_per_element: float
+    bytes_moved: int
+    samples: int
+    stop_reason: str
+    seconds: float
+    submission_ms: float
+    submission_gbps: float
+    floor_kind: str
+    floor_gbps: float
+    copies: list[CopyTiming]
+    fraction: float
+    fraction_ci: list[float]
+    informational_kind: str
+    informational_fraction: float
+    chain_ms: float | None
+    chain_gbps: float | None
+    chain_floats_per_element: float
+
+
+@dataclass
+class Result:
+    exercise: str
+    submission: dict
+    backend: str
+    status: str
+    grader_version: str
+    correct: bool | None = None
+    tier: str | None = None
+    borderline: bool = False
+    fraction: float | None = None
+    fraction_ci: list[float] | None = None
+    gbps: float | None = None
+    floor: dict | None = None
+    cases: list[CaseResult] = field(default_factory=list)
+    diagnosis: list[DiagnosisEntry] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    device: dict = field(default_factory=dict)
+    message: str = ""                  # the one-paragraph verdict for anything not graded
+    feedback: str = ""                 # the rubric's text for the tier, or why no tier
+    build: dict = field(default_factory=dict)
+    timing: TimingResult | None = None
+    output: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    schema: str = SCHEMA
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "graded":
+            return EXIT_CORRECT if self.correct else EXIT_INCORRECT
+        if self.status == "infrastructure_error":
+            return EXIT_INFRASTRUCTURE
+        return EXIT_NOT_GRADABLE
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        ordered = {"schema": data.pop("schema")}
+        ordered.update(data)
+        return ordered

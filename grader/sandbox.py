@@ -1,0 +1,167 @@
+"""Running a submission's GPU (or emulated) work in a child process.
+
+The child gets a time limit, resource limits, a private working directory
+and a scrubbed environment; results come back on a private pipe (never the
+child's stdout, which student code can write to), and stdout and stderr
+are captured with their head and tail kept. Whatever the child does, the
+parent gets a ChildRun back: a faulting or hanging kernel is a status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from grader import protocol
+
+
+class CappedOutput:
+    """Keeps the first and last `cap // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        body = self.head.decode("utf-8", "replace")
+        if self.dropped:
+            body += f"\n[... {self.dropped} bytes dropped ...]\n"
+        return body + self.tail.decode("utf-8", "replace")
+
+
+@dataclass
+class ChildRun:
+    frames: list[protocol.Frame]
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    stdout: CappedOutput
+    stderr: CappedOutput
+    stream_problem: str | None = None
+    signal_name: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH",
+             "NVIDIA_VISIBLE_DEVICES", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS")
+
+
+def _limits(cpu_seconds: int) -> None:
+    """Runs in the child between fork and exec."""
+    os.setsid()                                    # its own process group: killing it kills its children too
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    fsize = 256 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+
+def run_worker(job: dict, *, time_limit_s: float, output_cap: int) -> ChildRun:
+    """Run grader.worker on job; results come back as frames."""
+    read_fd, write_fd = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    workdir = tempfile.mkdtemp(prefix="grader-run-")
+    env["TMPDIR"] = workdir
+    env["HOME"] = workdir
+    cmd = [sys.executable, "-m", "grader.worker", str(write_fd)]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
+        cwd=workdir, env=env, preexec_fn=lambda: _limits(int(time_limit_s) + 5),
+    )
+    os.close(write_fd)
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(json.dumps(job).encode())
+    proc.stdin.close()
+
+    out, err = CappedOutput(output_cap), CappedOutput(output_cap)
+    results = bytearray()
+    sel = selectors.DefaultSelector()
+    sel.register(read_fd, selectors.EVENT_READ, results)
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    deadline = start + time_limit_s
+    timed_out = False
+    open_streams = 3
+    while open_streams:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            timed_out = True
+            break
+        for key, _ in sel.select(timeout=min(remaining, 0.5)):
+            fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+                continue
+            if key.data is results:
+                results += chunk
+            else:
+                key.data.feed(chunk)
+    if timed_out:
+        _kill_group(proc)
+    try:
+        returncode = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        returncode = proc.wait()
+    _kill_group(proc)                               # anything it left behind in its group
+    sel.close()
+    os.close(read_fd)
+    proc.stdout.close()
+    proc.stderr.close()
+    _remove_tree(workdir)
+    frames, problem = protocol.parse(results)
+    sig = None
+    if returncode is not None and returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+    return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
+                    seconds=time.perf_counter() - start, stdout=out, stderr=err,
+                    stream_problem=problem, signal_name=sig)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _package_parent() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,626 @@
+// grader's CPU emulation of the CUDA C++ that elementwise kernels use.
+//
+// The grader compiles a student's .cu with `g++ -x c++ -include cuda_shim.h`
+// after rewriting `kernel<<<grid, block, shmem, stream>>>(args)` into
+// `::grader::launch(kernel, grid, block, shmem, stream)(args)` and
+// `extern __shared__ T name[];` into a pointer to the block's dynamic shared
+// memory. Everything else is provided here.
+//
+// Execution model. Blocks run one after another on one OS thread. When the
+// file uses no block or warp collective (the grader scans for them and
+// defines GRADER_EMU_FIBERS otherwise), each thread of a block is a plain
+// call of the kernel body. With collectives, each thread of a block is a
+// fiber: a stack of its own, entered once through makecontext/swapcontext
+// and switched afterwards with _setjmp/_longjmp (no signal-mask system call
+// per switch). A barrier marks the fiber waiting and yields to the
+// scheduler, which resumes fibers round-robin until every live thread has
+// arrived. Threads that have returned do not count towards a barrier.
+//
+// The order of blocks and of threads inside a block can be reversed
+// (grader_emu_set_reverse), so that a result that depends on the order
+// (a missing barrier, a race) shows up as two different outputs.
+//
+// Faults. grader_guarded() installs SIGSEGV/SIGBUS/SIGFPE handlers on an
+// alternate stack; a fault inside a launch records the faulting address,
+// whether it was a write and the program counter, and jumps back out, so
+// the launch returns an error and the Python side decides what the address
+// was (past an input, past the output, or wild).
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <csetjmp>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <tuple>
+#include <vector>
+
+// ---------------------------------------------------------------------------
+// Qualifiers
+// ---------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __shared__ static
+#define __constant__
+#define __managed__
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __grid_constant__
+#define __CUDACC_EMULATED__ 1
+
+// ---------------------------------------------------------------------------
+// Built-in types
+// ---------------------------------------------------------------------------
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+    unsigned int x, y, z;
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz) {}
+    constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+    constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+#define GRADER_VEC2(T, N) struct alignas(2 * sizeof(T)) N { T x, y; }; \
+    inline N make_##N(T a, T b) { return N{a, b}; }
+#define GRADER_VEC3(T, N) struct N { T x, y, z; }; \
+    inline N make_##N(T a, T b, T c) { return N{a, b, c}; }
+#define GRADER_VEC4(T, N) struct alignas(4 * sizeof(T) > 16 ? 16 : 4 * sizeof(T)) N { T x, y, z, w; }; \
+    inline N make_##N(T a, T b, T c, T d) { return N{a, b, c, d}; }
+GRADER_VEC2(float, float2) GRADER_VEC3(float, float3) GRADER_VEC4(float, float4)
+GRADER_VEC2(int, int2) GRADER_VEC3(int, int3) GRADER_VEC4(int, int4)
+GRADER_VEC2(unsigned int, uint2) GRADER_VEC4(unsigned int, uint4)
+GRADER_VEC2(double, double2)
+inline uint3 make_uint3(unsigned a, unsigned b, unsigned c) { return uint3{a, b, c}; }
+#undef GRADER_VEC2
+#undef GRADER_VEC3
+#undef GRADER_VEC4
+
+// ---------------------------------------------------------------------------
+// Runtime API subset
+// ---------------------------------------------------------------------------
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+enum cudaError_t {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorLaunchFailure = 719,
+};
+typedef cudaError_t cudaError;
+
+namespace grader {
+inline uint3 g_threadIdx, g_blockIdx;
+inline dim3 g_blockDim, g_gridDim;
+inline cudaError_t g_last_error = cudaSuccess;
+inline bool g_reverse = false;
+inline unsigned char* g_dynamic_shared = nullptr;
+inline size_t g_dynamic_shared_size = 0;
+inline void* dynamic_shared() { return g_dynamic_shared; }
+[[noreturn]] void emu_abort(const char* why);
+}  // namespace grader
+
+#define threadIdx (::grader::g_threadIdx)
+#define blockIdx (::grader::g_blockIdx)
+#define blockDim (::grader::g_blockDim)
+#define gridDim (::grader::g_gridDim)
+constexpr int warpSize = 32;
+
+inline cudaError_t cudaGetLastError() {
+    cudaError_t e = grader::g_last_error;
+    grader::g_last_error = cudaSuccess;
+    return e;
+}
+inline cudaError_t cudaPeekAtLastError() { return grader::g_last_error; }
+inline const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        default: return "unspecified launch failure";
+    }
+}
+inline const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        default: return "cudaErrorLaunchFailure";
+    }
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+// ---------------------------------------------------------------------------
+// Math and intrinsics
+// ---------------------------------------------------------------------------
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
+inline float __tanf(float x) { return std::tan(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fadd_rz(float a, float b) { return a + b; }
+inline float __fmul_rz(float a, float b) { return a * b; }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline float normcdff(float x) { return 0.5f * std::erfc(-x * 0.70710678118654752f); }
+inline double normcdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752); }
+inline float exp10f(float x) { return std::pow(10.0f, x); }
+inline void sincosf(float x, float* s, float* c) { *s = std::sin(x); *c = std::cos(x); }
+inline int __float2int_rn(float x) { return static_cast<int>(std::nearbyint(x)); }
+inline int __float2int_rz(float x) { return static_cast<int>(x); }
+inline float __int2float_rn(int x) { return static_cast<float>(x); }
+inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
+inline unsigned __float_as_uint(float x) { unsigned i; std::memcpy(&i, &x, 4); return i; }
+inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
+inline float __uint_as_float(unsigned i) { float x; std::memcpy(&x, &i, 4); return x; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __brev(unsigned x) {
+    unsigned r = 0;
+    for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+inline int __mul24(int a, int b) { return a * b; }
+inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+inline int __mulhi(int a, int b) { return static_cast<int>((static_cast<long long>(a) * b) >> 32); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
+using std::min;
+using std::max;
+inline void __threadfence() {}
+inline void __threadfence_block() {}
+inline void __threadfence_system() {}
+inline void __nanosleep(unsigned) {}
+inline long long clock64() { static long long t = 0; return t += 1; }
+inline unsigned __activemask() { return 0xffffffffu; }
+
+// ---------------------------------------------------------------------------
+// Atomics: blocks and threads never run at the same time, so these are plain
+// read-modify-writes.
+// ---------------------------------------------------------------------------
+template <class T, class U> inline T atomicAdd(T* p, U v) { T o = *p; *p = static_cast<T>(o + v); return o; }
+template <class T, class U> inline T atomicSub(T* p, U v) { T o = *p; *p = static_cast<T>(o - v); return o; }
+template <class T, class U> inline T atomicExch(T* p, U v) { T o = *p; *p = static_cast<T>(v); return o; }
+template <class T, class U> inline T atomicMax(T* p, U v) { T o = *p; *p = o > static_cast<T>(v) ? o : static_cast<T>(v); return o; }
+template <class T, class U> inline T atomicMin(T* p, U v) { T o = *p; *p = o < static_cast<T>(v) ? o : static_cast<T>(v); return o; }
+template <class T, class U> inline T atomicAnd(T* p, U v) { T o = *p; *p = o & v; return o; }
+template <class T, class U> inline T atomicOr(T* p, U v) { T o = *p; *p = o | v; return o; }
+template <class T, class U> inline T atomicXor(T* p, U v) { T o = *p; *p = o ^ v; return o; }
+template <class T, class U, class V> inline T atomicCAS(T* p, U cmp, V v) {
+    T o = *p;
+    if (o == static_cast<T>(cmp)) *p = static_cast<T>(v);
+    return o;
+}
+inline unsigned atomicInc(unsigned* p, unsigned lim) { unsigned o = *p; *p = (o >= lim) ? 0 : o + 1; return o; }
+inline unsigned atomicDec(unsigned* p, unsigned lim) { unsigned o = *p; *p = (o == 0 || o > lim) ? lim : o - 1; return o; }
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+
+// ---------------------------------------------------------------------------
+// Fibers, barriers and warp collectives
+// ---------------------------------------------------------------------------
+namespace grader {
+
+constexpr size_t kFiberStack = 128 * 1024;
+
+struct Fiber {
+    jmp_buf ctx;
+    ucontext_t boot;
+    char* stack = nullptr;
+    unsigned tid = 0;     // linear thread index in the block
+    bool done = false;
+    int waiting = 0;      // 0 running, 1 block barrier, 2 warp barrier
+    unsigned long gen = 0;
+    bool booted = false;
+};
+
+struct Sched {
+    std::vector<Fiber> fibers;
+    jmp_buf home;
+    Fiber* current = nullptr;
+    Fiber* booting = nullptr;
+    void (*body)(void*) = nullptr;
+    void* body_ctx = nullptr;
+    unsigned live = 0;
+    unsigned arrived = 0;
+    unsigned long block_gen = 0;
+    std::vector<unsigned> warp_live, warp_arrived;
+    std::vector<unsigned long> warp_gen;
+    std::vector<unsigned long long> slots;   // one per thread, for shuffles and votes
+};
+inline Sched g_sched;
+inline bool g_fiber_mode =
+#ifdef GRADER_EMU_FIBERS
+    true;
+#else
+    false;
+#endif
+
+inline void set_thread(unsigned tid) {
+    g_threadIdx.x = tid % g_blockDim.x;
+    g_threadIdx.y = (tid / g_blockDim.x) % g_blockDim.y;
+    g_threadIdx.z = tid / (g_blockDim.x * g_blockDim.y);
+}
+
+inline void yield_to_scheduler() {
+    Fiber* f = g_sched.current;
+    if (_setjmp(f->ctx) == 0) _longjmp(g_sched.home, 1);
+}
+
+[[noreturn]] inline void fiber_loop() {
+    Fiber* f = g_sched.booting;
+    if (_setjmp(f->ctx) == 0) _longjmp(g_sched.home, 1);
+    for (;;) {
+        g_sched.body(g_sched.body_ctx);
+        f = g_sched.current;
+        f->done = true;
+        Sched& s = g_sched;
+        --s.live;
+        unsigned w = f->tid / 32;
+        --s.warp_live[w];
+        if (s.arrived > 0 && s.arrived == s.live) { ++s.block_gen; s.arrived = 0; }
+        if (s.warp_arrived[w] > 0 && s.warp_arrived[w] == s.warp_live[w]) { ++s.warp_gen[w]; s.warp_arrived[w] = 0; }
+        yield_to_scheduler();
+    }
+}
+
+inline void ensure_fibers(unsigned n) {
+    Sched& s = g_sched;
+    if (s.fibers.size() < n) s.fibers.resize(n);
+    for (unsigned i = 0; i < n; ++i) {
+        Fiber& f = s.fibers[i];
+        if (!f.stack) {
+            void* m = mmap(nullptr, kFiberStack, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) emu_abort("could not map a fiber stack");
+            mprotect(m, 4096, PROT_NONE);  // stack overflow faults instead of corrupting
+            f.stack = static_cast<char*>(m);
+        }
+        if (!f.booted) {
+            getcontext(&f.boot);
+            f.boot.uc_stack.ss_sp = f.stack;
+            f.boot.uc_stack.ss_size = kFiberStack;
+            f.boot.uc_link = nullptr;
+            makecontext(&f.boot, reinterpret_cast<void (*)()>(&fiber_loop), 0);
+            s.booting = &f;
+            ucontext_t here;
+            if (_setjmp(s.home) == 0) swapcontext(&here, &f.boot);
+            f.booted = true;
+        }
+    }
+}
+
+// After a fault the fibers' stacks hold abandoned frames: boot them again.
+inline void reset_fibers() {
+    for (auto& f : g_sched.fibers) f.booted = false;
+}
+
+inline void run_block_fibers(unsigned n) {
+    Sched& s = g_sched;
+    ensure_fibers(n);
+    unsigned warps = (n + 31) / 32;
+    s.live = n;
+    s.arrived = 0;
+    s.warp_live.assign(warps, 0);
+    s.warp_arrived.assign(warps, 0);
+    s.warp_gen.assign(warps, 0);
+    s.slots.assign(static_cast<size_t>(warps) * 32, 0);
+    for (unsigned i = 0; i < n; ++i) {
+        Fiber& f = s.fibers[i];
+        f.tid = i; f.done = false; f.waiting = 0; f.gen = 0;
+        ++s.warp_live[i / 32];
+    }
+    for (;;) {
+        bool progress = false, all_done = true;
+        for (unsigned k = 0; k < n; ++k) {
+            unsigned i = g_reverse ? n - 1 - k : k;
+            Fiber& f = s.fibers[i];
+            if (f.done) continue;
+            all_done = false;
+            if (f.waiting == 1 && f.gen == s.block_gen) continue;
+            if (f.waiting == 2 && f.gen == s.warp_gen[i / 32]) continue;
+            f.waiting = 0;
+            s.current = &f;
+            set_thread(i);
+            if (_setjmp(s.home) == 0) _longjmp(f.ctx, 1);
+            progress = true;
+        }
+        if (all_done) break;
+        if (!progress) emu_abort("barrier deadlock: threads wait at a barrier that can never complete");
+    }
+}
+
+inline void sync_block() {
+    if (!g_fiber_mode) {
+        if (g_blockDim.x * g_blockDim.y * g_blockDim.z == 1) return;
+        emu_abort("__syncthreads reached in a kernel the grader did not scan as using barriers");
+    }
+    Sched& s = g_sched;
+    Fiber* f = s.current;
+    f->waiting = 1;
+    f->gen = s.block_gen;
+    if (++s.arrived == s.live) { ++s.block_gen; s.arrived = 0; }
+    yield_to_scheduler();
+}
+
+inline void sync_warp() {
+    if (!g_fiber_mode) emu_abort("a warp collective reached in a kernel the grader did not scan as using one");
+    Sched& s = g_sched;
+    Fiber* f = s.current;
+    unsigned w = f->tid / 32;
+    f->waiting = 2;
+    f->gen = s.warp_gen[w];
+    if (++s.warp_arrived[w] == s.warp_live[w]) { ++s.warp_gen[w]; s.warp_arrived[w] = 0; }
+    yield_to_scheduler();
+}
+
+template <class T> inline unsigned long long to_slot(T v) {
+    static_assert(sizeof(T) <= 8, "shuffles of types wider than 8 bytes are not emulated");
+    unsigned long long u = 0;
+    std::memcpy(&u, &v, sizeof(T));
+    return u;
+}
+template <class T> inline T from_slot(unsigned long long u) {
+    T v;
+    std::memcpy(&v, &u, sizeof(T));
+    return v;
+}
+
+// Every lane publishes its value, the warp meets, each lane reads its source,
+// the warp meets again so that no slot is overwritten before it was read.
+template <class T, class Src> inline T exchange(T v, Src src_of_lane) {
+    Sched& s = g_sched;
+    unsigned tid = s.current->tid;
+    unsigned base = tid / 32 * 32;
+    s.slots[tid] = to_slot(v);
+    sync_warp();
+    int src = src_of_lane(static_cast<int>(tid - base));
+    T r = (base + src < s.slots.size() && !s.fibers[base + src].done) ? from_slot<T>(s.slots[base + src]) : v;
+    sync_warp();
+    return r;
+}
+
+template <class Op> inline unsigned vote(bool pred, Op) {
+    Sched& s = g_sched;
+    unsigned tid = s.current->tid;
+    unsigned base = tid / 32 * 32;
+    s.slots[tid] = pred ? 1 : 0;
+    sync_warp();
+    unsigned bits = 0;
+    for (unsigned l = 0; l < 32 && base + l < s.slots.size(); ++l)
+        if (!s.fibers[base + l].done && s.slots[base + l]) bits |= 1u << l;
+    sync_warp();
+    return bits;
+}
+
+}  // namespace grader
+
+#define __syncthreads() ::grader::sync_block()
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    if (grader::g_fiber_mode) grader::sync_warp();
+}
+inline int __syncthreads_count(int p) {
+    static int count = 0;
+    static unsigned long gen = ~0ul;
+    if (gen != grader::g_sched.block_gen) { gen = grader::g_sched.block_gen; count = 0; }
+    count += p != 0;
+    grader::sync_block();
+    int r = count;
+    grader::sync_block();
+    return r;
+}
+inline int __syncthreads_or(int p) { return __syncthreads_count(p) != 0; }
+inline int __syncthreads_and(int p) {
+    return __syncthreads_count(p) == static_cast<int>(grader::g_sched.live);
+}
+
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    return grader::exchange(v, [&](int lane) { return (lane & ~(width - 1)) + (src & (width - 1)); });
+}
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned d, int width = 32) {
+    return grader::exchange(v, [&](int lane) {
+        return (lane % width) + static_cast<int>(d) < width ? lane + static_cast<int>(d) : lane;
+    });
+}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d, int width = 32) {
+    return grader::exchange(v, [&](int lane) {
+        return (lane % width) >= static_cast<int>(d) ? lane - static_cast<int>(d) : lane;
+    });
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+    return grader::exchange(v, [&](int lane) {
+        int t = lane ^ mask;
+        return (t / width == lane / width) ? t : lane;
+    });
+}
+inline unsigned __ballot_sync(unsigned, int p) { return grader::vote(p != 0, 0); }
+inline int __any_sync(unsigned, int p) { return grader::vote(p != 0, 0) != 0; }
+inline int __all_sync(unsigned m, int p) {
+    (void)m;
+    grader::Sched& s = grader::g_sched;
+    unsigned base = s.current->tid / 32 * 32;
+    unsigned bits = grader::vote(p != 0, 0);
+    unsigned live = 0;
+    for (unsigned l = 0; l < 32 && base + l < s.slots.size(); ++l)
+        if (!s.fibers[base + l].done) live |= 1u << l;
+    return (bits & live) == live;
+}
+
+// ---------------------------------------------------------------------------
+// Launch
+// ---------------------------------------------------------------------------
+namespace grader {
+
+template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, Body& body) {
+    unsigned n = block.x * block.y * block.z;
+    if (n == 0 || n > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535 || shmem > 227 * 1024) {
+        g_last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    std::vector<unsigned char> dyn(shmem + 256);
+    g_dynamic_shared = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<uintptr_t>(dyn.data()) + 255) & ~static_cast<uintptr_t>(255));
+    g_dynamic_shared_size = shmem;
+    g_gridDim = grid;
+    g_blockDim = block;
+    const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
+    g_sched.body = [](void* ctx) { (*static_cast<Body*>(ctx))(); };
+    g_sched.body_ctx = &body;
+    for (unsigned long long k = 0; k < blocks; ++k) {
+        unsigned long long b = g_reverse ? blocks - 1 - k : k;
+        g_blockIdx.x = static_cast<unsigned>(b % grid.x);
+        g_blockIdx.y = static_cast<unsigned>((b / grid.x) % grid.y);
+        g_blockIdx.z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
+        if (g_fiber_mode) {
+            run_block_fibers(n);
+        } else {
+            for (unsigned t = 0; t < n; ++t) {
+                set_thread(g_reverse ? n - 1 - t : t);
+                body();
+            }
+        }
+    }
+    g_dynamic_shared = nullptr;
+}
+
+template <class... P> struct Launch {
+    void (*kernel)(P...);
+    dim3 grid, block;
+    size_t shmem;
+    template <class... A> void operator()(A&&... args) const {
+        // Convert the arguments to the kernel's parameter types once, as a
+        // real launch copies them into the parameter buffer.
+        auto call = [k = kernel, tup = std::make_tuple(static_cast<P>(args)...)]() mutable {
+            std::apply(k, tup);
+        };
+        run_grid(grid, block, shmem, call);
+    }
+};
+
+template <class... P>
+inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem = 0,
+                           cudaStream_t = nullptr) {
+    return Launch<P...>{kernel, grid, block, shmem};
+}
+
+// ---------------------------------------------------------------------------
+// Fault capture
+// ---------------------------------------------------------------------------
+struct FaultInfo {
+    int signal;          // 0 none, else the signal number; -1 an emulator abort
+    int is_write;        // 1 write, 0 read, -1 unknown
+    uintptr_t address;   // faulting data address
+    uintptr_t pc_offset; // program counter relative to the library's base, 0 if unknown
+    char message[256];
+};
+inline FaultInfo g_fault;
+inline sigjmp_buf g_fault_jmp;
+inline volatile sig_atomic_t g_in_guarded = 0;
+inline uintptr_t g_fault_pc = 0;
+
+inline void fault_handler(int sig, siginfo_t* info, void* uctx) {
+    if (!g_in_guarded) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_fault.signal = sig;
+    g_fault.address = reinterpret_cast<uintptr_t>(info->si_addr);
+    g_fault.is_write = -1;
+#if defined(__x86_64__)
+    auto* uc = static_cast<ucontext_t*>(uctx);
+    if (sig == SIGSEGV) g_fault.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+    g_fault_pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#else
+    (void)uctx;
+#endif
+    g_in_guarded = 0;
+    siglongjmp(g_fault_jmp, 1);
+}
+
+inline void install_handlers() {
+    static bool done = false;
+    if (done) return;
+    done = true;
+    static std::vector<char> alt(256 * 1024);
+    stack_t ss{};
+    ss.ss_sp = alt.data();
+    ss.ss_size = alt.size();
+    sigaltstack(&ss, nullptr);
+    struct sigaction sa{};
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+    sigaction(SIGFPE, &sa, nullptr);
+}
+
+[[noreturn]] inline void emu_abort(const char* why) {
+    g_fault.signal = -1;
+    std::snprintf(g_fault.message, sizeof g_fault.message, "%s", why);
+    g_in_guarded = 0;
+    siglongjmp(g_fault_jmp, 1);
+}
+
+// Runs f with faults captured. Returns 0, a cudaError_t from the launch,
+// or -1 when a fault or an emulator abort stopped it (see g_fault).
+template <class F> inline int guarded(F&& f) {
+    install_handlers();
+    std::memset(&g_fault, 0, sizeof g_fault);
+    g_fault_pc = 0;
+    g_last_error = cudaSuccess;
+    if (sigsetjmp(g_fault_jmp, 1) != 0) {
+        reset_fibers();
+        g_dynamic_shared = nullptr;
+        if (g_fault_pc) {
+            Dl_info di;
+            if (dladdr(reinterpret_cast<void*>(g_fault_pc), &di) && di.dli_fbase)
+                g_fault.pc_offset = g_fault_pc - reinterpret_cast<uintptr_t>(di.dli_fbase);
+        }
+        return -1;
+    }
+    g_in_guarded = 1;
+    f();
+    g_in_guarded = 0;
+    return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace grader
+
+// Entry points every emulated library exports, whatever it holds. Each
+// library is one translation unit, so these are defined here, once.
+extern "C" void grader_emu_set_reverse(int reverse) { grader::g_reverse = reverse != 0; }
+extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
+extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }

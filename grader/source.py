@@ -1,0 +1,266 @@
+"""Reading a submission's source: what it defines, and what it uses.
+
+The scan works on the text with comments and string literals blanked out
+(newlines kept, so line numbers still match the student's file). It is a
+scan, not a parse: it finds `__global__ ... void NAME(` declarations, the
+optional launcher, and constructs the CPU emulator cannot run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SOURCE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class KernelDecl:
+    name: str
+    params: list[str]
+    line: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something in the source that stops one backend, with where it is."""
+
+    what: str
+    line: int
+
+
+@dataclass
+class Submission:
+    path: Path
+    text: str
+    sha256: str
+    code: str                       # comments and strings blanked
+    kernels: list[KernelDecl] = field(default_factory=list)
+    has_launcher: bool = False
+
+    def kernel(self, name: str) -> KernelDecl | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """Why a file cannot be graded at all (a result, not an exception)."""
+
+    message: str
+    line: int | None = None
+
+
+def read_submission(path: Path, launcher: str) -> Submission | SourceProblem:
+    """Read and scan a submission, or say why it is not a CUDA source we can grade."""
+    data = path.read_bytes()
+    if not data.strip():
+        return SourceProblem(f"{path.name} is empty: write a __global__ void biasGeluFused(...) kernel in it.")
+    if len(data) > MAX_SOURCE_BYTES:
+        return SourceProblem(
+            f"{path.name} is {len(data) / 1024:.0f} KiB; a submission may be at most {MAX_SOURCE_BYTES // 1024} KiB of source."
+        )
+    if b"\0" in data:
+        return SourceProblem(f"{path.name} is a binary file, not CUDA source: submit the .cu text file.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return SourceProblem(f"{path.name} is not UTF-8 text (byte {exc.start}); save it as UTF-8.", line)
+    code = blank_comments_and_strings(text)
+    sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
+    sub.kernels = find_kernels(code)
+    sub.has_launcher = re.search(rf"\b{re.escape(launcher)}\s*\([^;{{]*\)\s*\{{", code, re.S) is not None
+    return sub
+
+
+def blank_comments_and_strings(text: str) -> str:
+    """Replace comments and string/char literals by spaces, keeping newlines."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'":
+            # keep #include "file" visible: blank only the literal's inside
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + " " * (min(j, n) - i - 1) + (c if j < n and text[j] == c else ""))
+            i = j + 1 if j < n and text[j] == c else j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_KERNEL_RE = re.compile(
+    r"__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b"
+    r"(?:\s+__launch_bounds__\s*\([^)]*\))?\s+(\w+)\s*\("
+)
+
+
+def _balanced(code: str, start: int) -> tuple[str, int]:
+    """The text inside the parenthesis that opens at code[start-1]."""
+    depth, i = 1, start
+    while i < len(code) and depth:
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        i += 1
+    return code[start : i - 1], i
+
+
+def _split_params(inside: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in inside:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return [" ".join(p.split()) for p in parts]
+
+
+def find_kernels(code: str) -> list[KernelDecl]:
+    seen: dict[str, KernelDecl] = {}
+    for m in _KERNEL_RE.finditer(code):
+        inside, _ = _balanced(code, m.end())
+        decl = KernelDecl(m.group(1), _split_params(inside), code.count("\n", 0, m.start()) + 1)
+        seen.setdefault(decl.name, decl)
+    return list(seen.values())
+
+
+def missing_kernel_message(sub: Submission, name: str, signature: str) -> str:
+    found = [k.name for k in sub.kernels]
+    if not found:
+        return (f"{sub.path.name} defines no __global__ kernel. Define this one:\n  {signature}")
+    close = difflib.get_close_matches(name, found, n=1, cutoff=0.6)
+    hint = f" Did you mean to name '{close[0]}' '{name}'?" if close else ""
+    listed = ", ".join(f"'{k.name}' (line {k.line})" for k in sub.kernels)
+    return f"{sub.path.name} has no kernel named '{name}'; it defines {listed}.{hint} The grader calls:\n  {signature}"
+
+
+def signature_problem(decl: KernelDecl) -> str | None:
+    """Why the default launch cannot call this kernel, or None if it can."""
+    p = decl.params
+    integer = re.compile(r"\b(size_t|int|unsigned|long|int64_t|uint64_t|int32_t|uint32_t|ptrdiff_t)\b")
+    ok = (
+        len(p) == 4
+        and all(re.search(r"\bfloat\b", q) and "*" in q for q in p[:3])
+        and "const" not in p[2].split("*")[0]
+        and integer.search(p[3]) is not None
+        and "*" not in p[3]
+    )
+    if ok:
+        return None
+    return (
+        f"biasGeluFused (line {decl.line}) takes ({', '.join(p)}); the default launch passes "
+        "(const float* x, const float* bias, float* out, size_t cols). Change the parameters, or define "
+        "void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, "
+        "cudaStream_t stream) and launch your kernel from it."
+    )
+
+
+# ---------------------------------------------------------------------------
+# What the CPU emulator needs to know
+# ---------------------------------------------------------------------------
+
+_COLLECTIVES = re.compile(
+    r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__match\w*_sync)\b"
+)
+
+_UNSUPPORTED = [
+    (re.compile(r"\basm\b|\b__asm__\b"), "uses inline PTX"),
+    (re.compile(r"\b(tex1D\w*|tex2D\w*|tex3D\w*|texture\s*<|cudaTextureObject_t|surf\dD\w*|cudaSurfaceObject_t)"),
+     "uses textures or surfaces"),
+    (re.compile(r"cooperative_groups|\bthis_grid\s*\(|\bgrid_group\b"), "uses cooperative groups"),
+    (re.compile(r"\b(__half2?|half2?|__nv_bfloat16\w*|nv_bfloat16)\b|cuda_fp16\.h|cuda_bf16\.h"),
+     "uses half or bfloat16 types"),
+    (re.compile(r"\b(cudaMalloc\w*|cudaMemcpy\w*|cudaStreamCreate\w*|cudaEventCreate\w*|cudaGraph\w*|cudaMemset\w*)\b"),
+     "calls a CUDA runtime API the emulator does not provide"),
+    (re.compile(r"\b__pipeline\w*|\bcp\.async|\bcuda::memcpy_async|\b__cluster\w*|\bcluster_dims\b"),
+     "uses asynchronous copies or clusters"),
+]
+
+
+def uses_collectives(sub: Submission) -> bool:
+    return _COLLECTIVES.search(sub.code) is not None
+
+
+def emulator_blockers(sub: Submission) -> list[Finding]:
+    found = []
+    for pattern, what in _UNSUPPORTED:
+        m = pattern.search(sub.code)
+        if m:
+            found.append(Finding(f"{what} ('{m.group(0).strip()}')", sub.code.count("\n", 0, m.start()) + 1))
+    # A launch inside device code is dynamic parallelism.
+    for k in re.finditer(r"__global__|__device__", sub.code):
+        body_start = sub.code.find("{", k.end())
+        semi = sub.code.find(";", k.end())
+        if body_start < 0 or (0 <= semi < body_start):
+            continue
+        depth, i = 1, body_start + 1
+        while i < len(sub.code) and depth:
+            depth += {"{": 1, "}": -1}.get(sub.code[i], 0)
+            i += 1
+        body = sub.code[body_start:i]
+        if "<<<" in body:
+            off = body.index("<<<")
+            found.append(Finding("launches a kernel from device code (dynamic parallelism)",
+                                 sub.code.count("\n", 0, body_start + off) + 1))
+            break
+    return found
+
+
+_CUDA_HEADERS = {
+    "cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "device_launch_parameters.h",
+    "device_functions.h", "math_constants.h", "vector_types.h", "cuda_device_runtime_api.h",
+    "crt/host_defines.h", "math_functions.h", "sm_20_atomic_functions.h", "device_atomic_functions.h",
+}
+_LAUNCH_RE = re.compile(r"([A-Za-z_][\w:]*(?:\s*<[^<>;()]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
+_EXTERN_SHARED_RE = re.compile(
+    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w:\s]*?)\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;"
+)
+
+
+def rewrite_for_emulator(text: str) -> str:
+    """Rewrite what g++ cannot read into calls of the shim, keeping every line where it was."""
+    code = blank_comments_and_strings(text)
+    edits: list[tuple[int, int, str]] = []
+    for m in re.finditer(r"^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"]", code, re.M):
+        header = text[m.start(1) : m.end(1)].strip()
+        if header in _CUDA_HEADERS:
+            edits.append((m.start(), m.end(), ""))
+    for m in _LAUNCH_RE.finditer(code):
+        kernel, config = text[m.start(1) : m.end(1)], text[m.start(2) : m.end(2)]
+        newlines = text[m.start() : m.end()].count("\n")
+        edits.append((m.start(), m.end(), f"::grader::launch({kernel}, {config.strip()})(" + "\n" * newlines))
+    for m in _EXTERN_SHARED_RE.finditer(code):
+        tp, name = " ".join(m.group(1).split()), m.group(2)
+        edits.append((m.start(), m.end(), f"{tp}* {name} = static_cast<{tp}*>(::grader::dynamic_shared());"))
+    edits.sort()
+    out, pos = [], 0
+    for start, end, new in edits:
+        if start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(new)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -1,0 +1,130 @@
+"""Timing the submission against the copy floors, on the GPU, in the child.
+
+Method (the parent turns the samples into medians, a fraction and its interval):
+- the timed shape, inputs in `input_sets` sets; the submission's launches rotate
+  over them, each set writing its own output, poisoned before every launch;
+- before every timed launch the L2 is flushed by writing a buffer of twice its size;
+- each sample is one launch between two CUDA events on the current stream;
+- rounds interleave the kernels (submission, the copies, the chain), A B A B, so a
+  clock or thermal drift touches them alike and the samples can be paired;
+- after the last round, each set's output is sent back for verification.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import torch
+
+from grader import protocol
+from grader.cases import Case, make_inputs
+from grader.stats import fraction_interval, median
+
+BATCH = 10    # rounds between two looks at the stopping rule
+
+
+def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
+    rows, cols = sets[0].rows, sets[0].cols
+    n = rows * cols
+    inputs = []
+    outs = []
+    for case in sets:
+        x_cpu, bias_cpu, _ = make_inputs(case)
+        inputs.append((backend.input(x_cpu, "x"), backend.input(bias_cpu, "bias")))
+        outs.append(backend.output(n, pad, "out"))
+    x0 = inputs[0][0]
+    copy_out = torch.empty(n, dtype=torch.float32, device=x0.device)
+    r = torch.randn(n, dtype=torch.float32, device=x0.device)
+    chain_mid = torch.empty(n, dtype=torch.float32, device=x0.device)
+    chain_out = torch.empty(n, dtype=torch.float32, device=x0.device)
+    l2 = torch.cuda.get_device_properties(x0.device).L2_cache_size
+    flush = torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=x0.device)
+    poison = float("nan")
+
+    def check(outcome):
+        if not outcome.ok:
+            raise RuntimeError(outcome.error)
+
+    set_index = [0]
+
+    def submission():
+        k = set_index[0] % len(sets)
+        set_index[0] += 1
+        x, bias = inputs[k]
+        check(backend.launch_submission(x, bias, outs[k][1], rows, cols))
+
+    def chain():
+        x, bias = inputs[0]
+        check(backend.launch_submission(x, bias, chain_mid, rows, cols))
+        check(backend.reference("add_residual", chain_mid, r, chain_out, n=n))
+
+    variants = {"submission": submission}
+    for kind in cfg["floor"]:
+        variants[kind] = (lambda k: (lambda: check(backend.reference(k, x0, copy_out, n=n))))(kind)
+    if cfg["informational_floor"] not in variants:
+        kind = cfg["informational_floor"]
+        variants[kind] = lambda: check(backend.reference(kind, x0, copy_out, n=n))
+    variants["chain"] = chain
+
+    def before(name: str) -> None:
+        if name == "submission":
+            outs[set_index[0] % len(sets)][1].fill_(poison)
+        flush.fill_(float(time.perf_counter_ns() % 1000))
+
+    for name, fn in variants.items():               # warm-up: module load, first-touch, clocks
+        for _ in range(cfg["warmup"]):
+            before(name)
+            fn()
+    sync = backend.synchronize()
+    if not sync.ok:
+        raise RuntimeError(sync.error)
+
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(BATCH)] for name in variants}
+    stream = torch.cuda.current_stream()
+    started = time.perf_counter()
+    stop_reason = "max_samples"
+    while len(samples["submission"]) < cfg["max_samples"]:
+        for i in range(BATCH):
+            for name, fn in variants.items():
+                before(name)
+                start, end = events[name][i]
+                start.record(stream)
+                fn()
+                end.record(stream)
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        for name in variants:
+            samples[name].extend(s.elapsed_time(e) for s, e in events[name])
+        # Stopping rule: at least min_samples rounds; then stop as soon as the 95%
+        # interval of the fraction is within target_half_width of its median, or the
+        # time budget is spent, or max_samples rounds were taken.
+        count = len(samples["submission"])
+        if count < cfg["min_samples"]:
+            continue
+        best = min(cfg["floor"], key=lambda k: median(samples[k]))
+        ci = fraction_interval(samples[best], samples["submission"], resamples=200)
+        if ci.half_width <= cfg["target_half_width"]:
+            stop_reason = "converged"
+            break
+        if time.perf_counter() - started >= cfg["budget_s"]:
+            stop_reason = "budget"
+            break
+    protocol.send(fd, {"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
+                       "seconds": time.perf_counter() - started,
+                       "device": _device(x0.device)})
+    # Each set's last output: the parent verifies the timed shape with it.
+    for case, (full, _) in zip(sets, outs):
+        cpu = full.to("cpu")
+        protocol.send(fd, {"type": "case", "case": case.name, "ok": True, "full_floats": cpu.numel()},
+                      ctypes.string_at(cpu.data_ptr(), cpu.numel() * 4))
+
+
+def _device(dev: torch.device) -> dict:
+    p = torch.cuda.get_device_properties(dev)
+    return {"name": p.name, "capability": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
+            "l2_bytes": p.L2_cache_size, "memory_bytes": p.total_memory, "torch": torch.__version__,
+            "cuda_runtime": torch.version.cuda}

@@ -1,0 +1,116 @@
+"""The child process: loads the submission, runs the cases (and the timing), sends the outputs.
+
+Started by sandbox.run_worker as `python -m grader.worker FD` with the job
+as JSON on stdin. It computes no reference and judges nothing: it sends
+each output back on the pipe FD and the parent decides.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import traceback
+
+from grader import protocol
+from grader.cases import Case, make_inputs
+
+
+def tensor_bytes(t) -> bytes:
+    """A float32 tensor's raw bytes (no numpy needed)."""
+    cpu = t.detach().to("cpu").contiguous()
+    return ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size())
+
+
+def run_case(backend, case: Case, pad: int, reverse_check: bool, fd: int) -> bool:
+    """Run one case; send its output. Returns False when the process cannot go on."""
+    x_cpu, bias_cpu, r_cpu = make_inputs(case)
+    n = case.elements
+    x = backend.input(x_cpu, "x")
+    bias = backend.input(bias_cpu, "bias")
+    full, out = backend.output(n, pad, "out")
+    header = {"type": "case", "case": case.name}
+    outcome = backend.launch_submission(x, bias, out, case.rows, case.cols)
+    if outcome.ok:
+        outcome = backend.synchronize()
+    if not outcome.ok:
+        protocol.send(fd, {**header, "ok": False, "error": outcome.error, "fault": outcome.fault, "fatal": outcome.fatal})
+        return not outcome.fatal and not (outcome.fault and outcome.fault.get("buffer") is None)
+    header.update(ok=True)
+    if reverse_check and hasattr(backend, "set_reverse"):
+        full2, out2 = backend.output(n, pad, "out")
+        backend.set_reverse(True)
+        second = backend.launch_submission(x, bias, out2, case.rows, case.cols)
+        backend.set_reverse(False)
+        if second.ok:
+            a, b = tensor_bytes(full), tensor_bytes(full2)
+            header["reverse_differs"] = a != b
+            if a != b:
+                import torch
+                fa = full.view(torch.int32)
+                fb = full2.view(torch.int32)
+                header["reverse_diff_count"] = int((fa != fb).sum())
+        else:
+            header["reverse_error"] = second.error
+            header["reverse_fault"] = second.fault
+    payload = tensor_bytes(full)
+    if case.chain and r_cpu is not None:
+        r = backend.input(r_cpu, "r")
+        chain_out_full, chain_out = backend.output(n, 0, "chain")
+        res = backend.reference("add_residual", out, r, chain_out, n=n)
+        res = backend.synchronize() if res.ok else res
+        if res.ok:
+            header["chain_bytes"] = n * 4
+            payload += tensor_bytes(chain_out)
+    header["full_floats"] = n + 2 * pad
+    protocol.send(fd, header, payload)
+    if hasattr(backend, "release_inputs"):
+        backend.release_inputs()
+    return True
+
+
+def main() -> int:
+    fd = int(sys.argv[1])
+    job = json.load(sys.stdin)
+    try:
+        if job["backend"] == "cuda":
+            from grader.backends import CudaBackend as B
+        else:
+            from grader.backends import EmulatorBackend as B
+        backend = B(job["library"], job["reference_library"])
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
+        protocol.send(fd, {"type": "fatal", "stage": "load", "error": f"{type(exc).__name__}: {exc}"})
+        return 0
+    protocol.send(fd, {"type": "hello", "backend": backend.name, "pid": os.getpid()})
+    pad = job["guard_floats"]
+    for raw in job["cases"]:
+        case = Case(**raw)
+        try:
+            go_on = run_case(backend, case, pad, job.get("reverse_check", False), fd)
+        except Exception as exc:  # noqa: BLE001
+            protocol.send(fd, {"type": "fatal", "stage": case.name, "error": f"{type(exc).__name__}: {exc}",
+                               "trace": traceback.format_exc(limit=4)})
+            return 0
+        if not go_on:
+            return 0
+    timing = job.get("timing")
+    if timing:
+        from grader.timing import run_timing
+
+        try:
+            run_timing(backend, timing, [Case(**c) for c in job["timed_cases"]], pad, fd)
+        except Exception as exc:  # noqa: BLE001
+            protocol.send(fd, {"type": "fatal", "stage": "timing", "error": f"{type(exc).__name__}: {exc}",
+                               "trace": traceback.format_exc(limit=4)})
+            return 0
+    elif job.get("verify_cases"):
+        for raw in job["verify_cases"]:
+            if not run_case(backend, Case(**raw), pad, False, fd):
+                return 0
+    protocol.send(fd, {"type": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+// Bug: no `if (col < cols)`. The row's last block has idle lanes, and they write past the
+// row's end (and read past the bias).
+#include <cuda_runtime.h>
+
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    const size_t i = blockIdx.y * cols + col;
+    const float v = x[i] + bias[col];
+    out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
+}
