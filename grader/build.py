@@ -131,7 +131,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         source = rewrite_for_emulator(sub.text)
         compiler = shutil.which("g++") or "g++"
         tool_version("g++")
-        flags = _emulator_flags(fibers=uses_collectives(sub))
+        flags = emulator_flags(fibers=uses_collectives(sub))
         version = tool_version("g++")
         extra = SHIM_HEADER.read_text()
     key = _digest(__version__, backend, source, harness, " ".join(flags), version, arch if backend == "cuda" else "cpu", extra)
@@ -156,7 +156,7 @@ def build_reference(*, backend: str, arch: str = "sm_90") -> BuildResult:
     else:
         text = rewrite_for_emulator(text)
         compiler, version = shutil.which("g++") or "g++", tool_version("g++")
-        flags = _emulator_flags(fibers=False)
+        flags = emulator_flags(fibers=False)
         extra = SHIM_HEADER.read_text()
     key = _digest(__version__, backend, text, " ".join(flags), version, arch if backend == "cuda" else "cpu", extra)
     result = _build(key=f"ref-{key}", files={"kernels.cu": text}, main="kernels.cu", compiler=compiler,
@@ -166,7 +166,8 @@ def build_reference(*, backend: str, arch: str = "sm_90") -> BuildResult:
     return result
 
 
-def _emulator_flags(*, fibers: bool) -> list[str]:
+def emulator_flags(*, fibers: bool) -> list[str]:
+    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp collectives)."""
     flags = ["-x", "c++", "-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-U_FORTIFY_SOURCE",
              "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
     if fibers:

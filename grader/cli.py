@@ -68,6 +68,47 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
     sys.exit(result.exit_code)
 
 
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path), default="submissions")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+              help="Where to run the samples (auto: the GPU when one is visible).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
+@click.option("--only", multiple=True, help="Run only this sample (repeatable).")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every sample's result.json document, keyed by file, to this file.")
+def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple[str, ...], json_out: Path | None) -> None:
+    """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
+    import json
+
+    from rich.table import Table
+
+    from grader.manifest import run_samples
+    from grader.rubric import load_rubric
+
+    err = _err_console()
+    try:
+        rubric = load_rubric(rubric_path)
+        outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None,
+                               progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
+    except GraderError as exc:
+        click.echo(f"grader: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    table = Table("sample", "backend", "status", "correct", "tier", "fraction", "diagnosis", "seconds", "verdict")
+    for o in outcomes:
+        r = o.result
+        table.add_row(o.expectation.file, r.backend, r.status, str(r.correct), str(r.tier),
+                      f"{r.fraction:.3f}" if r.fraction is not None else "-",
+                      ",".join(d.code for d in r.diagnosis) or "-", f"{r.seconds:.1f}",
+                      "ok" if o.ok else "[red]" + "; ".join(o.problems) + "[/red]")
+    Console(highlight=False, width=max(Console().width, 150)).print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps({o.expectation.file: o.result.to_json() for o in outcomes}, indent=1))
+    bad = [o for o in outcomes if not o.ok]
+    click.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
+    sys.exit(1 if bad else 0)
+
+
 @cli.command("rubric-keys")
 def rubric_keys() -> None:
     """List every rubric key with its default and what it means."""

@@ -82,6 +82,14 @@ def _grade(p: Path, rubric: Rubric, backend: str, has_gpu: bool, result: Result,
             return
 
     arch = gpuinfo.arch() if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
+    if backend == "emulator" and shutil.which("nvcc"):
+        # nvcc judges the CUDA; g++ would accept host-only code in a kernel and miss CUDA's own errors.
+        say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
+        nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
+        if not nvcc_build.ok:
+            result.build = _build_summary(nvcc_build)
+            _stop(result, "compile_error", _compile_message(nvcc_build, p))
+            return
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     result.build = _build_summary(build)

@@ -249,8 +249,9 @@ def rewrite_for_emulator(text: str) -> str:
             edits.append((m.start(), m.end(), ""))
     for m in _LAUNCH_RE.finditer(code):
         kernel, config = text[m.start(1) : m.end(1)], text[m.start(2) : m.end(2)]
-        newlines = text[m.start() : m.end()].count("\n")
-        edits.append((m.start(), m.end(), f"::grader::launch({kernel}, {config.strip()})(" + "\n" * newlines))
+        new = f"::grader::launch({kernel}, {config.strip()})("
+        new += "\n" * (text[m.start() : m.end()].count("\n") - new.count("\n"))   # keep later lines in place
+        edits.append((m.start(), m.end(), new))
     for m in _EXTERN_SHARED_RE.finditer(code):
         tp, name = " ".join(m.group(1).split()), m.group(2)
         edits.append((m.start(), m.end(), f"{tp}* {name} = static_cast<{tp}*>(::grader::dynamic_shared());"))

@@ -1,0 +1,113 @@
+"""Sample submissions and the outcome each must get (submissions/manifest.yaml)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from grader.errors import RubricError
+from grader.results import STATUSES, Result
+from grader.rubric import DIAGNOSIS_CODES, TIER_NAMES, Rubric
+
+_KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator"}
+_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s"}
+
+
+@dataclass
+class Expectation:
+    file: str
+    about: str = ""
+    status: str = "graded"
+    correct: bool | None = None
+    diagnosis: list[str] = field(default_factory=list)
+    tier: str | None = None
+    time_limit_s: float | None = None
+
+
+@dataclass
+class SampleOutcome:
+    expectation: Expectation
+    result: Result
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def load_manifest(path: Path, backend: str) -> list[Expectation]:
+    """Expectations for backend ('cuda' or 'emulator'), with that backend's overrides applied."""
+    shown = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise RubricError(shown, "<file>", f"cannot read it: {exc}") from None
+    if not isinstance(data, dict):
+        raise RubricError(shown, "<top>", "expected a mapping of file name to expected outcome")
+    out = []
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise RubricError(shown, name, "expected a mapping")
+        for key in entry:
+            if key not in _KEYS:
+                raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
+        merged = {k: v for k, v in entry.items() if k not in ("gpu", "emulator")}
+        override = entry.get("gpu" if backend == "cuda" else "emulator") or {}
+        for key in override:
+            if key not in _OVERRIDABLE:
+                raise RubricError(shown, f"{name}.{'gpu' if backend == 'cuda' else 'emulator'}.{key}", "cannot be overridden")
+        merged.update(override)
+        exp = Expectation(file=name, **merged)
+        if exp.status not in STATUSES:
+            raise RubricError(shown, f"{name}.status", f"unknown status {exp.status!r}")
+        for code in exp.diagnosis:
+            if code not in DIAGNOSIS_CODES:
+                raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
+        if exp.tier is not None and exp.tier not in TIER_NAMES:
+            raise RubricError(shown, f"{name}.tier", f"unknown tier {exp.tier!r}")
+        if not (path.parent / name).is_file():
+            raise RubricError(shown, name, "no such sample file next to the manifest")
+        out.append(exp)
+    return out
+
+
+def judge(exp: Expectation, result: Result) -> list[str]:
+    """What differs between the expected and the actual outcome (empty when it matches)."""
+    problems = []
+    if result.status != exp.status:
+        problems.append(f"status {result.status!r}, expected {exp.status!r} ({result.message[:200]})")
+    if exp.correct is not None and result.correct is not exp.correct:
+        problems.append(f"correct {result.correct}, expected {exp.correct}")
+    codes = {d.code for d in result.diagnosis}
+    for code in exp.diagnosis:
+        if code not in codes:
+            problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
+    if exp.tier is not None and result.backend == "cuda" and result.tier != exp.tier:
+        problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
+    if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
+        problems.append("gold despite exceeds_copy_floor")
+    return problems
+
+
+def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
+                progress=None) -> list[SampleOutcome]:
+    from grader.grading import grade_submission
+
+    from grader.gpuinfo import cuda_available
+
+    outcomes = []
+    concrete = backend if backend != "auto" else ("cuda" if cuda_available() else "emulator")
+    for exp in load_manifest(directory / "manifest.yaml", concrete):
+        if only and exp.file not in only:
+            continue
+        r = rubric
+        if exp.time_limit_s is not None:
+            r = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, time_limit_s=exp.time_limit_s))
+        if progress:
+            progress(f"{exp.file}")
+        result = grade_submission(directory / exp.file, rubric=r, backend=concrete)
+        outcomes.append(SampleOutcome(exp, result, judge(exp, result)))
+    return outcomes

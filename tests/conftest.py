@@ -1,0 +1,53 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = ROOT / "submissions"
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+HAS_GPU = _has_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU: run scripts/gpu-check on a GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _build_cache(tmp_path_factory):
+    """One build cache for the whole run, never the user's."""
+    if "GRADER_TEST_KEEP_CACHE" not in os.environ:
+        os.environ["GRADER_CACHE_DIR"] = str(tmp_path_factory.mktemp("grader-cache"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def rubric():
+    from grader.rubric import load_rubric
+
+    return load_rubric()
+
+
+@pytest.fixture
+def write_cu(tmp_path):
+    def write(text: str, name: str = "k.cu") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return write

@@ -1,0 +1,62 @@
+import shutil
+
+import pytest
+
+from grader.build import build_reference, build_submission, demangle, parse_ptxas
+from grader.source import read_submission
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
+GOOD = """#include <cuda_runtime.h>
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) { const size_t i = blockIdx.y * cols + col; out[i] = x[i] + bias[col]; }
+}
+"""
+
+
+@needs_nvcc
+def test_nvcc_build_reports_resources_and_is_cached(write_cu, rubric):
+    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher)
+    first = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    assert first.ok and not first.cached and first.library.exists()
+    k = next(r for r in first.resources if r.name == "biasGeluFused")
+    assert k.registers and k.registers > 0 and k.spill_stores == 0
+    again = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    assert again.cached and again.library == first.library
+    other_arch = build_submission(sub, rubric, backend="cuda", arch="sm_80")
+    assert other_arch.library != first.library
+
+
+@needs_nvcc
+def test_nvcc_errors_come_back_as_the_students_file_and_line(write_cu, rubric):
+    text = GOOD.replace("out[i] = x[i] + bias[col];", "out[i] = x[i] + bias[col] + missing;")
+    path = write_cu(text, "student.cu")
+    result = build_submission(read_submission(path, rubric.kernel.launcher), rubric, backend="cuda", arch="sm_90")
+    assert not result.ok
+    err = next(m for m in result.messages if m.severity == "error")
+    assert err.file == str(path) and err.line == 5 and "missing" in err.text and err.in_submission
+
+
+def test_gpp_emulator_build_and_error_lines(write_cu, rubric):
+    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher)
+    assert build_submission(sub, rubric, backend="emulator").ok
+    bad = write_cu(GOOD.replace("out[i] = x[i]", "out[i] = y[i]"), "bad.cu")
+    result = build_submission(read_submission(bad, rubric.kernel.launcher), rubric, backend="emulator")
+    err = next(m for m in result.messages if m.severity == "error")
+    assert not result.ok and err.line == 5 and err.file == str(bad)
+
+
+def test_reference_library_builds_for_the_emulator():
+    assert build_reference(backend="emulator").library.exists()
+
+
+def test_ptxas_parsing():
+    log = ("ptxas info    : Compiling entry function '_Z13biasGeluFusedPKfS0_Pfm' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z13biasGeluFusedPKfS0_Pfm\n"
+           "    16 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem, 380 bytes cmem[0]\n")
+    (k,) = parse_ptxas(log)
+    assert (k.name, k.registers, k.stack_bytes, k.spill_stores, k.spill_loads, k.shared_bytes) == (
+        "biasGeluFused", 40, 16, 4, 8, 1024)
+    assert demangle("_Z13biasGeluFusedPKfS0_Pfm") == "biasGeluFused"

@@ -1,0 +1,73 @@
+"""GPU tests: skipped without a GPU; scripts/gpu-check runs them on the device."""
+
+import pytest
+import torch
+
+from grader.build import build_reference, build_submission
+from grader.cases import plan_cases
+from grader.grading import grade_submission
+from grader.manifest import load_manifest, run_samples
+from grader.sandbox import run_worker
+from grader.source import read_submission
+from conftest import SUBMISSIONS
+
+pytestmark = pytest.mark.gpu
+GPU_EXPECTATIONS = load_manifest(SUBMISSIONS / "manifest.yaml", "cuda")
+
+
+@pytest.mark.parametrize("name", [e.file for e in GPU_EXPECTATIONS])
+def test_sample_on_the_gpu(name, rubric):
+    (outcome,) = run_samples(SUBMISSIONS, rubric=rubric, backend="cuda", only=[name])
+    assert outcome.ok, f"{name}: {outcome.problems}"
+
+
+def _outputs(name, rubric, backend):
+    from grader import gpuinfo
+
+    sub = read_submission(SUBMISSIONS / name, rubric.kernel.launcher)
+    arch = gpuinfo.arch()
+    lib = build_submission(sub, rubric, backend=backend, arch=arch).library
+    ref = build_reference(backend=backend, arch=arch).library
+    cases = plan_cases(rubric)[:8]
+    job = {"backend": backend, "library": str(lib), "reference_library": str(ref),
+           "cases": [c.to_dict() for c in cases], "guard_floats": 64, "reverse_check": False}
+    run = run_worker(job, time_limit_s=60, output_cap=4096)
+    out = {}
+    for f in run.frames:
+        if f.header.get("type") == "case" and f.header.get("ok"):
+            n = f.header["full_floats"]
+            out[f.header["case"]] = torch.frombuffer(bytearray(f.payload[: n * 4]), dtype=torch.float32)
+    return out
+
+
+DETERMINISTIC = ["scalar_2d.cu", "float4_launcher.cu", "flat_index_mod.cu", "int_cols.cu", "tanh_gelu.cu",
+                 "missing_bias.cu", "bias_by_row.cu"]
+
+
+@pytest.mark.parametrize("name", DETERMINISTIC)
+def test_emulator_and_gpu_agree_within_tolerance(name, rubric):
+    gpu, emu = _outputs(name, rubric, "cuda"), _outputs(name, rubric, "emulator")
+    assert gpu and set(gpu) == set(emu)
+    for case in gpu:
+        a, b = gpu[case].double(), emu[case].double()
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        assert torch.equal(torch.isfinite(a), torch.isfinite(b)), case
+        assert torch.allclose(a[finite], b[finite], rtol=rubric.tolerance.rtol, atol=rubric.tolerance.atol), case
+
+
+def test_timing_of_a_good_kernel(rubric):
+    r = grade_submission(SUBMISSIONS / "float4_launcher.cu", rubric=rubric, backend="cuda")
+    t = r.timing
+    assert r.status == "graded" and r.correct and t is not None
+    assert t.samples >= rubric.timing.min_samples
+    assert t.fraction_ci[0] <= t.fraction <= t.fraction_ci[1]
+    assert t.floor_gbps == max(c.gbps for c in t.copies if c.kind in rubric.timing.floor)
+    assert {c.kind for c in t.copies} == {"copy_scalar", "copy_vec4", "memcpy"}
+    assert t.chain_ms and t.chain_ms > t.submission_ms
+    assert r.device["before"] and r.device["after"] and r.device["name"]
+    assert all(c.passed for c in r.cases if c.kind == "timed") and len([c for c in r.cases if c.kind == "timed"]) == 2
+
+
+def test_illegal_address_is_crashed_with_cudas_message(rubric):
+    r = grade_submission(SUBMISSIONS / "illegal_write.cu", rubric=rubric, backend="cuda")
+    assert r.status == "crashed" and "illegal" in r.message.lower()

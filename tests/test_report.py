@@ -1,0 +1,49 @@
+from grader.report import chart, render_html, render_markdown, render_text
+from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
+
+
+def graded(tier="gold", fraction=0.97):
+    t = TimingResult(shape=[16384, 1024], floats_per_element=2, bytes_moved=134217728, samples=120,
+                     stop_reason="converged", seconds=1.2, submission_ms=0.0370, submission_gbps=3627.5,
+                     floor_kind="copy_vec4", floor_gbps=3735.0,
+                     copies=[CopyTiming("copy_scalar", 0.0551, 2436.0), CopyTiming("copy_vec4", 0.03594, 3735.0),
+                             CopyTiming("memcpy", 0.03597, 3732.0)],
+                     fraction=fraction, fraction_ci=[fraction - 0.004, fraction + 0.004], informational_kind="copy_scalar",
+                     informational_fraction=1.49, chain_ms=0.09, chain_gbps=3728.0, chain_floats_per_element=5)
+    return Result(exercise="bias_gelu_fused", submission={"path": "s.cu", "sha256": "ab" * 32}, backend="cuda",
+                  status="graded", grader_version="0.1.0", correct=True, tier=tier, fraction=fraction,
+                  fraction_ci=t.fraction_ci, gbps=t.submission_gbps, timing=t, device={"name": "NVIDIA H200"},
+                  cases=[CaseResult("lesson 101x97", [101, 97], "lesson", 0, True, 0, 9797, 0, None, 1e-7, 1e-7)],
+                  feedback="Well done.")
+
+
+def test_markdown_has_the_exercise_row_and_chain_row(rubric):
+    md = render_markdown(graded(), rubric)
+    assert "| biasGeluFused | 2 | 0.0370 | 3627.5 | **0.970** (0.966 to 0.974) |" in md
+    assert "| biasGeluFused + addResidual | 5 | 0.0900 | 3728.0 |" in md
+    assert "copy_vec4 (floor)" in md and "**gold**" in md
+
+
+def test_html_is_self_contained_with_svg_and_escapes_student_text(rubric):
+    r = graded()
+    r.diagnosis.append(DiagnosisEntry("wrong_values", "<script>alert(1)</script>", "advice"))
+    html = render_html(r, rubric)
+    assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "gold 0.90" in html
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "http" not in html.split("<svg", 1)[0].split("<style>")[0].replace("http://www.w3.org", "")
+
+
+def test_chart_geometry_scales_to_the_largest_bar(rubric):
+    c = chart(graded(), rubric)
+    widths = {b.label: b.width for b in c["bars"]}
+    assert max(widths.values()) <= c["width"]
+    gold_x = dict((n, x) for n, x, _ in c["lines"])["gold"]
+    assert c["left"] < gold_x < c["left"] + c["width"]
+
+
+def test_text_summary_escapes_markup_and_shows_tier(rubric):
+    r = graded(tier="silver", fraction=0.8)
+    r.borderline = True
+    r.message = "[bold]not markup[/bold]"
+    text = render_text(r, rubric)
+    assert "tier: SILVER" in text and "borderline" in text and "x floor" in text

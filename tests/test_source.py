@@ -1,0 +1,94 @@
+from pathlib import Path
+
+from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers, find_kernels,
+                           missing_kernel_message, read_submission, rewrite_for_emulator, signature_problem,
+                           uses_collectives)
+
+LAUNCHER = "launchBiasGeluFused"
+
+
+def test_finds_kernels_with_qualifiers_and_ignores_comments(write_cu):
+    p = write_cu(
+        "// __global__ void biasGeluFused(int) in a comment\n"
+        "template <int N> __global__ __launch_bounds__(256) void k1(float* a) {}\n"
+        "extern \"C\" __global__ void biasGeluFused(const float* __restrict__ x,\n"
+        "    const float* bias, float* out, int cols) {}\n")
+    sub = read_submission(p, LAUNCHER)
+    assert [k.name for k in sub.kernels] == ["k1", "biasGeluFused"]
+    k = sub.kernel("biasGeluFused")
+    assert k.line == 3 and k.params[-1] == "int cols"
+    assert not sub.has_launcher
+
+
+def test_launcher_is_detected_only_when_defined(write_cu):
+    declared = read_submission(write_cu("void launchBiasGeluFused(const float*, const float*, float*, int, int, cudaStream_t);\n"), LAUNCHER)
+    assert not declared.has_launcher
+    defined = read_submission(write_cu("void launchBiasGeluFused(const float* x, const float* b, float* o, int r, int c,\n cudaStream_t s) {\n}\n"), LAUNCHER)
+    assert defined.has_launcher
+
+
+def test_missing_kernel_names_what_was_found(write_cu):
+    sub = read_submission(write_cu("__global__ void biasGeluFuse(const float* x) {}\n"), LAUNCHER)
+    msg = missing_kernel_message(sub, "biasGeluFused", "SIG")
+    assert "'biasGeluFuse' (line 1)" in msg and "Did you mean" in msg and "SIG" in msg
+    empty = read_submission(write_cu("int main() { return 0; }\n"), LAUNCHER)
+    assert "defines no __global__ kernel" in missing_kernel_message(empty, "biasGeluFused", "SIG")
+
+
+def test_signature_check(write_cu):
+    def sig(params):
+        sub = read_submission(write_cu(f"__global__ void biasGeluFused({params}) {{}}\n"), LAUNCHER)
+        return signature_problem(sub.kernel("biasGeluFused"))
+
+    assert sig("const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ out, size_t cols") is None
+    assert sig("const float* x, const float* bias, float* out, int cols") is None
+    assert "launchBiasGeluFused" in sig("const float* x, const float* bias, float* out, int rows, int cols")
+    assert sig("const float4* x, const float* bias, float* out, int cols") is not None
+
+
+def test_unreadable_sources_are_problems_not_exceptions(tmp_path):
+    empty = tmp_path / "e.cu"
+    empty.write_text("  \n")
+    assert "is empty" in read_submission(empty, LAUNCHER).message
+    binary = tmp_path / "b.cu"
+    binary.write_bytes(b"\x7fELF\x00\x01")
+    assert "binary" in read_submission(binary, LAUNCHER).message
+    latin = tmp_path / "l.cu"
+    latin.write_bytes(b"// caf\xe9\n__global__ void k() {}\n")
+    r = read_submission(latin, LAUNCHER)
+    assert isinstance(r, SourceProblem) and "UTF-8" in r.message and r.line == 1
+    big = tmp_path / "big.cu"
+    big.write_text("//" + "x" * 300_000)
+    assert "KiB" in read_submission(big, LAUNCHER).message
+
+
+def test_blanking_keeps_lines():
+    text = 'a /* x\n y */ b "s//t" // c\nd'
+    out = blank_comments_and_strings(text)
+    assert out.count("\n") == text.count("\n") and "s//t" not in out and out.endswith("d")
+
+
+def test_emulator_blockers_name_the_line(write_cu):
+    sub = read_submission(write_cu("__global__ void biasGeluFused(float* o) {\n  int v;\n  asm(\"mov.u32 %0, %%laneid;\" : \"=r\"(v));\n}\n"), LAUNCHER)
+    found = emulator_blockers(sub)
+    assert found and found[0].line == 3 and "inline PTX" in found[0].what
+    dyn = read_submission(write_cu("__global__ void c() {}\n__global__ void p() {\n  c<<<1, 1>>>();\n}\n"), LAUNCHER)
+    assert any("dynamic parallelism" in f.what for f in emulator_blockers(dyn))
+    plain = read_submission(Path(__file__).parent.parent / "submissions" / "scalar_2d.cu", LAUNCHER)
+    assert emulator_blockers(plain) == [] and not uses_collectives(plain)
+
+
+def test_rewrite_keeps_line_numbers_and_rewrites_launches():
+    src = ("#include <cuda_runtime.h>\n"
+           "extern __shared__ float smem[];\n"
+           "void go(float* p, cudaStream_t s) {\n"
+           "  k<<<dim3(2, 3),\n      256, 0, s>>>(p, 4);\n"
+           "  t<float><<<1, 32>>>(p);\n}\n")
+    out = rewrite_for_emulator(src)
+    assert out.count("\n") == src.count("\n")
+    assert "::grader::launch(k, dim3(2, 3),\n      256, 0, s)(p, 4);" in out
+    assert "::grader::launch(t<float>, 1, 32)(p)" in out
+    assert "float* smem = static_cast<float*>(::grader::dynamic_shared());" in out
+    assert "cuda_runtime.h" not in out
+    lines = out.splitlines()
+    assert lines[5].strip().startswith("::grader::launch(t<float>")
