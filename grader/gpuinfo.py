@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -25,6 +26,12 @@ def snapshot() -> dict:
 
 
 def cuda_available() -> bool:
+    """Whether a CUDA GPU is visible. nvidia-smi answers without creating a CUDA context in
+    this process (the parent never needs one); torch is asked only when nvidia-smi is absent."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    if shutil.which("nvidia-smi"):
+        return bool(snapshot())
     import torch
 
     try:

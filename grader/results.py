@@ -96,8 +96,17 @@ class Result:
     build: dict = field(default_factory=dict)
     timing: TimingResult | None = None
     output: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)     # wall seconds of build, child run, checking
     seconds: float = 0.0
     schema: str = SCHEMA
+
+    def stop(self, status: str, message: str) -> None:
+        """Mark this result as not graded (compile error, rejected, crashed, timeout...), saying why."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self.status = status
+        self.message = message
+        self.correct = None
 
     @property
     def exit_code(self) -> int:

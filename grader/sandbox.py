@@ -80,74 +80,115 @@ def _limits(cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
 
-def run_worker(job: dict, *, time_limit_s: float, output_cap: int) -> ChildRun:
-    """Run grader.worker on job; results come back as frames."""
-    read_fd, write_fd = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    workdir = tempfile.mkdtemp(prefix="grader-run-")
-    env["TMPDIR"] = workdir
-    env["HOME"] = workdir
-    cmd = [sys.executable, "-m", "grader.worker", str(write_fd)]
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-        cwd=workdir, env=env, preexec_fn=lambda: _limits(int(time_limit_s) + 5),
-    )
-    os.close(write_fd)
-    assert proc.stdin and proc.stdout and proc.stderr
-    proc.stdin.write(json.dumps(job).encode())
-    proc.stdin.close()
+class Worker:
+    """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
-    out, err = CappedOutput(output_cap), CappedOutput(output_cap)
-    results = bytearray()
-    sel = selectors.DefaultSelector()
-    sel.register(read_fd, selectors.EVENT_READ, results)
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
-    deadline = start + time_limit_s
-    timed_out = False
-    open_streams = 3
-    while open_streams:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            timed_out = True
-            break
-        for key, _ in sel.select(timeout=min(remaining, 0.5)):
-            fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                sel.unregister(key.fileobj)
-                open_streams -= 1
-                continue
-            if key.data is results:
-                results += chunk
-            else:
-                key.data.feed(chunk)
-    if timed_out:
-        _kill_group(proc)
-    try:
-        returncode = proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        returncode = proc.wait()
-    _kill_group(proc)                               # anything it left behind in its group
-    sel.close()
-    os.close(read_fd)
-    proc.stdout.close()
-    proc.stderr.close()
-    _remove_tree(workdir)
-    frames, problem = protocol.parse(results)
-    sig = None
-    if returncode is not None and returncode < 0:
+    The child loads nothing of the student's until run() hands it a job. The time
+    limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
+    """
+
+    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float):
+        self._read_fd, write_fd = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        self._workdir = tempfile.mkdtemp(prefix="grader-run-")
+        env["TMPDIR"] = env["HOME"] = self._workdir
+        cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "grader.worker", str(write_fd), backend],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
+            cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu),
+        )
+        os.close(write_fd)
+        self.output_cap = output_cap
+        self._done = False
+
+    def run(self, job: dict, *, time_limit_s: float) -> ChildRun:
+        """Hand the job over and collect frames until the child exits or the limit passes."""
+        proc = self.proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        start = time.perf_counter()
         try:
-            sig = signal.Signals(-returncode).name
-        except ValueError:
-            sig = f"signal {-returncode}"
-    return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
-                    seconds=time.perf_counter() - start, stdout=out, stderr=err,
-                    stream_problem=problem, signal_name=sig)
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass                                        # it died before the job: reported below
+        out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
+        results = bytearray()
+        sel = selectors.DefaultSelector()
+        sel.register(self._read_fd, selectors.EVENT_READ, results)
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        deadline = start + time_limit_s
+        timed_out = False
+        open_streams = 3
+        while open_streams:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(timeout=min(remaining, 0.5)):
+                fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.data is results:
+                    results += chunk
+                else:
+                    key.data.feed(chunk)
+        sel.close()
+        returncode = self._finish(kill=timed_out)
+        frames, problem = protocol.parse(results)
+        sig = None
+        if returncode is not None and returncode < 0:
+            try:
+                sig = signal.Signals(-returncode).name
+            except ValueError:
+                sig = f"signal {-returncode}"
+        return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
+                        seconds=time.perf_counter() - start, stdout=out, stderr=err,
+                        stream_problem=problem, signal_name=sig)
+
+    def cancel(self) -> None:
+        if not self._done:
+            self._finish(kill=True)
+
+    def _finish(self, *, kill: bool) -> int | None:
+        proc = self.proc
+        if kill:
+            _kill_group(proc)
+        try:
+            returncode = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            returncode = proc.wait()
+        _kill_group(proc)                               # anything it left behind in its group
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        if not self._done:
+            os.close(self._read_fd)
+            _remove_tree(self._workdir)
+        self._done = True
+        return returncode
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+def run_worker(job: dict, *, time_limit_s: float, output_cap: int) -> ChildRun:
+    """Start a child for job["backend"], run job in it, and return what came back."""
+    with Worker(backend=job["backend"], output_cap=output_cap, cpu_limit_s=time_limit_s) as worker:
+        return worker.run(job, time_limit_s=time_limit_s)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

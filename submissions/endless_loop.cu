@@ -1,14 +1,17 @@
-// Bug: a loop whose exit condition never becomes true.
+// Bug: a loop whose exit condition never becomes true. (The flag is read with an atomic, so
+// the compiler cannot prove the loop empty and delete it.)
 #include <cuda_runtime.h>
+
+__device__ int gStop = 0;
 
 __global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
                               float* __restrict__ out, size_t cols) {
     const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-    volatile int spin = 1;
-    while (spin) {
+    while (atomicAdd(&gStop, 0) == 0) {
     }
     if (col < cols) {
         const size_t i = blockIdx.y * cols + col;
-        out[i] = x[i] + bias[col];
+        const float v = x[i] + bias[col];
+        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
     }
 }

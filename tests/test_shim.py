@@ -3,7 +3,6 @@
 import ctypes
 import subprocess
 
-import pytest
 import torch
 
 from grader.build import emulator_flags

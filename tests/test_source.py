@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers, find_kernels,
+from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
                            missing_kernel_message, read_submission, rewrite_for_emulator, signature_problem,
                            uses_collectives)
 

@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import torch
 
-from grader.grading import assign_tier
+from grader.tiers import assign_tier
 from grader.stats import fraction_interval, median
 
 

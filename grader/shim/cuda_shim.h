@@ -206,23 +206,43 @@ inline unsigned __activemask() { return 0xffffffffu; }
 
 // ---------------------------------------------------------------------------
 // Atomics: blocks and threads never run at the same time, so these are plain
-// read-modify-writes.
+// read-modify-writes, through volatile so that (as on a GPU) each one is an
+// observable side effect the compiler cannot merge, hoist or delete.
 // ---------------------------------------------------------------------------
-template <class T, class U> inline T atomicAdd(T* p, U v) { T o = *p; *p = static_cast<T>(o + v); return o; }
-template <class T, class U> inline T atomicSub(T* p, U v) { T o = *p; *p = static_cast<T>(o - v); return o; }
-template <class T, class U> inline T atomicExch(T* p, U v) { T o = *p; *p = static_cast<T>(v); return o; }
-template <class T, class U> inline T atomicMax(T* p, U v) { T o = *p; *p = o > static_cast<T>(v) ? o : static_cast<T>(v); return o; }
-template <class T, class U> inline T atomicMin(T* p, U v) { T o = *p; *p = o < static_cast<T>(v) ? o : static_cast<T>(v); return o; }
-template <class T, class U> inline T atomicAnd(T* p, U v) { T o = *p; *p = o & v; return o; }
-template <class T, class U> inline T atomicOr(T* p, U v) { T o = *p; *p = o | v; return o; }
-template <class T, class U> inline T atomicXor(T* p, U v) { T o = *p; *p = o ^ v; return o; }
+#define GRADER_RMW(name, expr)                                                   \
+    template <class T, class U> inline T name(T* p, U v) {                      \
+        volatile T* vp = p;                                                      \
+        T o = *vp;                                                               \
+        *vp = static_cast<T>(expr);                                              \
+        return o;                                                                \
+    }
+GRADER_RMW(atomicAdd, o + v)
+GRADER_RMW(atomicSub, o - v)
+GRADER_RMW(atomicExch, v)
+GRADER_RMW(atomicMax, o > static_cast<T>(v) ? o : static_cast<T>(v))
+GRADER_RMW(atomicMin, o < static_cast<T>(v) ? o : static_cast<T>(v))
+GRADER_RMW(atomicAnd, o & v)
+GRADER_RMW(atomicOr, o | v)
+GRADER_RMW(atomicXor, o ^ v)
+#undef GRADER_RMW
 template <class T, class U, class V> inline T atomicCAS(T* p, U cmp, V v) {
-    T o = *p;
-    if (o == static_cast<T>(cmp)) *p = static_cast<T>(v);
+    volatile T* vp = p;
+    T o = *vp;
+    if (o == static_cast<T>(cmp)) *vp = static_cast<T>(v);
     return o;
 }
-inline unsigned atomicInc(unsigned* p, unsigned lim) { unsigned o = *p; *p = (o >= lim) ? 0 : o + 1; return o; }
-inline unsigned atomicDec(unsigned* p, unsigned lim) { unsigned o = *p; *p = (o == 0 || o > lim) ? lim : o - 1; return o; }
+inline unsigned atomicInc(unsigned* p, unsigned lim) {
+    volatile unsigned* vp = p;
+    unsigned o = *vp;
+    *vp = (o >= lim) ? 0 : o + 1;
+    return o;
+}
+inline unsigned atomicDec(unsigned* p, unsigned lim) {
+    volatile unsigned* vp = p;
+    unsigned o = *vp;
+    *vp = (o == 0 || o > lim) ? lim : o - 1;
+    return o;
+}
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
 

@@ -1,0 +1,254 @@
+"""Judging what the grading child sent back: checks, diagnosis, timing statistics, tier.
+
+Runs in the parent, which never loads student code: the float64 references are
+computed here from the same inputs the child generated, and every frame the
+child sent is treated as data.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from grader.build import BuildResult
+from grader.cases import Case, make_inputs
+from grader.checking import compare, read_guards
+from grader.diagnosis import Diagnosis, diagnose
+from grader.reference_math import bias_gelu, chain
+from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
+from grader.rubric import Rubric
+from grader.sandbox import ChildRun
+from grader.stats import fraction_interval, median
+from grader.tiers import assign_tier
+
+
+@dataclass
+class Reference:
+    x: torch.Tensor
+    bias: torch.Tensor
+    want: torch.Tensor
+    chain: torch.Tensor | None
+
+
+def reference_for(case: Case) -> Reference:
+    """The case's inputs and its float64 answers (the submission's, and the chain's)."""
+    x, bias, r = make_inputs(case)
+    return Reference(x, bias, bias_gelu(x, bias), chain(x, bias, r) if r is not None else None)
+
+
+# ---------------------------------------------------------------------------
+
+
+def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Reference]"], rubric: Rubric, build: BuildResult,
+              p: Path, result: Result) -> None:
+    by_name = {c.name: c for c in cases}
+    seen: set[str] = set()
+    timing_frame = None
+    fatal = None
+    done = False
+    for frame in run.frames:
+        h = frame.header
+        kind = h.get("type")
+        if kind == "case" and h.get("case") in by_name:
+            case = by_name[h["case"]]
+            seen.add(case.name)
+            _check_case(case, h, frame.payload, references[case.name], rubric, build, p, result)
+        elif kind == "timing":
+            timing_frame = h
+        elif kind == "fatal":
+            fatal = h
+        elif kind == "done":
+            done = True
+            result.phases["child_done_t"] = round(h.get("t", 0.0), 3)
+        elif kind == "hello":
+            for key in ("ready_t", "job_t", "t"):
+                result.phases[f"child_{'hello_t' if key == 't' else key}"] = round(h.get(key, 0.0), 3)
+    for case in cases:
+        if case.name not in seen:
+            result.cases.append(CaseResult(case.name, [case.rows, case.cols], case.pattern, case.seed, None,
+                                           note="not run", kind="timed" if case.timed else "check"))
+
+    crashed_frame = next((c for c in result.cases if c.note.startswith("crashed:")), None)
+    if run.timed_out:
+        result.stop("timeout", f"the submission did not finish within {rubric.limits.time_limit_s:g} s "
+              "(an endless loop, or a kernel far too slow); the run was stopped.")
+    elif crashed_frame is not None:
+        result.stop("crashed", crashed_frame.note.removeprefix("crashed: "))
+    elif fatal is not None:
+        stage = fatal.get("stage", "")
+        result.stop("crashed" if stage != "load" else "infrastructure_error",
+              f"{fatal.get('error', 'the child process failed')}" + (f" (during {stage})" if stage else ""))
+        if stage == "load":
+            result.status = "crashed" if "undefined symbol" in fatal.get("error", "") else "infrastructure_error"
+    elif not done:
+        how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
+        problem = f"; {run.stream_problem}" if run.stream_problem else ""
+        result.stop("crashed", f"the grading process died ({how}){problem} before finishing.")
+    else:
+        checked = [c for c in result.cases if c.passed is not None]
+        result.correct = bool(checked) and all(c.passed for c in checked) and not any(
+            c.passed is None for c in result.cases)
+
+    if result.status == "graded" and timing_frame is not None:
+        _timing(timing_frame, rubric, result)
+    if result.status == "graded":
+        if result.correct and result.timing is not None:
+            _tier(result, rubric)
+        elif result.correct:
+            result.feedback = rubric.feedback.no_gpu
+        else:
+            result.feedback = "Fix correctness first: only a correct kernel is timed against the floor and gets a tier."
+    for d in result.diagnosis:
+        d.advice = rubric.feedback.diagnosis.get(d.code, "")
+
+
+def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: Rubric, build: BuildResult, p: Path,
+                result: Result) -> None:
+    kind = "timed" if case.timed else "check"
+    cr = CaseResult(case.name, [case.rows, case.cols], case.pattern, case.seed, None, kind=kind)
+    result.cases.append(cr)
+    if not h.get("ok"):
+        fault = h.get("fault")
+        if fault:
+            where = _source_line(build, fault.get("pc_offset"), p)
+            if fault.get("buffer"):
+                code = "writes_past_output" if fault["buffer"] in ("out", "chain") and fault["where"] == "past" else (
+                    "writes_before_output" if fault["buffer"] in ("out", "chain") else "reads_past_input")
+                verb = "wrote" if fault.get("is_write") == 1 else "read"
+                msg = f"{verb} {fault['where']} the end of {fault['buffer']}" if fault["where"] == "past" else \
+                    f"{verb} before the start of {fault['buffer']}"
+                cr.passed = False
+                cr.note = f"the kernel {msg}{where}"
+                _add_diag(result, Diagnosis(code, f"{msg}{where}", case.name))
+                return
+            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.get("signal"), "")
+            if fault.get("signal") == -1:
+                cr.note = f"crashed: {fault.get('message')}{where}"
+            elif sig == "SIGFPE":
+                cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
+            else:
+                cr.note = (f"crashed: the kernel accessed address {fault.get('address', 0):#x}, outside every buffer "
+                           f"({sig or 'fault'}): a wild pointer{where}")
+            return
+        if h.get("fatal"):
+            cr.note = f"crashed: {h.get('error')}"
+            return
+        cr.passed = False
+        cr.note = h.get("error", "launch failed")
+        _add_diag(result, Diagnosis("launch_error", cr.note, case.name))
+        return
+
+    pad = rubric.checks.guard_floats
+    n = case.elements
+    full_floats = h.get("full_floats", n + 2 * pad)
+    full = torch.frombuffer(bytearray(payload[: full_floats * 4]), dtype=torch.float32)
+    pad_here = (full_floats - n) // 2
+    got = full[pad_here : pad_here + n].view(case.rows, case.cols)
+    ref: Reference = reference.result()
+    x, bias, want = ref.x, ref.bias, ref.want
+    tol = rubric.tolerance
+    cmp = compare(got, want, rtol=tol.rtol, atol=tol.atol)
+    guards = read_guards(full, pad_here, n)
+    cr.bad, cr.total, cr.unwritten = cmp.bad, cmp.total, cmp.unwritten
+    cr.max_abs_error, cr.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
+    if cmp.first:
+        cr.first_mismatch = vars(cmp.first)
+    cr.passed = cmp.passed and not guards.damaged
+    if not cr.passed and not (case.timed and result.diagnosis):     # the small cases already named it
+        for d in diagnose(got, want, x, bias, cmp, guards, rtol=tol.rtol, atol=tol.atol):
+            d.case = case.name
+            _add_diag(result, d)
+    if h.get("reverse_differs"):
+        cr.passed = False
+        _add_diag(result, Diagnosis("order_dependent",
+                                    f"{h.get('reverse_diff_count', '?')} output floats changed when blocks and threads "
+                                    "ran in reverse order", case.name))
+    if h.get("chain_bytes") and ref.chain is not None:
+        chain_got = torch.frombuffer(bytearray(payload[full_floats * 4 :]), dtype=torch.float32).view(case.rows, case.cols)
+        ccmp = compare(chain_got, ref.chain, rtol=tol.rtol, atol=tol.atol)
+        chain_case = CaseResult(f"chain {case.rows}x{case.cols} (submission + addResidual)", [case.rows, case.cols],
+                                case.pattern, case.seed, ccmp.passed, ccmp.bad, ccmp.total, ccmp.unwritten,
+                                vars(ccmp.first) if ccmp.first else None, ccmp.max_abs_error, ccmp.max_rel_error,
+                                kind="chain")
+        result.cases.append(chain_case)
+
+
+def _add_diag(result: Result, d: Diagnosis) -> None:
+    if any(e.code == d.code for e in result.diagnosis):
+        return                                     # the first case that shows a mistake describes it
+    result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
+
+
+def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
+    if not pc_offset or build.library is None or shutil.which("addr2line") is None:
+        return ""
+    try:
+        out = subprocess.run(["addr2line", "-e", str(build.library), "-i", hex(pc_offset)], capture_output=True,
+                             text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    for line in out.splitlines():
+        file, _, num = line.rpartition(":")
+        num = num.split()[0] if num else ""
+        if file.endswith("submission.cu") and num.isdigit():
+            return f" at {p.name}:{num}"
+    return ""
+
+
+# ---------------------------------------------------------------------------
+# Timing and the tier
+# ---------------------------------------------------------------------------
+
+
+def _timing(frame: dict, rubric: Rubric, result: Result) -> None:
+    t = rubric.timing
+    samples: dict[str, list[float]] = frame["samples_ms"]
+    n = t.shape.rows * t.shape.cols
+    nbytes = int(t.floats_per_element * 4 * n)
+
+    def gbps(ms: float, floats: float = t.floats_per_element) -> float:
+        return floats * 4 * n / (ms * 1e-3) / 1e9
+
+    copies = [CopyTiming(k, median(samples[k]), gbps(median(samples[k]), 2.0)) for k in samples
+              if k not in ("submission", "chain")]
+    floor = min((c for c in copies if c.kind in t.floor), key=lambda c: c.median_ms)
+    sub_ms = median(samples["submission"])
+    interval = fraction_interval(samples[floor.kind], samples["submission"], resamples=t.bootstrap)
+    info = next(c for c in copies if c.kind == t.informational_floor)
+    chain_ms = median(samples["chain"]) if samples.get("chain") else None
+    # The fraction is a ratio of GB/s on each kernel's own byte count; with the
+    # same 2 floats per element on both sides it is the ratio of the times.
+    scale = t.floats_per_element / 2.0
+    result.timing = TimingResult(
+        shape=[t.shape.rows, t.shape.cols], floats_per_element=t.floats_per_element, bytes_moved=nbytes,
+        samples=len(samples["submission"]), stop_reason=frame.get("stop_reason", ""), seconds=frame.get("seconds", 0.0),
+        submission_ms=sub_ms, submission_gbps=gbps(sub_ms), floor_kind=floor.kind, floor_gbps=floor.gbps,
+        copies=copies, fraction=interval.median * scale, fraction_ci=[interval.low * scale, interval.high * scale],
+        informational_kind=info.kind, informational_fraction=info.median_ms / sub_ms * scale,
+        chain_ms=chain_ms, chain_gbps=gbps(chain_ms, t.chain_floats_per_element) if chain_ms else None,
+        chain_floats_per_element=t.chain_floats_per_element,
+    )
+    result.fraction = result.timing.fraction
+    result.fraction_ci = result.timing.fraction_ci
+    result.gbps = result.timing.submission_gbps
+    result.floor = {"kind": floor.kind, "gbps": floor.gbps, "copies": {c.kind: c.gbps for c in copies}}
+    result.device.update(frame.get("device", {}))
+
+
+
+def _tier(result: Result, rubric: Rubric) -> None:
+    assert result.timing is not None
+    tier, borderline, flags = assign_tier(result.timing.fraction, *result.timing.fraction_ci, rubric)
+    result.tier, result.borderline = tier, borderline
+    result.flags.extend(flags)
+    text = rubric.feedback.tiers.get(tier, "")
+    if "exceeds_copy_floor" in flags:
+        text = (f"Measured faster than the best copy of the same bytes (interval {result.timing.fraction_ci[0]:.3f} to "
+                f"{result.timing.fraction_ci[1]:.3f}): a kernel that reads and writes what a copy does cannot beat it, "
+                "so this is skipped work, caching or a timing escape, and it gets no gold. " + text)
+    result.feedback = text
