@@ -47,6 +47,7 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
 
 class Backend:
     name = "base"
+    generate_on = "cpu"          # where make_inputs draws the inputs (bit-identical everywhere)
 
     def __init__(self, submission_lib: str, reference_lib: str):
         self.sub = ctypes.CDLL(submission_lib, mode=ctypes.RTLD_LOCAL)
@@ -103,6 +104,7 @@ class CudaBackend(Backend):
         torch.cuda.init()
         super().__init__(submission_lib, reference_lib)
         self.device = torch.device("cuda", torch.cuda.current_device())
+        self.generate_on = self.device
 
     def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
         return t.to(self.device).contiguous()

@@ -25,24 +25,31 @@ def snapshot() -> dict:
     return dict(zip(_FIELDS, values))
 
 
-def cuda_available() -> bool:
-    """Whether a CUDA GPU is visible. nvidia-smi answers without creating a CUDA context in
-    this process (the parent never needs one); torch is asked only when nvidia-smi is absent."""
+def probe() -> dict | None:
+    """A first look at the GPU: nvidia-smi's reading, {} for a GPU only torch sees, None for none.
+
+    nvidia-smi answers without creating a CUDA context in this process (the parent never
+    needs one); torch is asked only where nvidia-smi is absent.
+    """
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
+        return None
     if shutil.which("nvidia-smi"):
-        return bool(snapshot())
+        return snapshot() or None
     import torch
 
     try:
-        return torch.cuda.is_available()
+        return {} if torch.cuda.is_available() else None
     except Exception:  # noqa: BLE001 - a broken driver is "no GPU"
-        return False
+        return None
 
 
-def arch() -> str:
-    """sm_XY of the first GPU."""
-    cap = snapshot().get("compute_cap")
+def cuda_available() -> bool:
+    return probe() is not None
+
+
+def arch(reading: dict | None = None) -> str:
+    """sm_XY of the first GPU, from a reading when one is at hand."""
+    cap = (reading if reading is not None else snapshot()).get("compute_cap")
     if cap:
         major, _, minor = cap.partition(".")
         return f"sm_{major}{minor}"

@@ -37,19 +37,21 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
         raise UsageError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
-    has_gpu = gpuinfo.cuda_available() if backend != "emulator" else False
+    reading = gpuinfo.probe() if backend != "emulator" else None
+    has_gpu = reading is not None
     chosen = "emulator" if backend == "emulator" or (backend == "auto" and not has_gpu) else "cuda"
 
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen,
                     status="graded", grader_version=__version__)
     try:
-        _grade(p, rubric, chosen, has_gpu, result, say)
+        _grade(p, rubric, chosen, reading, result, say)
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
     return result
 
 
-def _grade(p: Path, rubric: Rubric, backend: str, has_gpu: bool, result: Result, say: Progress) -> None:
+def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress) -> None:
+    has_gpu = reading is not None
     scanned = read_submission(p, rubric.kernel.launcher)
     if isinstance(scanned, SourceProblem):
         result.stop("rejected", scanned.message)
@@ -74,7 +76,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, has_gpu: bool, result: Result,
                   "run `grader submit` on a machine with an NVIDIA GPU.")
             return
 
-    arch = gpuinfo.arch() if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
+    arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
     phases = result.phases
     clock = time.perf_counter()
     worker = None
@@ -130,7 +132,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, has_gpu: bool, result: Result,
                 "budget_s": rubric.timing.budget_s,
             }
             job["timed_cases"] = [c.to_dict() for c in timed]
-            result.device["before"] = gpuinfo.snapshot()
+            result.device["before"] = reading
         elif rubric.emulator.verify_timed_shape:
             timed = timed[:1]
             job["verify_cases"] = [c.to_dict() for c in timed]

@@ -30,7 +30,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
     inputs = []
     outs = []
     for case in sets:
-        x_cpu, bias_cpu, _ = make_inputs(case)
+        x_cpu, bias_cpu, _ = make_inputs(case, backend.generate_on)
         inputs.append((backend.input(x_cpu, "x"), backend.input(bias_cpu, "bias")))
         outs.append(backend.output(n, pad, "out"))
     x0 = inputs[0][0]

@@ -28,7 +28,7 @@ def tensor_bytes(t) -> bytes:
 
 def run_case(backend, case: Case, pad: int, reverse_check: bool, fd: int) -> bool:
     """Run one case; send its output. Returns False when the process cannot go on."""
-    x_cpu, bias_cpu, r_cpu = make_inputs(case)
+    x_cpu, bias_cpu, r_cpu = make_inputs(case, backend.generate_on)
     n = case.elements
     x = backend.input(x_cpu, "x")
     bias = backend.input(bias_cpu, "bias")

@@ -71,3 +71,12 @@ def test_timing_of_a_good_kernel(rubric):
 def test_illegal_address_is_crashed_with_cudas_message(rubric):
     r = grade_submission(SUBMISSIONS / "illegal_write.cu", rubric=rubric, backend="cuda")
     assert r.status == "crashed" and "illegal" in r.message.lower()
+
+
+def test_inputs_are_bit_identical_on_gpu_and_cpu(rubric):
+    from grader.cases import make_inputs, timed_cases
+
+    for case in plan_cases(rubric)[:3] + timed_cases(rubric)[:1]:
+        for a, b in zip(make_inputs(case, "cuda"), make_inputs(case, "cpu")):
+            if a is not None:
+                assert torch.equal(a.cpu().view(torch.int32), b.view(torch.int32)), case.name

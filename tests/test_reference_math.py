@@ -41,3 +41,17 @@ def test_bias_by_row_mistake_is_defined_only_where_row_below_cols():
     alt, mask = mistakes(x, bias)["bias_by_row"]
     assert mask[:3].all() and not mask[3:].any()
     assert torch.allclose(alt[1], gelu_erf(torch.full((3,), 2.0, dtype=torch.float64)))
+
+
+def test_random_inputs_are_deterministic_and_span_knee_and_tails(rubric):
+    from grader.cases import make_inputs, plan_cases
+
+    case = next(c for c in plan_cases(rubric) if c.pattern == "random" and c.elements > 20000)
+    x1, b1, _ = make_inputs(case)
+    x2, b2, _ = make_inputs(case)
+    assert torch.equal(x1, x2) and torch.equal(b1, b2)
+    assert float(x1.min()) < -10 and float(x1.max()) > 10            # both tails
+    knee = ((x1 > -3) & (x1 < 1)).float().mean()
+    assert 0.4 < float(knee) < 0.6                                      # most values near the knee
+    other = next(c for c in plan_cases(rubric) if c.pattern == "random" and c.seed != case.seed)
+    assert not torch.equal(make_inputs(other)[1][:5], b1[:5])
