@@ -167,8 +167,12 @@ def build_reference(*, backend: str, arch: str = "sm_90") -> BuildResult:
 
 
 def emulator_flags(*, fibers: bool) -> list[str]:
-    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp collectives)."""
-    flags = ["-x", "c++", "-std=c++17", "-O2", "-g", "-fPIC", "-shared", "-U_FORTIFY_SOURCE",
+    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp collectives).
+
+    DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
+    DWARF 5 line table, and the fault report needs the student's file and line.
+    """
+    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-U_FORTIFY_SOURCE",
              "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
     if fibers:
         flags.insert(0, "-DGRADER_EMU_FIBERS")

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
 from grader import __version__, gpuinfo
 from grader.build import BuildResult, build_reference, build_submission
-from grader.errors import InfrastructureError, UsageError
+from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.results import Result
 from grader.rubric import Rubric
 from grader.sandbox import Worker
@@ -45,6 +46,12 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                     status="graded", grader_version=__version__)
     try:
         _grade(p, rubric, chosen, reading, result, say)
+    except GraderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
+        result.stop("infrastructure_error", "internal error in the grader (please report it): "
+                    + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                    + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
     return result

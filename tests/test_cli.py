@@ -87,3 +87,25 @@ def test_cuda_backend_without_gpu_is_infrastructure_exit_4():
 def test_rubric_keys_lists_documented_keys():
     r = invoke("rubric-keys")
     assert r.exit_code == 0 and "timing.budget_s" in r.output and "default: 3.0" in r.output
+
+
+def test_out_of_bounds_read_names_the_buffer_and_source_line():
+    r = invoke("submit", str(SUBMISSIONS / "missing_guard.cu"), "--backend", "emulator", "-q", "--format", "json")
+    doc = json.loads(r.output)
+    assert r.exit_code == 1
+    (d,) = [d for d in doc["diagnosis"] if d["code"] == "reads_past_input"]
+    assert d["message"] == "read past the end of bias at missing_guard.cu:9"
+
+
+def test_an_internal_error_still_gives_a_valid_result(monkeypatch, tmp_path):
+    import grader.grading
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(grader.grading, "build_submission", boom)
+    r = invoke("submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "emulator", "-q", "--format", "json",
+               "--report-dir", str(tmp_path))
+    doc = json.loads(r.output)
+    assert r.exit_code == 4 and doc["status"] == "infrastructure_error" and "simulated bug" in doc["message"]
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "infrastructure_error"
