@@ -58,6 +58,7 @@ class CompilerMessage:
 class BuildResult:
     ok: bool
     library: Path | None
+    object: Path | None      # the compiled harness + submission, before linking: what screening reads
     cached: bool
     seconds: float
     command: str
@@ -124,7 +125,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
     if backend == "cuda":
         source = sub.text
         compiler = _nvcc()
-        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-shared", "-Xcompiler", "-fPIC"]
+        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
         version = tool_version("nvcc")
         extra = ""
     else:
@@ -146,12 +147,33 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
     )
 
 
+BASELINE_SOURCE = """__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) out[blockIdx.y * cols + col] = x[blockIdx.y * cols + col] + bias[col];
+}
+"""
+
+
+def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
+    """The emulator's harness around a trivial kernel: what the shim alone puts in an object,
+    for screening a g++-built submission where nvcc is missing."""
+    from grader.source import Submission, blank_comments_and_strings, find_kernels
+
+    text = BASELINE_SOURCE + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
+    code = blank_comments_and_strings(text)
+    sub = Submission(path=Path("baseline.cu"), text=text, sha256="", code=code, kernels=find_kernels(code))
+    result = build_submission(sub, rubric, backend="emulator")
+    if not result.ok:
+        raise InfrastructureError(f"the emulator's baseline did not build:\n{result.log}")
+    return result
+
+
 def build_reference(*, backend: str, arch: str = "sm_90") -> BuildResult:
     """Build reference/kernels.cu once per backend and architecture."""
     text = REFERENCE_SOURCE.read_text()
     if backend == "cuda":
         compiler, version = _nvcc(), tool_version("nvcc")
-        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC"]
+        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
         extra = ""
     else:
         text = rewrite_for_emulator(text)
@@ -172,7 +194,7 @@ def emulator_flags(*, fibers: bool) -> list[str]:
     DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
     DWARF 5 line table, and the fault report needs the student's file and line.
     """
-    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-shared", "-U_FORTIFY_SOURCE",
+    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-U_FORTIFY_SOURCE",
              "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
     if fibers:
         flags.insert(0, "-DGRADER_EMU_FIBERS")
@@ -185,22 +207,24 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     directory = root / key
     directory.mkdir(parents=True, exist_ok=True)
     library = directory / "lib.so"
+    obj = directory / "main.o"
     meta = directory / "build.json"
-    command = " ".join([compiler, *flags, "-o", "lib.so", main])
+    command = " ".join([compiler, *flags, "-c", "-o", "main.o", main])
+    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend == "cuda" else ["-fPIC"]), "-o", "lib.so", "main.o"])
     start = time.perf_counter()
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
         if library.exists() and meta.exists():
             data = json.loads(meta.read_text())
-            return BuildResult(ok=True, library=library, cached=True, seconds=time.perf_counter() - start,
+            return BuildResult(ok=True, library=library, object=obj, cached=True, seconds=time.perf_counter() - start,
                                command=command, log=data["log"],
                                resources=[KernelResources(**r) for r in data["resources"]],
                                compiler=data["compiler"])
         for name, text in files.items():
             (directory / name).write_text(text)
-        ninja_text = render("build.ninja.j2", version=__version__, command=command,
+        ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
                             description=f"{backend} build of {Path(user_path).name}",
-                            output="lib.so", inputs=list(files))
+                            main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
         ninja = shutil.which("ninja")
         if ninja is None:
@@ -211,10 +235,10 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
         resources = parse_ptxas(log) if backend == "cuda" else []
         version = tool_version("nvcc" if backend == "cuda" else "g++")
         if proc.returncode != 0 or not library.exists():
-            return BuildResult(ok=False, library=None, cached=False, seconds=time.perf_counter() - start,
+            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=log, messages=messages, resources=resources, compiler=version)
         meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
-        return BuildResult(ok=True, library=library, cached=False, seconds=time.perf_counter() - start,
+        return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
                            command=command, log=log, messages=messages, resources=resources, compiler=version)
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Callable
 
 from grader import __version__, gpuinfo
-from grader.build import BuildResult, build_reference, build_submission
+from grader.build import BuildResult, build_baseline, build_reference, build_submission
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.results import Result
 from grader.rubric import Rubric
 from grader.sandbox import Worker
+from grader.screening import refusal_message, screen_object
 from grader.source import (Submission, SourceProblem, emulator_blockers, missing_kernel_message, read_submission,
-                           signature_problem)
+                           signature_problem, source_refusals, uses_collectives)
 
 Progress = Callable[[str], None]
 BACKENDS = ("auto", "cuda", "emulator")
@@ -65,6 +66,10 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         return
     sub: Submission = scanned
     result.submission["sha256"] = sub.sha256
+    refused = source_refusals(sub)
+    if refused:
+        result.stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused))
+        return
     kernel = sub.kernel(rubric.kernel.name)
     if kernel is None:
         result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
@@ -108,6 +113,8 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 result.build = _build_summary(nvcc_build)
                 result.stop("compile_error", _compile_message(nvcc_build, p))
                 return
+            if _refused(nvcc_build, sub, rubric, "nvcc", p, result):
+                return                               # screened before the CPU build
         say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
         build = build_submission(sub, rubric, backend=backend, arch=arch)
         result.build = _build_summary(build)
@@ -115,6 +122,12 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if not build.ok:
             result.stop("compile_error", _compile_message(build, p))
             return
+        if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
+            return
+        if backend == "emulator" and not shutil.which("nvcc"):
+            baseline = build_baseline(rubric, fibers=uses_collectives(sub))
+            if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
+                return
         if worker is None:
             raise InfrastructureError(
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
@@ -165,6 +178,17 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if worker is not None:
             worker.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str, p: Path, result: Result,
+             baseline: Path | None = None) -> bool:
+    """Screen the compiled object; refuse the submission (status rejected) when it holds what it may not."""
+    refusals = screen_object(build.object, kernels=[k.name for k in sub.kernels], launcher=rubric.kernel.launcher,
+                             toolchain=toolchain, baseline=baseline)
+    if refusals:
+        result.stop("rejected", refusal_message(p.name, refusals))
+        result.flags.append("screened_out")
+    return bool(refusals)
 
 
 def _build_summary(build: BuildResult) -> dict:

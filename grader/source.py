@@ -265,3 +265,81 @@ def rewrite_for_emulator(text: str) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Source-level limits on what a submission may contain
+# ---------------------------------------------------------------------------
+
+_CPP_HEADERS = set("""algorithm any array atomic bit bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes
+climits clocale cmath complex concepts cstdarg cstddef cstdint cstdio cstdlib cstring ctime cuchar cwchar cwctype
+deque exception functional initializer_list iomanip ios iosfwd iostream istream iterator limits list map memory
+new numbers numeric optional ostream queue random ratio set span sstream stack stdexcept string string_view
+tuple type_traits typeinfo unordered_map unordered_set utility valarray variant vector version""".split())
+_C_HEADERS = set("""assert.h ctype.h errno.h fenv.h float.h inttypes.h limits.h locale.h math.h stdarg.h stdbool.h
+stddef.h stdint.h stdio.h stdlib.h string.h time.h wchar.h""".split())
+_CUDA_HEADER = re.compile(
+    r"^(cuda[\w.]*\.h|cuda_\w+\.h|device_\w+\.h|math_constants\.h|vector_types\.h|vector_functions\.h|"
+    r"sm_\d+_\w+\.h|mma\.h|curand_kernel\.h|cooperative_groups\.h|cooperative_groups/\w+\.h|cub/[\w/]+\.cuh|"
+    r"cuda/[\w/]+|crt/\w+\.h|texture_\w+\.h|surface_\w+\.h)$")
+
+
+def source_refusals(sub: Submission) -> list[Finding]:
+    """What the source itself may not contain: includes of anything but CUDA and standard
+    headers, include paths that leave the file, and inline assembly in host code."""
+    found: list[Finding] = []
+    code, text = sub.code, sub.text
+    for m in re.finditer(r"^[ \t]*#[ \t]*include\b(.*)$", code, re.M):
+        line = code.count("\n", 0, m.start()) + 1
+        raw = text[m.start(1) : m.end(1)].strip()
+        inc = re.match(r"^([<\"])([^>\"]*)[>\"]", raw)
+        if not inc:
+            found.append(Finding(f"#include {raw}: a computed include; include CUDA and standard headers by name", line))
+            continue
+        name = inc.group(2).strip()
+        if name.startswith("/") or ".." in name.split("/") or name.startswith("~"):
+            found.append(Finding(f"#include {inc.group(0)}: a path outside the submission; include CUDA and "
+                                 "standard headers only", line))
+        elif not (name in _CPP_HEADERS or name in _C_HEADERS or _CUDA_HEADER.match(name)):
+            found.append(Finding(f"#include {inc.group(0)}: not a CUDA or standard header; a submission is one "
+                                 "self-contained .cu file", line))
+    for start, end in _host_spans(code):
+        m = re.search(r"\b(asm|__asm__|__asm)\b", code[start:end])
+        if m:
+            found.append(Finding("inline assembly in host code: assembly belongs in device code only",
+                                 code.count("\n", 0, start + m.start()) + 1))
+            break
+    return found
+
+
+def _host_spans(code: str) -> list[tuple[int, int]]:
+    """Spans of the code outside __global__ and __device__-only function bodies."""
+    spans: list[tuple[int, int]] = []
+
+    def walk(lo: int, hi: int) -> None:
+        i, boundary, host_from = lo, lo, lo
+        while i < hi:
+            ch = code[i]
+            if ch in ";}":
+                boundary = i + 1
+            elif ch == "{":
+                depth, j = 1, i + 1
+                while j < hi and depth:
+                    depth += {"{": 1, "}": -1}.get(code[j], 0)
+                    j += 1
+                header = code[boundary:i]
+                if re.search(r"\bnamespace\b|extern\s*\"", header):
+                    spans.append((host_from, i + 1))
+                    walk(i + 1, j - 1)
+                    host_from = j - 1
+                elif re.search(r"__global__", header) or (re.search(r"__device__", header)
+                                                           and not re.search(r"__host__", header)):
+                    spans.append((host_from, i))
+                    host_from = j
+                i, boundary = j, j
+                continue
+            i += 1
+        spans.append((host_from, hi))
+
+    walk(0, len(code))
+    return [(a, b) for a, b in spans if b > a]

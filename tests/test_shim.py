@@ -20,7 +20,7 @@ def build(tmp_path, body: str, fibers: bool) -> ctypes.CDLL:
     src = tmp_path / "k.cu"
     src.write_text(rewrite_for_emulator(body + COMMON))
     lib = tmp_path / "k.so"
-    proc = subprocess.run(["g++", *emulator_flags(fibers=fibers), "-o", str(lib), str(src)], capture_output=True, text=True)
+    proc = subprocess.run(["g++", *emulator_flags(fibers=fibers), "-shared", "-o", str(lib), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     dll = ctypes.CDLL(str(lib))
     dll.run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
