@@ -38,6 +38,8 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
             getattr(lib, name).restype = i
         lib.grader_ref_add_residual.argtypes = [fp, fp, fp, sz, vp]
         lib.grader_ref_add_residual.restype = i
+        lib.grader_ref_reset_persisting_l2.argtypes = []
+        lib.grader_ref_reset_persisting_l2.restype = i
     else:
         lib.grader_submission_launch.argtypes = [fp, fp, fp, i, i, vp]
         lib.grader_submission_launch.restype = i
@@ -88,6 +90,11 @@ class Backend:
         fn = getattr(self.ref, f"grader_ref_{which}")
         code = fn(*[t.data_ptr() for t in tensors], n, self.stream())
         return self._outcome(code, reference=True)
+
+    def reset_persisting_l2(self) -> None:
+        code = self.ref.grader_ref_reset_persisting_l2()
+        if code:
+            raise RuntimeError(f"cudaCtxResetPersistingL2Cache failed (cudaError {code})")
 
     def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
         if code == 0:

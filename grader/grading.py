@@ -79,14 +79,6 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if problem:
             result.stop("rejected", problem)
             return
-    if backend == "emulator":
-        blockers = emulator_blockers(sub)
-        if blockers:
-            b = blockers[0]
-            result.stop("rejected",
-                  f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check needs a GPU; "
-                  "run `grader submit` on a machine with an NVIDIA GPU.")
-            return
 
     arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
     phases = result.phases
@@ -115,6 +107,13 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 return
             if _refused(nvcc_build, sub, rubric, "nvcc", p, result):
                 return                               # screened before the CPU build
+        if backend == "emulator":
+            blockers = emulator_blockers(sub)
+            if blockers:
+                b = blockers[0]
+                result.stop("rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check "
+                            "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
+                return
         say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
         build = build_submission(sub, rubric, backend=backend, arch=arch)
         result.build = _build_summary(build)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +14,8 @@ from grader.errors import RubricError
 from grader.results import STATUSES, Result
 from grader.rubric import DIAGNOSIS_CODES, TIER_NAMES, Rubric
 
-_KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator"}
+_KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
+         "output_capped", "generate_bytes", "must_not_create"}
 _OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s"}
 
 
@@ -25,6 +28,10 @@ class Expectation:
     diagnosis: list[str] = field(default_factory=list)
     tier: str | None = None
     time_limit_s: float | None = None
+    attack: bool = False
+    output_capped: bool = False
+    generate_bytes: int | None = None
+    must_not_create: str | None = None
 
 
 @dataclass
@@ -68,7 +75,7 @@ def load_manifest(path: Path, backend: str) -> list[Expectation]:
                 raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
         if exp.tier is not None and exp.tier not in TIER_NAMES:
             raise RubricError(shown, f"{name}.tier", f"unknown tier {exp.tier!r}")
-        if not (path.parent / name).is_file():
+        if exp.generate_bytes is None and not (path.parent / name).is_file():
             raise RubricError(shown, name, "no such sample file next to the manifest")
         out.append(exp)
     return out
@@ -89,7 +96,28 @@ def judge(exp: Expectation, result: Result) -> list[str]:
         problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
     if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
+    if exp.output_capped and not result.output.get("dropped_bytes"):
+        problems.append(f"output not capped ({result.output.get('stdout_bytes')} bytes kept)")
+    if exp.must_not_create and Path(exp.must_not_create).exists():
+        problems.append(f"SIDE EFFECT: {exp.must_not_create} exists: the payload ran")
     return problems
+
+
+def leftover_workers() -> list[int]:
+    """Pids of grading children still alive (there should be none between grades)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"grader.worker" in cmd:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            if stat and stat[0] != "Z":
+                found.append(int(entry.name))
+    return found
 
 
 def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
@@ -108,6 +136,18 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
             r = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, time_limit_s=exp.time_limit_s))
         if progress:
             progress(f"{exp.file}")
-        result = grade_submission(directory / exp.file, rubric=r, backend=concrete)
-        outcomes.append(SampleOutcome(exp, result, judge(exp, result)))
+        if exp.must_not_create:
+            Path(exp.must_not_create).unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch:
+            path = directory / exp.file
+            if exp.generate_bytes is not None:
+                path = Path(scratch) / exp.file
+                line = b"// generated filler: this sample is a source file far over the size limit\n"
+                path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
+            result = grade_submission(path, rubric=r, backend=concrete)
+        problems = judge(exp, result)
+        left = leftover_workers()
+        if left:
+            problems.append(f"left grading processes behind: {left}")
+        outcomes.append(SampleOutcome(exp, result, problems))
     return outcomes

@@ -71,13 +71,33 @@ _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_
              "NVIDIA_VISIBLE_DEVICES", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS")
 
 
+CLONE_NEWNET = 0x40000000
+
+
 def _limits(cpu_seconds: int) -> None:
-    """Runs in the child between fork and exec."""
+    """Runs in the child between fork and exec: its own process group, resource limits, no network."""
     os.setsid()                                    # its own process group: killing it kills its children too
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     fsize = 256 * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    nofile = 1024
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    if os.geteuid() != 0:
+        # Threads count as processes here; torch and the CUDA driver start a few dozen.
+        procs = len(os.listdir("/proc/self/task")) + 256
+        try:
+            resource.setrlimit(resource.RLIMIT_NPROC, (procs, procs))
+        except (ValueError, OSError):
+            pass
+    else:
+        # As root: a network namespace of its own, with no interface but a down loopback.
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
+        except OSError:
+            pass
 
 
 class Worker:

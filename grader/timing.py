@@ -4,7 +4,10 @@ Method (the parent turns the samples into medians, a fraction and its interval):
 - the timed shape, inputs in `input_sets` sets; the submission's launches rotate
   over them, each set writing its own output, poisoned before every launch;
 - before every timed launch the L2 is flushed by writing a buffer of twice its size;
-- each sample is one launch between two CUDA events on the current stream;
+- persisting L2 lines are reset before the warm-up and again before sampling;
+- each sample is one launch between two CUDA events recorded on the legacy default
+  stream, which waits for work on every blocking stream: a kernel launched on another
+  stream (screening refuses stream creation anyway) is still inside the timed region;
 - rounds interleave the kernels (submission, the copies, the chain), A B A B, so a
   clock or thermal drift touches them alike and the samples can be paired;
 - after the last round, each set's output is sent back for verification.
@@ -72,6 +75,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
             outs[set_index[0] % len(sets)][1].fill_(poison)
         flush.fill_(float(time.perf_counter_ns() % 1000))
 
+    backend.reset_persisting_l2()
     for name, fn in variants.items():               # warm-up: module load, first-touch, clocks
         for _ in range(cfg["warmup"]):
             before(name)
@@ -83,7 +87,10 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
     samples: dict[str, list[float]] = {name: [] for name in variants}
     events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                      for _ in range(BATCH)] for name in variants}
-    stream = torch.cuda.current_stream()
+    stream = torch.cuda.default_stream()
+    if stream.cuda_stream != 0 or torch.cuda.current_stream().cuda_stream != 0:
+        raise RuntimeError("timing expects the legacy default stream (torch built with per-thread default streams?)")
+    backend.reset_persisting_l2()
     started = time.perf_counter()
     stop_reason = "max_samples"
     while len(samples["submission"]) < cfg["max_samples"]:
