@@ -39,8 +39,35 @@ class Comparison:
     max_rel_error: float          # over the elements that were written and are finite
 
 
-def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float) -> Comparison:
-    """got: float32 rows x cols; want: float64 rows x cols."""
+@dataclass
+class Prepared:
+    """A reference made ready for a fast check (computed while the child runs).
+
+    want32 is the float64 reference rounded to float32, and limit32 the tolerance
+    atol + rtol*|want| shrunk by 1% and rounded down: the float32 rounding of want and of
+    the difference is far below 1% of the tolerance, so an element within limit32 in
+    float32 is certainly within the tolerance in float64.
+    """
+
+    want32: torch.Tensor
+    limit32: torch.Tensor
+
+
+def prepare(want: torch.Tensor, *, rtol: float, atol: float) -> Prepared:
+    limit = want.abs().mul_(rtol).add_(atol).mul_(0.99).float()
+    return Prepared(want.float(), limit)
+
+
+def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
+            prepared: Prepared | None = None) -> Comparison:
+    """got: float32 rows x cols; want: float64 rows x cols. With prepared, a float32 pass
+    settles the usual case (every element clearly within tolerance); anything else is
+    decided by the exact float64 comparison."""
+    if prepared is not None:
+        diff32 = (got - prepared.want32).abs_()
+        if bool((diff32 <= prepared.limit32).all()):
+            return Comparison(passed=True, total=got.numel(), bad=0, unwritten=0, first=None,
+                              max_abs_error=float(diff32.max()) if diff32.numel() else 0.0, max_rel_error=0.0)
     unwritten_mask = got.contiguous().view(torch.int32) == POISON_BITS
     diff = got.double().sub_(want).abs_()
     bad_mask = ~(diff <= want.abs().mul_(rtol).add_(atol))     # NaN (unwritten too) is never <=

@@ -148,7 +148,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 "floor": rubric.timing.floor, "informational_floor": rubric.timing.informational_floor,
                 "warmup": rubric.timing.warmup, "min_samples": rubric.timing.min_samples,
                 "max_samples": rubric.timing.max_samples, "target_half_width": rubric.timing.target_half_width,
-                "budget_s": rubric.timing.budget_s,
+                "budget_s": rubric.timing.budget_s, "hard_budget_s": rubric.timing.hard_budget_s,
             }
             job["timed_cases"] = [c.to_dict() for c in timed]
             result.device["before"] = reading
@@ -158,7 +158,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         else:
             timed = []
         # The float64 references are computed here, in the parent, while the child runs.
-        references = {c.name: pool.submit(verdict.reference_for, c) for c in cases + timed}
+        references = {c.name: pool.submit(verdict.reference_for, c, rubric) for c in cases + timed}
 
         say(f"running {len(cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
         clock = time.perf_counter()

@@ -99,7 +99,10 @@ class Timing:
     min_samples: int = _doc("Samples of each kernel before the stopping rule is consulted.", default=50)
     max_samples: int = _doc("Samples of each kernel at most.", default=2000)
     target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).", default=0.005)
-    budget_s: float = _doc("Stop once this much wall time was spent sampling.", default=3.0)
+    budget_s: float = _doc("Stop once this much wall time was spent sampling (after min_samples).", default=3.0)
+    hard_budget_s: float = _doc(
+        "Stop even before min_samples once this much wall time was spent: a very slow kernel (far below any "
+        "tier) is then graded on the rounds it got.", default=10.0)
     input_sets: int = _doc("Input sets the timed launches rotate over; each set's output is verified.", default=2)
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 
@@ -278,6 +281,8 @@ def _check_semantics(r: Rubric, path: str) -> None:
         bad("timing.informational_floor", f"unknown copy {r.timing.informational_floor!r}")
     if r.timing.min_samples < 10 or r.timing.max_samples < r.timing.min_samples:
         bad("timing.min_samples", "need 10 <= min_samples <= max_samples")
+    if r.timing.hard_budget_s < r.timing.budget_s:
+        bad("timing.hard_budget_s", "must be at least timing.budget_s")
     if r.timing.input_sets < 1:
         bad("timing.input_sets", "at least 1")
     if r.kernel.block_threads < 1 or r.kernel.block_threads > 1024:

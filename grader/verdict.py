@@ -17,7 +17,7 @@ import torch
 
 from grader.build import BuildResult
 from grader.cases import Case, make_inputs
-from grader.checking import compare, read_guards
+from grader.checking import Prepared, compare, prepare, read_guards
 from grader.diagnosis import Diagnosis, diagnose
 from grader.reference_math import bias_gelu, chain
 from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
@@ -32,13 +32,16 @@ class Reference:
     x: torch.Tensor
     bias: torch.Tensor
     want: torch.Tensor
+    prepared: Prepared
     chain: torch.Tensor | None
 
 
-def reference_for(case: Case) -> Reference:
+def reference_for(case: Case, rubric: Rubric) -> Reference:
     """The case's inputs and its float64 answers (the submission's, and the chain's)."""
     x, bias, r = make_inputs(case)
-    return Reference(x, bias, bias_gelu(x, bias), chain(x, bias, r) if r is not None else None)
+    want = bias_gelu(x, bias)
+    prepared = prepare(want, rtol=rubric.tolerance.rtol, atol=rubric.tolerance.atol)
+    return Reference(x, bias, want, prepared, chain(x, bias, r) if r is not None else None)
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +155,7 @@ def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: 
     ref: Reference = reference.result()
     x, bias, want = ref.x, ref.bias, ref.want
     tol = rubric.tolerance
-    cmp = compare(got, want, rtol=tol.rtol, atol=tol.atol)
+    cmp = compare(got, want, rtol=tol.rtol, atol=tol.atol, prepared=ref.prepared)
     guards = read_guards(full, pad_here, n)
     cr.bad, cr.total, cr.unwritten = cmp.bad, cmp.total, cmp.unwritten
     cr.max_abs_error, cr.max_rel_error = cmp.max_abs_error, cmp.max_rel_error

@@ -96,3 +96,16 @@ def test_guard_damage_is_diagnosed_even_when_values_match():
     cmp = compare(want.float(), want, **TOL)
     found = diagnose(want.float(), want, x, b, cmp, GuardDamage(0, 3, 7), **TOL)
     assert [d.code for d in found] == ["writes_past_output"] and "7 floats past" in found[0].message
+
+
+def test_fast_path_agrees_with_the_exact_comparison_at_the_boundary():
+    from grader.checking import prepare
+
+    x, b = inputs(50, 40)
+    want = bias_gelu(x, b)
+    tol = 1e-6 + 1e-5 * want.abs()
+    for scale in (0.5, 0.995, 1.005, 2.0):                  # well inside, just inside, just outside, outside
+        got = (want + scale * tol).float()
+        exact = compare(got, want, **TOL)
+        fast = compare(got, want, **TOL, prepared=prepare(want, **TOL))
+        assert (fast.passed, fast.bad) == (exact.passed, exact.bad), scale
