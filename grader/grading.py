@@ -149,6 +149,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 "warmup": rubric.timing.warmup, "min_samples": rubric.timing.min_samples,
                 "max_samples": rubric.timing.max_samples, "target_half_width": rubric.timing.target_half_width,
                 "budget_s": rubric.timing.budget_s, "hard_budget_s": rubric.timing.hard_budget_s,
+                "slow_launch_s": rubric.timing.slow_launch_s,
             }
             job["timed_cases"] = [c.to_dict() for c in timed]
             result.device["before"] = reading

@@ -103,6 +103,9 @@ class Timing:
     hard_budget_s: float = _doc(
         "Stop even before min_samples once this much wall time was spent: a very slow kernel (far below any "
         "tier) is then graded on the rounds it got.", default=10.0)
+    slow_launch_s: float = _doc(
+        "If one launch of the submission at the timed shape takes longer than this, it is graded from that one "
+        "launch (its output verified, one sample of each copy) instead of sampled.", default=2.0)
     input_sets: int = _doc("Input sets the timed launches rotate over; each set's output is verified.", default=2)
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 

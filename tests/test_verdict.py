@@ -1,0 +1,87 @@
+"""Judging the child's frames, without a GPU: synthetic frames for a small timed shape."""
+
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from grader import protocol
+from grader.build import BuildResult
+from grader.cases import plan_cases, timed_cases
+from grader.checking import GUARD_BITS
+from grader.results import Result
+from grader.rubric import Shape
+from grader.sandbox import CappedOutput, ChildRun
+from grader.verdict import read_run, reference_for
+
+
+def small(rubric):
+    return dataclasses.replace(rubric, checks=dataclasses.replace(rubric.checks, shapes=[Shape(3, 5)], seeds=[1],
+                                                                  guard_floats=8),
+                               timing=dataclasses.replace(rubric.timing, shape=Shape(16, 32)))
+
+
+def output_frame(case, ref, pad, corrupt=False):
+    got = ref.want.float().flatten().clone()
+    if corrupt:
+        got[3] += 1.0
+    full = torch.cat([torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32), got,
+                      torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32)])
+    payload = full.numpy().tobytes()
+    header = {"type": "case", "case": case.name, "ok": True, "full_floats": full.numel()}
+    if ref.chain is not None:
+        header["chain_bytes"] = case.elements * 4
+        payload += ref.chain.float().numpy().tobytes()
+    return protocol.Frame(header, payload)
+
+
+def judge(rubric, frames_for, timing):
+    cases, timed = plan_cases(rubric), timed_cases(rubric)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, rubric) for c in cases + timed}
+        frames = [protocol.Frame({"type": "hello"}, b"")]
+        frames += [f for c in cases + timed for f in frames_for(c, refs[c.name].result())]
+        frames += [protocol.Frame(timing, b""), protocol.Frame({"type": "done"}, b"")]
+        run = ChildRun(frames, 0, False, 1.0, CappedOutput(64), CappedOutput(64))
+        result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
+        build = BuildResult(True, None, None, True, 0.0, "")
+        read_run(run, cases + timed, refs, rubric, build, Path("k.cu"), result)
+    return result
+
+
+def timing_frame(sub_ms, **extra):
+    return {"type": "timing", "samples_ms": {"submission": sub_ms, "copy_scalar": [0.055] * len(sub_ms),
+                                            "copy_vec4": [0.036] * len(sub_ms), "memcpy": [0.037] * len(sub_ms)},
+            "stop_reason": "converged", "seconds": 0.1, "device": {"name": "test"}, **extra}
+
+
+def test_correct_frames_give_a_tier(rubric):
+    r = small(rubric)
+    result = judge(r, lambda c, ref: [output_frame(c, ref, r.checks.guard_floats)], timing_frame([0.0375] * 60))
+    assert result.correct is True and result.tier == "gold" and abs(result.fraction - 0.96) < 0.001
+    assert any(c.kind == "chain" and c.passed for c in result.cases)
+    assert len([c for c in result.cases if c.kind == "timed" and c.passed]) == 2
+
+
+def test_a_wrong_timed_set_makes_it_incorrect_and_untiered(rubric):
+    r = small(rubric)
+    result = judge(r, lambda c, ref: [output_frame(c, ref, r.checks.guard_floats, corrupt=c.timed and c.seed == 1001)],
+                   timing_frame([0.001] * 60))
+    assert result.correct is False and result.tier is None
+    bad = [c for c in result.cases if c.passed is False]
+    assert [c.name for c in bad] == [timed_cases(r)[1].name] and bad[0].first_mismatch["col"] == 3
+
+
+def test_too_slow_kernel_is_graded_from_one_launch(rubric):
+    r = small(rubric)
+    skipped = timed_cases(r)[1].name
+
+    def frames(c, ref):
+        return [] if c.name == skipped else [output_frame(c, ref, r.checks.guard_floats)]
+
+    result = judge(r, frames, timing_frame([15000.0], stop_reason="too_slow", skipped=[skipped]))
+    assert result.status == "graded" and result.correct is True and result.tier == "below"
+    assert result.timing.samples == 1 and result.fraction < 0.01
+    (s,) = [c for c in result.cases if c.name == skipped]
+    assert s.passed is None and s.note.startswith("skipped")
