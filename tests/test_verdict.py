@@ -85,3 +85,30 @@ def test_too_slow_kernel_is_graded_from_one_launch(rubric):
     assert result.timing.samples == 1 and result.fraction < 0.01
     (s,) = [c for c in result.cases if c.name == skipped]
     assert s.passed is None and s.note.startswith("skipped")
+
+
+def test_a_kernel_too_slow_to_finish_one_timed_launch_is_graded_below(rubric):
+    r = small(rubric)
+    cases, timed = plan_cases(r), timed_cases(r)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, r) for c in cases + timed}
+        frames = [protocol.Frame({"type": "hello"}, b"")]
+        frames += [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases]
+        run = ChildRun(frames, -9, True, 60.0, CappedOutput(64), CappedOutput(64))   # killed in the timing
+        result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
+        read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
+    assert (result.status, result.correct, result.tier) == ("graded", True, "below")
+    assert result.flags == ["too_slow_to_time"] and result.exit_code == 0
+    assert all(c.note.startswith("skipped") for c in result.cases if c.kind == "timed")
+
+
+def test_a_timeout_during_the_checks_stays_a_timeout(rubric):
+    r = small(rubric)
+    cases, timed = plan_cases(r), timed_cases(r)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, r) for c in cases + timed}
+        frames = [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases[:2]]
+        run = ChildRun(frames, -9, True, 60.0, CappedOutput(64), CappedOutput(64))
+        result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
+        read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
+    assert result.status == "timeout" and result.tier is None and result.exit_code == 3
