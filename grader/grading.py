@@ -60,26 +60,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
 
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress) -> None:
     has_gpu = reading is not None
-    scanned = read_submission(p, rubric.kernel.launcher)
-    if isinstance(scanned, SourceProblem):
-        result.stop("rejected", scanned.message)
+    sub = _vet_source(p, rubric, result)
+    if sub is None:
         return
-    sub: Submission = scanned
-    result.submission["sha256"] = sub.sha256
-    refused = source_refusals(sub)
-    if refused:
-        result.stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused))
-        return
-    kernel = sub.kernel(rubric.kernel.name)
-    if kernel is None:
-        result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
-        return
-    if not sub.has_launcher:
-        problem = signature_problem(kernel)
-        if problem:
-            result.stop("rejected", problem)
-            return
-
     arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
     phases = result.phases
     clock = time.perf_counter()
@@ -93,75 +76,24 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     # Imported only now, with the child already starting: torch takes 1 to 2 s to import, and
     # this way the parent's import and the child's start-up overlap.
     from grader import verdict
-    from grader.cases import plan_cases, timed_cases
 
     try:
         reference_future = pool.submit(build_reference, backend=backend, arch=arch) if worker else None
-        if backend == "emulator" and shutil.which("nvcc"):
-            # nvcc judges the CUDA; g++ would accept host-only code in a kernel and miss CUDA's own errors.
-            say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
-            nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
-            if not nvcc_build.ok:
-                result.build = _build_summary(nvcc_build)
-                result.stop("compile_error", _compile_message(nvcc_build, p))
-                return
-            if _refused(nvcc_build, sub, rubric, "nvcc", p, result):
-                return                               # screened before the CPU build
-        if backend == "emulator":
-            blockers = emulator_blockers(sub)
-            if blockers:
-                b = blockers[0]
-                result.stop("rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check "
-                            "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
-                return
-        say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
-        build = build_submission(sub, rubric, backend=backend, arch=arch)
-        result.build = _build_summary(build)
+        build = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
-        if not build.ok:
-            result.stop("compile_error", _compile_message(build, p))
+        if build is None:
             return
-        if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
-            return
-        if backend == "emulator" and not shutil.which("nvcc"):
-            baseline = build_baseline(rubric, fibers=uses_collectives(sub))
-            if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
-                return
         if worker is None:
             raise InfrastructureError(
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
                 "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
-        reference = reference_future.result()
-
-        cases = plan_cases(rubric)
-        timed = timed_cases(rubric)
-        job = {
-            "backend": backend,
-            "library": str(build.library),
-            "reference_library": str(reference.library),
-            "cases": [c.to_dict() for c in cases],
-            "guard_floats": rubric.checks.guard_floats,
-            "reverse_check": backend == "emulator" and rubric.emulator.reverse_order_check,
-        }
+        job, cases = _job(rubric, backend, build, reference_future.result())
         if backend == "cuda":
-            job["timing"] = {
-                "floor": rubric.timing.floor, "informational_floor": rubric.timing.informational_floor,
-                "warmup": rubric.timing.warmup, "min_samples": rubric.timing.min_samples,
-                "max_samples": rubric.timing.max_samples, "target_half_width": rubric.timing.target_half_width,
-                "budget_s": rubric.timing.budget_s, "hard_budget_s": rubric.timing.hard_budget_s,
-                "slow_launch_s": rubric.timing.slow_launch_s,
-            }
-            job["timed_cases"] = [c.to_dict() for c in timed]
             result.device["before"] = reading
-        elif rubric.emulator.verify_timed_shape:
-            timed = timed[:1]
-            job["verify_cases"] = [c.to_dict() for c in timed]
-        else:
-            timed = []
         # The float64 references are computed here, in the parent, while the child runs.
-        references = {c.name: pool.submit(verdict.reference_for, c, rubric) for c in cases + timed}
+        references = {c.name: pool.submit(verdict.reference_for, c, rubric) for c in cases}
 
-        say(f"running {len(cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
+        say(f"running {len(job['cases'])} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
         clock = time.perf_counter()
         run = worker.run(job, time_limit_s=rubric.limits.time_limit_s)
         phases["child_s"] = round(time.perf_counter() - clock, 3)
@@ -171,13 +103,101 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                          "stdout_bytes": run.stdout.total, "stderr_bytes": run.stderr.total,
                          "dropped_bytes": run.stdout.dropped + run.stderr.dropped}
         clock = time.perf_counter()
-        verdict.read_run(run, cases + timed, references, rubric, build, p, result)
+        verdict.read_run(run, cases, references, rubric, build, p, result)
         phases["check_s"] = round(time.perf_counter() - clock, 3)
         result.device.setdefault("nvcc" if backend == "cuda" else "compiler", build.compiler)
     finally:
         if worker is not None:
             worker.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
+    """Read the file and check what can be checked on its text; None (and result stopped) if refused."""
+    scanned = read_submission(p, rubric.kernel.launcher)
+    if isinstance(scanned, SourceProblem):
+        result.stop("rejected", scanned.message)
+        return None
+    sub: Submission = scanned
+    result.submission["sha256"] = sub.sha256
+    refused = source_refusals(sub)
+    if refused:
+        result.stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused))
+        return None
+    kernel = sub.kernel(rubric.kernel.name)
+    if kernel is None:
+        result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
+        return None
+    problem = None if sub.has_launcher else signature_problem(kernel)
+    if problem:
+        result.stop("rejected", problem)
+        return None
+    return sub
+
+
+def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, arch: str, result: Result,
+                      say: Progress) -> BuildResult | None:
+    """Compile for backend and screen the object; None (and result stopped) on an error or a refusal."""
+    if backend == "emulator" and shutil.which("nvcc"):
+        # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
+        # errors), and its object is what gets screened, before the CPU build.
+        say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
+        nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
+        if not nvcc_build.ok:
+            result.build = _build_summary(nvcc_build)
+            result.stop("compile_error", _compile_message(nvcc_build, p))
+            return None
+        if _refused(nvcc_build, sub, rubric, "nvcc", p, result):
+            return None
+    if backend == "emulator":
+        blockers = emulator_blockers(sub)
+        if blockers:
+            b = blockers[0]
+            result.stop("rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check "
+                        "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
+            return None
+    say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
+    build = build_submission(sub, rubric, backend=backend, arch=arch)
+    result.build = _build_summary(build)
+    if not build.ok:
+        result.stop("compile_error", _compile_message(build, p))
+        return None
+    if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
+        return None
+    if backend == "emulator" and not shutil.which("nvcc"):
+        baseline = build_baseline(rubric, fibers=uses_collectives(sub))
+        if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
+            return None
+    return build
+
+
+def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResult) -> tuple[dict, list]:
+    """What the child is told to do, and every case whose output it will send back."""
+    from grader.cases import plan_cases, timed_cases
+
+    cases, timed = plan_cases(rubric), timed_cases(rubric)
+    job = {
+        "backend": backend,
+        "library": str(build.library),
+        "reference_library": str(reference.library),
+        "cases": [c.to_dict() for c in cases],
+        "guard_floats": rubric.checks.guard_floats,
+        "reverse_check": backend == "emulator" and rubric.emulator.reverse_order_check,
+    }
+    t = rubric.timing
+    if backend == "cuda":
+        job["timing"] = {
+            "floor": t.floor, "informational_floor": t.informational_floor, "warmup": t.warmup,
+            "min_samples": t.min_samples, "max_samples": t.max_samples, "target_half_width": t.target_half_width,
+            "budget_s": t.budget_s, "hard_budget_s": t.hard_budget_s, "slow_launch_s": t.slow_launch_s,
+        }
+        job["timed_cases"] = [c.to_dict() for c in timed]
+    elif rubric.emulator.verify_timed_shape:
+        timed = timed[:1]
+        job["verify_cases"] = [c.to_dict() for c in timed]
+    else:
+        timed = []
+    return job, cases + timed
 
 
 def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str, p: Path, result: Result,
