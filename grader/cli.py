@@ -69,6 +69,42 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
 
 
 @cli.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write each submission's reports into DIR/<file stem>/ and a summary.csv into DIR.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+              help="Where to run the submissions (auto: the GPU when one is visible).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
+def batch(directory: Path, report_dir: Path | None, backend: str, rubric_path: Path | None) -> None:
+    """Grade every .cu file in DIRECTORY (an instructor's folder of submissions), one after another."""
+    from rich.table import Table
+
+    from grader.batch import grade_folder, summary_row
+    from grader.rubric import load_rubric
+
+    err = _err_console()
+    try:
+        rubric = load_rubric(rubric_path)
+        results = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
+                               progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
+    except GraderError as exc:
+        click.echo(f"grader: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if not results:
+        click.echo(f"grader: {directory} holds no .cu files", err=True)
+        sys.exit(2)
+    table = Table("file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
+    for path, r in results:
+        row = summary_row(path, r)
+        table.add_row(row["file"], row["status"], str(row["correct"]), row["tier"] or "-", row["fraction"] or "-",
+                      row["diagnosis"] or "-", row["seconds"])
+    Console(highlight=False, width=max(Console().width, 120)).print(table)
+    if report_dir is not None:
+        err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'} and a report directory for each file[/dim]")
+
+
+@cli.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path), default="submissions")
 @click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
               help="Where to run the samples (auto: the GPU when one is visible).")

@@ -109,3 +109,26 @@ def test_an_internal_error_still_gives_a_valid_result(monkeypatch, tmp_path):
     doc = json.loads(r.output)
     assert r.exit_code == 4 and doc["status"] == "infrastructure_error" and "simulated bug" in doc["message"]
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "infrastructure_error"
+
+
+def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
+    import csv
+    import shutil
+
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("scalar_2d.cu", "compile_error.cu", "missing_bias.cu"):
+        shutil.copy(SUBMISSIONS / name, folder / name)
+    out = tmp_path / "out"
+    r = invoke("batch", str(folder), "--backend", "emulator", "--report-dir", str(out))
+    assert r.exit_code == 0
+    rows = {row["file"]: row for row in csv.DictReader((out / "summary.csv").open())}
+    assert rows["scalar_2d.cu"]["status"] == "graded" and rows["scalar_2d.cu"]["correct"] == "True"
+    assert rows["compile_error.cu"]["status"] == "compile_error" and "colls" in rows["compile_error.cu"]["message"]
+    assert rows["missing_bias.cu"]["diagnosis"] == "bias_missing"
+    assert sorted(p.name for p in (out / "missing_bias").iterdir()) == ["report.html", "report.md", "result.json"]
+
+
+def test_batch_of_an_empty_folder_is_a_usage_error(tmp_path):
+    r = invoke("batch", str(tmp_path))
+    assert r.exit_code == 2 and "no .cu files" in r.output
