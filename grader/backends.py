@@ -68,6 +68,14 @@ class Backend:
     def stream(self) -> int | None:
         return None
 
+    def set_reverse(self, reverse: bool) -> None:
+        """Run blocks and threads in reverse order (only the CPU emulator can)."""
+        if reverse:
+            raise NotImplementedError(f"the {self.name} backend cannot reverse the order of blocks")
+
+    def release_inputs(self) -> None:
+        """Forget the buffers of a finished case."""
+
     def synchronize(self) -> LaunchOutcome:
         return LaunchOutcome(True)
 
@@ -205,5 +213,5 @@ class EmulatorBackend(Backend):
         return fault
 
     def release_inputs(self) -> None:
-        """Forget the buffers of a finished case (the memory is reclaimed with the process)."""
+        """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
         self.regions.clear()

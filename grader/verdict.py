@@ -190,6 +190,13 @@ def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: 
         for d in diagnose(got, want, x, bias, cmp, guards, rtol=tol.rtol, atol=tol.atol):
             d.case = case.name
             _add_diag(result, d)
+    if h.get("reverse_error"):
+        cr.passed = False
+        fault = h.get("reverse_fault") or {}
+        what = (f"{'wrote' if fault.get('is_write') == 1 else 'read'} {fault.get('where')} the end of {fault.get('buffer')}"
+                if fault.get("buffer") else h["reverse_error"])
+        _add_diag(result, Diagnosis("order_dependent", f"run with blocks and threads in reverse order, the kernel "
+                                    f"failed ({what}), though it ran in the usual order", case.name))
     if h.get("reverse_differs"):
         cr.passed = False
         _add_diag(result, Diagnosis("order_dependent",

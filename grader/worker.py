@@ -1,8 +1,9 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
-Started by sandbox.run_worker as `python -m grader.worker FD` with the job
-as JSON on stdin. It computes no reference and judges nothing: it sends
-each output back on the pipe FD and the parent decides.
+Started by sandbox.Worker as `python -m grader.worker FD BACKEND`; it imports
+torch (and creates its CUDA context) at once, then reads the job as JSON on
+stdin. It computes no reference and judges nothing: it sends each output
+back on the pipe FD and the parent decides.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import traceback
 
 T0 = time.perf_counter()
 
-from grader import protocol
-from grader.cases import Case, make_inputs
+import torch  # noqa: E402 - after T0, so the child's start-up time includes the import
+
+from grader import protocol  # noqa: E402
+from grader.cases import Case, make_inputs  # noqa: E402
 
 
 def tensor_bytes(t) -> bytes:
@@ -39,21 +42,20 @@ def run_case(backend, case: Case, pad: int, reverse_check: bool, fd: int) -> boo
         outcome = backend.synchronize()
     if not outcome.ok:
         protocol.send(fd, {**header, "ok": False, "error": outcome.error, "fault": outcome.fault, "fatal": outcome.fatal})
+        # A sticky CUDA error, or a fault outside every buffer (a wild pointer), ends the run.
         return not outcome.fatal and not (outcome.fault and outcome.fault.get("buffer") is None)
     header.update(ok=True)
-    if reverse_check and hasattr(backend, "set_reverse"):
+    if reverse_check:
+        # The same launch with blocks and threads in reverse order (CPU emulator only): any
+        # difference, bit for bit, is a race or a missing barrier.
         full2, out2 = backend.output(n, pad, "out")
         backend.set_reverse(True)
         second = backend.launch_submission(x, bias, out2, case.rows, case.cols)
         backend.set_reverse(False)
         if second.ok:
-            a, b = tensor_bytes(full), tensor_bytes(full2)
-            header["reverse_differs"] = a != b
-            if a != b:
-                import torch
-                fa = full.view(torch.int32)
-                fb = full2.view(torch.int32)
-                header["reverse_diff_count"] = int((fa != fb).sum())
+            differs = int((full.view(torch.int32) != full2.view(torch.int32)).sum())
+            header["reverse_differs"] = differs > 0
+            header["reverse_diff_count"] = differs
         else:
             header["reverse_error"] = second.error
             header["reverse_fault"] = second.fault
@@ -68,15 +70,12 @@ def run_case(backend, case: Case, pad: int, reverse_check: bool, fd: int) -> boo
             payload += tensor_bytes(chain_out)
     header["full_floats"] = n + 2 * pad
     protocol.send(fd, header, payload)
-    if hasattr(backend, "release_inputs"):
-        backend.release_inputs()
+    backend.release_inputs()
     return True
 
 
 def preload(backend: str) -> None:
     """What every job needs, done before the job arrives (the parent is still building)."""
-    import torch
-
     if backend == "cuda":
         torch.cuda.init()
         torch.empty(1, device="cuda")        # the context, now rather than at the first check

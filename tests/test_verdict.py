@@ -112,3 +112,18 @@ def test_a_timeout_during_the_checks_stays_a_timeout(rubric):
         result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
         read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
     assert result.status == "timeout" and result.tier is None and result.exit_code == 3
+
+
+def test_a_fault_only_in_the_reverse_order_run_is_order_dependent(rubric):
+    r = small(rubric)
+
+    def frames(c, ref):
+        f = output_frame(c, ref, r.checks.guard_floats)
+        if c.pattern == "lesson":
+            f.header.update(reverse_error="fault", reverse_fault={"buffer": "bias", "where": "past", "is_write": 0})
+        return [f]
+
+    result = judge(r, frames, timing_frame([0.0375] * 60))
+    assert result.correct is False and result.tier is None
+    (d,) = result.diagnosis
+    assert d.code == "order_dependent" and "read past the end of bias" in d.message and d.advice
