@@ -31,7 +31,11 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                      progress: Progress | None = None) -> Result:
-    """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator')."""
+    """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
+
+    Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
+    Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
+    """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     p = Path(path)
@@ -47,6 +51,8 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                     status="graded", grader_version=__version__)
     try:
         _grade(p, rubric, chosen, reading, result, say)
+    except InfrastructureError as exc:          # the machine, not the submission: still a valid result
+        result.stop("infrastructure_error", str(exc))
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind

@@ -79,9 +79,14 @@ def test_incorrect_is_exit_1_with_diagnosis_in_text():
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
-def test_cuda_backend_without_gpu_is_infrastructure_exit_4():
+def test_cuda_backend_without_gpu_is_infrastructure_exit_4(tmp_path):
     r = invoke("submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "cuda", "-q")
     assert r.exit_code == 4 and "needs an NVIDIA GPU" in r.output
+    r = invoke("submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "cuda", "-q", "--format", "json",
+               "--report-dir", str(tmp_path))
+    doc = json.loads(r.output)
+    assert r.exit_code == 4 and doc["status"] == "infrastructure_error" and doc["backend"] == "cuda"
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "infrastructure_error"
 
 
 def test_rubric_keys_lists_documented_keys():
