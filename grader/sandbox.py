@@ -9,6 +9,7 @@ parent gets a ChildRun back: a faulting or hanging kernel is a status.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -72,32 +73,37 @@ _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_
 
 
 CLONE_NEWNET = 0x40000000
+# Resolved here, in the parent: between fork and exec (where _limits runs) the child may not
+# import or dlopen anything, since another thread of the parent may have held those locks.
+try:
+    _UNSHARE = ctypes.CDLL(None, use_errno=True).unshare
+except (OSError, AttributeError):
+    _UNSHARE = None
 
 
-def _limits(cpu_seconds: int) -> None:
-    """Runs in the child between fork and exec: its own process group, resource limits, no network."""
+def _limits(cpu_seconds: int, nproc: int) -> None:
+    """Runs in the child between fork and exec: its own process group, resource limits, no network.
+    Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    fsize = 256 * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    nofile = 1024
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
     if os.geteuid() != 0:
-        # Threads count as processes here; torch and the CUDA driver start a few dozen.
-        procs = len(os.listdir("/proc/self/task")) + 256
         try:
-            resource.setrlimit(resource.RLIMIT_NPROC, (procs, procs))
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         except (ValueError, OSError):
             pass
-    else:
-        # As root: a network namespace of its own, with no interface but a down loopback.
-        try:
-            import ctypes
+    elif _UNSHARE is not None:
+        _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
 
-            ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET)
-        except OSError:
-            pass
+
+def _process_limit() -> int:
+    """Threads count as processes for RLIMIT_NPROC; torch and the CUDA driver start a few dozen."""
+    try:
+        return len(os.listdir("/proc/self/task")) + 256
+    except OSError:
+        return 512
 
 
 class Worker:
@@ -115,10 +121,11 @@ class Worker:
         self._workdir = tempfile.mkdtemp(prefix="grader-run-")
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
+        nproc = _process_limit()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.worker", str(write_fd), backend],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-            cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu),
+            cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu, nproc),
         )
         os.close(write_fd)
         self.output_cap = output_cap

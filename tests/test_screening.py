@@ -91,6 +91,6 @@ def test_child_has_no_network():
 
     code = ("import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(('1.1.1.1', 53))\n"
             "    print('connected')\nexcept OSError as e:\n    print('unreachable', e.errno)\n")
-    out = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: _limits(30), capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: _limits(30, 512), capture_output=True,
                          text=True).stdout
     assert out.startswith("unreachable")
