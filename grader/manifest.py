@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +12,7 @@ import yaml
 from grader.errors import RubricError
 from grader.results import STATUSES, Result
 from grader.rubric import DIAGNOSIS_CODES, TIER_NAMES, Rubric
+from grader.sandbox import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create"}
@@ -103,23 +103,6 @@ def judge(exp: Expectation, result: Result) -> list[str]:
     return problems
 
 
-def leftover_workers() -> list[int]:
-    """Pids of grading children still alive (there should be none between grades)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"grader.worker" in cmd:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            if stat and stat[0] != "Z":
-                found.append(int(entry.name))
-    return found
-
-
 def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
                 progress=None) -> list[SampleOutcome]:
     from grader.grading import grade_submission
@@ -146,7 +129,7 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
                 path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
             result = grade_submission(path, rubric=r, backend=concrete)
         problems = judge(exp, result)
-        left = leftover_workers()
+        left = leftover_processes()
         if left:
             problems.append(f"left grading processes behind: {left}")
         outcomes.append(SampleOutcome(exp, result, problems))

@@ -98,6 +98,27 @@ def _limits(cpu_seconds: int, nproc: int) -> None:
         _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
 
 
+STARTED_GROUPS: set[int] = set()
+
+
+def leftover_processes() -> list[int]:
+    """Live processes in any process group a Worker of this process started (the child and
+    anything it spawned); there should be none once its run is over."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp in STARTED_GROUPS and state != "Z":
+            found.append(int(entry))
+    return found
+
+
 def _process_limit() -> int:
     """Threads count as processes for RLIMIT_NPROC; torch and the CUDA driver start a few dozen."""
     try:
@@ -128,6 +149,7 @@ class Worker:
             cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu, nproc),
         )
         os.close(write_fd)
+        STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
         self.output_cap = output_cap
         self._done = False
 

@@ -26,3 +26,14 @@ def test_frames_round_trip_and_partial_frames_are_reported():
     assert len(frames) == 1 and "ended inside a frame" in problem
     frames, problem = protocol.parse(b"\xff\xff\xff\x7f\x00\x00\x00\x00")
     assert frames == [] and problem
+
+
+def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
+    from grader.sandbox import Worker, leftover_processes
+
+    w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10)
+    try:
+        assert w.proc.pid in leftover_processes()
+    finally:
+        w.cancel()
+    assert w.proc.pid not in leftover_processes()
