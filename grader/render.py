@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
+
+
+def inline_code(text: str) -> Markup:
+    """Escape text for HTML and show its `backticked` spans (as the rubric writes them) as <code>."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
 @functools.lru_cache(maxsize=None)
@@ -20,6 +27,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["pct"] = lambda v, digits=1: "n/a" if v is None else f"{100 * v:.{digits}f}%"
     env.filters["num"] = lambda v, fmt=".3f": "n/a" if v is None else format(v, fmt)
+    env.filters["code"] = inline_code
     return env
 
 

@@ -47,3 +47,10 @@ def test_text_summary_escapes_markup_and_shows_tier(rubric):
     r.message = "[bold]not markup[/bold]"
     text = render_text(r, rubric)
     assert "tier: SILVER" in text and "borderline" in text and "x floor" in text
+
+
+def test_backticked_advice_becomes_code_and_stays_escaped(rubric):
+    r = graded()
+    r.diagnosis.append(DiagnosisEntry("writes_past_output", "m", "guard with `if (col < cols)` <b>now</b>"))
+    html = render_html(r, rubric)
+    assert "<code>if (col &lt; cols)</code>" in html and "&lt;b&gt;now&lt;/b&gt;" in html
