@@ -25,6 +25,12 @@ class LaunchOutcome:
     fatal: bool = False            # the device or process cannot go on (a sticky CUDA error)
 
 
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """A tensor's raw bytes, wherever it lives (no numpy needed): what the child sends back."""
+    cpu = t.detach().to("cpu").contiguous()
+    return ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size())
+
+
 class _FaultInfo(ctypes.Structure):
     _fields_ = [("signal", ctypes.c_int), ("is_write", ctypes.c_int), ("address", ctypes.c_size_t),
                 ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256)]
@@ -78,9 +84,6 @@ class Backend:
 
     def synchronize(self) -> LaunchOutcome:
         return LaunchOutcome(True)
-
-    def to_cpu(self, t: torch.Tensor) -> torch.Tensor:
-        return t.detach().to("cpu").contiguous()
 
     @staticmethod
     def fill_guard(full: torch.Tensor, pad: int, n: int) -> None:

@@ -76,18 +76,27 @@ def cache_root() -> Path:
     return Path(base) / "grader"
 
 
+_INSTALL_HINTS = {
+    "nvcc": "install the CUDA toolkit and put its bin/ on PATH (or set CUDA_HOME)",
+    "g++": "install g++ (apt-get install g++)",
+    "ninja": "pip install ninja",
+    "nm": "install binutils; screening reads the compiled submission with it",
+    "readelf": "install binutils; screening reads the compiled submission with it",
+}
+
+
+def find_tool(tool: str) -> str:
+    """The tool's path; InfrastructureError saying how to install it when it is missing."""
+    exe = shutil.which(tool)
+    if exe is None:
+        raise InfrastructureError(f"'{tool}' was not found on PATH: {_INSTALL_HINTS.get(tool, 'install it')}.")
+    return exe
+
+
 @functools.lru_cache(maxsize=None)
 def tool_version(tool: str) -> str:
     """First meaningful line of `tool --version`; raises when the tool is missing."""
-    exe = shutil.which(tool)
-    if exe is None:
-        hint = {
-            "nvcc": "install the CUDA toolkit and put its bin/ on PATH (or set CUDA_HOME)",
-            "g++": "install g++ (apt-get install g++)",
-            "ninja": "pip install ninja",
-        }.get(tool, "install it")
-        raise InfrastructureError(f"'{tool}' was not found on PATH: {hint}.")
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    out = subprocess.run([find_tool(tool), "--version"], capture_output=True, text=True).stdout
     lines = [ln for ln in out.splitlines() if ln.strip()]
     if tool == "nvcc":
         return next((ln.strip() for ln in lines if "release" in ln), lines[-1] if lines else "nvcc")
@@ -226,10 +235,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
                             description=f"{backend} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
-        ninja = shutil.which("ninja")
-        if ninja is None:
-            tool_version("ninja")
-        proc = subprocess.run([ninja, "-C", str(directory), "--quiet"], capture_output=True, text=True)
+        proc = subprocess.run([find_tool("ninja"), "-C", str(directory), "--quiet"], capture_output=True, text=True)
         log = _strip_ninja(proc.stdout + proc.stderr)
         messages = parse_messages(log, directory, user_path)
         resources = parse_ptxas(log) if backend == "cuda" else []

@@ -15,12 +15,19 @@ from rich.console import Console
 
 from grader import __version__
 from grader.errors import GraderError
+from grader.grading import BACKENDS
 
 FORMATS = ("text", "json", "markdown")
 
 
 def _err_console() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+def _fail(exc: GraderError) -> None:
+    """The one place a domain error becomes a message and an exit code."""
+    click.echo(f"grader: {exc}", err=True)
+    sys.exit(exc.exit_code)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +44,7 @@ def cli() -> None:
               help="Write report.md, report.html and result.json into this directory.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="What to print on stdout: a summary, the result.json document, or the Markdown report.")
-@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
@@ -53,8 +60,7 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress)
     except GraderError as exc:
-        click.echo(f"grader: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(exc)
     if report_dir is not None:
         for path in write_reports(result, rubric, report_dir):
             if not quiet:
@@ -72,7 +78,7 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each submission's reports into DIR/<file stem>/ and a summary.csv into DIR.")
-@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where to run the submissions (auto: the GPU when one is visible).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
@@ -89,8 +95,7 @@ def batch(directory: Path, report_dir: Path | None, backend: str, rubric_path: P
         results = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
-        click.echo(f"grader: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(exc)
     if not results:
         click.echo(f"grader: {directory} holds no .cu files", err=True)
         sys.exit(2)
@@ -106,7 +111,7 @@ def batch(directory: Path, report_dir: Path | None, backend: str, rubric_path: P
 
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path), default="submissions")
-@click.option("--backend", type=click.Choice(["auto", "cuda", "emulator"]), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where to run the samples (auto: the GPU when one is visible).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
@@ -128,8 +133,7 @@ def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple
         outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None,
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
-        click.echo(f"grader: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(exc)
     table = Table("sample", "backend", "status", "correct", "tier", "fraction", "diagnosis", "seconds", "verdict")
     for o in outcomes:
         r = o.result

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import InfrastructureError
+from grader.build import find_tool
 
 HARNESS_FUNCTIONS = {"grader_submission_launch", "grader_error_string", "grader_launch_submission"}
 
@@ -81,17 +81,9 @@ class Refusal:
         return f"{self.symbol}: {self.reason}"
 
 
-def _tool(name: str) -> str:
-    exe = shutil.which(name)
-    if exe is None:
-        raise InfrastructureError(f"'{name}' (binutils) was not found on PATH: install binutils; screening reads "
-                                  "the compiled submission with it.")
-    return exe
-
-
 def _symbols(obj: Path, *, undefined: bool) -> list[tuple[str, str, str]]:
     """(mangled, demangled, type) of the object's defined (or undefined) symbols."""
-    args = [_tool("nm"), "-P", "--undefined-only" if undefined else "--defined-only", str(obj)]
+    args = [find_tool("nm"), "-P", "--undefined-only" if undefined else "--defined-only", str(obj)]
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     rows = [line.split() for line in out.splitlines() if line.strip()]
     mangled = [(r[0], r[1]) for r in rows if len(r) >= 2]
@@ -107,7 +99,7 @@ def _symbols(obj: Path, *, undefined: bool) -> list[tuple[str, str, str]]:
 
 
 def _init_array_entries(obj: Path) -> int:
-    out = subprocess.run([_tool("readelf"), "-rW", str(obj)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([find_tool("readelf"), "-rW", str(obj)], capture_output=True, text=True, check=True).stdout
     count, inside = 0, False
     for line in out.splitlines():
         if line.startswith("Relocation section"):

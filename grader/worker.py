@@ -8,7 +8,6 @@ back on the pipe FD and the parent decides.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import sys
@@ -20,13 +19,8 @@ T0 = time.perf_counter()
 import torch  # noqa: E402 - after T0, so the child's start-up time includes the import
 
 from grader import protocol  # noqa: E402
+from grader.backends import tensor_bytes  # noqa: E402
 from grader.cases import Case, make_inputs  # noqa: E402
-
-
-def tensor_bytes(t) -> bytes:
-    """A float32 tensor's raw bytes (no numpy needed)."""
-    cpu = t.detach().to("cpu").contiguous()
-    return ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size())
 
 
 def run_case(backend, case: Case, pad: int, reverse_check: bool, fd: int) -> bool:

@@ -1,4 +1,5 @@
 import dataclasses
+import typing
 
 import pytest
 
@@ -76,9 +77,15 @@ def test_missing_file_and_bad_yaml(tmp_path):
 
 
 def test_every_key_is_described():
-    rows = describe()
-    keys = {k for k, _, _ in rows}
-    assert "timing.target_half_width" in keys and "tiers.borderline_policy" in keys
-    assert all(doc for _, _, doc in rows)
-    n_leaf = sum(len([f for f in dataclasses.fields(c)]) for c in [Rubric])
-    assert len(rows) > n_leaf
+    def keys(cls, prefix=""):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if not f.metadata.get("internal"):
+                yield prefix + f.name
+                if dataclasses.is_dataclass(hints[f.name]):
+                    yield from keys(hints[f.name], prefix + f.name + ".")
+
+    described = {k: doc for k, _, doc in describe()}
+    assert set(keys(Rubric)) == set(described)
+    assert all(described.values())
+    assert "timing.slow_launch_s" in described and "checks.lesson_shape.rows" in described
