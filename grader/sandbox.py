@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from grader import protocol
+from grader.child.guard import Blocked, parse_reports
 
 
 class CappedOutput:
@@ -57,6 +59,8 @@ class CappedOutput:
 
 @dataclass
 class ChildRun:
+    """Everything the parent learned from one child: its frames, how it ended, what the wall saw."""
+
     frames: list[protocol.Frame]
     returncode: int | None
     timed_out: bool
@@ -65,6 +69,8 @@ class ChildRun:
     stderr: CappedOutput
     stream_problem: str | None = None
     signal_name: str | None = None
+    blocked: list[Blocked] = field(default_factory=list)     # the guard's reports
+    max_rss_kib: int = 0                                      # the child's peak resident memory
     extra: dict = field(default_factory=dict)
 
 
@@ -136,42 +142,54 @@ class Worker:
 
     def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float):
         self._read_fd, write_fd = os.pipe()
+        self._guard_fd, guard_write_fd = os.pipe()
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
         env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONDONTWRITEBYTECODE"] = "1"           # inside the wall nothing may be written
         self._workdir = tempfile.mkdtemp(prefix="grader-run-")
+        if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
+            os.chmod(self._workdir, 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
         nproc = _process_limit()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.worker", str(write_fd), backend],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-            cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu, nproc),
+            [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(write_fd, guard_write_fd), cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu, nproc),
         )
         os.close(write_fd)
+        os.close(guard_write_fd)
         STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
         self.output_cap = output_cap
         self._done = False
+        self._max_rss_kib = 0
 
     def run(self, job: dict, *, time_limit_s: float) -> ChildRun:
-        """Hand the job over and collect frames until the child exits or the limit passes."""
+        """Hand the job over and collect frames until the child exits or the limit passes.
+
+        The job's libraries are read by the child, which may no longer be root by then: the
+        submission's is copied into the child's own directory first."""
         proc = self.proc
         assert proc.stdin and proc.stdout and proc.stderr
         start = time.perf_counter()
+        secret = protocol.new_key()
+        job = dict(job, key=secret.hex(), library=self._private_copy(job["library"]))
         try:
             proc.stdin.write(json.dumps(job).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
-        results = bytearray()
+        results, reports = bytearray(), bytearray()
         sel = selectors.DefaultSelector()
         sel.register(self._read_fd, selectors.EVENT_READ, results)
+        sel.register(self._guard_fd, selectors.EVENT_READ, reports)
         sel.register(proc.stdout, selectors.EVENT_READ, out)
         sel.register(proc.stderr, selectors.EVENT_READ, err)
         deadline = start + time_limit_s
         timed_out = False
-        open_streams = 3
+        open_streams = 4
         while open_streams:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
@@ -186,11 +204,14 @@ class Worker:
                     continue
                 if key.data is results:
                     results += chunk
+                elif key.data is reports:
+                    if len(reports) < 1 << 16:
+                        reports += chunk
                 else:
                     key.data.feed(chunk)
         sel.close()
         returncode = self._finish(kill=timed_out)
-        frames, problem = protocol.parse(results)
+        frames, problem = protocol.parse(results, secret)
         sig = None
         if returncode is not None and returncode < 0:
             try:
@@ -199,7 +220,14 @@ class Worker:
                 sig = f"signal {-returncode}"
         return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
-                        stream_problem=problem, signal_name=sig)
+                        stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
+                        max_rss_kib=self._max_rss_kib)
+
+    def _private_copy(self, library: str) -> str:
+        target = os.path.join(self._workdir, "submission.so")
+        shutil.copyfile(library, target)
+        os.chmod(target, 0o644)
+        return target
 
     def cancel(self) -> None:
         if not self._done:
@@ -209,11 +237,10 @@ class Worker:
         proc = self.proc
         if kill:
             _kill_group(proc)
-        try:
-            returncode = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        returncode = self._reap(timeout=10)
+        if returncode is None:
             _kill_group(proc)
-            returncode = proc.wait()
+            returncode = self._reap(timeout=None)
         _kill_group(proc)                               # anything it left behind in its group
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
@@ -223,9 +250,29 @@ class Worker:
                 pass
         if not self._done:
             os.close(self._read_fd)
+            os.close(self._guard_fd)
             _remove_tree(self._workdir)
         self._done = True
         return returncode
+
+    def _reap(self, *, timeout: float | None) -> int | None:
+        """Wait for the child with wait4, which also reports its peak memory; None on timeout."""
+        proc = self.proc
+        if proc.returncode is not None:
+            return proc.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
+            except ChildProcessError:
+                return proc.poll()
+            if pid:
+                self._max_rss_kib = usage.ru_maxrss
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                return proc.returncode
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
 
     def __enter__(self) -> "Worker":
         return self
@@ -248,8 +295,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _remove_tree(path: str) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 

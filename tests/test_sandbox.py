@@ -12,20 +12,41 @@ def test_capped_output_keeps_head_and_tail():
     assert "16 bytes dropped" in c.text()
 
 
-def test_frames_round_trip_and_partial_frames_are_reported():
+def _frames(*frames, key=b"k" * 32):
     r, w = os.pipe()
-    protocol.send(w, {"type": "case", "n": 1}, b"\x00\x01\x02\x03")
-    protocol.send(w, {"type": "done"})
+    channel = protocol.Channel(w, key)
+    for header, payload in frames:
+        channel.send(header, payload)
     os.close(w)
     data = os.read(r, 1 << 16)
     os.close(r)
-    frames, problem = protocol.parse(data)
+    return data
+
+
+def test_frames_round_trip_and_partial_frames_are_reported():
+    key = b"k" * 32
+    data = _frames(({"type": "case", "n": 1}, b"\x00\x01\x02\x03"), ({"type": "done"}, b""), key=key)
+    frames, problem = protocol.parse(data, key)
     assert problem is None and [f.header["type"] for f in frames] == ["case", "done"]
     assert frames[0].payload == b"\x00\x01\x02\x03"
-    frames, problem = protocol.parse(data[:-3])
+    frames, problem = protocol.parse(data[:-3], key)
     assert len(frames) == 1 and "ended inside a frame" in problem
-    frames, problem = protocol.parse(b"\xff\xff\xff\x7f\x00\x00\x00\x00")
-    assert frames == [] and problem
+
+
+def test_forged_and_injected_frames_are_detected():
+    key = b"k" * 32
+    good = _frames(({"type": "hello"}, b""), ({"type": "done"}, b""), key=key)
+    # a frame signed with another key (a submission that guessed the format, not the key)
+    forged = _frames(({"type": "done"}, b""), key=b"x" * 32)
+    frames, problem = protocol.parse(forged, key)
+    assert frames == [] and problem == protocol.TAMPERED
+    # raw bytes written into the pipe between two real frames
+    first = _frames(({"type": "hello"}, b""), key=key)
+    frames, problem = protocol.parse(first + b'{"type": "done"}' + good[len(first):], key)
+    assert [f.header["type"] for f in frames] == ["hello"] and problem
+    # a real frame replayed out of order (the sequence number is signed)
+    frames, problem = protocol.parse(good + first, key)
+    assert [f.header["type"] for f in frames] == ["hello", "done"] and problem == protocol.TAMPERED
 
 
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():

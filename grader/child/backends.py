@@ -46,6 +46,8 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
         lib.grader_ref_add_residual.restype = i
         lib.grader_ref_reset_persisting_l2.argtypes = []
         lib.grader_ref_reset_persisting_l2.restype = i
+        lib.grader_ref_set_heap_limit.argtypes = [sz]
+        lib.grader_ref_set_heap_limit.restype = i
     else:
         lib.grader_submission_launch.argtypes = [fp, fp, fp, i, i, vp]
         lib.grader_submission_launch.restype = i
@@ -54,14 +56,21 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
 
 
 class Backend:
+    """The grader's reference kernels are loaded at once; the submission's library only by
+    load_submission(), which the worker calls once the guard is in place."""
+
     name = "base"
     generate_on = "cpu"          # where make_inputs draws the inputs (bit-identical everywhere)
 
-    def __init__(self, submission_lib: str, reference_lib: str):
-        self.sub = ctypes.CDLL(submission_lib, mode=ctypes.RTLD_LOCAL)
+    def __init__(self, reference_lib: str):
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
-        _declare(self.sub, reference=False)
         _declare(self.ref, reference=True)
+        self.sub: ctypes.CDLL | None = None
+
+    def load_submission(self, submission_lib: str) -> None:
+        """Load the student's library: its static initialisers run now, inside the wall."""
+        self.sub = ctypes.CDLL(submission_lib, mode=ctypes.RTLD_LOCAL)
+        _declare(self.sub, reference=False)
 
     # -- memory -------------------------------------------------------------
     def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
@@ -102,6 +111,10 @@ class Backend:
         code = fn(*[t.data_ptr() for t in tensors], n, self.stream())
         return self._outcome(code, reference=True)
 
+    def set_device_heap(self, nbytes: int) -> int:
+        """Cap the heap in-kernel malloc draws from; the cudaError_t (0 on success)."""
+        return self.ref.grader_ref_set_heap_limit(nbytes)
+
     def reset_persisting_l2(self) -> None:
         code = self.ref.grader_ref_reset_persisting_l2()
         if code:
@@ -118,9 +131,9 @@ class Backend:
 class CudaBackend(Backend):
     name = "cuda"
 
-    def __init__(self, submission_lib: str, reference_lib: str):
+    def __init__(self, reference_lib: str):
         torch.cuda.init()
-        super().__init__(submission_lib, reference_lib)
+        super().__init__(reference_lib)
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.generate_on = self.device
 
@@ -150,10 +163,8 @@ class EmulatorBackend(Backend):
     name = "emulator"
     PAGE = mmap.PAGESIZE
 
-    def __init__(self, submission_lib: str, reference_lib: str):
-        super().__init__(submission_lib, reference_lib)
-        self.sub.grader_emu_set_reverse.argtypes = [ctypes.c_int]
-        self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
+    def __init__(self, reference_lib: str):
+        super().__init__(reference_lib)
         self._libc = ctypes.CDLL(None)
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
@@ -193,6 +204,19 @@ class EmulatorBackend(Backend):
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
         self.fill_guard(full, pad, n)
         return full, full[pad : pad + n]
+
+    heap_bytes = 8 << 20
+
+    def set_device_heap(self, nbytes: int) -> int:
+        self.heap_bytes = nbytes                # the heap lives in the submission's library (the shim)
+        return 0
+
+    def load_submission(self, submission_lib: str) -> None:
+        super().load_submission(submission_lib)
+        self.sub.grader_emu_set_reverse.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
+        self.sub.grader_emu_set_heap.argtypes = [ctypes.c_size_t]
+        self.sub.grader_emu_set_heap(self.heap_bytes)
 
     def set_reverse(self, reverse: bool) -> None:
         self.sub.grader_emu_set_reverse(1 if reverse else 0)

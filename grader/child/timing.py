@@ -20,7 +20,7 @@ import time
 import torch
 
 from grader import protocol
-from grader.backends import tensor_bytes
+from grader.child.backends import tensor_bytes
 from grader.cases import Case, make_inputs
 from grader.checking import POISON_BITS
 from grader.stats import fraction_interval, median
@@ -28,7 +28,7 @@ from grader.stats import fraction_interval, median
 BATCH = 10    # rounds between two looks at the stopping rule
 
 
-def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
+def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol.Channel) -> None:
     rows, cols = sets[0].rows, sets[0].cols
     n = rows * cols
     inputs = []
@@ -99,10 +99,10 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
             probe[1].record(torch.cuda.default_stream())
             backend.synchronize()
             samples[name] = [probe[0].elapsed_time(probe[1])]
-        protocol.send(fd, {"type": "timing", "samples_ms": samples, "stop_reason": "too_slow",
+        channel.send({"type": "timing", "samples_ms": samples, "stop_reason": "too_slow",
                            "seconds": probe_ms / 1000, "device": _device(x0.device),
                            "skipped": [c.name for c in sets[1:]]})
-        _send_output(fd, sets[0], outs[0][0])
+        _send_output(channel, sets[0], outs[0][0])
         return
     warm_until = time.perf_counter() + cfg["budget_s"] / 2
     for _ in range(cfg["warmup"]):                   # warm-up: module load, first touch, clocks
@@ -160,16 +160,16 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, fd: int) -> None:
         if elapsed >= cfg["budget_s"]:
             stop_reason = "budget"
             break
-    protocol.send(fd, {"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
+    channel.send({"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
                        "seconds": time.perf_counter() - started,
                        "device": _device(x0.device)})
     # Each set's last output: the parent verifies the timed shape with it.
     for case, (full, _) in zip(sets, outs):
-        _send_output(fd, case, full)
+        _send_output(channel, case, full)
 
 
-def _send_output(fd: int, case: Case, full: torch.Tensor) -> None:
-    protocol.send(fd, {"type": "case", "case": case.name, "ok": True, "full_floats": full.numel()},
+def _send_output(channel: protocol.Channel, case: Case, full: torch.Tensor) -> None:
+    channel.send({"type": "case", "case": case.name, "ok": True, "full_floats": full.numel()},
                   tensor_bytes(full))
 
 

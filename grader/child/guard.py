@@ -1,0 +1,125 @@
+"""The wall around a submission: the seccomp filter of guard.c, and what its reports mean.
+
+The child installs it (install()) after the CUDA context exists and before the
+submission's library is loaded; from then on a forbidden system call never runs:
+the handler writes one line naming it to the report pipe and ends the process.
+The parent reads those lines back into Blocked records (parse_reports) and tells
+the student, in their terms, what their code tried.
+
+Both halves live here so that the line format has one owner.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from dataclasses import dataclass
+
+ENFORCE, AUDIT = 0, 1
+
+# What a blocked call means, in a student's terms. Calls not named here are
+# "a system call a kernel launch has no need of".
+_MEANING = {
+    "tried to start a program": {"execve", "execveat"},
+    "tried to start another process": {"fork", "vfork", "clone", "clone3"},
+    "tried to open a network connection": {"socket", "socketpair", "connect", "bind", "listen", "sendto",
+                                           "sendmsg"},
+    "tried to create, change or delete a file": {
+        "open", "openat", "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
+        "rmdir", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "lchown", "link", "linkat",
+        "symlink", "symlinkat", "mknod", "mknodat", "truncate", "ftruncate", "fallocate", "utimensat", "utime",
+        "utimes"},
+    "tried to send a signal to another process": {"kill", "tkill", "tgkill", "rt_sigqueueinfo",
+                                                  "rt_tgsigqueueinfo", "pidfd_send_signal"},
+    "tried to inspect or change another process": {"ptrace", "process_vm_readv", "process_vm_writev",
+                                                   "pidfd_open", "pidfd_getfd", "kcmp"},
+    "tried to replace the grader's guard": {"rt_sigaction", "seccomp", "prctl"},
+    "tried to change its resource limits": {"setrlimit", "prlimit64"},
+}
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """One system call the wall stopped (or, in audit mode, saw)."""
+
+    action: str           # "blocked" or "audit"
+    number: int
+    name: str
+    args: tuple[int, int, int]
+    path: str = ""
+
+    @property
+    def meaning(self) -> str:
+        for text, names in _MEANING.items():
+            if self.name in names:
+                return text
+        return f"made the system call {self.name}, which a kernel launch has no need of"
+
+    def describe(self) -> str:
+        where = f" ({self.path})" if self.path else ""
+        return f"your code {self.meaning}: the system call {self.name}{where} was blocked before it ran"
+
+
+def parse_reports(data: bytes) -> list[Blocked]:
+    """The guard's report lines; malformed lines (a submission writing to the pipe) are kept as such."""
+    found = []
+    for raw in data.decode("utf-8", "replace").splitlines():
+        parts = raw.split(" ", 6)
+        if len(parts) < 6 or parts[0] not in ("blocked", "audit") or not parts[1].lstrip("-").isdigit():
+            found.append(Blocked("malformed", -1, "?", (0, 0, 0), raw[:200]))
+            continue
+        try:
+            args = tuple(int(a, 16) for a in parts[3:6])
+        except ValueError:
+            found.append(Blocked("malformed", -1, "?", (0, 0, 0), raw[:200]))
+            continue
+        found.append(Blocked(parts[0], int(parts[1]), parts[2], args, parts[6] if len(parts) > 6 else ""))
+    return found
+
+
+@dataclass(frozen=True)
+class GuardStatus:
+    """Which protections are in force in the child; goes into result.json as `sandbox`."""
+
+    seccomp: bool
+    detail: str
+    filter_instructions: int = 0
+    install_ms: float = 0.0
+
+
+_STEPS = {1000: "sigaction", 2000: "no_new_privs", 3000: "seccomp", 4000: "thread sync", 5000: "filter length"}
+EXIT_CODE = 97          # the child's exit status after a blocked call (GUARD_EXIT_CODE in guard.c)
+
+
+class Guard:
+    """The filter's library, loaded early (while the child may still read anything) and
+    installed later, once everything the grader itself needs is loaded."""
+
+    def __init__(self, library: str | None):
+        self.lib = None
+        self.problem = "no guard library was built" if not library else ""
+        if library:
+            try:
+                self.lib = ctypes.CDLL(library, mode=ctypes.RTLD_LOCAL)
+            except OSError as exc:
+                self.problem = f"the guard library could not be loaded: {exc}"
+                return
+            self.lib.grader_guard_install.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
+            self.lib.grader_guard_install.restype = ctypes.c_int
+            self.lib.grader_guard_filter_length.argtypes = [ctypes.c_int]
+
+    def install(self, *, mode: int, report_fd: int) -> GuardStatus:
+        """Install the filter on every thread of this process. Never raises: a failure is a GuardStatus."""
+        if self.lib is None:
+            return GuardStatus(False, self.problem)
+        start = time.perf_counter()
+        length = self.lib.grader_guard_filter_length(mode)
+        code = self.lib.grader_guard_install(mode, report_fd, os.getpid())
+        ms = round((time.perf_counter() - start) * 1000, 3)
+        if code == 0:
+            return GuardStatus(True, "seccomp filter" + (" (audit mode)" if mode == AUDIT else ""), length, ms)
+        step = _STEPS.get(-code // 1000 * 1000, "install")
+        err = -code % 1000
+        why = os.strerror(err) if step not in ("thread sync", "filter length") and err else f"code {code}"
+        return GuardStatus(False, f"seccomp is unavailable here ({step} failed: {why})", length, ms)

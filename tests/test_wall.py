@@ -1,0 +1,190 @@
+"""The wall on its own: payloads run in the real grading child with the screen skipped.
+
+run_unscreened() is a test-only path (the command line always screens): it builds a
+submission, starts the same child grade_submission starts, with the same job, and
+returns what the parent concluded. Each payload tries one forbidden thing, directly or
+through a call found at run time; the operating system must stop it, and it must leave
+no trace: no file, no process, the parent (this test process) untouched.
+"""
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from grader.build import build_guard, build_reference, build_submission
+from grader.child import guard
+from grader.results import Result
+from grader.sandbox import Worker, leftover_processes
+from grader.source import read_submission
+
+KERNEL = """
+__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        const float v = x[i] + bias[col];
+        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    }
+}
+"""
+HEADERS = """#include <cstdio>
+#include <cstdlib>
+#include <csignal>
+#include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+"""
+
+
+def launcher(body: str) -> str:
+    return (HEADERS + KERNEL + "void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, "
+            "int cols, cudaStream_t stream) {\n" + body +
+            "\n    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);\n}\n")
+
+
+def computed(name: str, signature: str, call: str) -> str:
+    """Find a libc function at run time by a name assembled from pieces, and call it."""
+    pieces = ", ".join(f"'{c}'" for c in name) + ", 0"
+    return (f"    const char n[] = {{{pieces}}};\n"
+            f"    auto fn = reinterpret_cast<{signature}>(dlsym(RTLD_DEFAULT, n));\n"
+            f"    if (fn) {call};")
+
+
+def run_unscreened(path: Path, rubric, backend: str) -> Result:
+    """Grade path as grade_submission would, minus every screen (tests only)."""
+    from grader import verdict
+    from grader.grading import _job
+
+    sub = read_submission(path, rubric.kernel.launcher)
+    build = build_submission(sub, rubric, backend=backend, arch=os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
+    assert build.ok, build.log
+    job, cases = _job(rubric, backend, build, build_reference(backend=backend, arch="sm_90"), build_guard(), "enforce")
+    job.pop("timing", None)
+    job.pop("verify_cases", None)
+    cases = [c for c in cases if not c.timed]
+    result = Result(exercise=rubric.exercise, submission={"path": str(path)}, backend=backend, status="graded",
+                    grader_version="test")
+    with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:
+        run = worker.run(job, time_limit_s=60)
+    result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text()}
+    references = {c.name: _done(verdict.reference_for(c, rubric)) for c in cases}
+    verdict.read_run(run, cases, references, rubric, build, path, result)
+    return result
+
+
+def _done(value):
+    from concurrent.futures import Future
+
+    f = Future()
+    f.set_result(value)
+    return f
+
+
+MARK = "/tmp/grader-wall-test-{}"
+
+PAYLOADS = {
+    "system": ('    system("touch {mark}");', None),
+    "popen": ('    if (FILE* p = popen("touch {mark}", "r")) pclose(p);', None),
+    "execve": ('    char* argv[] = {(char*)"/usr/bin/touch", (char*)"{mark}", nullptr};\n'
+               '    execv("/usr/bin/touch", argv);', "start a program"),
+    "fork": ('    if (fork() == 0) { FILE* f = fopen("{mark}", "w"); if (f) fclose(f); _exit(0); }',
+             "start another process"),
+    "socket": ("    int s = socket(AF_INET, SOCK_STREAM, 0); if (s >= 0) close(s);", "network connection"),
+    "write a file": ('    FILE* f = fopen("{mark}", "w"); if (f) { fputs("x", f); fclose(f); }',
+                     "create, change or delete a file"),
+    "unlink": ('    unlink("{mark}");', "create, change or delete a file"),
+    "signal the parent": ("    kill(getppid(), SIGUSR1);", "signal to another process"),
+    "computed system": (computed("system", "int (*)(const char*)", 'fn("touch {mark}")'), None),
+    "computed fork": (computed("fork", "int (*)()", "if (fn() == 0) _exit(0)"), "start another process"),
+    "computed open": (computed("open", "int (*)(const char*, int, int)", 'fn("{mark}", O_CREAT | O_WRONLY, 0644)'),
+                      "create, change or delete a file"),
+    "raw syscall": ('    syscall(SYS_openat, AT_FDCWD, "{mark}", O_CREAT | O_WRONLY, 0644);',
+                    "create, change or delete a file"),
+    "raw instruction": ('    const char* p = "{mark}"; long r;\n'
+                        '    asm volatile("syscall" : "=a"(r) : "a"(257L), "D"(-100L), "S"(p), "d"(0101L) '
+                        ': "rcx", "r11", "memory");', "create, change or delete a file"),
+    "replace the guard": ("    signal(SIGSYS, SIG_IGN);", "replace the grader's guard"),
+    "static initialiser": (None, None),
+}
+
+
+def payload_source(name: str) -> str:
+    mark = MARK.format(name.replace(" ", "-"))
+    body, _ = PAYLOADS[name]
+    if body is None:         # code at load time, before any launch
+        return (HEADERS + f'static int gRan = system("touch {mark}");\n' + KERNEL)
+    return launcher(body.replace("{mark}", mark))
+
+
+@pytest.fixture
+def parent_watch():
+    """Counts SIGUSR1 sent to this process (the grading child's parent)."""
+    got = []
+    old = signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+    yield got
+    signal.signal(signal.SIGUSR1, old)
+
+
+def _wall_case(name, backend, rubric, write_cu, parent_watch):
+    if name == "raw instruction" and os.uname().machine != "x86_64":
+        pytest.skip("x86-64 inline assembly")
+    mark = Path(MARK.format(name.replace(" ", "-")))
+    mark.unlink(missing_ok=True)
+    if name == "unlink":
+        mark.write_text("must survive")
+    result = run_unscreened(write_cu(payload_source(name)), rubric, backend)
+    assert result.status == "rejected", (result.status, result.message)
+    assert "blocked_by_sandbox" in result.flags
+    meaning = PAYLOADS[name][1]
+    if meaning:
+        assert meaning in result.message, result.message
+    if name == "unlink":
+        assert mark.read_text() == "must survive"
+        mark.unlink()
+    else:
+        assert not mark.exists(), f"{mark} exists: the payload ran"
+    assert parent_watch == [], "the parent was signalled"
+    assert leftover_processes() == []
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_wall_stops_payload_on_the_emulator(name, rubric, write_cu, parent_watch):
+    _wall_case(name, "emulator", rubric, write_cu, parent_watch)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_wall_stops_payload_on_the_gpu(name, rubric, write_cu, parent_watch):
+    _wall_case(name, "cuda", rubric, write_cu, parent_watch)
+
+
+def test_an_honest_kernel_runs_inside_the_wall(rubric, write_cu):
+    result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
+    assert result.status == "graded" and result.correct, result.message
+    assert result.sandbox["seccomp"] is True, result.sandbox
+    assert "launching 101 x 97" in result.output["stdout"]
+
+
+def test_guard_reports_are_parsed_and_explained():
+    lines = (b"blocked 59 execve 0x7f 0x0 0x0 /bin/sh\n"
+             b"blocked 41 socket 0x2 0x1 0x0\n"
+             b"forged nonsense\n")
+    found = guard.parse_reports(lines)
+    assert [b.name for b in found] == ["execve", "socket", "?"]
+    assert found[0].path == "/bin/sh" and "start a program" in found[0].describe()
+    assert "network connection" in found[1].describe()
+    assert found[2].action == "malformed"
+
+
+def test_guard_filter_builds_and_fits(tmp_path):
+    library = build_guard()
+    if library is None:
+        pytest.skip("no C compiler")
+    g = guard.Guard(str(library))
+    assert 100 < g.lib.grader_guard_filter_length(guard.ENFORCE) < 1024
+    assert g.lib.grader_guard_filter_length(guard.AUDIT) < 32
