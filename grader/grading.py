@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader import __version__, gpuinfo
-from grader.build import BuildResult, build_baseline, build_reference, build_submission
+from grader.build import BuildResult, build_baseline, build_guard, build_reference, build_submission
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.results import Result
 from grader.rubric import Rubric
@@ -30,11 +30,15 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
-                     progress: Progress | None = None) -> Result:
+                     progress: Progress | None = None, audit_syscalls: bool = False) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
     Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
+
+    audit_syscalls runs the child's filter in audit mode: every system call is allowed and
+    recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
+    never for grading students, and the command line does not offer it.
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
@@ -50,7 +54,11 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen,
                     status="graded", grader_version=__version__)
     try:
-        _grade(p, rubric, chosen, reading, result, say)
+        if chosen == "cuda" and not has_gpu:
+            raise InfrastructureError(
+                "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
+                "machine, or use --backend emulator to check correctness on the CPU.")
+        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce")
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
         result.stop("infrastructure_error", str(exc))
     except GraderError:
@@ -64,7 +72,8 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     return result
 
 
-def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress) -> None:
+def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
+           guard_mode: str) -> None:
     has_gpu = reading is not None
     sub = _vet_source(p, rubric, result)
     if sub is None:
@@ -85,6 +94,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
 
     try:
         reference_future = pool.submit(build_reference, backend=backend, arch=arch) if worker else None
+        guard_future = pool.submit(build_guard) if worker else None
         build = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
         if build is None:
@@ -93,7 +103,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             raise InfrastructureError(
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
                 "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
-        job, cases = _job(rubric, backend, build, reference_future.result())
+        job, cases = _job(rubric, backend, build, reference_future.result(), guard_future.result(), guard_mode)
         if backend == "cuda":
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs.
@@ -153,7 +163,7 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
             result.build = _build_summary(nvcc_build)
             result.stop("compile_error", _compile_message(nvcc_build, p))
             return None
-        if _refused(nvcc_build, sub, rubric, "nvcc", p, result):
+        if _refused(nvcc_build, sub, rubric, "nvcc", p, result) or _too_much_device_memory(nvcc_build, rubric, p, result):
             return None
     if backend == "emulator":
         blockers = emulator_blockers(sub)
@@ -170,6 +180,8 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
         return None
     if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
         return None
+    if _too_much_device_memory(build, rubric, p, result):
+        return None
     if backend == "emulator" and not shutil.which("nvcc"):
         baseline = build_baseline(rubric, fibers=uses_collectives(sub))
         if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
@@ -177,15 +189,21 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
     return build
 
 
-def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResult) -> tuple[dict, list]:
+def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResult, guard: Path | None,
+         guard_mode: str) -> tuple[dict, list]:
     """What the child is told to do, and every case whose output it will send back."""
     from grader.cases import plan_cases, timed_cases
 
     cases, timed = plan_cases(rubric), timed_cases(rubric)
+    lim = rubric.limits
     job = {
         "backend": backend,
         "library": str(build.library),
         "reference_library": str(reference.library),
+        "guard_library": str(guard) if guard else None,
+        "guard_mode": guard_mode,
+        "limits": {"host_memory_mib": lim.host_memory_mib, "device_heap_bytes": lim.device_heap_mib << 20,
+                   "drop_privileges": lim.drop_privileges},
         "cases": [c.to_dict() for c in cases],
         "guard_floats": rubric.checks.guard_floats,
         "reverse_check": backend == "emulator" and rubric.emulator.reverse_order_check,
@@ -206,11 +224,24 @@ def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResul
     return job, cases + timed
 
 
+def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path, result: Result) -> bool:
+    """Refuse static __device__ memory beyond the rubric's limit (it would take the GPU's memory
+    from the next grader); True when refused."""
+    limit = rubric.limits.static_device_mib << 20
+    if build.static_device_bytes <= limit:
+        return False
+    result.stop("rejected", f"{p.name} declares {build.static_device_bytes / 2**20:.1f} MiB of static __device__ "
+                f"memory; a submission may declare at most {rubric.limits.static_device_mib} MiB "
+                "(limits.static_device_mib). This exercise needs none: work in the buffers you are given.")
+    result.flags.append("screened_out")
+    return True
+
+
 def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str, p: Path, result: Result,
              baseline: Path | None = None) -> bool:
-    """Screen the compiled object; refuse the submission (status rejected) when it holds what it may not."""
-    refusals = screen_object(build.object, kernels=[k.name for k in sub.kernels], launcher=rubric.kernel.launcher,
-                             toolchain=toolchain, baseline=baseline)
+    """Screen the compiled object; refuse the submission (status rejected) when it would cheat the
+    timing or cannot be graded."""
+    refusals = screen_object(build.object, sub=sub, toolchain=toolchain, baseline=baseline)
     if refusals:
         result.stop("rejected", refusal_message(p.name, refusals))
         result.flags.append("screened_out")

@@ -15,8 +15,9 @@ from grader.rubric import DIAGNOSIS_CODES, TIER_NAMES, Rubric
 from grader.sandbox import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
-         "output_capped", "generate_bytes", "must_not_create"}
-_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s"}
+         "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s",
+         "max_host_memory_mib"}
+_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains"}
 
 
 @dataclass
@@ -32,6 +33,10 @@ class Expectation:
     output_capped: bool = False
     generate_bytes: int | None = None
     must_not_create: str | None = None
+    flags: list[str] = field(default_factory=list)      # flags that must all be set
+    message_contains: str | None = None                 # text the result's message must hold
+    build_time_s: float | None = None                   # a shorter build time limit for this sample
+    max_host_memory_mib: int | None = None              # the child's peak resident memory must stay below
 
 
 @dataclass
@@ -100,6 +105,14 @@ def judge(exp: Expectation, result: Result) -> list[str]:
         problems.append(f"output not capped ({result.output.get('stdout_bytes')} bytes kept)")
     if exp.must_not_create and Path(exp.must_not_create).exists():
         problems.append(f"SIDE EFFECT: {exp.must_not_create} exists: the payload ran")
+    for flag in exp.flags:
+        if flag not in result.flags:
+            problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
+    if exp.message_contains and exp.message_contains not in result.message:
+        problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
+    peak = result.sandbox.get("peak_rss_mib")
+    if exp.max_host_memory_mib is not None and peak is not None and peak > exp.max_host_memory_mib:
+        problems.append(f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}")
     return problems
 
 
@@ -116,7 +129,9 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
             continue
         r = rubric
         if exp.time_limit_s is not None:
-            r = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, time_limit_s=exp.time_limit_s))
+            r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, time_limit_s=exp.time_limit_s))
+        if exp.build_time_s is not None:
+            r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, build_time_s=exp.build_time_s))
         if progress:
             progress(f"{exp.file}")
         if exp.must_not_create:

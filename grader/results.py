@@ -97,6 +97,7 @@ class Result:
     timing: TimingResult | None = None
     output: dict = field(default_factory=dict)
     phases: dict = field(default_factory=dict)     # wall seconds of build, child run, checking
+    sandbox: dict = field(default_factory=dict)    # the protections in force in the child (seccomp, limits...)
     seconds: float = 0.0
     schema: str = SCHEMA
 

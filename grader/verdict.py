@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from grader import protocol
 from grader.build import BuildResult
 from grader.cases import Case, make_inputs
 from grader.checking import Prepared, compare, prepare, read_guards
@@ -71,6 +72,8 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
         elif kind == "hello":
             for key in ("ready_t", "job_t", "t"):
                 result.phases[f"child_{'hello_t' if key == 't' else key}"] = round(h.get(key, 0.0), 3)
+            if isinstance(h.get("sandbox"), dict):
+                result.sandbox.update(h["sandbox"])
     skipped = set(timing_frame.get("skipped", [])) if timing_frame else set()
     for case in cases:
         if case.name not in seen:
@@ -79,6 +82,9 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
             result.cases.append(CaseResult(case.name, [case.rows, case.cols], case.pattern, case.seed, None,
                                            note=note, kind="timed" if case.timed else "check"))
 
+    result.sandbox["peak_rss_mib"] = round(run.max_rss_kib / 1024)
+    if _stopped_by_wall(run, fatal, rubric, result):
+        return
     crashed_frame = next((c for c in result.cases if c.note.startswith("crashed:")), None)
     checks = [c for c in result.cases if c.kind != "timed"]
     timed_only = (run.timed_out and fatal is None and timing_frame is None and checks
@@ -132,6 +138,58 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
             result.feedback = "Fix correctness first: only a correct kernel is timed against the floor and gets a tier."
     for d in result.diagnosis:
         d.advice = rubric.feedback.diagnosis.get(d.code, "")
+
+
+_MEMORY_WORDS = ("MemoryError", "out of memory", "bad_alloc", "Cannot allocate memory")
+
+
+def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: Result) -> bool:
+    """What the sandbox stopped: a blocked system call, a forged result channel, the host-memory
+    cap, a filter that could not be installed where the rubric requires one. True when the
+    result was stopped here."""
+    blocked = [b for b in run.blocked if b.action == "blocked"]
+    audit = [b for b in run.blocked if b.action == "audit"]
+    if audit:
+        counts: dict[str, int] = {}
+        for b in audit:
+            counts[b.name] = counts.get(b.name, 0) + 1
+        result.sandbox["audit"] = dict(sorted(counts.items()))
+        result.sandbox["audit_open_paths"] = sorted({b.path for b in audit if b.path})[:200]
+    if blocked:
+        lines = list(dict.fromkeys(b.describe() for b in blocked))
+        result.stop("rejected", "Stopped by the grader's sandbox: " + "; ".join(lines) + ". Nothing it attempted "
+                    "happened. A submission computes in kernels and launches them; it may not start programs, "
+                    "processes or connections, or write files.")
+        result.flags.append("blocked_by_sandbox")
+        return True
+    if run.signal_name == "SIGSYS":
+        result.stop("rejected", "Stopped by the grader's sandbox: your code made a system call the grader blocks, "
+                    "with every signal blocked at the time (as system() and popen() do when they start a program), so "
+                    "it could not be named. Nothing it attempted happened.")
+        result.flags.append("blocked_by_sandbox")
+        return True
+    if any(b.action == "malformed" for b in run.blocked) or run.stream_problem == protocol.TAMPERED:
+        result.stop("rejected", f"Stopped: {protocol.TAMPERED}. A submission may print to stdout and stderr, but "
+                    "never write to the grader's own file descriptors.")
+        result.flags.append("blocked_by_sandbox")
+        return True
+    if result.sandbox and not result.sandbox.get("seccomp") and rubric.limits.require_seccomp:
+        result.stop("infrastructure_error", "the system-call filter could not be installed here ("
+                    f"{result.sandbox.get('seccomp_detail', 'unknown')}) and the rubric requires it "
+                    "(limits.require_seccomp): grade on a Linux machine that allows seccomp.")
+        return True
+    cap = rubric.limits.host_memory_mib
+    base_rss = result.sandbox.get("rss_at_load_mib", 0)
+    said = " ".join(str(x) for x in ((fatal or {}).get("error", ""), run.stderr.text()[-4000:]))
+    grew = run.max_rss_kib / 1024 - base_rss
+    finished = any(f.header.get("type") == "done" for f in run.frames)
+    if not finished and not run.timed_out and (any(w in said for w in _MEMORY_WORDS) or grew >= 0.9 * cap):
+        result.stop("crashed", f"your code used more than {cap} MiB of host memory (limits.host_memory_mib, beyond "
+                    f"what the grader itself holds; the child peaked at {run.max_rss_kib / 1024:.0f} MiB), so its "
+                    "allocations failed. Free what you allocate, and allocate nothing per thread.")
+        result.flags.append("host_memory_exceeded")
+        return True
+    return False
 
 
 def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: Rubric, build: BuildResult, p: Path,

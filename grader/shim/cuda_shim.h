@@ -96,7 +96,9 @@ typedef struct CUevent_st* cudaEvent_t;
 enum cudaError_t {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
     cudaErrorLaunchFailure = 719,
 };
 typedef cudaError_t cudaError;
@@ -142,6 +144,120 @@ inline const char* cudaGetErrorName(cudaError_t e) {
 }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+#define cudaStreamLegacy (reinterpret_cast<cudaStream_t>(0x1))
+#define cudaStreamPerThread (reinterpret_cast<cudaStream_t>(0x2))
+
+// ---------------------------------------------------------------------------
+// Device queries: one emulated device shaped like an H200 (132 SMs, compute
+// capability 9.0, 1024 threads a block, 2048 a multiprocessor, 228 KiB of
+// shared memory a multiprocessor, 60 MiB of L2), so a launcher that sizes its
+// grid from the hardware gets the grid it would get on the course's GPU.
+// ---------------------------------------------------------------------------
+namespace grader {
+constexpr int kEmuSMs = 132, kEmuThreadsPerSM = 2048, kEmuMaxBlocksPerSM = 32;
+}
+enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrMaxBlockDimX = 2, cudaDevAttrMaxBlockDimY = 3,
+    cudaDevAttrMaxBlockDimZ = 4, cudaDevAttrMaxGridDimX = 5, cudaDevAttrMaxGridDimY = 6, cudaDevAttrMaxGridDimZ = 7,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8, cudaDevAttrTotalConstantMemory = 9, cudaDevAttrWarpSize = 10,
+    cudaDevAttrMaxRegistersPerBlock = 12, cudaDevAttrClockRate = 13, cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrConcurrentKernels = 31, cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37,
+    cudaDevAttrL2CacheSize = 38, cudaDevAttrMaxThreadsPerMultiProcessor = 39, cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76, cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+    cudaDevAttrMaxRegistersPerMultiprocessor = 82, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+    cudaDevAttrMaxBlocksPerMultiprocessor = 106, cudaDevAttrMaxPersistingL2CacheSize = 108,
+};
+struct cudaDeviceProp {
+    char name[256] = "grader CPU emulator (H200-like)";
+    size_t totalGlobalMem = 141ull << 30, sharedMemPerBlock = 48 << 10, sharedMemPerMultiprocessor = 228 << 10;
+    size_t sharedMemPerBlockOptin = 227 << 10, totalConstMem = 64 << 10, memPitch = 2147483647;
+    int regsPerBlock = 65536, regsPerMultiprocessor = 65536, warpSize = 32, maxThreadsPerBlock = 1024;
+    int maxThreadsDim[3] = {1024, 1024, 64}, maxGridSize[3] = {2147483647, 65535, 65535};
+    int clockRate = 1980000, memoryClockRate = 3201000, memoryBusWidth = 6144, l2CacheSize = 60 << 20;
+    int persistingL2CacheMaxSize = 0, major = 9, minor = 0, multiProcessorCount = grader::kEmuSMs;
+    int maxThreadsPerMultiProcessor = grader::kEmuThreadsPerSM, maxBlocksPerMultiProcessor = grader::kEmuMaxBlocksPerSM;
+    int concurrentKernels = 1, ECCEnabled = 1, integrated = 0, canMapHostMemory = 1, computeMode = 0;
+    int asyncEngineCount = 2, unifiedAddressing = 1, managedMemory = 1, cooperativeLaunch = 1;
+};
+struct cudaFuncAttributes {
+    size_t sharedSizeBytes = 0, constSizeBytes = 0, localSizeBytes = 0;
+    int maxThreadsPerBlock = 1024, numRegs = 32, ptxVersion = 90, binaryVersion = 90, cacheModeCA = 0;
+    int maxDynamicSharedSizeBytes = 48 << 10, preferredShmemCarveout = -1;
+};
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+};
+enum cudaFuncCache { cudaFuncCachePreferNone = 0, cudaFuncCachePreferShared = 1, cudaFuncCachePreferL1 = 2,
+                     cudaFuncCachePreferEqual = 3 };
+#define cudaOccupancyDefault 0x00
+#define cudaOccupancyDisableCachingOverride 0x01
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { *p = cudaDeviceProp{}; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+    const cudaDeviceProp p{};
+    switch (a) {
+        case cudaDevAttrMaxThreadsPerBlock: *v = p.maxThreadsPerBlock; break;
+        case cudaDevAttrMaxBlockDimX: *v = p.maxThreadsDim[0]; break;
+        case cudaDevAttrMaxBlockDimY: *v = p.maxThreadsDim[1]; break;
+        case cudaDevAttrMaxBlockDimZ: *v = p.maxThreadsDim[2]; break;
+        case cudaDevAttrMaxGridDimX: *v = p.maxGridSize[0]; break;
+        case cudaDevAttrMaxGridDimY: *v = p.maxGridSize[1]; break;
+        case cudaDevAttrMaxGridDimZ: *v = p.maxGridSize[2]; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *v = static_cast<int>(p.sharedMemPerBlock); break;
+        case cudaDevAttrTotalConstantMemory: *v = static_cast<int>(p.totalConstMem); break;
+        case cudaDevAttrWarpSize: *v = p.warpSize; break;
+        case cudaDevAttrMaxRegistersPerBlock: *v = p.regsPerBlock; break;
+        case cudaDevAttrMaxRegistersPerMultiprocessor: *v = p.regsPerMultiprocessor; break;
+        case cudaDevAttrClockRate: *v = p.clockRate; break;
+        case cudaDevAttrMultiProcessorCount: *v = p.multiProcessorCount; break;
+        case cudaDevAttrConcurrentKernels: *v = 1; break;
+        case cudaDevAttrMemoryClockRate: *v = p.memoryClockRate; break;
+        case cudaDevAttrGlobalMemoryBusWidth: *v = p.memoryBusWidth; break;
+        case cudaDevAttrL2CacheSize: *v = p.l2CacheSize; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *v = p.maxThreadsPerMultiProcessor; break;
+        case cudaDevAttrComputeCapabilityMajor: *v = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: *v = p.minor; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *v = static_cast<int>(p.sharedMemPerMultiprocessor); break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = static_cast<int>(p.sharedMemPerBlockOptin); break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor: *v = p.maxBlocksPerMultiProcessor; break;
+        case cudaDevAttrMaxPersistingL2CacheSize: *v = 0; break;
+        default: *v = 0; return cudaErrorInvalidValue;
+    }
+    return cudaSuccess;
+}
+inline cudaError_t cudaDriverGetVersion(int* v) { *v = 13000; return cudaSuccess; }
+inline cudaError_t cudaRuntimeGetVersion(int* v) { *v = 13000; return cudaSuccess; }
+template <class F> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, F) {
+    *a = cudaFuncAttributes{};
+    return cudaSuccess;
+}
+template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+template <class F> inline cudaError_t cudaFuncSetCacheConfig(F, cudaFuncCache) { return cudaSuccess; }
+// Occupancy as the GPU would answer for a light elementwise kernel: limited by threads a
+// multiprocessor (2048) and blocks a multiprocessor (32), not by registers or shared memory.
+template <class F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+        int* blocks, F, int blockSize, size_t = 0, unsigned = 0) {
+    if (blockSize <= 0 || blockSize > 1024) { *blocks = 0; return cudaErrorInvalidValue; }
+    const int warps = (blockSize + 31) / 32;
+    *blocks = std::min(grader::kEmuThreadsPerSM / (warps * 32), grader::kEmuMaxBlocksPerSM);
+    return cudaSuccess;
+}
+template <class F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F f, int blockSize,
+                                                                                    size_t smem = 0) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, blockSize, smem, 0);
+}
+template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* minGrid, int* blockSize, F, size_t = 0,
+                                                                         int limit = 0) {
+    const int b = (limit > 0 && limit < 1024) ? limit / 32 * 32 : 1024;
+    *blockSize = b > 0 ? b : limit;
+    *minGrid = grader::kEmuSMs * std::min(grader::kEmuThreadsPerSM / *blockSize, grader::kEmuMaxBlocksPerSM);
+    return cudaSuccess;
+}
+template <class F, class S> inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(
+        int* minGrid, int* blockSize, F f, S, int limit = 0) {
+    return cudaOccupancyMaxPotentialBlockSize(minGrid, blockSize, f, 0, limit);
+}
 
 // ---------------------------------------------------------------------------
 // Math and intrinsics
@@ -464,6 +580,24 @@ inline int __syncthreads_and(int p) {
     return __syncthreads_count(p) == static_cast<int>(grader::g_sched.live);
 }
 
+// Cooperative groups at block level: a block's sync is __syncthreads. (Grid groups,
+// tiles and clusters are refused before the build: they need a GPU.)
+namespace cooperative_groups {
+struct thread_block {
+    void sync() const { __syncthreads(); }
+    unsigned thread_rank() const {
+        return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    }
+    unsigned size() const { return blockDim.x * blockDim.y * blockDim.z; }
+    unsigned num_threads() const { return size(); }
+    dim3 group_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+    dim3 thread_index() const { return dim3(threadIdx.x, threadIdx.y, threadIdx.z); }
+    dim3 group_dim() const { return blockDim; }
+    dim3 dim_threads() const { return blockDim; }
+};
+inline thread_block this_thread_block() { return thread_block{}; }
+inline void sync(const thread_block& b) { b.sync(); }
+}  // namespace cooperative_groups
 template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
     return grader::exchange(v, [&](int lane) { return (lane & ~(width - 1)) + (src & (width - 1)); });
 }
@@ -644,3 +778,33 @@ template <class F> inline int guarded(F&& f) {
 extern "C" void grader_emu_set_reverse(int reverse) { grader::g_reverse = reverse != 0; }
 extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
+
+// ---------------------------------------------------------------------------
+// malloc and free, in kernels (and in a launcher, which the emulator cannot tell
+// apart), draw from a heap capped like the GPU's device heap (rubric
+// limits.device_heap_mib): past the cap malloc returns NULL, as on a GPU.
+// ---------------------------------------------------------------------------
+namespace grader {
+inline size_t g_heap_cap = 8u << 20, g_heap_used = 0;
+}
+inline void* grader_device_malloc(size_t n) {
+    if (n > grader::g_heap_cap - grader::g_heap_used) return nullptr;
+    auto* p = static_cast<size_t*>(std::malloc(n + 16));
+    if (!p) return nullptr;
+    grader::g_heap_used += n;
+    p[0] = n;
+    return p + 2;
+}
+inline void grader_device_free(void* q) {
+    if (!q) return;
+    auto* p = static_cast<size_t*>(q) - 2;
+    grader::g_heap_used -= p[0];
+    std::free(p);
+}
+namespace std {
+using ::grader_device_free;
+using ::grader_device_malloc;
+}  // namespace std
+#define malloc(n) grader_device_malloc(n)
+#define free(p) grader_device_free(p)
+extern "C" void grader_emu_set_heap(size_t cap) { grader::g_heap_cap = cap; }

@@ -1,0 +1,14 @@
+// A plain (non-inline) __device__ helper: the most common shape of all. nvcc emits a host
+// stub for it that the grader must not mistake for the student's host code.
+__device__ float gelu(float v) {
+    return 0.5f * v * (1.0f + erff(v * 0.70710678f));
+}
+
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        out[i] = gelu(x[i] + bias[col]);
+    }
+}

@@ -1,0 +1,20 @@
+// Attack: the launcher writes a file outside the grader's private directory.
+#include <cstdio>
+
+__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        const float v = x[i] + bias[col];
+        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    }
+}
+
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols,
+                         cudaStream_t stream) {
+    if (FILE* f = std::fopen("/tmp/grader-attack-write-file-ran", "w")) {
+        std::fputs("written by a submission\n", f);
+        std::fclose(f);
+    }
+    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);
+}
