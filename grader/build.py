@@ -31,6 +31,15 @@ from grader.source import Submission, rewrite_for_emulator, uses_collectives
 PACKAGE_DIR = Path(__file__).resolve().parent
 REFERENCE_SOURCE = PACKAGE_DIR.parent / "reference" / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
+GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
+
+
+@dataclass(frozen=True)
+class BuildLimits:
+    """What one compile may take: wall time and memory (address space of each compiler process)."""
+
+    time_s: float = 120.0
+    memory_mib: int = 8192
 
 
 @dataclass
@@ -66,6 +75,7 @@ class BuildResult:
     messages: list[CompilerMessage] = field(default_factory=list)
     resources: list[KernelResources] = field(default_factory=list)
     compiler: str = ""
+    static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
 
 
 def cache_root() -> Path:
@@ -120,7 +130,8 @@ def _digest(*parts: str | bytes) -> str:
 
 
 def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str = "sm_90") -> BuildResult:
-    """Build the submission for 'cuda' (nvcc, for arch) or 'emulator' (g++ + shim)."""
+    """Build the submission for 'cuda' (nvcc, for arch) or 'emulator' (g++ + shim), within the
+    rubric's build limits."""
     kernel = rubric.kernel
     harness = render(
         "harness.cu.j2",
@@ -153,6 +164,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         flags=flags,
         backend=backend,
         user_path=str(sub.path),
+        limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib),
     )
 
 
@@ -202,16 +214,54 @@ def emulator_flags(*, fibers: bool) -> list[str]:
 
     DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
     DWARF 5 line table, and the fault report needs the student's file and line.
+    -fno-gnu-unique: the shim's inline variables (the thread indices, the fiber switch)
+    would otherwise be STB_GNU_UNIQUE, which the dynamic linker shares between the
+    reference library and the submission's despite RTLD_LOCAL.
     """
-    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-U_FORTIFY_SOURCE",
+    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fno-gnu-unique", "-U_FORTIFY_SOURCE",
              "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
     if fibers:
         flags.insert(0, "-DGRADER_EMU_FIBERS")
     return flags
 
 
+def build_guard() -> Path | None:
+    """The child's seccomp filter (grader/child/guard.c) as a shared library, built once per host
+    with the C compiler; None where there is no C compiler or the host is not Linux."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not os.path.exists("/proc/self/status"):
+        return None
+    text = GUARD_SOURCE.read_text()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
+    directory = cache_root() / f"guard-{_digest(__version__, text, version, os.uname().machine)}"
+    library = directory / "libgrader_guard.so"
+    if library.exists():
+        _touch(directory)
+        return library
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not library.exists():
+            (directory / "guard.c").write_text(text)
+            tmp = directory / "libgrader_guard.so.tmp"
+            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(directory / "guard.c")],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise InfrastructureError(f"the grader's sandbox filter did not build with {cc}:\n{proc.stderr[-2000:]}")
+            tmp.rename(library)
+    return library
+
+
+def _touch(directory: Path) -> None:
+    """Mark a cache entry used (least-recently-used pruning reads this time)."""
+    try:
+        os.utime(directory, None)
+    except OSError:
+        pass
+
+
 def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: str,
-           user_path: str) -> BuildResult:
+           user_path: str, limits: BuildLimits = BuildLimits()) -> BuildResult:
     root = cache_root()
     directory = root / key
     directory.mkdir(parents=True, exist_ok=True)
@@ -224,19 +274,25 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
         if library.exists() and meta.exists():
+            _touch(directory)
             data = json.loads(meta.read_text())
             return BuildResult(ok=True, library=library, object=obj, cached=True, seconds=time.perf_counter() - start,
                                command=command, log=data["log"],
                                resources=[KernelResources(**r) for r in data["resources"]],
-                               compiler=data["compiler"])
+                               compiler=data["compiler"], static_device_bytes=parse_gmem(data["log"]))
         for name, text in files.items():
             (directory / name).write_text(text)
         ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
                             description=f"{backend} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
-        proc = subprocess.run([find_tool("ninja"), "-C", str(directory), "--quiet"], capture_output=True, text=True)
+        proc, over = _run_limited([find_tool("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
+        if over:
+            messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
+            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
+                               command=command, log=over + "\n" + log, messages=messages,
+                               compiler=tool_version("nvcc" if backend == "cuda" else "g++"))
         messages = parse_messages(log, directory, user_path)
         resources = parse_ptxas(log) if backend == "cuda" else []
         version = tool_version("nvcc" if backend == "cuda" else "g++")
@@ -245,7 +301,67 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
                                command=command, log=log, messages=messages, resources=resources, compiler=version)
         meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
         return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
-                           command=command, log=log, messages=messages, resources=resources, compiler=version)
+                           command=command, log=log, messages=messages, resources=resources, compiler=version,
+                           static_device_bytes=parse_gmem(log) if backend == "cuda" else 0)
+
+
+# What each compiler process is doing, for a build that ran out of time or memory.
+_STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template explosion?)",
+           "ptxas": "ptxas, which assembles the GPU code (a huge unrolled loop?)",
+           "cudafe++": "cudafe++, CUDA's front end (deeply nested templates?)",
+           "cc1plus": "the host C++ compiler (deeply nested templates or a huge function?)",
+           "nvlink": "nvlink", "fatbinary": "fatbinary", "ld": "the linker"}
+
+
+def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+    """Run a build command in its own process group under a time limit and a per-process memory
+    cap (RLIMIT_AS, inherited by every compiler it starts); ('', why) when a limit stopped it."""
+    import resource
+    import signal
+
+    cap = limits.memory_mib * 1024 * 1024
+
+    def preexec() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    try:
+        out, err = proc.communicate(timeout=limits.time_s)
+    except subprocess.TimeoutExpired:
+        stage = _running_stage(proc.pid)
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        why = (f"the build took longer than its limit of {limits.time_s:g} s"
+               + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
+               "fewer template instances) and submit again")
+        return subprocess.CompletedProcess(args, -9, out, err), why
+    text = out + err
+    if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
+                                          r"virtual memory exhausted|Killed signal", text, re.I):
+        stage = next((name for key, name in _STAGES.items() if key in text), "")
+        why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
+               + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
+        return subprocess.CompletedProcess(args, proc.returncode, out, err), why
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
+
+
+def _running_stage(pgid: int) -> str:
+    """The compiler stage running in a build's process group (the deepest one found)."""
+    found = ""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)
+            comm = fields[0].split("(", 1)[1]
+            if int(fields[1].split()[2]) == pgid and comm in _STAGES:
+                if not found or list(_STAGES).index(comm) < list(_STAGES).index(found):
+                    found = comm
+        except (OSError, IndexError, ValueError):
+            continue
+    return _STAGES.get(found, "")
 
 
 def _strip_ninja(log: str) -> str:
@@ -301,6 +417,11 @@ def parse_ptxas(log: str) -> list[KernelResources]:
             if m.group(2):
                 current.shared_bytes = int(m.group(2))
     return found
+
+
+def parse_gmem(log: str) -> int:
+    """Bytes of static __device__ memory ptxas reported (0 when it reported none)."""
+    return max((int(m.group(1)) for m in re.finditer(r"(\d+) bytes gmem", log)), default=0)
 
 
 def demangle(name: str) -> str:

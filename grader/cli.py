@@ -149,6 +149,29 @@ def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple
     sys.exit(1 if bad else 0)
 
 
+@cli.command()
+@click.option("--prune", is_flag=True, help="Delete least recently used builds until the cache fits --max-mib.")
+@click.option("--max-mib", type=click.IntRange(min=0), default=None,
+              help="The cap for --prune (default: GRADER_CACHE_MAX_MIB, else the rubric's limits.cache_max_mib).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric whose limits.cache_max_mib is the default cap.")
+def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
+    """Show the build cache's size; with --prune, shrink it to its cap."""
+    from grader import cache as build_cache
+    from grader.rubric import load_rubric
+
+    try:
+        limit = (max_mib << 20) if max_mib is not None else build_cache.max_bytes(
+            load_rubric(rubric_path).limits.cache_max_mib)
+    except GraderError as exc:
+        _fail(exc)
+    r = build_cache.prune(limit_bytes=limit) if prune else build_cache.report()
+    click.echo(f"{r.root}: {r.entries} builds, {r.bytes / 2**20:.1f} MiB (cap {limit / 2**20:.0f} MiB)")
+    if prune:
+        click.echo(f"pruned {r.pruned} builds, {r.freed_bytes / 2**20:.1f} MiB "
+                   "(builds used in the last 10 minutes or being built are kept)")
+
+
 @cli.command("rubric-keys")
 def rubric_keys() -> None:
     """List every rubric key with its default and what it means."""

@@ -69,7 +69,18 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                     + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
+    _keep_cache_in_bounds(rubric)
     return result
+
+
+def _keep_cache_in_bounds(rubric: Rubric) -> None:
+    """Prune the build cache to its cap (least recently used first); never fails a grade."""
+    from grader import cache
+
+    try:
+        cache.prune(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib))
+    except OSError:
+        pass
 
 
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,

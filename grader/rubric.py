@@ -127,6 +127,26 @@ class Tiers:
 class Limits:
     time_limit_s: float = _doc("Wall time allowed for one submission's child process.", default=60.0)
     output_cap_bytes: int = _doc("Bytes of the child's stdout and of its stderr kept (half head, half tail).", default=16384)
+    host_memory_mib: int = _doc(
+        "Host memory (MiB of private writable memory, RLIMIT_DATA) the child may take beyond what the grader "
+        "itself holds once loaded (torch, the CUDA context); past it allocations fail and the run is reported "
+        "as using too much host memory.", default=2048)
+    device_heap_mib: int = _doc(
+        "Size of the device heap that in-kernel malloc draws from (cudaLimitMallocHeapSize), MiB; the CPU "
+        "emulator's device malloc has the same cap.", default=8)
+    static_device_mib: int = _doc(
+        "Static __device__ memory (global arrays) a submission may declare, MiB; more is refused before it "
+        "runs, since it takes GPU memory the next grader on the same GPU needs.", default=64)
+    build_time_s: float = _doc("Wall time one build (nvcc or g++) may take before it is a compile_error.", default=120.0)
+    build_memory_mib: int = _doc("Address space each compiler process may take, MiB (RLIMIT_AS).", default=8192)
+    cache_max_mib: int = _doc(
+        "Size of the build cache, MiB, beyond which the least recently used builds are pruned after a grade "
+        "(GRADER_CACHE_MAX_MIB overrides it).", default=2048)
+    require_seccomp: bool = _doc(
+        "Refuse to grade (infrastructure_error) where the system-call filter cannot be installed, instead of "
+        "grading with the protections that remain (which result.json lists under sandbox).", default=False)
+    drop_privileges: bool = _doc("When the grader runs as root, the child drops to uid 65534 before loading "
+                                 "the submission.", default=True)
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,13 @@ extern "C" int grader_ref_reset_persisting_l2() {
     return static_cast<int>(cudaCtxResetPersistingL2Cache());
 #endif
 }
+
+// The device heap in-kernel malloc draws from; set before the submission is loaded.
+extern "C" int grader_ref_set_heap_limit(size_t bytes) {
+#ifdef __CUDACC_EMULATED__
+    (void)bytes;
+    return 0;
+#else
+    return static_cast<int>(cudaDeviceSetLimit(cudaLimitMallocHeapSize, bytes));
+#endif
+}

@@ -1,0 +1,89 @@
+"""Resource limits: build time and memory, the build cache's cap, host memory shared with other grades."""
+
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from grader import cache
+from grader.build import BuildLimits, _run_limited, parse_gmem
+from conftest import SUBMISSIONS
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
+
+
+def test_a_build_past_its_time_limit_is_stopped_and_says_so():
+    start = time.perf_counter()
+    proc, why = _run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    assert time.perf_counter() - start < 10
+    assert proc.returncode != 0 and "longer than its limit of 1 s" in why
+
+
+@needs_nvcc
+def test_a_build_past_its_memory_limit_is_stopped_and_says_so(tmp_path):
+    src = tmp_path / "a.cu"
+    src.write_text("#include <map>\n#include <vector>\nint f() { std::map<int, std::vector<int>> m; return m.size(); }\n")
+    proc, why = _run_limited(["nvcc", "-c", "-o", str(tmp_path / "a.o"), str(src)], BuildLimits(60, memory_mib=100))
+    assert proc.returncode != 0 and "memory limit of 100 MiB" in why
+
+
+def test_static_device_memory_is_read_from_ptxas():
+    log = "ptxas info    : 268435460 bytes gmem\nptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+    assert parse_gmem(log) == 268435460
+    assert parse_gmem("ptxas info    : Used 12 registers") == 0
+
+
+def _entry(root, name, mib, age_s, locked=False):
+    d = root / name
+    d.mkdir()
+    (d / "lib.so").write_bytes(b"\0" * (mib << 20))
+    (d / ".lock").write_text("")
+    t = time.time() - age_s
+    os.utime(d, (t, t))
+    return d
+
+
+def test_cache_prunes_least_recently_used_and_spares_recent_and_busy(tmp_path):
+    import fcntl
+
+    old = _entry(tmp_path, "sub-old", 3, 3600)
+    busy = _entry(tmp_path, "sub-busy", 3, 7200)
+    middle = _entry(tmp_path, "sub-middle", 3, 1800)
+    recent = _entry(tmp_path, "sub-recent", 3, 5)
+    with open(busy / ".lock", "w") as held:           # another grader is building here
+        fcntl.flock(held, fcntl.LOCK_EX)
+        report = cache.prune(limit_bytes=4 << 20, root=tmp_path)
+    assert not old.exists() and not middle.exists()
+    assert busy.exists() and recent.exists()
+    assert report.pruned == 2 and report.freed_bytes == 6 << 20
+    assert cache.report(tmp_path).entries == 2
+
+
+def test_cache_cap_comes_from_the_environment_first(monkeypatch):
+    monkeypatch.setenv("GRADER_CACHE_MAX_MIB", "5")
+    assert cache.max_bytes(2048) == 5 << 20
+    monkeypatch.delenv("GRADER_CACHE_MAX_MIB")
+    assert cache.max_bytes(2048) == 2048 << 20
+
+
+@pytest.mark.slow
+def test_a_memory_hog_does_not_disturb_the_grader_or_a_grade_beside_it(rubric):
+    from grader.grading import grade_submission
+
+    before = _rss_mib()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        hog = pool.submit(grade_submission, SUBMISSIONS / "host_memory_hog.cu", rubric=rubric, backend="emulator")
+        honest = pool.submit(grade_submission, SUBMISSIONS / "device_helper.cu", rubric=rubric, backend="emulator")
+        hog, honest = hog.result(), honest.result()
+    assert hog.status == "crashed" and "host_memory_exceeded" in hog.flags, hog.message
+    assert hog.sandbox["peak_rss_mib"] <= hog.sandbox["rss_at_load_mib"] + rubric.limits.host_memory_mib + 64
+    assert honest.status == "graded" and honest.correct, honest.message
+    grew_mib = _rss_mib() - before      # the hog took over 2 GiB in its child; none of it is ours
+    assert grew_mib < 512, f"the grader itself grew by {grew_mib:.0f} MiB"
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
