@@ -146,7 +146,6 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
         env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONDONTWRITEBYTECODE"] = "1"           # inside the wall nothing may be written
         self._workdir = tempfile.mkdtemp(prefix="grader-run-")
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o755)

@@ -161,6 +161,9 @@ def main() -> int:
         backend = B(job["reference_library"])
         wall = guard.Guard(job.get("guard_library"))
         sandbox = apply_limits(backend, job.get("limits", {}))
+        # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
+        # wall a .pyc write would be a blocked call, so a late import only reads.
+        sys.dont_write_bytecode = True
         status = wall.install(mode=guard.AUDIT if job.get("guard_mode") == "audit" else guard.ENFORCE,
                               report_fd=guard_fd)
         sandbox.update(seccomp=status.seccomp, seccomp_detail=status.detail,
