@@ -29,7 +29,24 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
         results.append((path, result))
     if report_dir is not None:
         write_summary(results, report_dir / "summary.csv")
+        write_platform_exports(results, rubric, report_dir)
     return results
+
+
+def write_platform_exports(results: list[tuple[Path, Result]], rubric: Rubric, report_dir: Path) -> None:
+    """junit.xml (one testsuite per submission) and each submission's Gradescope results.json
+    (report_dir/<stem>/gradescope.json), for CI dashboards and an upload per student."""
+    import json
+
+    from grader.platforms import gradescope, junit
+    from grader.platforms.scoring import score
+    from grader.report import render_markdown
+
+    suites = [junit.testsuite(r, name=p.stem) for p, r in results]
+    (report_dir / "junit.xml").write_bytes(junit.document(suites))
+    for p, r in results:
+        doc = gradescope.results(r, score(r, rubric), render_markdown(r, rubric))
+        (report_dir / p.stem / "gradescope.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def summary_row(path: Path, r: Result) -> dict:

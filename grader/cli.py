@@ -17,7 +17,7 @@ from grader import __version__
 from grader.errors import GraderError
 from grader.grading import BACKENDS
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prairielearn")
 
 
 def _err_console() -> Console:
@@ -43,14 +43,24 @@ def cli() -> None:
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.md, report.html and result.json into this directory.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="What to print on stdout: a summary, the result.json document, or the Markdown report.")
+              help="What to print: a summary, the result.json document, the Markdown report, JUnit XML, GitHub "
+                   "Classroom's result line (also appended to $GITHUB_OUTPUT), Gradescope's or PrairieLearn's "
+                   "results.json.")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the --format document to this file instead of stdout (e.g. "
+                   "/autograder/results/results.json); a summary still goes to stdout.")
+@click.option("--github/--no-github", "github", default=None,
+              help="Also write the GitHub Actions job summary and annotations (default: when GITHUB_ACTIONS=true).")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: str, backend: str, quiet: bool) -> None:
+def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: str, output_path: Path | None,
+           github: bool | None, backend: str, quiet: bool) -> None:
     """Grade one submission FILE (a .cu defining biasGeluFused)."""
     from grader.grading import grade_submission
+    from grader.platforms import classroom, documents
+    from grader.platforms import github as gh
     from grader.report import render_json, render_markdown, render_text, write_reports
     from grader.rubric import load_rubric
 
@@ -65,11 +75,25 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
         for path in write_reports(result, rubric, report_dir):
             if not quiet:
                 err.print(f"[dim]grader: wrote {path}[/dim]")
+    if github if github is not None else gh.in_actions():
+        for line in gh.publish(result, render_markdown(result, rubric)):
+            click.echo(line)
     if fmt == "json":
-        sys.stdout.write(render_json(result))
+        document = render_json(result)
     elif fmt == "markdown":
-        sys.stdout.write(render_markdown(result, rubric))
+        document = render_markdown(result, rubric)
+    elif fmt in documents.PLATFORM_FORMATS:
+        document = documents.render(fmt, result, rubric)
+        if fmt == "classroom" and classroom.write_output(document.strip()) and not quiet:
+            err.print("[dim]grader: wrote the Classroom result to $GITHUB_OUTPUT[/dim]")
     else:
+        document = None
+    if document is not None and output_path is None:
+        sys.stdout.write(document)
+    else:
+        if document is not None:
+            output_path.parent.mkdir(parents=True, exist_ok=True)
+            output_path.write_text(document)
         Console(highlight=False, soft_wrap=True).print(render_text(result, rubric), end="")
     sys.exit(result.exit_code)
 

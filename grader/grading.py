@@ -18,7 +18,7 @@ from typing import Callable
 from grader import __version__, gpuinfo
 from grader.build import BuildResult, build_baseline, build_guard, build_reference, build_submission
 from grader.errors import GraderError, InfrastructureError, UsageError
-from grader.results import Result
+from grader.results import Result, SourceNote
 from grader.rubric import Rubric
 from grader.sandbox import Worker
 from grader.screening import refusal_message, screen_object
@@ -144,20 +144,24 @@ def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
     scanned = read_submission(p, rubric.kernel.launcher)
     if isinstance(scanned, SourceProblem):
         result.stop("rejected", scanned.message)
+        result.notes.append(SourceNote(str(p), scanned.line, "not a gradable source file", scanned.message))
         return None
     sub: Submission = scanned
     result.submission["sha256"] = sub.sha256
     refused = source_refusals(sub)
     if refused:
         result.stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused))
+        result.notes += [SourceNote(str(p), f.line, "not accepted for grading", f.what) for f in refused]
         return None
     kernel = sub.kernel(rubric.kernel.name)
     if kernel is None:
         result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
+        result.notes.append(SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", result.message))
         return None
     problem = None if sub.has_launcher else signature_problem(kernel)
     if problem:
         result.stop("rejected", problem)
+        result.notes.append(SourceNote(str(p), kernel.line, "the kernel's parameters", problem))
         return None
     return sub
 
@@ -172,7 +176,7 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
         nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
         if not nvcc_build.ok:
             result.build = _build_summary(nvcc_build)
-            result.stop("compile_error", _compile_message(nvcc_build, p))
+            _stop_compile_error(nvcc_build, p, result)
             return None
         if _refused(nvcc_build, sub, rubric, "nvcc", p, result) or _too_much_device_memory(nvcc_build, rubric, p, result):
             return None
@@ -182,12 +186,13 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
             b = blockers[0]
             result.stop("rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check "
                         "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
+            result.notes.append(SourceNote(str(p), b.line, "needs a GPU", f"{b.what}: the CPU emulator cannot run this"))
             return None
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     result.build = _build_summary(build)
     if not build.ok:
-        result.stop("compile_error", _compile_message(build, p))
+        _stop_compile_error(build, p, result)
         return None
     if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
         return None
@@ -244,6 +249,7 @@ def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path, result:
     result.stop("rejected", f"{p.name} declares {build.static_device_bytes / 2**20:.1f} MiB of static __device__ "
                 f"memory; a submission may declare at most {rubric.limits.static_device_mib} MiB "
                 "(limits.static_device_mib). This exercise needs none: work in the buffers you are given.")
+    result.notes.append(SourceNote(str(p), None, "too much static device memory", result.message))
     result.flags.append("screened_out")
     return True
 
@@ -256,6 +262,8 @@ def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str
     if refusals:
         result.stop("rejected", refusal_message(p.name, refusals))
         result.flags.append("screened_out")
+        result.notes += [SourceNote(str(p), r.line, "not accepted for grading", f"{r.what} {r.reason}")
+                         for r in refusals]
     return bool(refusals)
 
 
@@ -265,6 +273,14 @@ def _build_summary(build: BuildResult) -> dict:
         "resources": [vars(r) for r in build.resources],
         "messages": [vars(m) for m in build.messages],
     }
+
+
+def _stop_compile_error(build: BuildResult, p: Path, result: Result) -> None:
+    result.stop("compile_error", _compile_message(build, p))
+    errors = [m for m in build.messages if m.severity == "error"]
+    result.notes += [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
+    if not result.notes:
+        result.notes.append(SourceNote(str(p), None, "did not compile", result.message[:2000]))
 
 
 def _compile_message(build: BuildResult, p: Path) -> str:

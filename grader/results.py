@@ -45,6 +45,17 @@ class DiagnosisEntry:
 
 
 @dataclass
+class SourceNote:
+    """A problem at a place in the student's file (a compile error, a refusal, a blocked call):
+    what CI annotations point at. line is None when there is no single line to blame."""
+
+    file: str
+    line: int | None
+    title: str
+    message: str
+
+
+@dataclass
 class CopyTiming:
     kind: str
     median_ms: float
@@ -98,6 +109,7 @@ class Result:
     output: dict = field(default_factory=dict)
     phases: dict = field(default_factory=dict)     # wall seconds of build, child run, checking
     sandbox: dict = field(default_factory=dict)    # the protections in force in the child (seccomp, limits...)
+    notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     seconds: float = 0.0
     schema: str = SCHEMA
 

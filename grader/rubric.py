@@ -156,6 +156,20 @@ class Emulator:
 
 
 @dataclass(frozen=True)
+class Points:
+    correct: float = _doc("Points for a correct kernel (every check passes), in Classroom, Gradescope, "
+                          "PrairieLearn and the gradebook.", default=60.0)
+    tiers: dict[str, float] = _doc(
+        "Points for each tier on top of correctness (gold, silver, below). Only a correct kernel gets a tier, "
+        "and only on a GPU: on the emulator these points are not awarded and the feedback says why.",
+        default_factory=lambda: {"gold": 40.0, "silver": 25.0, "below": 10.0})
+
+    @property
+    def maximum(self) -> float:
+        return self.correct + max(self.tiers.values(), default=0.0)
+
+
+@dataclass(frozen=True)
 class Feedback:
     tiers: dict[str, str] = _doc("What to tell a student at each tier (gold, silver, below).", default_factory=dict)
     diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code.", default_factory=dict)
@@ -174,6 +188,7 @@ class Rubric:
     limits: Limits = _doc("Resource limits of the child process.", default=Limits())
     emulator: Emulator = _doc("CPU emulation settings.", default=Emulator())
     feedback: Feedback = _doc("Feedback text.", default=Feedback())
+    points: Points = _doc("How a result becomes points on grading platforms.", default=Points())
     path: str = field(default="", metadata={"doc": "Where this rubric was loaded from (set by the loader).", "internal": True})
 
 
@@ -320,6 +335,13 @@ def _check_semantics(r: Rubric, path: str) -> None:
             bad(f"feedback.tiers.{tier}", f"unknown tier (known: {', '.join(TIER_NAMES)})")
     if r.limits.time_limit_s <= 0:
         bad("limits.time_limit_s", "must be positive")
+    for tier, pts in r.points.tiers.items():
+        if tier not in TIER_NAMES:
+            bad(f"points.tiers.{tier}", f"unknown tier (known: {', '.join(TIER_NAMES)})")
+        if pts < 0:
+            bad(f"points.tiers.{tier}", "points cannot be negative")
+    if r.points.correct < 0:
+        bad("points.correct", "points cannot be negative")
 
 
 def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -21,7 +21,7 @@ from grader.cases import Case, make_inputs
 from grader.checking import Prepared, compare, prepare, read_guards
 from grader.diagnosis import Diagnosis, diagnose
 from grader.reference_math import bias_gelu, chain
-from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
+from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
 from grader.rubric import Rubric
 from grader.sandbox import ChildRun
 from grader.stats import fraction_interval, median
@@ -83,7 +83,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
                                            note=note, kind="timed" if case.timed else "check"))
 
     result.sandbox["peak_rss_mib"] = round(run.max_rss_kib / 1024)
-    if _stopped_by_wall(run, fatal, rubric, result):
+    if _stopped_by_wall(run, fatal, rubric, result, str(p)):
         return
     crashed_frame = next((c for c in result.cases if c.note.startswith("crashed:")), None)
     checks = [c for c in result.cases if c.kind != "timed"]
@@ -143,7 +143,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
 _MEMORY_WORDS = ("MemoryError", "out of memory", "bad_alloc", "Cannot allocate memory")
 
 
-def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: Result) -> bool:
+def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: Result, p: str) -> bool:
     """What the sandbox stopped: a blocked system call, a forged result channel, the host-memory
     cap, a filter that could not be installed where the rubric requires one. True when the
     result was stopped here."""
@@ -161,6 +161,7 @@ def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: 
                     "happened. A submission computes in kernels and launches them; it may not start programs, "
                     "processes or connections, or write files.")
         result.flags.append("blocked_by_sandbox")
+        result.notes += [SourceNote(p, None, "blocked by the sandbox", line) for line in lines]
         return True
     if run.signal_name == "SIGSYS":
         result.stop("rejected", "Stopped by the grader's sandbox: your code made a system call the grader blocks, "
