@@ -174,6 +174,28 @@ def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple
 
 
 @cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric whose findings to apply (default: rubrics/bias_gelu_fused.yaml).")
+@click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
+def explain(file: Path, rubric_path: Path | None, arch: str | None) -> None:
+    """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
+    from grader import gpuinfo
+    from grader.explain import explain_submission, render
+    from grader.rubric import load_rubric
+
+    try:
+        rubric = load_rubric(rubric_path)
+        reading = gpuinfo.probe() if arch is None else None
+        target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
+        ex = explain_submission(file, rubric=rubric, arch=target)
+    except GraderError as exc:
+        _fail(exc)
+    click.echo(render(ex, file.name), nl=False)
+    sys.exit(3 if ex.problem else 0)
+
+
+@cli.command()
 @click.option("--prune", is_flag=True, help="Delete least recently used builds until the cache fits --max-mib.")
 @click.option("--max-mib", type=click.IntRange(min=0), default=None,
               help="The cap for --prune (default: GRADER_CACHE_MAX_MIB, else the rubric's limits.cache_max_mib).")

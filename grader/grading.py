@@ -106,10 +106,12 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     try:
         reference_future = pool.submit(build_reference, backend=backend, arch=arch) if worker else None
         guard_future = pool.submit(build_guard) if worker else None
-        build = _build_and_screen(p, sub, rubric, backend, arch, result, say)
+        built = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
-        if build is None:
+        if built is None:
             return
+        build, gpu_build = built
+        sass_future = pool.submit(_analyse_sass, gpu_build, sub, rubric) if gpu_build else None
         if worker is None:
             raise InfrastructureError(
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
@@ -132,6 +134,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         clock = time.perf_counter()
         verdict.read_run(run, cases, references, rubric, build, p, result)
         phases["check_s"] = round(time.perf_counter() - clock, 3)
+        _add_findings(result, sass_future, rubric)
         result.device.setdefault("nvcc" if backend == "cuda" else "compiler", build.compiler)
     finally:
         if worker is not None:
@@ -167,8 +170,11 @@ def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
 
 
 def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, arch: str, result: Result,
-                      say: Progress) -> BuildResult | None:
-    """Compile for backend and screen the object; None (and result stopped) on an error or a refusal."""
+                      say: Progress) -> tuple[BuildResult, BuildResult | None] | None:
+    """Compile for backend and screen the object: the build to run, and nvcc's build (whose GPU
+    code the findings read; None where nvcc is missing). None (and result stopped) on an error
+    or a refusal."""
+    nvcc_build = None
     if backend == "emulator" and shutil.which("nvcc"):
         # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
         # errors), and its object is what gets screened, before the CPU build.
@@ -202,7 +208,28 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
         baseline = build_baseline(rubric, fibers=uses_collectives(sub))
         if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
             return None
-    return build
+    return build, (build if backend == "cuda" else nvcc_build)
+
+
+def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
+    from grader import sass
+
+    return sass.analyse(build.object, launcher=rubric.kernel.launcher if sub.has_launcher else None,
+                        default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
+
+
+def _add_findings(result: Result, sass_future, rubric: Rubric) -> None:
+    """The rubric's findings from the compiled code, with this run's figures; for graded kernels."""
+    from grader import findings
+
+    if sass_future is None or result.status != "graded":
+        return
+    kernels = sass_future.result()
+    if isinstance(kernels, str):
+        result.build["sass"] = f"unavailable: {kernels}"
+        return
+    result.build["sass"] = {k.name: dict(k.facts, launched=k.launched) for k in kernels}
+    result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 
 
 def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResult, guard: Path | None,

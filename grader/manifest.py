@@ -16,7 +16,7 @@ from grader.sandbox import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s",
-         "max_host_memory_mib"}
+         "max_host_memory_mib", "findings"}
 _OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains"}
 
 
@@ -37,6 +37,7 @@ class Expectation:
     message_contains: str | None = None                 # text the result's message must hold
     build_time_s: float | None = None                   # a shorter build time limit for this sample
     max_host_memory_mib: int | None = None              # the child's peak resident memory must stay below
+    findings: list[str] | None = None                   # the findings from the compiled code, exactly
 
 
 @dataclass
@@ -110,6 +111,11 @@ def judge(exp: Expectation, result: Result) -> list[str]:
             problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
     if exp.message_contains and exp.message_contains not in result.message:
         problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
+    if exp.findings is not None:
+        got = sorted({f.code for f in result.findings})
+        if got != sorted(exp.findings):
+            why = result.build.get("sass") if isinstance(result.build.get("sass"), str) else ""
+            problems.append(f"findings {got or 'none'}, expected {sorted(exp.findings) or 'none'} {why}".strip())
     peak = result.sandbox.get("peak_rss_mib")
     if exp.max_host_memory_mib is not None and peak is not None and peak > exp.max_host_memory_mib:
         problems.append(f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}")

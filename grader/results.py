@@ -56,6 +56,17 @@ class SourceNote:
 
 
 @dataclass
+class FindingEntry:
+    """What the compiled code shows about speed (a rubric finding that holds), with evidence."""
+
+    code: str
+    kernel: str
+    message: str
+    advice: str
+    evidence: list[str] = field(default_factory=list)     # "line 9: LDG.E R4, desc[UR6][R6.64]"
+
+
+@dataclass
 class CopyTiming:
     kind: str
     median_ms: float
@@ -110,6 +121,7 @@ class Result:
     phases: dict = field(default_factory=dict)     # wall seconds of build, child run, checking
     sandbox: dict = field(default_factory=dict)    # the protections in force in the child (seccomp, limits...)
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
+    findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
     seconds: float = 0.0
     schema: str = SCHEMA
 

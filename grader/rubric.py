@@ -155,6 +155,32 @@ class Emulator:
     reverse_order_check: bool = _doc("Run each check again in reverse block and thread order and compare.", default=True)
 
 
+FINDING_FACTS = ("global_loads", "max_load_bytes", "min_load_bytes", "global_stores", "max_store_bytes", "div64",
+                 "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes")
+
+
+@dataclass(frozen=True)
+class Condition:
+    fact: str = _doc(f"A fact read from the compiled kernel: {', '.join(FINDING_FACTS)}.")
+    op: Literal["<", "<=", "==", "!=", ">=", ">"] = _doc("How the fact compares with value.")
+    value: float = _doc("The number the fact is compared with.")
+
+
+@dataclass(frozen=True)
+class FindingRule:
+    code: str = _doc("Identifier of the finding (in result.json and the manifest).")
+    when: list[Condition] = _doc("Conditions that must all hold for the finding to be reported.")
+    message: str = _doc("What the compiled code shows, with {kernel}, {evidence} (an instruction), {where} "
+                        "(', line N' of the student's file, when known), {line} and any fact in braces.")
+    advice: str = _doc("What to do about it.")
+    measured: str = _doc(
+        "Appended when the run was timed on a GPU: the cost measured in the same run, with {gpu}, "
+        "{copy_scalar}, {copy_vec4}, {memcpy} (each copy's fraction of the floor) and {fraction}.", default="")
+    scope: Literal["kernel", "submission"] = _doc(
+        "kernel: judged for each launched kernel; submission: on the launched kernels together (sums of counts, "
+        "the widest load), so that a scalar fallback beside a vectorised path is not a finding.", default="kernel")
+
+
 @dataclass(frozen=True)
 class Points:
     correct: float = _doc("Points for a correct kernel (every check passes), in Classroom, Gradescope, "
@@ -189,6 +215,8 @@ class Rubric:
     emulator: Emulator = _doc("CPU emulation settings.", default=Emulator())
     feedback: Feedback = _doc("Feedback text.", default=Feedback())
     points: Points = _doc("How a result becomes points on grading platforms.", default=Points())
+    findings: list[FindingRule] = _doc("What the compiled code (SASS) can show about a kernel's speed, as rules "
+                                       "over facts read from it.", default_factory=list)
     path: str = field(default="", metadata={"doc": "Where this rubric was loaded from (set by the loader).", "internal": True})
 
 
@@ -342,6 +370,12 @@ def _check_semantics(r: Rubric, path: str) -> None:
             bad(f"points.tiers.{tier}", "points cannot be negative")
     if r.points.correct < 0:
         bad("points.correct", "points cannot be negative")
+    for i, rule in enumerate(r.findings):
+        for j, c in enumerate(rule.when):
+            if c.fact not in FINDING_FACTS:
+                bad(f"findings[{i}].when[{j}].fact", f"unknown fact {c.fact!r} (known: {', '.join(FINDING_FACTS)})")
+        if not rule.when:
+            bad(f"findings[{i}].when", "name at least one condition")
 
 
 def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]:
