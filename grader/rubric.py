@@ -390,6 +390,12 @@ def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]
             rows.append((key, "", f.metadata["doc"]))
             rows.extend(describe(tp, key))
             continue
+        item = typing.get_args(tp)[0] if typing.get_origin(tp) is list else None
+        if item is not None and dataclasses.is_dataclass(item):        # a list of records: each record's keys
+            default = f"{len(f.default_factory())} entries" if f.default_factory is not dataclasses.MISSING else ""
+            rows.append((key, default, f.metadata["doc"]))
+            rows.extend(describe(item, f"{key}[]"))
+            continue
         if f.default is not dataclasses.MISSING:
             default = repr(f.default)
         elif f.default_factory is not dataclasses.MISSING:

@@ -132,7 +132,9 @@ def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
     assert rows["scalar_2d.cu"]["status"] == "graded" and rows["scalar_2d.cu"]["correct"] == "True"
     assert rows["compile_error.cu"]["status"] == "compile_error" and "colls" in rows["compile_error.cu"]["message"]
     assert rows["missing_bias.cu"]["diagnosis"] == "bias_missing"
-    assert sorted(p.name for p in (out / "missing_bias").iterdir()) == ["report.html", "report.md", "result.json"]
+    assert sorted(p.name for p in (out / "missing_bias").iterdir()) == ["gradescope.json", "report.html", "report.md",
+                                                                        "result.json"]
+    assert (out / "junit.xml").is_file()
 
 
 def test_batch_of_an_empty_folder_is_a_usage_error(tmp_path):

@@ -84,8 +84,12 @@ def test_every_key_is_described():
                 yield prefix + f.name
                 if dataclasses.is_dataclass(hints[f.name]):
                     yield from keys(hints[f.name], prefix + f.name + ".")
+                item = typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is list else None
+                if item is not None and dataclasses.is_dataclass(item):
+                    yield from keys(item, prefix + f.name + "[].")
 
     described = {k: doc for k, _, doc in describe()}
     assert set(keys(Rubric)) == set(described)
     assert all(described.values())
     assert "timing.slow_launch_s" in described and "checks.lesson_shape.rows" in described
+    assert "findings[].when[].fact" in described and "limits.host_memory_mib" in described

@@ -51,7 +51,11 @@ def score(result: Result, rubric: Rubric) -> Score:
     tier_max = max(pts.tiers.values(), default=0.0)
     items = []
     if result.status != "graded":
-        why = f"The submission {STATUS_WORDS.get(result.status, result.status)}: {first_line(result.message)}"
+        detail = first_line(result.message)
+        if result.notes:                      # the first place in the file beats a generic header line
+            n = result.notes[0]
+            detail = (f"line {n.line}: " if n.line else "") + n.message
+        why = f"The submission {STATUS_WORDS.get(result.status, result.status)}: {detail}"
         items.append(ScoreItem("correctness", 0.0, pts.correct, "error", why))
         if tier_max:
             items.append(ScoreItem("performance tier", 0.0, tier_max, "error", "not graded: " + why))
