@@ -431,3 +431,21 @@ def demangle(name: str) -> str:
         return name
     n = int(m.group(1))
     return m.group(2)[:n]
+
+
+def compile_message(build: BuildResult, p: Path) -> str:
+    """The errors of a failed build in the student's terms: file, line, nvcc's (or g++'s) message
+    and the line of source it points at; at most ten."""
+    errors = [m for m in build.messages if m.severity == "error"]
+    if not errors:
+        return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
+    lines = p.read_text(errors="replace").splitlines()
+    out = []
+    for m in errors[:10]:
+        loc = f"{m.file}:{m.line}" if m.line else m.file
+        out.append(f"{loc}: error: {m.text}")
+        if m.in_submission and m.line and 0 < m.line <= len(lines):
+            out.append(f"    {m.line} | {lines[m.line - 1].rstrip()}")
+    if len(errors) > 10:
+        out.append(f"... and {len(errors) - 10} more errors")
+    return "\n".join(out)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import findings, sass
-from grader.build import build_submission
+from grader.build import build_submission, compile_message
 from grader.errors import InfrastructureError, UsageError
 from grader.results import FindingEntry
 from grader.rubric import Rubric
@@ -33,9 +33,7 @@ def explain_submission(path: Path, *, rubric: Rubric, arch: str = "sm_90") -> Ex
     build = build_submission(sub, rubric, backend="cuda", arch=arch)
     lines = sub.text.splitlines()
     if not build.ok:
-        errors = [m for m in build.messages if m.severity == "error"]
-        text = "\n".join(f"{m.file}:{m.line}: {m.text}" for m in errors[:10]) or build.log[-2000:]
-        return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{text}")
+        return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")
     kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher if sub.has_launcher else None,
                            default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
     if isinstance(kernels, str):

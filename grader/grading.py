@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from grader import __version__, gpuinfo
-from grader.build import BuildResult, build_baseline, build_guard, build_reference, build_submission
+from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
+                          compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.results import Result, SourceNote
 from grader.rubric import Rubric
@@ -303,24 +304,8 @@ def _build_summary(build: BuildResult) -> dict:
 
 
 def _stop_compile_error(build: BuildResult, p: Path, result: Result) -> None:
-    result.stop("compile_error", _compile_message(build, p))
+    result.stop("compile_error", compile_message(build, p))
     errors = [m for m in build.messages if m.severity == "error"]
     result.notes += [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
     if not result.notes:
         result.notes.append(SourceNote(str(p), None, "did not compile", result.message[:2000]))
-
-
-def _compile_message(build: BuildResult, p: Path) -> str:
-    errors = [m for m in build.messages if m.severity == "error"]
-    if not errors:
-        return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
-    lines = p.read_text(errors="replace").splitlines()
-    out = []
-    for m in errors[:10]:
-        loc = f"{m.file}:{m.line}" if m.line else m.file
-        out.append(f"{loc}: error: {m.text}")
-        if m.in_submission and m.line and 0 < m.line <= len(lines):
-            out.append(f"    {m.line} | {lines[m.line - 1].rstrip()}")
-    if len(errors) > 10:
-        out.append(f"... and {len(errors) - 10} more errors")
-    return "\n".join(out)

@@ -9,17 +9,9 @@ from pathlib import Path
 from rich.markup import escape
 
 from grader.render import environment, render
-from grader.results import Result
+from grader.results import STATUS_TEXT, Result
 from grader.rubric import Rubric
 
-STATUS_TEXT = {
-    "graded": "graded",
-    "compile_error": "did not compile",
-    "rejected": "not accepted for grading",
-    "crashed": "crashed",
-    "timeout": "timed out",
-    "infrastructure_error": "could not be graded on this machine",
-}
 
 environment().filters["esc"] = escape
 

@@ -11,6 +11,15 @@ from typing import Any
 
 SCHEMA = "grader.result/1"
 STATUSES = ("graded", "compile_error", "rejected", "crashed", "timeout", "infrastructure_error")
+# Each status in words, for reports and platforms.
+STATUS_TEXT = {
+    "graded": "graded",
+    "compile_error": "did not compile",
+    "rejected": "not accepted for grading",
+    "crashed": "crashed",
+    "timeout": "timed out",
+    "infrastructure_error": "could not be graded on this machine",
+}
 
 EXIT_CORRECT = 0
 EXIT_INCORRECT = 1

@@ -79,13 +79,14 @@ def _width(opcode: str) -> int:
     return 4
 
 
-def _cost(text: str, call_target: str) -> str | None:
+def _cost(text: str) -> str | None:
+    """What an instruction costs an elementwise kernel, or None (a CALL's text names its target)."""
     op = text.split()[0] if text else ""
     if op.startswith(("LDG", "LD.E")):
         return f"{_width(op)}-byte global load"
     if op.startswith(("STG", "ST.E")):
         return f"{_width(op)}-byte global store"
-    if op.startswith("CALL") and re.search(r"__cuda_sm\d+_(rem|div)_[us]64", call_target):
+    if op.startswith("CALL") and re.search(r"__cuda_sm\d+_(rem|div)_[us]64", text):
         return "64-bit division subroutine"
     if op.startswith("I2F.U64.RP") or op.startswith("I2F.S64.RP"):
         return "64-bit division subroutine"
@@ -127,7 +128,7 @@ def _facts(instructions: list[Instruction], resources: dict | None) -> tuple[dic
     loads, stores = [], []
     counts = dict.fromkeys(("div64", "double_ops", "local_ops", "barriers", "shared_ops"), 0)
     for ins in instructions:
-        what = _cost(ins.text, ins.text)
+        what = _cost(ins.text)
         if what is None:
             continue
         costly.append((what, ins))
@@ -160,20 +161,21 @@ def _demangled_base(mangled: str) -> str:
     return demangle(mangled)
 
 
-def _launched(obj: Path, launcher: str | None, default_kernel: str, mangled_names: list[str]) -> set[str]:
+def _launched(obj: Path, objdump: str, launcher: str | None, default_kernel: str,
+              mangled_names: list[str]) -> set[str]:
     """The kernels the harness launches: the default kernel, or those reachable from the
     launcher through the object's calls (relocations inside each host function)."""
     if not launcher:
         return {m for m in mangled_names if _demangled_base(m) == default_kernel}
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True).stdout
+    listing = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(obj)], capture_output=True, text=True).stdout
     calls: dict[str, set[str]] = {}
-    funcs = []
+    functions = []
     owner = None
     for row in listing.splitlines():
         m = re.match(r"^[0-9a-f]+ <([^>]+)>:$", row)
         if m:
             owner = m.group(1)
-            funcs.append((0, 0, owner))
+            functions.append(owner)
             continue
         m = re.search(r"\b(call|jmp)\w*\s+[0-9a-f]+ <([^>+]+)(\+0x[0-9a-f]+)?>", row)
         if m and owner:
@@ -181,7 +183,7 @@ def _launched(obj: Path, launcher: str | None, default_kernel: str, mangled_name
         for ref in re.findall(r"# [0-9a-f]+ <([^>+]+)", row):     # addresses taken (a kernel passed by pointer)
             if owner:
                 calls.setdefault(owner, set()).add(ref)
-    entry = next((name for _, _, name in funcs if _demangled_base(name) == launcher or name == launcher), None)
+    entry = next((name for name in functions if _demangled_base(name) == launcher or name == launcher), None)
     if entry is None:
         return set(mangled_names)
     seen, todo = set(), [entry]
@@ -208,10 +210,12 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str, resources: 
                 return [_kernel_from_json(k) for k in data["kernels"]]
         except (ValueError, KeyError, TypeError):
             pass
-    cuobjdump, nvdisasm = tool("cuobjdump"), tool("nvdisasm")
+    cuobjdump, nvdisasm, objdump = tool("cuobjdump"), tool("nvdisasm"), shutil.which("objdump")
     if not cuobjdump or not nvdisasm:
         return ("the CUDA disassemblers (cuobjdump, nvdisasm) are not installed: install the CUDA toolkit, or "
                 "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`")
+    if not objdump:
+        return "objdump is not installed (binutils): it tells which kernels the launcher launches"
     with tempfile.TemporaryDirectory(prefix="grader-sass-") as tmp:
         got = subprocess.run([cuobjdump, "-xelf", "all", str(obj.resolve())], cwd=tmp, capture_output=True, text=True)
         cubins = sorted(Path(tmp).glob("*.cubin"))
@@ -223,7 +227,7 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str, resources: 
     sections = _parse(listing.stdout)
     kernels_only = {m: ins for m, ins in sections.items() if not m.startswith("$")}
     by_name = {r["name"]: r for r in resources}
-    launched = _launched(obj, launcher, default_kernel, list(kernels_only))
+    launched = _launched(obj, objdump, launcher, default_kernel, list(kernels_only))
     result = []
     for mangled, instructions in kernels_only.items():
         name = _demangled_base(mangled)

@@ -313,6 +313,15 @@ static void allow_if_arg_is(struct builder* b, int i, unsigned v) {
     RET(ALLOW);
 }
 
+// The low 32 bits of arg i equal one of values: TRAP; else ALLOW.
+static void trap_if_arg_is_one_of(struct builder* b, int i, const unsigned* values, int n) {
+    LD(ARG_LO(i));
+    for (int k = 0; k < n; ++k)
+        emit(b, BPF_JMP | BPF_JEQ | BPF_K, values[k], (unsigned char)(n - 1 - k), k == n - 1 ? 1 : 0);
+    RET(TRAP);
+    RET(ALLOW);
+}
+
 // The checks of one rule, for a call whose number matched; ends in a return.
 static void rule_body(struct builder* b, enum rule r) {
     switch (r) {
@@ -348,30 +357,25 @@ static void rule_body(struct builder* b, enum rule r) {
             allow_if_arg_is(b, 1, 0);
             RET(TRAP);
             break;
-        case R_SIGACTION:
-            LD(ARG_LO(0));
-            emit(b, BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 1);
-            RET(TRAP);
-            RET(ALLOW);
+        case R_SIGACTION: {
+            static const unsigned guarded[] = {SIGSYS};
+            trap_if_arg_is_one_of(b, 0, guarded, 1);
             break;
-        case R_IOCTL:
-            LD(ARG_LO(1));
-            emit(b, BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI_, 1, 0);
-            emit(b, BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX_, 0, 1);
-            RET(TRAP);
-            RET(ALLOW);
+        }
+        case R_IOCTL: {
+            static const unsigned terminal[] = {TIOCSTI_, TIOCLINUX_};
+            trap_if_arg_is_one_of(b, 1, terminal, 2);
             break;
+        }
         case R_PRLIMIT:
             allow_if_arg_is(b, 2, 0);
             RET(TRAP);
             break;
-        case R_PRCTL:
-            LD(ARG_LO(0));
-            emit(b, BPF_JMP | BPF_JEQ | BPF_K, PR_SET_MM_, 1, 0);
-            emit(b, BPF_JMP | BPF_JEQ | BPF_K, PR_SET_PTRACER_, 0, 1);
-            RET(TRAP);
-            RET(ALLOW);
+        case R_PRCTL: {
+            static const unsigned other_process[] = {PR_SET_MM_, PR_SET_PTRACER_};
+            trap_if_arg_is_one_of(b, 0, other_process, 2);
             break;
+        }
     }
 }
 

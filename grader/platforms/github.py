@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader.platforms.scoring import STATUS_WORDS, first_line
-from grader.results import Result
+from grader.platforms.scoring import first_line
+from grader.results import STATUS_TEXT, Result
 
 SUMMARY_LIMIT = 1024 * 1024
 PER_KIND = 10
@@ -52,7 +52,7 @@ def annotations(result: Result) -> list[str]:
                               title=note.title))
     if result.status != "graded" and not result.notes:
         errors.append(command("error", first_line(result.message), file=_workspace_path(result.submission["path"]),
-                              title=f"submission {STATUS_WORDS.get(result.status, result.status)}"))
+                              title=f"submission {STATUS_TEXT[result.status]}"))
     if result.status == "graded" and not result.correct:
         bad = next((c for c in result.cases if c.passed is False), None)
         codes = ", ".join(d.code for d in result.diagnosis) or "wrong values"

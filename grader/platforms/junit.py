@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from grader.platforms.scoring import STATUS_WORDS, first_line
-from grader.results import CaseResult, Result
+from grader.platforms.scoring import first_line
+from grader.results import STATUS_TEXT, CaseResult, Result
 
 
 def _mismatch(c: CaseResult) -> str:
@@ -37,7 +37,7 @@ def testsuite(result: Result, name: str | None = None) -> ET.Element:
     if result.status != "graded":
         tc = ET.SubElement(suite, "testcase", classname=classname, name="build, screening and run", time="0")
         err = ET.SubElement(tc, "error", message=first_line(result.message)[:500],
-                            type=STATUS_WORDS.get(result.status, result.status))
+                            type=STATUS_TEXT[result.status])
         err.text = result.message
         cases, errors = 1, 1
     else:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.results import Result
+from grader.results import STATUS_TEXT, Result
 from grader.rubric import Rubric
-
-STATUS_WORDS = {"compile_error": "did not compile", "rejected": "was not accepted for grading",
-                "crashed": "crashed", "timeout": "timed out", "infrastructure_error": "could not be graded here"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ def score(result: Result, rubric: Rubric) -> Score:
         if result.notes:                      # the first place in the file beats a generic header line
             n = result.notes[0]
             detail = (f"line {n.line}: " if n.line else "") + n.message
-        why = f"The submission {STATUS_WORDS.get(result.status, result.status)}: {detail}"
+        why = f"Not graded (the submission {STATUS_TEXT[result.status]}): {detail}"
         items.append(ScoreItem("correctness", 0.0, pts.correct, "error", why))
         if tier_max:
             items.append(ScoreItem("performance tier", 0.0, tier_max, "error", "not graded: " + why))
