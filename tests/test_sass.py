@@ -130,3 +130,14 @@ def test_explain_command(write_cu):
     assert r.exit_code == 0 and "Nothing in the compiled code stands out" in r.output
     r = CliRunner().invoke(cli, ["explain", str(SUBMISSIONS / "compile_error.cu")])
     assert r.exit_code == 3 and "did not compile" in r.output
+
+
+def test_without_objdump_the_findings_say_why_and_the_grade_goes_on(rubric, monkeypatch, tmp_path):
+    sub = read_submission(SUBMISSIONS / "scalar_2d.cu", rubric.kernel.launcher)
+    build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    obj = tmp_path / "main.o"                      # a copy, so no cached analysis answers
+    obj.write_bytes(build.object.read_bytes())
+    real_which = shutil.which
+    monkeypatch.setattr(sass.shutil, "which", lambda name: None if name == "objdump" else real_which(name))
+    why = sass.analyse(obj, launcher=None, default_kernel="biasGeluFused", resources=[])
+    assert isinstance(why, str) and "objdump" in why

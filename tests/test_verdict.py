@@ -127,3 +127,45 @@ def test_a_fault_only_in_the_reverse_order_run_is_order_dependent(rubric):
     assert result.correct is False and result.tier is None
     (d,) = result.diagnosis
     assert d.code == "order_dependent" and "read past the end of bias" in d.message and d.advice
+
+
+def _judge_with_sandbox(rubric, sandbox):
+    """A correct, timed run whose hello frame reports these protections."""
+    r = small(rubric)
+    cases, timed = plan_cases(r), timed_cases(r)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, r) for c in cases + timed}
+        frames = [protocol.Frame({"type": "hello", "sandbox": sandbox}, b"")]
+        frames += [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases + timed]
+        frames += [protocol.Frame(timing_frame([0.04] * 60), b""), protocol.Frame({"type": "done"}, b"")]
+        run = ChildRun(frames, 0, False, 1.0, CappedOutput(64), CappedOutput(64))
+        result = Result(exercise="e", submission={"path": "k.cu", "sha256": None}, backend="cuda", status="graded",
+                        grader_version="0")
+        read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
+    return result
+
+
+def test_a_missing_filter_is_graded_with_a_warning_unless_the_rubric_requires_it(rubric):
+    from grader.report import notices, render_markdown
+
+    off = {"seccomp": False, "seccomp_detail": "seccomp is unavailable here (seccomp failed: Invalid argument)"}
+    graded = _judge_with_sandbox(rubric, off)
+    assert graded.status == "graded" and graded.correct
+    assert any("not in force" in n for n in notices(graded))
+    assert "no seccomp filter" in render_markdown(graded, rubric)
+    strict = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, require_seccomp=True))
+    refused = _judge_with_sandbox(strict, off)
+    assert refused.status == "infrastructure_error" and "require_seccomp" in refused.message
+    on = _judge_with_sandbox(strict, {"seccomp": True, "seccomp_detail": "seccomp filter"})
+    assert on.status == "graded" and notices(on) == []
+
+
+def test_a_gpu_mostly_held_by_another_process_is_noted(rubric):
+    from grader.report import notices
+
+    busy = _judge_with_sandbox(rubric, {"seccomp": True, "gpu_memory_free_bytes": 20 << 30,
+                                        "gpu_memory_total_bytes": 140 << 30})
+    assert any("Another process held 120 GiB" in n for n in notices(busy))
+    idle = _judge_with_sandbox(rubric, {"seccomp": True, "gpu_memory_free_bytes": 139 << 30,
+                                        "gpu_memory_total_bytes": 140 << 30})
+    assert notices(idle) == []

@@ -167,6 +167,9 @@ def test_an_honest_kernel_runs_inside_the_wall(rubric, write_cu):
     result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
     assert result.status == "graded" and result.correct, result.message
     assert result.sandbox["seccomp"] is True, result.sandbox
+    if os.geteuid() == 0:
+        assert result.sandbox["privileges"] == "dropped from root to uid 65534", result.sandbox
+    assert result.sandbox["host_memory_mib"] == rubric.limits.host_memory_mib
     assert "launching 101 x 97" in result.output["stdout"]
 
 
