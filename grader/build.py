@@ -34,6 +34,13 @@ SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
 GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
 
 
+# The runtime's launch entry points, wrapped at link time so that the harness's launch log sees
+# every launch of the submission's kernels (<<<>>> compiles to __cudaLaunchKernel).
+_WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
+            "cudaLaunchCooperativeKernel")
+LAUNCH_LOG_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
+
+
 @dataclass(frozen=True)
 class BuildLimits:
     """What one compile may take: wall time and memory (address space of each compiler process)."""
@@ -155,9 +162,12 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         flags = emulator_flags(fibers=uses_collectives(sub))
         version = tool_version("g++")
         extra = SHIM_HEADER.read_text()
-    key = _digest(__version__, backend, source, harness, " ".join(flags), version, arch if backend == "cuda" else "cpu", extra)
+    link_flags = LAUNCH_LOG_LINK_FLAGS if backend == "cuda" else ()
+    key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
+                  arch if backend == "cuda" else "cpu", extra)
     return _build(
         key=f"sub-{key}",
+        link_flags=link_flags,
         files={"submission.cu": source, "harness.cu": harness},
         main="harness.cu",
         compiler=compiler,
@@ -261,7 +271,7 @@ def _touch(directory: Path) -> None:
 
 
 def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: str,
-           user_path: str, limits: BuildLimits = BuildLimits()) -> BuildResult:
+           user_path: str, limits: BuildLimits = BuildLimits(), link_flags: tuple[str, ...] = ()) -> BuildResult:
     root = cache_root()
     directory = root / key
     directory.mkdir(parents=True, exist_ok=True)
@@ -269,7 +279,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     obj = directory / "main.o"
     meta = directory / "build.json"
     command = " ".join([compiler, *flags, "-c", "-o", "main.o", main])
-    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend == "cuda" else ["-fPIC"]), "-o", "lib.so", "main.o"])
+    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend == "cuda" else ["-fPIC"]), *link_flags, "-o", "lib.so", "main.o"])
     start = time.perf_counter()
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
@@ -425,12 +435,31 @@ def parse_gmem(log: str) -> int:
 
 
 def demangle(name: str) -> str:
-    """The kernel's plain name from an Itanium-mangled one (_Z13biasGeluFusedPKfS0_Pfm -> biasGeluFused)."""
-    m = re.match(r"_Z(?:N\d*\w*?)?(\d+)(\w+)", name)
-    if not m:
+    """The kernel's plain name from an Itanium-mangled one: the last name of a nested name, without
+    namespaces or template arguments (_Z13biasGeluFusedPKfS0_Pfm -> biasGeluFused,
+    _ZN12_GLOBAL__N_14kernILi64EEEvPKfS2_Pfm -> kern)."""
+    if not name.startswith("_Z"):
         return name
-    n = int(m.group(1))
-    return m.group(2)[:n]
+    i = 2
+    nested = name.startswith("N", i)
+    if nested:
+        i += 1
+        while i < len(name) and name[i] in "rVKRO":        # cv- and ref-qualifiers of a member
+            i += 1
+    last = None
+    while i < len(name) and (name[i].isdigit() or name[i] == "L"):      # L: internal linkage (static)
+        if name[i] == "L":
+            i += 1
+            continue
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        last = name[j : j + n]
+        i = j + n
+        if not nested:
+            break
+    return last or name
 
 
 def compile_message(build: BuildResult, p: Path) -> str:

@@ -8,9 +8,11 @@ run was timed on a GPU. On the emulator the findings stand in for the missing ti
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 
-from grader.results import FindingEntry, TimingResult
+from grader.launches import launch_facts
+from grader.results import FindingEntry, Launch, TimingResult
 from grader.rubric import Condition, FindingRule, Rubric
 from grader.sass import KernelCode
 
@@ -21,9 +23,23 @@ _EVIDENCE = {"div64": "64-bit division", "double_ops": "double precision", "loca
              "global_loads": "global load", "max_load_bytes": "global load", "min_load_bytes": "global load",
              "global_stores": "global store", "max_store_bytes": "global store"}
 
+# Launch facts of kernels together: the weakest launch speaks for them.
+_LEAST = ("threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill")
+
 
 def _holds(conditions: list[Condition], facts: dict) -> bool:
-    return all(_OPS[c.op](facts.get(c.fact, 0), c.value) for c in conditions)
+    """Every condition holds; a fact this kernel lacks (no launch seen, say) holds none."""
+    return all(c.fact in facts and _OPS[c.op](facts[c.fact], c.value) for c in conditions)
+
+
+def with_launches(kernels: list[KernelCode], launches: list[Launch], sms: int | None) -> list[KernelCode]:
+    """The kernels with the facts of the launches the run saw (threads_per_block, blocks, occupancy...);
+    where the run logged launches, the kernels it launched are the launched ones."""
+    if not launches:
+        return kernels
+    seen = {lc.kernel for lc in launches}
+    return [dataclasses.replace(k, launched=k.name in seen, facts={**k.facts, **launch_facts(launches, k.name, sms)})
+            for k in kernels]
 
 
 def _combined(kernels: list[KernelCode]) -> dict:
@@ -33,7 +49,7 @@ def _combined(kernels: list[KernelCode]) -> dict:
         for key, value in k.facts.items():
             if key.startswith("max_") or key == "registers":
                 facts[key] = max(facts.get(key, 0), value)
-            elif key.startswith("min_"):
+            elif key.startswith("min_") or key in _LEAST:
                 facts[key] = min(facts[key], value) if facts.get(key) else value
             else:
                 facts[key] = facts.get(key, 0) + value
@@ -41,7 +57,11 @@ def _combined(kernels: list[KernelCode]) -> dict:
 
 
 def _evidence(rule: FindingRule, kernels: list[KernelCode], facts: dict) -> tuple[str, int | None, list[str]]:
-    label = _EVIDENCE.get(rule.when[0].fact, "")
+    label = _EVIDENCE.get(rule.when[0].fact)
+    if label is None:            # a launch fact: the launch is the evidence
+        shown = (f"{facts.get('blocks', '?')} blocks of {facts.get('threads_per_block', '?')} threads, "
+                 f"{facts.get('blocks_per_sm', '?')} blocks per SM")
+        return "the launch", None, [shown]
     wanted_width = f"{facts.get('max_load_bytes')}-byte" if "load" in label else ""
     picks = [(what, ins) for k in kernels for what, ins in k.costly
              if label in what and (not wanted_width or what.startswith(wanted_width))]

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import __version__, gpuinfo
+from grader import __version__, gpuinfo, launches
 from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
@@ -134,8 +134,11 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                          "dropped_bytes": run.stdout.dropped + run.stderr.dropped}
         clock = time.perf_counter()
         verdict.read_run(run, cases, references, rubric, build, p, result)
+        log, timed_shape = launches.pick_log([f.header for f in run.frames], {c.name for c in cases if c.timed})
+        result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
+                                           resources=(gpu_build or build).resources, arch=arch)
         phases["check_s"] = round(time.perf_counter() - clock, 3)
-        _add_findings(result, sass_future, rubric)
+        _add_findings(result, sass_future, rubric, arch)
         result.device.setdefault("nvcc" if backend == "cuda" else "compiler", build.compiler)
     finally:
         if worker is not None:
@@ -219,7 +222,7 @@ def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
                         default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
 
 
-def _add_findings(result: Result, sass_future, rubric: Rubric) -> None:
+def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> None:
     """The rubric's findings from the compiled code, with this run's figures; for graded kernels."""
     from grader import findings
 
@@ -229,6 +232,8 @@ def _add_findings(result: Result, sass_future, rubric: Rubric) -> None:
     if isinstance(kernels, str):
         result.build["sass"] = f"unavailable: {kernels}"
         return
+    kernels = findings.with_launches(kernels, result.launches,
+                                     launches.sm_count(arch, result.device))
     result.build["sass"] = {k.name: dict(k.facts, launched=k.launched) for k in kernels}
     result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 

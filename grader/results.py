@@ -76,6 +76,24 @@ class FindingEntry:
 
 
 @dataclass
+class Launch:
+    """One kernel's launches in one configuration, as the submission made them (the timed
+    launches, or the largest check's without a timing)."""
+
+    kernel: str                        # as the student wrote it
+    mangled: str
+    grid: list[int]
+    block: list[int]
+    shared_bytes: int                  # dynamic shared memory asked for at launch
+    launches: int                      # how many launches had this configuration
+    registers: int | None = None       # per thread, from ptxas
+    blocks_per_sm: int | None = None   # blocks resident on one SM at once
+    occupancy: float | None = None     # resident warps / the SM's maximum
+    occupancy_source: str | None = None   # "runtime" (the GPU's occupancy API) or "computed" (from ptxas)
+    timed_shape: bool = False          # launched at the timed shape (else at the largest check's)
+
+
+@dataclass
 class CopyTiming:
     kind: str
     median_ms: float
@@ -131,6 +149,7 @@ class Result:
     sandbox: dict = field(default_factory=dict)    # the protections in force in the child (seccomp, limits...)
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
+    launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
     seconds: float = 0.0
     schema: str = SCHEMA
 

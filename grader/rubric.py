@@ -156,7 +156,9 @@ class Emulator:
 
 
 FINDING_FACTS = ("global_loads", "max_load_bytes", "min_load_bytes", "global_stores", "max_store_bytes", "div64",
-                 "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes")
+                 "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes",
+                 # from the launches the run saw (none for `grader explain`, which runs nothing)
+                 "threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill", "launch_configs")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 FACTS = ("global_loads", "max_load_bytes", "min_load_bytes", "global_stores", "max_store_bytes", "div64",
          "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes")
-_FORMAT = 1                       # bump when the cached analysis changes shape
+_FORMAT = 2                       # bump when the cached analysis changes shape
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _parse(listing: str) -> dict[str, list[Instruction]]:
             continue
         m = re.match(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", raw)
         if m and current is not None:
-            text = re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip())      # drop a predicate guard
+            text = " ".join(re.sub(r"^@!?U?P\w+\s+", "", m.group(2).strip()).split())      # drop a predicate guard
             current.append(Instruction(int(m.group(1), 16), text, line))
     return kernels
 

@@ -80,3 +80,23 @@ def test_inputs_are_bit_identical_on_gpu_and_cpu(rubric):
         for a, b in zip(make_inputs(case, "cuda"), make_inputs(case, "cpu")):
             if a is not None:
                 assert torch.equal(a.cpu().view(torch.int32), b.view(torch.int32)), case.name
+
+
+@pytest.mark.parametrize("name", ["small_blocks.cu", "tiny_grid.cu", "float4_launcher.cu", "sm_count_grid_stride.cu",
+                                  "occupancy_launcher.cu"])
+def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(name, rubric):
+    """The launch log on the GPU (the link's wrap of the runtime's launch) names the kernels, and
+    the runtime's occupancy equals launches.blocks_per_sm from ptxas's registers, which is what
+    the emulator reports."""
+    from grader import gpuinfo
+    from grader.launches import ARCH_LIMITS, blocks_per_sm
+
+    r = grade_submission(SUBMISSIONS / name, rubric=rubric, backend="cuda")
+    assert r.status == "graded" and r.launches, r.message
+    limits = ARCH_LIMITS[gpuinfo.arch()]
+    for lc in r.launches:
+        assert lc.occupancy_source == "runtime" and lc.registers, lc
+        threads = lc.block[0] * lc.block[1] * lc.block[2]
+        assert lc.blocks_per_sm == blocks_per_sm(limits, threads=threads, registers=lc.registers,
+                                                 shared_bytes=lc.shared_bytes), lc
+        assert lc.launches >= 10      # the timed samples

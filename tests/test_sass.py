@@ -39,7 +39,7 @@ def test_the_disassemblers_are_found():
 @pytest.mark.parametrize("name, fact, at_least", [
     ("flat_index_mod.cu", "div64", 1), ("double_math.cu", "double_ops", 1), ("spilling_kernel.cu", "local_ops", 1),
     ("cooperative_groups_block.cu", "barriers", 1), ("cooperative_groups_block.cu", "shared_ops", 2),
-    ("scalar_2d.cu", "global_loads", 2),
+    ("scalar_2d.cu", "global_loads", 2), ("register_spill.cu", "spill_bytes", 1), ("register_spill.cu", "local_ops", 1),
 ])
 def test_facts_read_from_sass(name, fact, at_least, rubric):
     (k,) = launched(SUBMISSIONS / name, rubric)
@@ -83,7 +83,9 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
 @pytest.mark.parametrize("name, codes", [
     ("float4_launcher.cu", set()), ("template_aligned_dispatch.cu", set()), ("scalar_2d.cu", {"scalar_loads"}),
     ("flat_index_mod.cu", {"div64", "scalar_loads"}), ("double_math.cu", {"double_math", "scalar_loads"}),
-    ("spilling_kernel.cu", {"local_memory", "scalar_loads"}),
+    ("spilling_kernel.cu", {"local_memory", "scalar_loads"}), ("register_spill.cu", {"local_memory", "scalar_loads"}),
+    # Launch findings need a run: `grader explain` runs nothing, so the compiled code alone speaks.
+    ("small_blocks.cu", {"scalar_loads"}), ("tiny_grid.cu", {"div64", "scalar_loads"}),
     ("cooperative_groups_block.cu", {"needless_barrier", "scalar_loads"}),
 ])
 def test_findings_for_each_shape(name, codes, rubric):

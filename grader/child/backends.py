@@ -36,6 +36,17 @@ class _FaultInfo(ctypes.Structure):
                 ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256)]
 
 
+class _LaunchRecord(ctypes.Structure):
+    """One entry of the submission library's launch log (the harness's Record, the shim's LaunchRecord)."""
+
+    _fields_ = [("kernel", ctypes.c_char * 256), ("offset", ctypes.c_uint64), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint64), ("launches", ctypes.c_int64),
+                ("blocks_per_sm", ctypes.c_int)]
+
+
+LAUNCH_LOG_SIZE = 32
+
+
 def _declare(lib: ctypes.CDLL, reference: bool) -> None:
     vp, fp, sz, i = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
     if reference:
@@ -53,6 +64,10 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
         lib.grader_submission_launch.restype = i
         lib.grader_error_string.argtypes = [i]
         lib.grader_error_string.restype = ctypes.c_char_p
+        lib.grader_launch_log.argtypes = [ctypes.POINTER(_LaunchRecord), i]
+        lib.grader_launch_log.restype = i
+        lib.grader_launch_log_reset.argtypes = []
+        lib.grader_launch_log_reset.restype = None
 
 
 class Backend:
@@ -105,6 +120,19 @@ class Backend:
     def launch_submission(self, x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, rows: int, cols: int) -> LaunchOutcome:
         code = self.sub.grader_submission_launch(x.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, cols, self.stream())
         return self._outcome(code)
+
+    def reset_launch_log(self) -> None:
+        self.sub.grader_launch_log_reset()
+
+    def launch_log(self) -> list[dict]:
+        """The kernel launches since the last reset, one entry per kernel and configuration:
+        what the parent turns into results.Launch (it names a kernel known only by its offset)."""
+        records = (_LaunchRecord * LAUNCH_LOG_SIZE)()
+        n = self.sub.grader_launch_log(records, LAUNCH_LOG_SIZE)
+        return [{"kernel": r.kernel.decode(errors="replace"), "offset": r.offset, "grid": list(r.grid),
+                 "block": list(r.block), "shared_bytes": r.shared_bytes, "launches": r.launches,
+                 "blocks_per_sm": r.blocks_per_sm if r.blocks_per_sm >= 0 else None}
+                for r in records[: max(0, min(n, LAUNCH_LOG_SIZE))]]
 
     def reference(self, which: str, *tensors: torch.Tensor, n: int) -> LaunchOutcome:
         fn = getattr(self.ref, f"grader_ref_{which}")

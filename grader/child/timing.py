@@ -81,6 +81,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
     # output verified, the other sets skipped.
     probe = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     before("submission")
+    backend.reset_launch_log()
     probe[0].record(torch.cuda.default_stream())
     submission()
     probe[1].record(torch.cuda.default_stream())
@@ -101,7 +102,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
             samples[name] = [probe[0].elapsed_time(probe[1])]
         channel.send({"type": "timing", "samples_ms": samples, "stop_reason": "too_slow",
                            "seconds": probe_ms / 1000, "device": _device(x0.device),
-                           "skipped": [c.name for c in sets[1:]]})
+                           "skipped": [c.name for c in sets[1:]], "launches": backend.launch_log()})
         _send_output(channel, sets[0], outs[0][0])
         return
     warm_until = time.perf_counter() + cfg["budget_s"] / 2
@@ -122,6 +123,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
     if stream.cuda_stream != 0 or torch.cuda.current_stream().cuda_stream != 0:
         raise RuntimeError("timing expects the legacy default stream (torch built with per-thread default streams?)")
     backend.reset_persisting_l2()
+    backend.reset_launch_log()                       # the launches of the samples: what the report shows
     started = time.perf_counter()
     stop_reason = "max_samples"
     while len(samples["submission"]) < cfg["max_samples"]:
@@ -162,7 +164,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
             break
     channel.send({"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
                        "seconds": time.perf_counter() - started,
-                       "device": _device(x0.device)})
+                       "device": _device(x0.device), "launches": backend.launch_log()})
     # Each set's last output: the parent verifies the timed shape with it.
     for case, (full, _) in zip(sets, outs):
         _send_output(channel, case, full)

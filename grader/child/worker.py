@@ -43,9 +43,11 @@ def run_case(backend, case: Case, pad: int, reverse_check: bool, channel: protoc
     bias = backend.input(bias_cpu, "bias")
     full, out = backend.output(n, pad, "out")
     header = {"type": "case", "case": case.name}
+    backend.reset_launch_log()
     outcome = backend.launch_submission(x, bias, out, case.rows, case.cols)
     if outcome.ok:
         outcome = backend.synchronize()
+    header["launches"] = backend.launch_log()
     if not outcome.ok:
         channel.send({**header, "ok": False, "error": outcome.error, "fault": outcome.fault, "fatal": outcome.fatal})
         # A sticky CUDA error, or a fault outside every buffer (a wild pointer), ends the run.
