@@ -24,12 +24,12 @@ from pathlib import Path
 
 from grader import __version__
 from grader.errors import InfrastructureError
+from grader.locations import PACKAGE_DIR, reference_dir
 from grader.render import render
 from grader.rubric import Rubric
 from grader.source import Submission, rewrite_for_emulator, uses_collectives
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-REFERENCE_SOURCE = PACKAGE_DIR.parent / "reference" / "kernels.cu"
+REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
 GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
 

@@ -16,8 +16,9 @@ from typing import Any, Literal
 import yaml
 
 from grader.errors import RubricError
+from grader.locations import rubrics_dir
 
-DEFAULT_RUBRIC = Path(__file__).resolve().parent.parent / "rubrics" / "bias_gelu_fused.yaml"
+DEFAULT_RUBRIC = rubrics_dir() / "bias_gelu_fused.yaml"
 
 # The diagnosis codes the grader can emit; the rubric's feedback must explain each.
 DIAGNOSIS_CODES = (
