@@ -16,6 +16,7 @@ from rich.console import Console
 from grader import __version__
 from grader.errors import GraderError
 from grader.grading import BACKENDS
+from grader.results import EXIT_INFRASTRUCTURE
 
 FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prairielearn")
 
@@ -101,36 +102,94 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
 @cli.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write each submission's reports into DIR/<file stem>/ and a summary.csv into DIR.")
+              help="Write each student's reports into DIR/<student>/, and summary.csv, gradebook.csv, junit.xml "
+                   "and results.jsonl into DIR; a rerun into the same DIR grades only what changed.")
+@click.option("--file", "file_name", default=None, metavar="NAME",
+              help="In per-student folders, the submission's file name (default: the folder's only .cu file).")
+@click.option("--roster", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Roster CSV (GitHub Classroom's, or any with an identifier column): names each student, "
+                   "and lists those without a submission.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where to run the submissions (auto: the GPU when one is visible).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
-def batch(directory: Path, report_dir: Path | None, backend: str, rubric_path: Path | None) -> None:
-    """Grade every .cu file in DIRECTORY (an instructor's folder of submissions), one after another."""
+def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
+          rubric_path: Path | None) -> None:
+    """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
+
+    Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
+    not be (the machine, not the student), 130 when interrupted (the summary so far is written),
+    2 on a usage error such as a folder without submissions.
+    """
     from rich.table import Table
 
-    from grader.batch import grade_folder, summary_row
+    from grader.batch import find_submissions, grade_folder
+    from grader.batch.outputs import summary_row
     from grader.rubric import load_rubric
 
     err = _err_console()
     try:
         rubric = load_rubric(rubric_path)
-        results = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
-                               progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
+        if not find_submissions(directory, file_name=file_name, roster=roster):
+            click.echo(f"grader: {directory} holds no .cu files and no student folders", err=True)
+            sys.exit(2)
+        with _batch_progress(err) as progress:
+            outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
+                                   file_name=file_name, roster=roster, progress=progress)
     except GraderError as exc:
         _fail(exc)
-    if not results:
-        click.echo(f"grader: {directory} holds no .cu files", err=True)
-        sys.exit(2)
-    table = Table("file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
-    for path, r in results:
-        row = summary_row(path, r)
-        table.add_row(row["file"], row["status"], str(row["correct"]), row["tier"] or "-", row["fraction"] or "-",
-                      row["diagnosis"] or "-", row["seconds"])
+    table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
+    for g in outcome.graded:
+        row = summary_row(g)
+        table.add_row(row["student"], row["file"] or "-", row["status"], row["correct"] or "-", row["tier"] or "-",
+                      row["fraction"] or "-", row["diagnosis"] or "-",
+                      (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
     Console(highlight=False, width=max(Console().width, 120)).print(table)
     if report_dir is not None:
-        err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'} and a report directory for each file[/dim]")
+        err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'}, gradebook.csv, junit.xml, results.jsonl and a "
+                  "report directory for each student[/dim]")
+    if outcome.interrupted:
+        err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
+                  "again to grade only those.")
+        sys.exit(130)
+    failed = outcome.infrastructure_failures
+    if failed:
+        err.print(f"grader: {len(failed)} submission(s) could not be graded on this machine (status "
+                  "infrastructure_error): " + ", ".join(g.entry.student for g in failed))
+        sys.exit(EXIT_INFRASTRUCTURE)
+
+
+class _batch_progress:
+    """A progress bar with counts by status on a terminal; one line per submission otherwise."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bar = None
+        self.counts: dict[str, int] = {}
+
+    def __enter__(self):
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                TextColumn("{task.description}"), console=self.console, transient=True)
+            self.bar.__enter__()
+            self.task = self.bar.add_task("", total=None)
+        return self
+
+    def __call__(self, g, done: int, total: int) -> None:
+        status = g.result.status if g.result is not None else g.entry.problem
+        self.counts[status] = self.counts.get(status, 0) + 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total,
+                            description=" ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
+        else:
+            self.console.print(f"[dim]grader: {done}/{total} {g.entry.student}: {status}"
+                               f"{' (kept from the last run)' if g.reused else ''}[/dim]")
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
 
 
 @cli.command()

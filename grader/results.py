@@ -6,6 +6,8 @@ A student's failure is a Result with a status, never an exception.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,3 +176,36 @@ class Result:
         ordered = {"schema": data.pop("schema")}
         ordered.update(data)
         return ordered
+
+
+def _from_data(cls: type, data: Any) -> Any:
+    """A dataclass (and the dataclasses inside it) from its asdict() form."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        kwargs[f.name] = _value(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _value(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _value(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_value(item, v) for v in value]
+    if dataclasses.is_dataclass(tp):
+        return _from_data(tp, value)
+    return value
+
+
+def result_from_json(data: dict[str, Any]) -> Result:
+    """A Result read back from its result.json document (what a resumed batch reuses)."""
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"not a {SCHEMA} document (schema {data.get('schema')!r})")
+    return _from_data(Result, data)

@@ -129,7 +129,7 @@ def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
     r = invoke("batch", str(folder), "--backend", "emulator", "--report-dir", str(out))
     assert r.exit_code == 0
     rows = {row["file"]: row for row in csv.DictReader((out / "summary.csv").open())}
-    assert rows["scalar_2d.cu"]["status"] == "graded" and rows["scalar_2d.cu"]["correct"] == "True"
+    assert rows["scalar_2d.cu"]["status"] == "graded" and rows["scalar_2d.cu"]["correct"] == "true"
     assert rows["compile_error.cu"]["status"] == "compile_error" and "colls" in rows["compile_error.cu"]["message"]
     assert rows["missing_bias.cu"]["diagnosis"] == "bias_missing"
     assert sorted(p.name for p in (out / "missing_bias").iterdir()) == ["gradescope.json", "report.html", "report.md",
@@ -139,4 +139,4 @@ def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
 
 def test_batch_of_an_empty_folder_is_a_usage_error(tmp_path):
     r = invoke("batch", str(tmp_path))
-    assert r.exit_code == 2 and "no .cu files" in r.output
+    assert r.exit_code == 2 and "no .cu files and no student folders" in r.output

@@ -1,0 +1,28 @@
+"""Grading a class as an instructor does: find each student's submission (inputs), grade them
+with resume (grading, store), and write the class's tables (outputs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.batch.grading import BatchOutcome, Graded, Progress, grade_entries
+from grader.batch.inputs import Entry, find_submissions
+from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.rubric import Rubric
+
+__all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder"]
+
+
+def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", report_dir: Path | None = None,
+                 file_name: str | None = None, roster: Path | None = None,
+                 progress: Progress | None = None) -> BatchOutcome:
+    """Grade every student's submission under directory. With report_dir: each student's reports
+    in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
+    them, written even when the batch is interrupted (with the rows done so far)."""
+    entries = find_submissions(directory, file_name=file_name, roster=roster)
+    outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress)
+    if report_dir is not None and outcome.graded:
+        write_summary(outcome.graded, report_dir / "summary.csv")
+        write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
+        write_platform_exports(outcome.graded, rubric, report_dir)
+    return outcome

@@ -1,0 +1,87 @@
+"""What a batch writes beside the students' reports: summary.csv, gradebook.csv, junit.xml and
+each student's Gradescope results.json."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from grader.batch.grading import Graded
+from grader.rubric import Rubric
+
+SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
+                   "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused")
+GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "status")
+
+
+def _bool(value: bool | None) -> str:
+    return "" if value is None else ("true" if value else "false")
+
+
+def summary_row(g: Graded) -> dict:
+    r = g.result
+    if r is None:                      # no submission found for this student
+        return {"student": g.entry.student, "file": "", "status": g.entry.problem, "correct": "", "tier": "",
+                "borderline": "", "fraction": "", "fraction_low": "", "fraction_high": "", "gbps": "",
+                "diagnosis": "", "flags": "", "message": g.entry.detail, "backend": "", "gpu": "", "seconds": "",
+                "reused": ""}
+    ci = r.fraction_ci or [None, None]
+    return {
+        "student": g.entry.student, "file": str(g.entry.path.name if g.entry.path else ""), "status": r.status,
+        "correct": _bool(r.correct), "tier": r.tier or "", "borderline": _bool(r.borderline),
+        "fraction": f"{r.fraction:.4f}" if r.fraction is not None else "",
+        "fraction_low": f"{ci[0]:.4f}" if ci[0] is not None else "",
+        "fraction_high": f"{ci[1]:.4f}" if ci[1] is not None else "",
+        "gbps": f"{r.gbps:.1f}" if r.gbps is not None else "",
+        "diagnosis": " ".join(d.code for d in r.diagnosis), "flags": " ".join(r.flags),
+        "message": r.message, "backend": r.backend, "gpu": r.device.get("name", "") if r.backend == "cuda" else "",
+        "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused),
+    }
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_summary(graded: list[Graded], path: Path) -> None:
+    """One row per student: the outcome, the full message (a refusal's every line), where it ran."""
+    _write_csv(path, SUMMARY_COLUMNS, [summary_row(g) for g in graded])
+
+
+def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
+    """Points per student by the rubric's `points` section (a missing submission scores 0)."""
+    from grader.platforms.scoring import score
+
+    rows = []
+    for g in graded:
+        if g.result is None:
+            maximum = rubric.points.correct + max(rubric.points.tiers.values(), default=0.0)
+            rows.append({"student": g.entry.student, "points": "0", "max_points": f"{maximum:g}", "tier": "",
+                         "status": g.entry.problem})
+            continue
+        s = score(g.result, rubric)
+        rows.append({"student": g.entry.student, "points": f"{s.total:g}", "max_points": f"{s.maximum:g}",
+                     "tier": g.result.tier or "", "status": g.result.status})
+    _write_csv(path, GRADEBOOK_COLUMNS, rows)
+
+
+def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Path) -> None:
+    """junit.xml (one testsuite per graded submission) and each one's Gradescope results.json
+    (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student."""
+    from grader.platforms import gradescope, junit
+    from grader.platforms.scoring import score
+    from grader.report import render_markdown
+
+    done = [g for g in graded if g.result is not None]
+    suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]
+    (report_dir / "junit.xml").write_bytes(junit.document(suites))
+    for g in done:
+        doc = gradescope.results(g.result, score(g.result, rubric), render_markdown(g.result, rubric))
+        folder = report_dir / g.entry.student
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "gradescope.json").write_text(json.dumps(doc, indent=1) + "\n")

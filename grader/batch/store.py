@@ -1,0 +1,54 @@
+"""Results kept as they complete, so an interrupted or repeated batch grades only what changed.
+
+report_dir/results.jsonl holds one line per graded submission: the student, the file, the key
+(the submission's bytes, the rubric's text, the backend and the grader's version, hashed) and
+the result.json document. A line is appended and flushed the moment a grade is done, so an
+interruption loses at most the submission in flight; a later line for a student replaces an
+earlier one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from grader import __version__
+from grader.results import Result, result_from_json
+from grader.rubric import Rubric
+
+STORE_NAME = "results.jsonl"
+
+
+def grade_key(submission: Path, rubric: Rubric, backend: str) -> str:
+    h = hashlib.sha256()
+    h.update(submission.read_bytes())
+    h.update(b"\0" + Path(rubric.path).read_bytes() if rubric.path else b"\0")
+    h.update(f"\0{backend}\0{__version__}".encode())
+    return h.hexdigest()
+
+
+class ResultStore:
+    def __init__(self, path: Path):
+        self.path = path
+        self._kept: dict[str, tuple[str, Result]] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self._kept[row["student"]] = (row["key"], result_from_json(row["result"]))
+                except (ValueError, KeyError, TypeError):
+                    continue           # a line cut short by an interruption: that one is graded again
+
+    def reusable(self, student: str, key: str) -> Result | None:
+        """The stored result of this student's submission when nothing that decides it changed."""
+        kept = self._kept.get(student)
+        return kept[1] if kept and kept[0] == key else None
+
+    def add(self, student: str, file: Path, key: str, result: Result) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"student": student, "file": str(file), "key": key, "result": result.to_json()})
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+        self._kept[student] = (key, result)

@@ -1,0 +1,158 @@
+"""Batch grading as instructors run it: layouts, roster, resume, interruption, the CSVs and exit codes."""
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import grader.grading
+from grader.batch import find_submissions, grade_folder
+from grader.cli import cli
+from grader.results import CaseResult, Result
+from conftest import SUBMISSIONS
+
+
+def _tree(root, files: dict[str, str]):
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_layouts_flat_files_and_per_student_folders(tmp_path):
+    _tree(tmp_path, {"zoe.cu": "a", "alice/kernel.cu": "b", "bob/src/deep/kernel.cu": "c", "bob/.git/x.cu": "hidden",
+                     "carol/a.cu": "d", "carol/b.cu": "e", "dan/README.md": "no code", ".hidden/x.cu": "skip"})
+    entries = {e.student: e for e in find_submissions(tmp_path)}
+    assert sorted(entries) == ["alice", "bob", "carol", "dan", "zoe"]
+    assert entries["zoe"].path.name == "zoe.cu" and not entries["zoe"].problem
+    assert entries["bob"].path == tmp_path / "bob/src/deep/kernel.cu"          # .git is not a submission
+    assert entries["carol"].problem == "ambiguous" and "a.cu, b.cu" in entries["carol"].detail
+    assert "--file" in entries["carol"].detail
+    assert entries["dan"].problem == "missing" and entries["dan"].path is None
+
+
+def test_file_names_the_submission_in_each_folder(tmp_path):
+    _tree(tmp_path, {"carol/kernel.cu": "k", "carol/scratch.cu": "s", "eve/sub/kernel.cu": "k",
+                     "fay/other.cu": "o", "gus/x/kernel.cu": "1", "gus/y/kernel.cu": "2"})
+    entries = {e.student: e for e in find_submissions(tmp_path, file_name="kernel.cu")}
+    assert entries["carol"].path.name == "kernel.cu" and not entries["carol"].problem
+    assert entries["eve"].path == tmp_path / "eve/sub/kernel.cu"
+    assert entries["fay"].problem == "missing" and "no kernel.cu" in entries["fay"].detail
+    assert entries["gus"].problem == "ambiguous"
+
+
+def test_a_classroom_roster_names_students_and_lists_the_missing(tmp_path):
+    root = _tree(tmp_path / "subs", {"day96-alice-gh/kernel.cu": "a", "day96-bobby/kernel.cu": "b",
+                                     "day96-stranger/kernel.cu": "s"})
+    roster = tmp_path / "roster.csv"
+    roster.write_text('"identifier","github_username","github_id","name"\n'
+                      '"alice@uni.edu","alice-gh","1","Alice"\n"bob@uni.edu","bobby","2","Bob"\n'
+                      '"cleo@uni.edu","","","Cleo"\n')
+    entries = {e.student: e for e in find_submissions(root, roster=roster)}
+    assert entries["alice@uni.edu"].path == root / "day96-alice-gh/kernel.cu"
+    assert entries["bob@uni.edu"].path.parent.name == "day96-bobby"
+    assert entries["cleo@uni.edu"].problem == "missing"
+    assert "not on the roster" in entries["day96-stranger"].detail and entries["day96-stranger"].path
+
+
+def test_a_roster_without_an_identifier_column_is_a_usage_error(tmp_path):
+    _tree(tmp_path, {"a/k.cu": "x", "r.csv": "who,when\nx,y\n"})
+    r = CliRunner().invoke(cli, ["batch", str(tmp_path), "--roster", str(tmp_path / "r.csv")])
+    assert r.exit_code == 2 and "identifier column" in r.output
+
+
+class FakeGrader:
+    """grade_submission stood in for: a correct result per file, a count of calls, and a way to
+    interrupt (Ctrl-C) or fail as the machine would."""
+
+    def __init__(self, monkeypatch, interrupt_at=None, infrastructure=()):
+        self.calls = []
+        self.interrupt_at = interrupt_at
+        self.infrastructure = set(infrastructure)
+        monkeypatch.setattr(grader.grading, "grade_submission", self)
+
+    def __call__(self, path, *, rubric, backend):
+        self.calls.append(path.name)
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        r = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": "0" * 64}, backend="emulator", status="graded",
+                   grader_version="t", correct=True, seconds=0.5,
+                   cases=[CaseResult("c", [1, 1], "random", 0, True, total=1, max_abs_error=0.0, max_rel_error=0.0)])
+        if path.stem in self.infrastructure:
+            r.stop("infrastructure_error", "the GPU fell off the bus\nsecond line")
+        return r
+
+
+def _class(tmp_path, n=4):
+    return _tree(tmp_path / "class", {f"s{i}.cu": f"// {i}\n" for i in range(n)})
+
+
+def test_a_rerun_grades_only_what_changed(tmp_path, monkeypatch, rubric):
+    folder, out = _class(tmp_path), tmp_path / "out"
+    fake = FakeGrader(monkeypatch)
+    first = grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    assert len(fake.calls) == 4 and not any(g.reused for g in first.graded)
+    fake.calls.clear()
+    (folder / "s2.cu").write_text("// changed\n")
+    second = grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    assert fake.calls == ["s2.cu"]
+    assert [g.reused for g in second.graded] == [True, True, False, True]
+    fake.calls.clear()
+    grade_folder(folder, rubric=rubric, backend="cuda", report_dir=out)       # another backend: all again
+    assert len(fake.calls) == 4
+
+
+def test_an_interruption_keeps_what_was_done_and_exits_130(tmp_path, monkeypatch):
+    folder, out = _class(tmp_path), tmp_path / "out"
+    fake = FakeGrader(monkeypatch, interrupt_at=3)
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
+    assert r.exit_code == 130, r.output
+    assert "2 submission(s) not graded" in r.output
+    rows = list(csv.DictReader((out / "summary.csv").open(newline="")))
+    assert [row["student"] for row in rows] == ["s0", "s1"]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+    fake.calls.clear()
+    fake.interrupt_at = None
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
+    assert r.exit_code == 0 and fake.calls == ["s2.cu", "s3.cu"]
+    assert len(list(csv.DictReader((out / "summary.csv").open(newline="")))) == 4
+
+
+def test_a_line_cut_short_is_graded_again(tmp_path, monkeypatch, rubric):
+    folder, out = _class(tmp_path, 2), tmp_path / "out"
+    fake = FakeGrader(monkeypatch)
+    grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])
+    fake.calls.clear()
+    grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    assert fake.calls == ["s1.cu"]
+
+
+def test_infrastructure_failures_exit_4_and_the_csv_is_plain(tmp_path, monkeypatch):
+    folder, out = _class(tmp_path, 3), tmp_path / "out"
+    FakeGrader(monkeypatch, infrastructure={"s1"})
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
+    assert r.exit_code == 4 and "s1" in r.output
+    raw = (out / "summary.csv").read_bytes()
+    assert b"\r\n" not in raw
+    rows = {row["student"]: row for row in csv.DictReader((out / "summary.csv").open(newline=""))}
+    assert rows["s0"]["correct"] == "true" and rows["s0"]["borderline"] == "false" and rows["s0"]["backend"] == "emulator"
+    assert rows["s1"]["message"] == "the GPU fell off the bus\nsecond line"       # the whole message
+    book = {row["student"]: row for row in csv.DictReader((out / "gradebook.csv").open(newline=""))}
+    assert book["s0"]["points"] != "0" and book["s1"]["points"] == "0" and book["s1"]["max_points"] == book["s0"]["max_points"]
+
+
+def test_a_missing_submission_is_a_row_not_a_failure(tmp_path, monkeypatch):
+    folder = _tree(tmp_path / "class", {"alice/kernel.cu": "// a\n", "bob/notes.txt": "forgot"})
+    out = tmp_path / "out"
+    FakeGrader(monkeypatch)
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = {row["student"]: row for row in csv.DictReader((out / "summary.csv").open(newline=""))}
+    assert rows["bob"]["status"] == "missing" and "no .cu file" in rows["bob"]["message"]
+    assert (out / "alice" / "result.json").is_file() and not (out / "bob").exists()
+    stored = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [s["student"] for s in stored] == ["alice"]
