@@ -111,10 +111,13 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
                    "and lists those without a submission.")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where to run the submissions (auto: the GPU when one is visible).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Submissions in flight at once (default: up to 8 on a GPU, one per core on the emulator). "
+                   "Compiles overlap; timings never do: each GPU times one submission at a time.")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
-          rubric_path: Path | None) -> None:
+          jobs: int | None, rubric_path: Path | None) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -135,7 +138,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
             sys.exit(2)
         with _batch_progress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
-                                   file_name=file_name, roster=roster, progress=progress)
+                                   file_name=file_name, roster=roster, progress=progress, jobs=jobs)
     except GraderError as exc:
         _fail(exc)
     table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")

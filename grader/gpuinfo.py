@@ -57,3 +57,16 @@ def arch(reading: dict | None = None) -> str:
 
     major, minor = torch.cuda.get_device_capability()
     return f"sm_{major}{minor}"
+
+
+def indices() -> list[str]:
+    """nvidia-smi's index of every GPU on the machine; [] without nvidia-smi."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        proc = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in proc.stdout.splitlines() if line.strip().isdigit()] if proc.returncode == 0 else []

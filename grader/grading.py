@@ -7,6 +7,7 @@ a missing file, a bad rubric, a machine without the tools.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import __version__, gpuinfo, launches
+from grader import __version__, gpuinfo, lanes, launches
 from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
@@ -31,11 +32,16 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
-                     progress: Progress | None = None, audit_syscalls: bool = False) -> Result:
+                     progress: Progress | None = None, audit_syscalls: bool = False,
+                     device: str | None = None) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
     Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
+
+    device names the GPU to run on, as a CUDA_VISIBLE_DEVICES entry (default: the first visible
+    one). The child's checks and timing run inside that GPU's lane (lanes.py): no other grader
+    times on it meanwhile.
 
     audit_syscalls runs the child's filter in audit mode: every system call is allowed and
     recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
@@ -59,7 +65,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
             raise InfrastructureError(
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce")
+        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device)
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
         result.stop("infrastructure_error", str(exc))
     except GraderError:
@@ -85,7 +91,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
-           guard_mode: str) -> None:
+           guard_mode: str, device: str | None) -> None:
     has_gpu = reading is not None
     sub = _vet_source(p, rubric, result)
     if sub is None:
@@ -97,8 +103,10 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     if backend == "emulator" or has_gpu:
         # Started now so its imports and CUDA context overlap the build; it loads nothing of
         # the student's until it is handed the job.
+        if backend == "cuda":
+            device = device or lanes.default_device()
         worker = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
-                        cpu_limit_s=rubric.limits.time_limit_s)
+                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None)
     pool = ThreadPoolExecutor(max_workers=2)
     # Imported only now, with the child already starting: torch takes 1 to 2 s to import, and
     # this way the parent's import and the child's start-up overlap.
@@ -124,9 +132,15 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         references = {c.name: pool.submit(verdict.reference_for, c, rubric) for c in cases}
 
         say(f"running {len(job['cases'])} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
-        clock = time.perf_counter()
-        run = worker.run(job, time_limit_s=rubric.limits.time_limit_s)
-        phases["child_s"] = round(time.perf_counter() - clock, 3)
+        # The child's start-up (imports, CUDA context) stays out of the GPU's lane.
+        phases["child_start_wait_s"] = round(worker.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
+        with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext(0.0) as waited:
+            phases["lane_wait_s"] = round(waited, 3)
+            clock = time.perf_counter()
+            run = worker.run(job, time_limit_s=rubric.limits.time_limit_s)
+            phases["child_s"] = round(time.perf_counter() - clock, 3)
+        if backend == "cuda":
+            result.device["gpu"] = device
         if backend == "cuda":
             result.device["after"] = gpuinfo.snapshot()
         result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text(),

@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -140,10 +141,14 @@ class Worker:
     limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
     """
 
-    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float):
+    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None):
+        """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None."""
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
+        self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
         env["PYTHONUNBUFFERED"] = "1"
         self._workdir = tempfile.mkdtemp(prefix="grader-run-")
@@ -153,16 +158,31 @@ class Worker:
         cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
         nproc = _process_limit()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend],
+            [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend,
+             str(ready_write_fd)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(write_fd, guard_write_fd), cwd=self._workdir, env=env, preexec_fn=lambda: _limits(cpu, nproc),
+            pass_fds=(write_fd, guard_write_fd, ready_write_fd), cwd=self._workdir, env=env,
+            preexec_fn=lambda: _limits(cpu, nproc),
         )
         os.close(write_fd)
         os.close(guard_write_fd)
+        os.close(ready_write_fd)
         STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
         self.output_cap = output_cap
         self._done = False
         self._max_rss_kib = 0
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Wait (at most timeout_s) until the child has imported what it needs and set up CUDA, or
+        has died; the seconds waited. Taking a GPU's lane after this keeps start-up out of it."""
+        start = time.perf_counter()
+        if self._ready_fd is not None:
+            readable, _, _ = select.select([self._ready_fd], [], [], timeout_s)
+            if readable:
+                os.read(self._ready_fd, 1)
+            os.close(self._ready_fd)
+            self._ready_fd = None
+        return time.perf_counter() - start
 
     def run(self, job: dict, *, time_limit_s: float) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.
@@ -250,6 +270,9 @@ class Worker:
         if not self._done:
             os.close(self._read_fd)
             os.close(self._guard_fd)
+            if self._ready_fd is not None:
+                os.close(self._ready_fd)
+                self._ready_fd = None
             _remove_tree(self._workdir)
         self._done = True
         return returncode

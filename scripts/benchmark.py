@@ -6,12 +6,16 @@ Measures what issue "grader submit" promises, each through the real CLI as a use
 - the spread of the fraction over five runs of the same submission (max minus min);
 - the floor against the faster of cudaMemcpyAsync and the 16-byte copy in the same run;
 - the float4 sample's fraction and tier, and the scalar sample's fraction against the lesson's copy.
+With --batch N it measures `grader batch` instead: N generated submissions (copies of correct and
+incorrect samples, each made distinct so that each compiles), submissions per minute, where the
+time goes, and each kernel's fraction in the batch against a lone `grader submit` of it.
 Writes a JSON document (--out) and prints a table last.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -36,12 +40,76 @@ def submit(path: str, cache: str, backend: str = "cuda") -> tuple[float, dict]:
     return wall, doc
 
 
+# What a generated class is made of: correct kernels of several speeds, and incorrect ones.
+BATCH_MIX = ("float4_launcher.cu", "scalar_2d.cu", "flat_index_mod.cu", "template_aligned_dispatch.cu",
+             "launch_bounds_ldg.cu", "double_math.cu", "small_blocks.cu", "tanh_gelu.cu", "missing_bias.cu",
+             "compile_error.cu")
+
+
+def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
+    rows: list = []
+    with tempfile.TemporaryDirectory(prefix="grader-bench-batch-") as tmp:
+        folder, out, cache = Path(tmp) / "class", Path(tmp) / "out", Path(tmp) / "cache"
+        folder.mkdir()
+        for i in range(n):
+            sample = BATCH_MIX[i % len(BATCH_MIX)]
+            text = (ROOT / "submissions" / sample).read_text()
+            (folder / f"student{i:03d}_{Path(sample).stem}.cu").write_text(f"// student {i}\n" + text)
+        env = dict(os.environ, GRADER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+        cmd = [sys.executable, "-m", "grader", "batch", str(folder), "--backend", backend, "--report-dir", str(out)]
+        if jobs:
+            cmd += ["--jobs", str(jobs)]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"grader batch exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        results = [json.loads(line)["result"] for line in (out / "results.jsonl").read_text().splitlines()]
+        phases: dict[str, list[float]] = {}
+        for r in results:
+            for k, v in r["phases"].items():
+                if k.endswith("_s"):
+                    phases.setdefault(k, []).append(v)
+        summary = list(csv.DictReader((out / "summary.csv").open(newline="")))
+        # Each distinct kernel graded alone, in the same session, against its fractions in the batch.
+        lone = {}
+        if backend == "cuda":
+            for sample in BATCH_MIX:
+                _, doc = submit(f"submissions/{sample}", str(cache), backend)
+                lone[Path(sample).stem] = doc.get("fraction")
+        moved, by_kernel = [], {}
+        for row in summary:
+            stem = row["file"].split("_", 1)[1][:-3] if "_" in row["file"] else ""
+            if row["fraction"] and lone.get(stem):
+                move = abs(float(row["fraction"]) - lone[stem]) / lone[stem]
+                moved.append(move)
+                by_kernel[stem] = max(by_kernel.get(stem, 0.0), move)
+        figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
+                   "phases_mean": {k: sum(v) / len(v) for k, v in phases.items()},
+                   "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
+                   "lone_fractions": lone, "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
+        target = 75.0 * n / 100
+        rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",
+                     f"<= {target:.0f} s (100 in 75 s)", wall <= target if backend == "cuda" else None))
+        rows.append(("mean phases per submission", ", ".join(f"{k} {v:.2f}" for k, v in figures["phases_mean"].items()),
+                     "", None))
+        if moved:
+            rows.append(("largest fraction move, batch vs lone", f"{100 * max(moved):.2f}%", "<= 1% (noise)",
+                         max(moved) <= 0.01))
+    return figures, rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     ap.add_argument("--runs", type=int, default=5, help="runs of each submission for the spread")
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--batch", type=int, default=0, metavar="N", help="time `grader batch` on N generated submissions")
+    ap.add_argument("--jobs", type=int, default=None, help="--jobs for the batch (default: the batch's own)")
     args = ap.parse_args()
+    if args.batch:
+        figures, rows = bench_batch(args.batch, args.backend, args.jobs)
+        return _finish(args, figures, rows)
 
     rows = []
     figures: dict = {"backend": args.backend}
@@ -83,6 +151,10 @@ def main() -> int:
                          abs(info - 0.90) <= 0.03))
             fl = first["floor"]["copies"]
             rows.append(("copies GB/s (first run)", ", ".join(f"{k} {v:.0f}" for k, v in fl.items()), "", None))
+    return _finish(args, figures, rows)
+
+
+def _finish(args, figures: dict, rows: list) -> int:
     if args.out:
         args.out.write_text(json.dumps({"figures": figures, "rows": [list(r) for r in rows]}, indent=1))
     width = max(len(r[0]) for r in rows)

@@ -2,6 +2,8 @@
 
 import csv
 import json
+import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -67,15 +69,28 @@ class FakeGrader:
     """grade_submission stood in for: a correct result per file, a count of calls, and a way to
     interrupt (Ctrl-C) or fail as the machine would."""
 
-    def __init__(self, monkeypatch, interrupt_at=None, infrastructure=()):
+    def __init__(self, monkeypatch, interrupt_at=None, infrastructure=(), sleep=0.0):
         self.calls = []
+        self.devices = {}
+        self.sleep = sleep
+        self.running = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
         self.interrupt_at = interrupt_at
         self.infrastructure = set(infrastructure)
         monkeypatch.setattr(grader.grading, "grade_submission", self)
 
-    def __call__(self, path, *, rubric, backend):
-        self.calls.append(path.name)
-        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+    def __call__(self, path, *, rubric, backend, device=None):
+        with self.lock:
+            self.calls.append(path.name)
+            self.devices[path.stem] = device
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            interrupt = self.interrupt_at is not None and len(self.calls) == self.interrupt_at
+        time.sleep(self.sleep)
+        with self.lock:
+            self.running -= 1
+        if interrupt:
             raise KeyboardInterrupt
         r = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": "0" * 64}, backend="emulator", status="graded",
                    grader_version="t", correct=True, seconds=0.5,
@@ -107,7 +122,7 @@ def test_a_rerun_grades_only_what_changed(tmp_path, monkeypatch, rubric):
 def test_an_interruption_keeps_what_was_done_and_exits_130(tmp_path, monkeypatch):
     folder, out = _class(tmp_path), tmp_path / "out"
     fake = FakeGrader(monkeypatch, interrupt_at=3)
-    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator", "--jobs", "1"])
     assert r.exit_code == 130, r.output
     assert "2 submission(s) not graded" in r.output
     rows = list(csv.DictReader((out / "summary.csv").open(newline="")))
@@ -116,7 +131,7 @@ def test_an_interruption_keeps_what_was_done_and_exits_130(tmp_path, monkeypatch
     fake.calls.clear()
     fake.interrupt_at = None
     r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
-    assert r.exit_code == 0 and fake.calls == ["s2.cu", "s3.cu"]
+    assert r.exit_code == 0 and sorted(fake.calls) == ["s2.cu", "s3.cu"]
     assert len(list(csv.DictReader((out / "summary.csv").open(newline="")))) == 4
 
 
@@ -126,9 +141,10 @@ def test_a_line_cut_short_is_graded_again(tmp_path, monkeypatch, rubric):
     grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
     lines = (out / "results.jsonl").read_text().splitlines()
     (out / "results.jsonl").write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])
+    cut = json.loads(lines[1])["student"]
     fake.calls.clear()
     grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
-    assert fake.calls == ["s1.cu"]
+    assert fake.calls == [f"{cut}.cu"]
 
 
 def test_infrastructure_failures_exit_4_and_the_csv_is_plain(tmp_path, monkeypatch):
@@ -156,3 +172,64 @@ def test_a_missing_submission_is_a_row_not_a_failure(tmp_path, monkeypatch):
     assert (out / "alice" / "result.json").is_file() and not (out / "bob").exists()
     stored = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [s["student"] for s in stored] == ["alice"]
+
+
+def test_submissions_overlap_in_flight_and_keep_their_order(tmp_path, monkeypatch, rubric):
+    folder = _class(tmp_path, 6)
+    fake = FakeGrader(monkeypatch, sleep=0.3)
+    outcome = grade_folder(folder, rubric=rubric, backend="cuda", report_dir=tmp_path / "out", jobs=3)
+    assert fake.most_at_once >= 2
+    assert [g.entry.student for g in outcome.graded] == [f"s{i}" for i in range(6)]
+    assert all(d is not None for d in fake.devices.values())      # every cuda grade names its GPU
+
+
+def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
+    from grader.batch.grading import grade_entries
+    from grader.batch.inputs import find_submissions
+
+    fake = FakeGrader(monkeypatch)
+    entries = find_submissions(_class(tmp_path, 4))
+    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=2, devices=["0", "1"])
+    assert fake.devices == {"s0": "0", "s1": "1", "s2": "0", "s3": "1"}
+
+
+def test_a_gpu_lane_is_held_by_one_grader_at_a_time(tmp_path, monkeypatch):
+    """Threads here, but the lock is a file lock: another process's grader waits the same way."""
+    from grader import lanes
+
+    monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
+    spans = {"0": [], "1": []}
+
+    def hold(device):
+        with lanes.gpu_lane(device):
+            start = time.perf_counter()
+            time.sleep(0.2)
+            spans[device].append((start, time.perf_counter()))
+
+    threads = [threading.Thread(target=hold, args=(d,)) for d in ("0", "0", "0", "1")]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    same = sorted(spans["0"])
+    assert all(a[1] <= b[0] for a, b in zip(same, same[1:]))           # never two at once on GPU 0
+    assert spans["1"][0][0] < same[-1][0]                              # GPU 1 did not wait for GPU 0's queue
+    assert time.perf_counter() - t0 >= 0.6
+
+
+def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
+    """A grader in another process holding GPU 0's lane makes this one wait for it."""
+    import subprocess
+    import sys
+
+    from grader import lanes
+
+    monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
+    holder = subprocess.Popen([sys.executable, "-c", "import time, sys; from grader import lanes\n"
+                               "with lanes.gpu_lane('0'):\n    print('held', flush=True); time.sleep(0.6)"],
+                              stdout=subprocess.PIPE, text=True, env={**__import__('os').environ})
+    assert holder.stdout.readline().strip() == "held"
+    with lanes.gpu_lane("0") as waited:
+        assert waited >= 0.3
+    holder.wait()

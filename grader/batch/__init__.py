@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.batch.grading import BatchOutcome, Graded, Progress, grade_entries
+from grader.batch.grading import BatchOutcome, Graded, Progress, default_jobs, grade_entries
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.rubric import Rubric
@@ -15,14 +15,27 @@ __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder"
 
 def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", report_dir: Path | None = None,
                  file_name: str | None = None, roster: Path | None = None,
-                 progress: Progress | None = None) -> BatchOutcome:
+                 progress: Progress | None = None, jobs: int | None = None) -> BatchOutcome:
     """Grade every student's submission under directory. With report_dir: each student's reports
     in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
-    them, written even when the batch is interrupted (with the rows done so far)."""
+    them, written even when the batch is interrupted (with the rows done so far). jobs: how many
+    submissions are in flight at once (default_jobs: a few per GPU lane, or one per core on the
+    emulator)."""
     entries = find_submissions(directory, file_name=file_name, roster=roster)
-    outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress)
+    if jobs is None:
+        jobs = default_jobs(_backend_for(backend))
+    outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress,
+                            jobs=jobs)
     if report_dir is not None and outcome.graded:
         write_summary(outcome.graded, report_dir / "summary.csv")
         write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
         write_platform_exports(outcome.graded, rubric, report_dir)
     return outcome
+
+
+def _backend_for(backend: str) -> str:
+    if backend != "auto":
+        return backend
+    from grader import gpuinfo
+
+    return "cuda" if gpuinfo.probe() is not None else "emulator"

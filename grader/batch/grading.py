@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -32,37 +34,71 @@ class BatchOutcome:
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
 
+def default_jobs(backend: str) -> int:
+    """How many submissions are in flight at once: on a GPU, enough to keep every lane busy while
+    others compile and start (at most the cores, less one for the timing's own thread); on the
+    emulator, where each child is all CPU, one per core."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores - 1)) if backend != "emulator" else max(1, cores)
+
+
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,
-                  progress: Progress | None = None) -> BatchOutcome:
+                  progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
     reports into report_dir/<student>/ and keep every result in report_dir/results.jsonl.
-    Ctrl-C stops the batch after what was done: the outcome says interrupted."""
+
+    jobs submissions are in flight at once: their compiles and child start-ups overlap, and each
+    one's checks and timing wait for its GPU's lane (lanes.py), given round-robin over devices
+    (default: every visible GPU). Ctrl-C stops the batch: what was done is kept, submissions
+    not yet started are not graded, and the outcome says interrupted."""
     from grader.batch.store import STORE_NAME, ResultStore, grade_key
-    from grader.grading import grade_submission
-    from grader.report import write_reports
 
     store = ResultStore(report_dir / STORE_NAME) if report_dir is not None else None
+    if backend != "emulator" and devices is None and jobs > 1:
+        from grader import lanes
+
+        devices = lanes.visible_devices()
     outcome = BatchOutcome()
+    done_by_index: dict[int, Graded] = {}
+
+    def one(index: int, entry: Entry) -> Graded:
+        if entry.path is None or entry.problem:
+            return Graded(entry, None)
+        key = grade_key(entry.path, rubric, backend)
+        kept = store.reusable(entry.student, key) if store else None
+        if kept is not None:
+            return Graded(entry, kept, reused=True)
+        from grader.grading import grade_submission
+        from grader.report import write_reports
+
+        device = devices[index % len(devices)] if devices else None
+        kwargs = {"device": device} if device is not None else {}
+        result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs)
+        if report_dir is not None:
+            write_reports(result, rubric, report_dir / entry.student)
+        if store is not None:
+            store.add(entry.student, entry.path, key, result)
+        return Graded(entry, result)
+
+    def finished(index: int, g: Graded) -> None:
+        done_by_index[index] = g
+        if progress:
+            progress(g, len(done_by_index), len(entries))
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
     try:
-        for entry in entries:
-            if entry.path is None or entry.problem:
-                done = Graded(entry, None)
-            else:
-                key = grade_key(entry.path, rubric, backend)
-                kept = store.reusable(entry.student, key) if store else None
-                if kept is not None:
-                    done = Graded(entry, kept, reused=True)
-                else:
-                    result = grade_submission(entry.path, rubric=rubric, backend=backend)
-                    if report_dir is not None:
-                        write_reports(result, rubric, report_dir / entry.student)
-                    if store is not None:
-                        store.add(entry.student, entry.path, key, result)
-                    done = Graded(entry, result)
-            outcome.graded.append(done)
-            if progress:
-                progress(done, len(outcome.graded), len(entries))
+        if pool is None:
+            for i, entry in enumerate(entries):
+                finished(i, one(i, entry))
+        else:
+            futures = {pool.submit(one, i, entry): i for i, entry in enumerate(entries)}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
     except KeyboardInterrupt:
         outcome.interrupted = True
-        outcome.not_reached = len(entries) - len(outcome.graded)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=not outcome.interrupted, cancel_futures=True)
+    outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
+    outcome.not_reached = len(entries) - len(outcome.graded)
     return outcome

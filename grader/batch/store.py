@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 from grader import __version__
@@ -32,6 +33,7 @@ class ResultStore:
     def __init__(self, path: Path):
         self.path = path
         self._kept: dict[str, tuple[str, Result]] = {}
+        self._lock = threading.Lock()          # a batch's threads add results concurrently
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -48,7 +50,8 @@ class ResultStore:
     def add(self, student: str, file: Path, key: str, result: Result) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"student": student, "file": str(file), "key": key, "result": result.to_json()})
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-        self._kept[student] = (key, result)
+        with self._lock:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
+                f.flush()
+            self._kept[student] = (key, result)

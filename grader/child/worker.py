@@ -1,8 +1,8 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
-Started by sandbox.Worker as `python -m grader.child.worker RESULT_FD GUARD_FD BACKEND`; it
-imports torch (and creates its CUDA context) at once, then reads the job as JSON on
-stdin. The order after that is the point of this module:
+Started by sandbox.Worker as `python -m grader.child.worker RESULT_FD GUARD_FD BACKEND READY_FD`;
+it imports torch (and creates its CUDA context) at once, writes a byte on READY_FD, then reads
+the job as JSON on stdin. The order after that is the point of this module:
 
 1. load the grader's reference kernels and everything else the grader needs;
 2. limits: the device heap, a host-memory cap measured from here, privileges dropped
@@ -152,6 +152,13 @@ def main() -> int:
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
+    if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
+        ready_fd = int(sys.argv[4])
+        try:
+            os.write(ready_fd, b"1")
+        except OSError:
+            pass
+        os.close(ready_fd)
     job = json.load(sys.stdin)
     channel = protocol.Channel(result_fd, bytes.fromhex(job.pop("key")))
     t_job = time.perf_counter() - T0
