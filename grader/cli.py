@@ -114,10 +114,13 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Submissions in flight at once (default: up to 8 on a GPU, one per core on the emulator). "
                    "Compiles overlap; timings never do: each GPU times one submission at a time.")
+@click.option("--shard", default="1/1", metavar="K/N", callback=lambda _c, _p, v: _shard(v),
+              help="Grade only the K-th of N deterministic shares of the students (one per machine); "
+                   "combine the report folders with `grader merge`.")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
-          jobs: int | None, rubric_path: Path | None) -> None:
+          jobs: int | None, shard: tuple[int, int], rubric_path: Path | None) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -138,7 +141,8 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
             sys.exit(2)
         with _batch_progress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
-                                   file_name=file_name, roster=roster, progress=progress, jobs=jobs)
+                                   file_name=file_name, roster=roster, progress=progress, jobs=jobs,
+                                   shard=shard)
     except GraderError as exc:
         _fail(exc)
     table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
@@ -160,6 +164,31 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         err.print(f"grader: {len(failed)} submission(s) could not be graded on this machine (status "
                   "infrastructure_error): " + ", ".join(g.entry.student for g in failed))
         sys.exit(EXIT_INFRASTRUCTURE)
+
+
+def _shard(value: str) -> tuple[int, int]:
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise click.BadParameter(f"{value!r}: write K/N with 1 <= K <= N, as in --shard 2/4")
+    return int(k), int(n)
+
+
+@cli.command()
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Rubric YAML for the gradebook's points (default: rubrics/bias_gelu_fused.yaml).")
+def merge(out: Path, folders: tuple[Path, ...], rubric_path: Path | None) -> None:
+    """Combine the --report-dir FOLDERS of `grader batch --shard` runs into OUT: one summary.csv,
+    gradebook.csv, junit.xml and a Gradescope export per student."""
+    from grader.batch import merge_reports
+    from grader.rubric import load_rubric
+
+    try:
+        graded = merge_reports(list(folders), out=out, rubric=load_rubric(rubric_path))
+    except GraderError as exc:
+        _fail(exc)
+    _err_console().print(f"[dim]grader: merged {len(graded)} students from {len(folders)} folders into {out}[/dim]")
 
 
 class _batch_progress:

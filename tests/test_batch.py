@@ -233,3 +233,38 @@ def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
     with lanes.gpu_lane("0") as waited:
         assert waited >= 0.3
     holder.wait()
+
+
+def test_shards_split_the_class_and_merge_puts_it_back(tmp_path, monkeypatch):
+    folder = _tree(tmp_path / "class", {**{f"s{i}/kernel.cu": f"// {i}\n" for i in range(5)}, "ghost/notes.txt": "-"})
+    fake = FakeGrader(monkeypatch)
+    outs = []
+    for k in (1, 2):
+        out = tmp_path / f"shard{k}"
+        r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--shard", f"{k}/2",
+                                     "--backend", "emulator"])
+        assert r.exit_code == 0, r.output
+        outs.append(out)
+    assert sorted(fake.calls) == sorted(["kernel.cu"] * 5) and len(fake.calls) == 5      # each graded once
+    shard_students = [{row["student"] for row in csv.DictReader((o / "summary.csv").open(newline=""))} for o in outs]
+    assert not shard_students[0] & shard_students[1]
+    merged = tmp_path / "all"
+    r = CliRunner().invoke(cli, ["merge", str(merged), *map(str, outs)])
+    assert r.exit_code == 0, r.output
+    rows = {row["student"]: row for row in csv.DictReader((merged / "summary.csv").open(newline=""))}
+    assert sorted(rows) == ["ghost", "s0", "s1", "s2", "s3", "s4"]
+    assert rows["ghost"]["status"] == "missing" and rows["s3"]["correct"] == "true"
+    assert len(list(csv.DictReader((merged / "gradebook.csv").open(newline="")))) == 6
+    assert (merged / "s4" / "gradescope.json").is_file() and (merged / "junit.xml").is_file()
+
+
+@pytest.mark.parametrize("bad", ["0/2", "3/2", "2", "a/b", "1/0"])
+def test_a_bad_shard_is_a_usage_error(bad, tmp_path):
+    _tree(tmp_path, {"a.cu": "x"})
+    r = CliRunner().invoke(cli, ["batch", str(tmp_path), "--shard", bad])
+    assert r.exit_code == 2 and "K/N" in r.output
+
+
+def test_merge_of_a_folder_that_is_not_a_report_is_a_usage_error(tmp_path):
+    r = CliRunner().invoke(cli, ["merge", str(tmp_path / "out"), str(tmp_path)])
+    assert r.exit_code == 2 and "results.jsonl" in r.output

@@ -7,21 +7,25 @@ from pathlib import Path
 
 from grader.batch.grading import BatchOutcome, Graded, Progress, default_jobs, grade_entries
 from grader.batch.inputs import Entry, find_submissions
+from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.rubric import Rubric
 
-__all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder"]
+__all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
 
 
 def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", report_dir: Path | None = None,
                  file_name: str | None = None, roster: Path | None = None,
-                 progress: Progress | None = None, jobs: int | None = None) -> BatchOutcome:
+                 progress: Progress | None = None, jobs: int | None = None,
+                 shard: tuple[int, int] = (1, 1)) -> BatchOutcome:
     """Grade every student's submission under directory. With report_dir: each student's reports
     in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
     them, written even when the batch is interrupted (with the rows done so far). jobs: how many
     submissions are in flight at once (default_jobs: a few per GPU lane, or one per core on the
-    emulator)."""
-    entries = find_submissions(directory, file_name=file_name, roster=roster)
+    emulator). shard (K, N): only the K-th of N deterministic shares of the students (every N-th
+    in sorted order), for grading one class on N machines; `grader merge` combines them."""
+    k, n = shard
+    entries = find_submissions(directory, file_name=file_name, roster=roster)[k - 1 :: n]
     if jobs is None:
         jobs = default_jobs(_backend_for(backend))
     outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress,

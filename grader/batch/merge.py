@@ -1,0 +1,53 @@
+"""Combining the report folders of several shards (`grader batch --shard K/N`, on several
+machines) into one: summary.csv, gradebook.csv, junit.xml and each student's Gradescope export."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from grader.batch.grading import Graded
+from grader.batch.inputs import Entry
+from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.store import STORE_NAME
+from grader.errors import UsageError
+from grader.results import result_from_json
+from grader.rubric import Rubric
+
+_PROBLEMS = ("missing", "ambiguous", "unreadable")
+
+
+def read_shard(folder: Path) -> dict[str, Graded]:
+    """Every student of one shard's report folder: results from results.jsonl, students without a
+    submission from summary.csv."""
+    store = folder / STORE_NAME
+    if not store.is_file():
+        raise UsageError(f"{folder}: no {STORE_NAME} (is it a `grader batch --report-dir` folder?)")
+    found: dict[str, Graded] = {}
+    for line in store.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+            found[row["student"]] = Graded(Entry(row["student"], Path(row["file"])), result_from_json(row["result"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    summary = folder / "summary.csv"
+    if summary.is_file():
+        for row in csv.DictReader(summary.open(newline="", encoding="utf-8")):
+            if row.get("status") in _PROBLEMS and row.get("student") not in found:
+                found[row["student"]] = Graded(Entry(row["student"], None, row["status"], row.get("message", "")), None)
+    return found
+
+
+def merge_reports(folders: list[Path], *, out: Path, rubric: Rubric) -> list[Graded]:
+    """One class from several shards' folders (a student in two takes the later folder's row);
+    writes the combined tables into out."""
+    merged: dict[str, Graded] = {}
+    for folder in folders:
+        merged.update(read_shard(folder))
+    graded = [merged[s] for s in sorted(merged)]
+    out.mkdir(parents=True, exist_ok=True)
+    write_summary(graded, out / "summary.csv")
+    write_gradebook(graded, rubric, out / "gradebook.csv")
+    write_platform_exports(graded, rubric, out)
+    return graded
