@@ -268,3 +268,43 @@ def test_a_bad_shard_is_a_usage_error(bad, tmp_path):
 def test_merge_of_a_folder_that_is_not_a_report_is_a_usage_error(tmp_path):
     r = CliRunner().invoke(cli, ["merge", str(tmp_path / "out"), str(tmp_path)])
     assert r.exit_code == 2 and "results.jsonl" in r.output
+
+
+def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_path, rubric):
+    from pathlib import Path
+
+    from grader.batch.classreport import BIN, write_class_report
+    from grader.batch.grading import Graded
+    from grader.batch.inputs import Entry
+    from grader.results import DiagnosisEntry, FindingEntry
+
+    def graded(name, **kw):
+        r = Result(exercise="e", submission={"path": name, "sha256": "0" * 64}, backend="cuda", status="graded",
+                   grader_version="t", device={"name": "NVIDIA H200"}, floor={"gbps": 3700.0}, **kw)
+        return Graded(Entry(name, Path(name + ".cu")), r)
+
+    compile_error = graded("carl")
+    compile_error.result.stop("compile_error", "k.cu:3: error: expected ';'\nmore")
+    g = [graded("ann", correct=True, tier="gold", fraction=0.96), graded("bo", correct=True, tier="below", fraction=0.58,
+                                                                        findings=[FindingEntry("scalar_loads", "k", "m", "a")]),
+         graded("<script>x", correct=True, tier="below", fraction=0.59),
+         graded("dee", correct=False, fraction=0.6, diagnosis=[DiagnosisEntry("tanh_gelu", "m", "a")]),
+         compile_error, Graded(Entry("eve", None, "missing", "eve/ holds no .cu file"), None)]
+    s = write_class_report(g, rubric, tmp_path / "class.html")
+    assert dict(s.by_outcome) == {"gold": 1, "below": 2, "incorrect": 1, "did not compile": 1, "missing": 1}
+    bar = s.bars[int(0.58 / BIN)]
+    assert bar.count == 2 and set(bar.students) == {"bo", "<script>x"}
+    assert s.diagnoses == [("tanh_gelu", ["dee"])] and s.findings == [("scalar_loads", ["bo"])]
+    assert s.floors == [("NVIDIA H200", 3700.0)]
+    assert ("carl", "did not compile", "k.cu:3: error: expected ';'") in s.not_graded
+    page = (tmp_path / "class.html").read_text()
+    assert "<script>x" not in page and "&lt;script&gt;x" in page          # names are escaped
+    assert "gold 0.9" in page and "silver 0.75" in page
+
+
+def test_a_batch_writes_the_class_report(tmp_path, monkeypatch):
+    folder, out = _class(tmp_path, 2), tmp_path / "out"
+    FakeGrader(monkeypatch)
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
+    page = (out / "class.html").read_text()
+    assert r.exit_code == 0 and "2 students" in page and "correct, untimed</td><td>2" in page

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.batch.grading import BatchOutcome, Graded, Progress, default_jobs, grade_entries
+from grader.batch.classreport import write_class_report
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
@@ -34,6 +35,7 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
         write_summary(outcome.graded, report_dir / "summary.csv")
         write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
         write_platform_exports(outcome.graded, rubric, report_dir)
+        write_class_report(outcome.graded, rubric, report_dir / "class.html")
     return outcome
 
 

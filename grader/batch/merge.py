@@ -7,6 +7,7 @@ import csv
 import json
 from pathlib import Path
 
+from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
 from grader.batch.inputs import Entry
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
@@ -50,4 +51,5 @@ def merge_reports(folders: list[Path], *, out: Path, rubric: Rubric) -> list[Gra
     write_summary(graded, out / "summary.csv")
     write_gradebook(graded, rubric, out / "gradebook.csv")
     write_platform_exports(graded, rubric, out)
+    write_class_report(graded, rubric, out / "class.html")
     return graded

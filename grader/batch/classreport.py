@@ -1,0 +1,90 @@
+"""The class report: one HTML page that shows how a class did (report_dir/class.html).
+
+Tier counts, a histogram of the correct kernels' fractions with the tier lines, each GPU's floor, the most common
+diagnoses and findings with the students who got them, and the submissions that were not graded
+with why. The numbers are gathered here into a small typed object; the page is a template.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.batch.grading import Graded
+from grader.render import render
+from grader.results import STATUS_TEXT
+from grader.rubric import Rubric
+
+BIN = 0.05          # histogram bin width, in fractions of the floor
+
+
+@dataclass
+class Bar:
+    low: float
+    count: int
+    students: list[str]
+
+
+@dataclass
+class ClassSummary:
+    title: str
+    students: int
+    by_outcome: list[tuple[str, int]]            # gold, silver, below, incorrect, and each status not graded
+    bars: list[Bar]
+    bar_max: int
+    gold: float
+    silver: float
+    floors: list[tuple[str, float]]              # (GPU, the median floor GB/s its results measured)
+    diagnoses: list[tuple[str, list[str]]]       # (code, students), most common first
+    findings: list[tuple[str, list[str]]]
+    not_graded: list[tuple[str, str, str]] = field(default_factory=list)   # (student, status, first line)
+
+
+def summarise(graded: list[Graded], rubric: Rubric) -> ClassSummary:
+    outcomes: Counter = Counter()
+    fractions: list[tuple[float, str]] = []
+    floors: dict[str, list[float]] = {}
+    diag: dict[str, list[str]] = {}
+    find: dict[str, list[str]] = {}
+    not_graded = []
+    for g in graded:
+        r, who = g.result, g.entry.student
+        if r is None:
+            outcomes[g.entry.problem] += 1
+            not_graded.append((who, g.entry.problem, g.entry.detail.splitlines()[0] if g.entry.detail else ""))
+            continue
+        if r.status != "graded":
+            outcomes[STATUS_TEXT[r.status]] += 1
+            not_graded.append((who, STATUS_TEXT[r.status], next((ln for ln in r.message.splitlines() if ln.strip()), "")))
+            continue
+        outcomes[r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")] += 1
+        if r.fraction is not None and r.correct:          # an incorrect kernel's speed means nothing
+            fractions.append((r.fraction, who))
+        if r.floor and r.floor.get("gbps"):
+            floors.setdefault(r.device.get("name", "GPU"), []).append(r.floor["gbps"])
+        for d in r.diagnosis:
+            diag.setdefault(d.code, []).append(who)
+        for f in r.findings:
+            find.setdefault(f.code, []).append(who)
+    top = max((f for f, _ in fractions), default=1.0)
+    bins = int(min(max(top, 1.0), 2.0) / BIN) + 1
+    bars = [Bar(round(i * BIN, 2), 0, []) for i in range(bins)]
+    for f, who in fractions:
+        bar = bars[min(int(f / BIN), bins - 1)]
+        bar.count += 1
+        bar.students.append(who)
+    order = ["gold", "silver", "below", "correct, untimed", "incorrect"]
+    by_outcome = sorted(outcomes.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
+    return ClassSummary(
+        title=rubric.title, students=len(graded), by_outcome=by_outcome, bars=bars,
+        bar_max=max((b.count for b in bars), default=0) or 1, gold=rubric.tiers.gold, silver=rubric.tiers.silver,
+        floors=[(gpu, sorted(v)[len(v) // 2]) for gpu, v in sorted(floors.items())],
+        diagnoses=sorted(diag.items(), key=lambda kv: (-len(kv[1]), kv[0])),
+        findings=sorted(find.items(), key=lambda kv: (-len(kv[1]), kv[0])), not_graded=not_graded)
+
+
+def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:
+    summary = summarise(graded, rubric)
+    path.write_text(render("class.html.j2", s=summary, bin=BIN), encoding="utf-8")
+    return summary
