@@ -12,7 +12,6 @@ import grader.grading
 from grader.batch import find_submissions, grade_folder
 from grader.cli import cli
 from grader.results import CaseResult, Result
-from conftest import SUBMISSIONS
 
 
 def _tree(root, files: dict[str, str]):
