@@ -139,7 +139,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         if not find_submissions(directory, file_name=file_name, roster=roster):
             click.echo(f"grader: {directory} holds no .cu files and no student folders", err=True)
             sys.exit(2)
-        with _batch_progress(err) as progress:
+        with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
                                    file_name=file_name, roster=roster, progress=progress, jobs=jobs,
                                    shard=shard)
@@ -191,7 +191,7 @@ def merge(out: Path, folders: tuple[Path, ...], rubric_path: Path | None) -> Non
     _err_console().print(f"[dim]grader: merged {len(graded)} students from {len(folders)} folders into {out}[/dim]")
 
 
-class _batch_progress:
+class _BatchProgress:
     """A progress bar with counts by status on a terminal; one line per submission otherwise."""
 
     def __init__(self, console: Console):

@@ -141,7 +141,6 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend == "cuda":
             result.device["gpu"] = device
-        if backend == "cuda":
             result.device["after"] = gpuinfo.snapshot()
         result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text(),
                          "stdout_bytes": run.stdout.total, "stderr_bytes": run.stderr.total,

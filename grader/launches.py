@@ -52,12 +52,16 @@ def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
+def _warps(threads: int) -> int:
+    return -(-threads // 32)
+
+
 def blocks_per_sm(limits: SmLimits, *, threads: int, registers: int, shared_bytes: int) -> int:
     """How many blocks of `threads` threads fit on one SM at once: the least of the warp,
     block, register and shared-memory limits (0 when one block does not fit)."""
     if threads <= 0:
         return 0
-    warps = -(-threads // 32)
+    warps = _warps(threads)
     by_warps = limits.max_warps // warps
     by_registers = limits.max_blocks
     if registers > 0:
@@ -129,7 +133,7 @@ def resolve(log: list[dict], *, timed_shape: bool, library: Path | None, resourc
                                            shared_bytes=static_shared + int(r["shared_bytes"])), "computed"
         occupancy = None
         if per_sm is not None and limits is not None:
-            occupancy = round(min(per_sm * -(-threads // 32), limits.max_warps) / limits.max_warps, 4)
+            occupancy = round(min(per_sm * _warps(threads), limits.max_warps) / limits.max_warps, 4)
         launches.append(Launch(kernel=name, mangled=mangled, grid=[int(v) for v in r["grid"]],
                                block=[int(v) for v in r["block"]], shared_bytes=int(r["shared_bytes"]),
                                launches=int(r["launches"]), registers=registers or None,

@@ -23,8 +23,6 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-FACTS = ("global_loads", "max_load_bytes", "min_load_bytes", "global_stores", "max_store_bytes", "div64",
-         "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes")
 _FORMAT = 2                       # bump when the cached analysis changes shape
 
 

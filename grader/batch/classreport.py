@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.batch.grading import Graded
+from grader.platforms.scoring import first_line
 from grader.render import render
 from grader.results import STATUS_TEXT
 from grader.rubric import Rubric
@@ -52,11 +53,11 @@ def summarise(graded: list[Graded], rubric: Rubric) -> ClassSummary:
         r, who = g.result, g.entry.student
         if r is None:
             outcomes[g.entry.problem] += 1
-            not_graded.append((who, g.entry.problem, g.entry.detail.splitlines()[0] if g.entry.detail else ""))
+            not_graded.append((who, g.entry.problem, first_line(g.entry.detail)))
             continue
         if r.status != "graded":
             outcomes[STATUS_TEXT[r.status]] += 1
-            not_graded.append((who, STATUS_TEXT[r.status], next((ln for ln in r.message.splitlines() if ln.strip()), "")))
+            not_graded.append((who, STATUS_TEXT[r.status], first_line(r.message)))
             continue
         outcomes[r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")] += 1
         if r.fraction is not None and r.correct:          # an incorrect kernel's speed means nothing

@@ -4,16 +4,14 @@ machines) into one: summary.csv, gradebook.csv, junit.xml and each student's Gra
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
 from grader.batch.inputs import Entry
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
-from grader.batch.store import STORE_NAME
+from grader.batch.store import STORE_NAME, ResultStore
 from grader.errors import UsageError
-from grader.results import result_from_json
 from grader.rubric import Rubric
 
 _PROBLEMS = ("missing", "ambiguous", "unreadable")
@@ -25,13 +23,8 @@ def read_shard(folder: Path) -> dict[str, Graded]:
     store = folder / STORE_NAME
     if not store.is_file():
         raise UsageError(f"{folder}: no {STORE_NAME} (is it a `grader batch --report-dir` folder?)")
-    found: dict[str, Graded] = {}
-    for line in store.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-            found[row["student"]] = Graded(Entry(row["student"], Path(row["file"])), result_from_json(row["result"]))
-        except (ValueError, KeyError, TypeError):
-            continue
+    found = {student: Graded(Entry(student, file), result)
+             for student, (file, result) in ResultStore(store).results().items()}
     summary = folder / "summary.csv"
     if summary.is_file():
         for row in csv.DictReader(summary.open(newline="", encoding="utf-8")):

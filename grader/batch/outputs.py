@@ -55,13 +55,12 @@ def write_summary(graded: list[Graded], path: Path) -> None:
 
 def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     """Points per student by the rubric's `points` section (a missing submission scores 0)."""
-    from grader.platforms.scoring import score
+    from grader.platforms.scoring import max_points, score
 
     rows = []
     for g in graded:
         if g.result is None:
-            maximum = rubric.points.correct + max(rubric.points.tiers.values(), default=0.0)
-            rows.append({"student": g.entry.student, "points": "0", "max_points": f"{maximum:g}", "tier": "",
+            rows.append({"student": g.entry.student, "points": "0", "max_points": f"{max_points(rubric):g}", "tier": "",
                          "status": g.entry.problem})
             continue
         s = score(g.result, rubric)

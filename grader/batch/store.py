@@ -32,20 +32,24 @@ def grade_key(submission: Path, rubric: Rubric, backend: str) -> str:
 class ResultStore:
     def __init__(self, path: Path):
         self.path = path
-        self._kept: dict[str, tuple[str, Result]] = {}
+        self._kept: dict[str, tuple[str, Path, Result]] = {}     # student: (key, file, result)
         self._lock = threading.Lock()          # a batch's threads add results concurrently
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
-                    self._kept[row["student"]] = (row["key"], result_from_json(row["result"]))
+                    self._kept[row["student"]] = (row["key"], Path(row["file"]), result_from_json(row["result"]))
                 except (ValueError, KeyError, TypeError):
                     continue           # a line cut short by an interruption: that one is graded again
 
     def reusable(self, student: str, key: str) -> Result | None:
         """The stored result of this student's submission when nothing that decides it changed."""
         kept = self._kept.get(student)
-        return kept[1] if kept and kept[0] == key else None
+        return kept[2] if kept and kept[0] == key else None
+
+    def results(self) -> dict[str, tuple[Path, Result]]:
+        """Every student's latest stored result, with its file."""
+        return {student: (file, result) for student, (_key, file, result) in self._kept.items()}
 
     def add(self, student: str, file: Path, key: str, result: Result) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,4 +58,4 @@ class ResultStore:
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(line + "\n")
                 f.flush()
-            self._kept[student] = (key, result)
+            self._kept[student] = (key, file, result)

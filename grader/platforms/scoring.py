@@ -38,6 +38,11 @@ class Score:
         return "pass" if all(i.status == "pass" for i in self.items) else "fail"
 
 
+def max_points(rubric: Rubric) -> float:
+    """The most a submission can score: correctness, and the best tier where tiers give points."""
+    return rubric.points.correct + max(rubric.points.tiers.values(), default=0.0)
+
+
 def first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
