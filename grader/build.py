@@ -26,6 +26,7 @@ from grader import __version__
 from grader.errors import InfrastructureError
 from grader.locations import PACKAGE_DIR, reference_dir
 from grader.render import render
+from grader.exercises.signature import parse_signature
 from grader.rubric import Rubric
 from grader.source import Submission, rewrite_for_emulator, uses_collectives
 
@@ -139,15 +140,12 @@ def _digest(*parts: str | bytes) -> str:
 def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str = "sm_90") -> BuildResult:
     """Build the submission for 'cuda' (nvcc, for arch) or 'emulator' (g++ + shim), within the
     rubric's build limits."""
-    kernel = rubric.kernel
     harness = render(
         "harness.cu.j2",
         version=__version__,
         backend=backend,
-        has_launcher=sub.has_launcher,
-        launcher=kernel.launcher,
-        kernel=kernel.name,
-        block_threads=kernel.block_threads,
+        launcher=parse_signature(rubric.kernel.launcher) if sub.has_launcher else None,
+        kernel=parse_signature(rubric.kernel.signature),
     )
     if backend == "cuda":
         source = sub.text
@@ -178,11 +176,15 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
     )
 
 
-BASELINE_SOURCE = """__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
-    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-    if (col < cols) out[blockIdx.y * cols + col] = x[blockIdx.y * cols + col] + bias[col];
-}
-"""
+def baseline_source(rubric: Rubric) -> str:
+    """A trivial kernel of the exercise's signature: it copies its first input to its first output."""
+    sig = parse_signature(rubric.kernel.signature)
+    src = next((p.name for p in sig.params if p.pointer and p.const_data), None)
+    dst = next((p.name for p in sig.params if p.pointer and not p.const_data), None)
+    body = (f"    const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;\n"
+            f"    if (i < 1) {dst}[i] = {src}[i];\n") if src and dst else ""
+    params = ", ".join(f"{p.ctype} {p.name}" for p in sig.params)
+    return f"__global__ void {sig.name}({params}) {{\n{body}}}\n"
 
 
 def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
@@ -190,7 +192,7 @@ def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
     for screening a g++-built submission where nvcc is missing."""
     from grader.source import Submission, blank_comments_and_strings, find_kernels
 
-    text = BASELINE_SOURCE + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
+    text = baseline_source(rubric) + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
     code = blank_comments_and_strings(text)
     sub = Submission(path=Path("baseline.cu"), text=text, sha256="", code=code, kernels=find_kernels(code))
     result = build_submission(sub, rubric, backend="emulator")
@@ -199,20 +201,23 @@ def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
     return result
 
 
-def build_reference(*, backend: str, arch: str = "sm_90") -> BuildResult:
-    """Build reference/kernels.cu once per backend and architecture."""
-    text = REFERENCE_SOURCE.read_text()
+def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
+    """Build the grader's reference kernels (reference/kernels.cu: the copies) with an exercise's
+    own (reference/<exercise>/kernels.cu), once per backend, architecture and exercise."""
+    files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
+             "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
     if backend == "cuda":
         compiler, version = _nvcc(), tool_version("nvcc")
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
         extra = ""
     else:
-        text = rewrite_for_emulator(text)
+        files = {k: rewrite_for_emulator(v) for k, v in files.items()}
         compiler, version = shutil.which("g++") or "g++", tool_version("g++")
         flags = emulator_flags(fibers=False)
         extra = SHIM_HEADER.read_text()
-    key = _digest(__version__, backend, text, " ".join(flags), version, arch if backend == "cuda" else "cpu", extra)
-    result = _build(key=f"ref-{key}", files={"kernels.cu": text}, main="kernels.cu", compiler=compiler,
+    key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
+                  arch if backend == "cuda" else "cpu", extra)
+    result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,
                     flags=flags, backend=backend, user_path=str(REFERENCE_SOURCE))
     if not result.ok:
         raise InfrastructureError(f"the reference kernels did not build ({result.command}):\n{result.log}")

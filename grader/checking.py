@@ -22,8 +22,7 @@ def bits_tensor(value_bits: int, n: int) -> torch.Tensor:
 
 @dataclass
 class Mismatch:
-    row: int
-    col: int
+    index: list[int]          # the element's index, outermost dimension first
     got: float
     want: float
 
@@ -60,7 +59,7 @@ def prepare(want: torch.Tensor, *, rtol: float, atol: float) -> Prepared:
 
 def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
             prepared: Prepared | None = None) -> Comparison:
-    """got: float32 rows x cols; want: float64 rows x cols. With prepared, a float32 pass
+    """got: float32; want: float64 of the same shape (any number of dimensions). With prepared, a float32 pass
     settles the usual case (every element clearly within tolerance); anything else is
     decided by the exact float64 comparison."""
     if prepared is not None:
@@ -76,8 +75,11 @@ def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
     max_rel = 0.0
     if bad:
         flat = torch.nonzero(bad_mask.flatten(), as_tuple=False).flatten()
-        row, col = divmod(int(flat[0]), want.shape[1])
-        first = Mismatch(row, col, float(got[row, col]), float(want[row, col]))
+        index, rest = [], int(flat[0])
+        for extent in reversed(want.shape):
+            rest, i = divmod(rest, extent)
+            index.insert(0, i)
+        first = Mismatch(index, float(got[tuple(index)]), float(want[tuple(index)]))
         # the worst relative error is reached at a bad element
         d, w = diff.flatten()[flat], want.flatten()[flat].abs().clamp_min(atol)
         rel = d / w

@@ -34,13 +34,17 @@ def _fail(exc: GraderError) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="grader", message="%(prog)s %(version)s")
 def cli() -> None:
-    """Autograder for the Day 96 biasGeluFused exercise: compile, check, time and grade a CUDA kernel."""
+    """Autograder for CUDA kernel exercises (Day 96: biasGeluFused, ropeHalfSplit): compile, check, time and
+    grade a kernel."""
 
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise to grade against (`grader exercises` lists them; default: the one whose kernel "
+                   "FILE defines).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Rubric YAML to grade against (default: rubrics/bias_gelu_fused.yaml).")
+              help="A rubric YAML to grade against instead of a named exercise.")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.md, report.html and result.json into this directory.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
@@ -56,18 +60,18 @@ def cli() -> None:
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: str, output_path: Path | None,
+def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, fmt: str, output_path: Path | None,
            github: bool | None, backend: str, quiet: bool) -> None:
-    """Grade one submission FILE (a .cu defining biasGeluFused)."""
+    """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
     from grader.grading import grade_submission
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
+    from grader.exercises import choose
     from grader.report import render_json, render_markdown, render_text, write_reports
-    from grader.rubric import load_rubric
 
     err = _err_console()
     try:
-        rubric = load_rubric(rubric_path)
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress)
     except GraderError as exc:
@@ -117,10 +121,12 @@ def submit(file: Path, rubric_path: Path | None, report_dir: Path | None, fmt: s
 @click.option("--shard", default="1/1", metavar="K/N", callback=lambda _c, _p, v: _shard(v),
               help="Grade only the K-th of N deterministic shares of the students (one per machine); "
                    "combine the report folders with `grader merge`.")
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (`grader exercises` lists them; default: bias_gelu_fused).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
+              help="A rubric YAML instead of a named exercise.")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
-          jobs: int | None, shard: tuple[int, int], rubric_path: Path | None) -> None:
+          jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -131,11 +137,11 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
 
     from grader.batch import find_submissions, grade_folder
     from grader.batch.outputs import summary_row
-    from grader.rubric import load_rubric
+    from grader.exercises import choose
 
     err = _err_console()
     try:
-        rubric = load_rubric(rubric_path)
+        rubric = choose(rubric_path=rubric_path, exercise=exercise)
         if not find_submissions(directory, file_name=file_name, roster=roster):
             click.echo(f"grader: {directory} holds no .cu files and no student folders", err=True)
             sys.exit(2)
@@ -176,16 +182,18 @@ def _shard(value: str) -> tuple[int, int]:
 @cli.command()
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (`grader exercises` lists them; default: bias_gelu_fused).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Rubric YAML for the gradebook's points (default: rubrics/bias_gelu_fused.yaml).")
-def merge(out: Path, folders: tuple[Path, ...], rubric_path: Path | None) -> None:
+              help="A rubric YAML for the gradebook's points instead of a named exercise.")
+def merge(out: Path, folders: tuple[Path, ...], exercise: str | None, rubric_path: Path | None) -> None:
     """Combine the --report-dir FOLDERS of `grader batch --shard` runs into OUT: one summary.csv,
     gradebook.csv, junit.xml and a Gradescope export per student."""
     from grader.batch import merge_reports
-    from grader.rubric import load_rubric
+    from grader.exercises import choose
 
     try:
-        graded = merge_reports(list(folders), out=out, rubric=load_rubric(rubric_path))
+        graded = merge_reports(list(folders), out=out, rubric=choose(rubric_path=rubric_path, exercise=exercise))
     except GraderError as exc:
         _fail(exc)
     _err_console().print(f"[dim]grader: merged {len(graded)} students from {len(folders)} folders into {out}[/dim]")
@@ -225,26 +233,29 @@ class _BatchProgress:
 
 
 @cli.command()
-@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path), default="submissions")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                default="submissions/bias_gelu_fused")
 @click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
               help="Where to run the samples (auto: the GPU when one is visible).")
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (default: the one DIRECTORY is named for).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Rubric YAML (default: rubrics/bias_gelu_fused.yaml).")
+              help="A rubric YAML instead of a named exercise.")
 @click.option("--only", multiple=True, help="Run only this sample (repeatable).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write every sample's result.json document, keyed by file, to this file.")
-def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple[str, ...], json_out: Path | None) -> None:
+def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Path | None, only: tuple[str, ...], json_out: Path | None) -> None:
     """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
     import json
 
     from rich.table import Table
 
     from grader.manifest import run_samples
-    from grader.rubric import load_rubric
+    from grader.exercises import choose
 
     err = _err_console()
     try:
-        rubric = load_rubric(rubric_path)
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, folder=directory)
         outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None,
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
@@ -266,17 +277,19 @@ def samples(directory: Path, backend: str, rubric_path: Path | None, only: tuple
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise whose findings to apply (default: the one whose kernel FILE defines).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Rubric whose findings to apply (default: rubrics/bias_gelu_fused.yaml).")
+              help="A rubric YAML instead of a named exercise.")
 @click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
-def explain(file: Path, rubric_path: Path | None, arch: str | None) -> None:
+def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None) -> None:
     """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
     from grader import gpuinfo
     from grader.explain import explain_submission, render
-    from grader.rubric import load_rubric
+    from grader.exercises import choose
 
     try:
-        rubric = load_rubric(rubric_path)
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         reading = gpuinfo.probe() if arch is None else None
         target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
         ex = explain_submission(file, rubric=rubric, arch=target)
@@ -295,11 +308,11 @@ def explain(file: Path, rubric_path: Path | None, arch: str | None) -> None:
 def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
     """Show the build cache's size; with --prune, shrink it to its cap."""
     from grader import cache as build_cache
-    from grader.rubric import load_rubric
+    from grader.exercises import choose
 
     try:
         limit = (max_mib << 20) if max_mib is not None else build_cache.max_bytes(
-            load_rubric(rubric_path).limits.cache_max_mib)
+            choose(rubric_path=rubric_path).limits.cache_max_mib)
     except GraderError as exc:
         _fail(exc)
     r = build_cache.prune(limit_bytes=limit) if prune else build_cache.report()
@@ -307,6 +320,31 @@ def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
     if prune:
         click.echo(f"pruned {r.pruned} builds, {r.freed_bytes / 2**20:.1f} MiB "
                    "(builds used in the last 10 minutes or being built are kept)")
+
+
+@cli.command()
+def exercises() -> None:
+    """List the exercises: each one's kernel, launcher, dimensions and tensors."""
+    from grader.exercises import exercise_files, load_all
+
+    try:
+        found = load_all()
+    except GraderError as exc:
+        _fail(exc)
+    for name, r in found.items():
+        click.echo(f"{name}: {r.title}\n    rubric    {exercise_files()[name]}")
+        click.echo(f"    kernel    {r.kernel.signature}")
+        if r.kernel.launcher:
+            click.echo(f"    launcher  {r.kernel.launcher}   (optional)")
+        click.echo("    default launch  grid (" + ", ".join(r.kernel.grid) + "), block (" + ", ".join(r.kernel.block) + ")")
+        for d, what in r.dims.items():
+            click.echo(f"    {d:<9} {what}")
+        for t in r.tensors:
+            extra = " (chain only)" if t.chain else ""
+            click.echo(f"    {t.role:<3} {t.name}[{']['.join(t.shape)}] {t.dtype}" +
+                       (f", starts {t.init}" if t.role == "out" else "") + extra)
+        timed = " x ".join(f"{k}={v}" for k, v in r.timing.dims.items())
+        click.echo(f"    timed at  {timed}; bytes {r.timing.bytes}")
 
 
 @cli.command("rubric-keys")

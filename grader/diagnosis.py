@@ -1,20 +1,19 @@
 """Naming the mistake behind a wrong output.
 
-The output is matched against what the usual wrong kernels compute (the
-lesson's Pitfalls and the mistakes students make most): the tanh GELU, a
-missing bias, a bias indexed by the row, the bias added after the GELU;
-then unwritten rows, columns or elements, writes outside the output, and
-values that are only slightly off.
+Writes outside the output (its guard regions changed); slices never written, along any
+dimension (unwritten_<dim>: rows, columns, the upper half of a head); then the output is
+matched against what the exercise's usual wrong kernels compute (its reference's MISTAKES:
+the tanh GELU, a missing bias, ...); then values that are NaN or only slightly off.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from grader.checking import POISON_BITS, Comparison, GuardDamage
-from grader.reference_math import mistakes
 
 
 @dataclass
@@ -40,10 +39,12 @@ def _ranges(indices: list[int]) -> str:
     return text + (", ..." if len(out) > 6 else "")
 
 
-def diagnose(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor, bias: torch.Tensor, cmp: Comparison,
-             guards: GuardDamage, *, rtol: float, atol: float) -> list[Diagnosis]:
+def diagnose(got: torch.Tensor, want: torch.Tensor, inputs: dict, dims: dict, cmp: Comparison,
+             guards: GuardDamage, *, rtol: float, atol: float, axes: list[str],
+             mistakes: dict[str, Callable]) -> list[Diagnosis]:
+    """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
+    to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined)."""
     found: list[Diagnosis] = []
-    rows, cols = want.shape
     if guards.after:
         found.append(Diagnosis("writes_past_output",
                                f"{guards.after} guard floats after the output changed, the farthest "
@@ -55,19 +56,27 @@ def diagnose(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor, bias: torch
 
     unwritten = got.contiguous().view(torch.int32) == POISON_BITS
     if bool(unwritten.any()):
-        full_rows = [int(r) for r in torch.nonzero(unwritten.all(dim=1)).flatten()]
-        full_cols = [int(c) for c in torch.nonzero(unwritten.all(dim=0)).flatten()]
-        if full_rows:
-            found.append(Diagnosis("unwritten_rows", f"{len(full_rows)} of {rows} rows never written (rows {_ranges(full_rows)})"))
-        if full_cols:
-            found.append(Diagnosis("unwritten_cols", f"{len(full_cols)} of {cols} columns never written (columns {_ranges(full_cols)})"))
-        if not full_rows and not full_cols:
-            found.append(Diagnosis("unwritten_elements", f"{int(unwritten.sum())} of {rows * cols} elements never written"))
+        whole = []
+        if unwritten.dim() >= 2:
+            for k, axis in enumerate(axes):
+                others = [d for d in range(unwritten.dim()) if d != k]
+                slices = [int(i) for i in torch.nonzero(unwritten.all(dim=others[0]) if len(others) == 1 else
+                                                        unwritten.permute(k, *others).flatten(1).all(dim=1)).flatten()]
+                if slices:
+                    whole.append(Diagnosis(f"unwritten_{axis}", f"{len(slices)} of {unwritten.shape[k]} {axis} never "
+                                           f"written ({axis} {_ranges(slices)})"))
+        found += whole
+        if not whole:
+            found.append(Diagnosis("unwritten_elements",
+                                   f"{int(unwritten.sum())} of {unwritten.numel()} elements never written"))
 
     written = ~unwritten
     g = got.double()
-    for code, (alt, mask) in mistakes(x, bias).items():
-        region = written if mask is None else written & mask
+    named = None
+    for code, model in mistakes.items():
+        alt, mask = model(inputs, dims)
+        alt = alt.to(torch.float64).view(g.shape)
+        region = written if mask is None else written & mask.view(g.shape)
         n = int(region.sum())
         if n == 0:
             continue
@@ -78,9 +87,10 @@ def diagnose(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor, bias: torch
         # and explains more than the right answer does.
         if matches_alt >= 0.98 * n and matches_alt > matches_ref:
             found.append(Diagnosis(code, f"{matches_alt} of {n} written elements match this mistake within tolerance"))
+            named = code
             break
 
-    if not any(d.code in ("tanh_gelu", "bias_missing", "bias_after_gelu", "bias_by_row") for d in found):
+    if named is None:
         nan_where_finite = torch.isnan(g) & written & torch.isfinite(want)
         if bool(nan_where_finite.any()) or bool(torch.isinf(g).any()):
             found.append(Diagnosis("nan_output", f"{int(nan_where_finite.sum())} elements are NaN or infinite where the reference is finite"))

@@ -38,3 +38,8 @@ class InfrastructureError(GraderError):
 
 class NoGPUError(InfrastructureError):
     """A CUDA GPU was required but none is visible."""
+
+
+class ExerciseError(UsageError):
+    """An exercise's reference (reference/<exercise>/) is missing or does not keep its contract;
+    the message names the file and what to fix."""

@@ -27,14 +27,14 @@ class Explanation:
 
 
 def explain_submission(path: Path, *, rubric: Rubric, arch: str = "sm_90") -> Explanation:
-    sub = read_submission(path, rubric.kernel.launcher)
+    sub = read_submission(path, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(sub, SourceProblem):
         raise UsageError(sub.message)
     build = build_submission(sub, rubric, backend="cuda", arch=arch)
     lines = sub.text.splitlines()
     if not build.ok:
         return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")
-    kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher if sub.has_launcher else None,
+    kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                            default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
     if isinstance(kernels, str):
         raise InfrastructureError(kernels)

@@ -20,8 +20,11 @@ from grader import __version__, gpuinfo, lanes, launches
 from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
+from grader.contract import CaseJob, Job, Limits, TimingJob
+from grader.exercises import Reference, exprs, load_reference
+from grader.exercises.plan import Case, case_job, plan_cases, timed_cases
 from grader.results import Result, SourceNote
-from grader.rubric import Rubric
+from grader.rubric import Rubric, dims_values
 from grader.sandbox import Worker
 from grader.screening import refusal_message, screen_object
 from grader.source import (Submission, SourceProblem, emulator_blockers, missing_kernel_message, read_submission,
@@ -113,7 +116,10 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     from grader import verdict
 
     try:
-        reference_future = pool.submit(build_reference, backend=backend, arch=arch) if worker else None
+        exercise = load_reference(rubric)
+        reference_future = pool.submit(build_reference, backend=backend, arch=arch,
+                                       exercise_kernels=exercise.kernels) if worker else None
+        inputs = _draw_inputs(pool, rubric, exercise, backend) if worker else {}
         guard_future = pool.submit(build_guard) if worker else None
         built = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
@@ -125,13 +131,18 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             raise InfrastructureError(
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
                 "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
-        job, cases = _job(rubric, backend, build, reference_future.result(), guard_future.result(), guard_mode)
+        job, cases = child_job(rubric, backend=backend, build=build, reference=reference_future.result(),
+                               guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher)
         if backend == "cuda":
             result.device["before"] = reading
-        # The float64 references are computed here, in the parent, while the child runs.
-        references = {c.name: pool.submit(verdict.reference_for, c, rubric) for c in cases}
+        # The float64 references are computed here, in the parent, while the child runs; the
+        # inputs (drawn before, during the build) are on disk before the child is told to start.
+        references = {c.name: pool.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result()))
+                      for c in cases}
+        for f in inputs.values():
+            f.result()
 
-        say(f"running {len(job['cases'])} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
+        say(f"running {len(job.cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
         # The child's start-up (imports, CUDA context) stays out of the GPU's lane.
         phases["child_start_wait_s"] = round(worker.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
         with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext(0.0) as waited:
@@ -146,7 +157,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                          "stdout_bytes": run.stdout.total, "stderr_bytes": run.stderr.total,
                          "dropped_bytes": run.stdout.dropped + run.stderr.dropped}
         clock = time.perf_counter()
-        verdict.read_run(run, cases, references, rubric, build, p, result)
+        verdict.read_run(run, cases, references, rubric, exercise, build, p, result)
         log, timed_shape = launches.pick_log([f.header for f in run.frames], {c.name for c in cases if c.timed})
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=arch)
@@ -161,7 +172,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
 
 def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
     """Read the file and check what can be checked on its text; None (and result stopped) if refused."""
-    scanned = read_submission(p, rubric.kernel.launcher)
+    scanned = read_submission(p, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(scanned, SourceProblem):
         result.stop("rejected", scanned.message)
         result.notes.append(SourceNote(str(p), scanned.line, "not a gradable source file", scanned.message))
@@ -178,7 +189,7 @@ def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
         result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
         result.notes.append(SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", result.message))
         return None
-    problem = None if sub.has_launcher else signature_problem(kernel)
+    problem = None if sub.has_launcher else signature_problem(kernel, rubric.kernel)
     if problem:
         result.stop("rejected", problem)
         result.notes.append(SourceNote(str(p), kernel.line, "the kernel's parameters", problem))
@@ -231,7 +242,7 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
 def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
     from grader import sass
 
-    return sass.analyse(build.object, launcher=rubric.kernel.launcher if sub.has_launcher else None,
+    return sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                         default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
 
 
@@ -251,39 +262,70 @@ def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> Non
     result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 
 
-def _job(rubric: Rubric, backend: str, build: BuildResult, reference: BuildResult, guard: Path | None,
-         guard_mode: str) -> tuple[dict, list]:
-    """What the child is told to do, and every case whose output it will send back."""
-    from grader.cases import plan_cases, timed_cases
-
-    cases, timed = plan_cases(rubric), timed_cases(rubric)
-    lim = rubric.limits
-    job = {
-        "backend": backend,
-        "library": str(build.library),
-        "reference_library": str(reference.library),
-        "guard_library": str(guard) if guard else None,
-        "guard_mode": guard_mode,
-        "limits": {"host_memory_mib": lim.host_memory_mib, "device_heap_bytes": lim.device_heap_mib << 20,
-                   "drop_privileges": lim.drop_privileges},
-        "cases": [c.to_dict() for c in cases],
-        "guard_floats": rubric.checks.guard_floats,
-        "reverse_check": backend == "emulator" and rubric.emulator.reverse_order_check,
-    }
-    t = rubric.timing
+def _all_cases(rubric: Rubric, backend: str) -> list[Case]:
+    """Every case whose output the child sends back: the checks, then the timed sets (on the
+    emulator, the first set verified, when the rubric asks for it)."""
+    cases = plan_cases(rubric)
     if backend == "cuda":
-        job["timing"] = {
-            "floor": t.floor, "informational_floor": t.informational_floor, "warmup": t.warmup,
-            "min_samples": t.min_samples, "max_samples": t.max_samples, "target_half_width": t.target_half_width,
-            "budget_s": t.budget_s, "hard_budget_s": t.hard_budget_s, "slow_launch_s": t.slow_launch_s,
-        }
-        job["timed_cases"] = [c.to_dict() for c in timed]
-    elif rubric.emulator.verify_timed_shape:
-        timed = timed[:1]
-        job["verify_cases"] = [c.to_dict() for c in timed]
+        return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes))
+    return cases + (timed_cases(rubric)[:1] if rubric.emulator.verify_timed_shape else [])
+
+
+def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str) -> dict:
+    """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
+    from grader.build import cache_root
+    from grader.exercises import data
+
+    return {c.name: pool.submit(data.materialize, rubric, exercise, c, cache_root())
+            for c in _all_cases(rubric, backend)}
+
+
+def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
+              reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
+              guard_mode: str = "enforce", draw: bool = False) -> tuple[Job, list[Case]]:
+    """What the child is told to do, and every case whose output it will send back. The reference
+    library is built here when not given; draw=True also writes the cases' inputs (grading draws
+    them in the background instead)."""
+    from grader.build import cache_root
+    from grader.exercises import data
+
+    exercise = load_reference(rubric)
+    every = _all_cases(rubric, backend)
+    if reference is None:
+        reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
+    if draw:
+        for c in every:
+            data.materialize(rubric, exercise, c, cache_root())
+
+    def resolve(case: Case) -> CaseJob:
+        path = str(data.input_file(rubric, exercise, case, cache_root()))
+        files = {name: (path, offset) for name, offset in data.offsets(rubric, case).items()}
+        return case_job(rubric, case, has_launcher=has_launcher, files=files)
+
+    lim = rubric.limits
+    checks = [resolve(c) for c in every if not c.timed]
+    timed = [resolve(c) for c in every if c.timed]
+    t = rubric.timing
+    job = Job(
+        backend=backend, library=str(build.library), reference_library=str(reference.library),
+        guard_library=str(guard) if guard else None, guard_mode=guard_mode,
+        limits=Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
+                      drop_privileges=lim.drop_privileges),
+        cases=checks, guard_floats=rubric.checks.guard_floats,
+        reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
+        order_exact=rubric.checks.order_exact,
+    )
+    if backend == "cuda":
+        job.timing = TimingJob(
+            floor=list(t.floor), informational_floor=t.informational_floor,
+            copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
+            min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
+            budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
+            chain=bool(rubric.chain.kernel and t.chain_bytes))
+        job.timed_cases = timed
     else:
-        timed = []
-    return job, cases + timed
+        job.verify_cases = timed
+    return job, every
 
 
 def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path, result: Result) -> bool:

@@ -1,4 +1,4 @@
-"""Sample submissions and the outcome each must get (submissions/manifest.yaml)."""
+"""Sample submissions and the outcome each must get (submissions/<exercise>/manifest.yaml)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 
 from grader.errors import RubricError
 from grader.results import STATUSES, Result
-from grader.rubric import DIAGNOSIS_CODES, TIER_NAMES, Rubric
+from grader.rubric import TIER_NAMES, Rubric, diagnosis_codes
 from grader.sandbox import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
@@ -51,8 +51,10 @@ class SampleOutcome:
         return not self.problems
 
 
-def load_manifest(path: Path, backend: str) -> list[Expectation]:
-    """Expectations for backend ('cuda' or 'emulator'), with that backend's overrides applied."""
+def load_manifest(path: Path, backend: str, rubric: Rubric) -> list[Expectation]:
+    """Expectations for backend ('cuda' or 'emulator'), with that backend's overrides applied; every
+    diagnosis named must be one the rubric's exercise can give."""
+    known = diagnosis_codes(rubric)
     shown = str(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -77,7 +79,7 @@ def load_manifest(path: Path, backend: str) -> list[Expectation]:
         if exp.status not in STATUSES:
             raise RubricError(shown, f"{name}.status", f"unknown status {exp.status!r}")
         for code in exp.diagnosis:
-            if code not in DIAGNOSIS_CODES:
+            if code not in known:
                 raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
         if exp.tier is not None and exp.tier not in TIER_NAMES:
             raise RubricError(shown, f"{name}.tier", f"unknown tier {exp.tier!r}")
@@ -130,7 +132,7 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
 
     outcomes = []
     concrete = backend if backend != "auto" else ("cuda" if cuda_available() else "emulator")
-    for exp in load_manifest(directory / "manifest.yaml", concrete):
+    for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
         if only and exp.file not in only:
             continue
         r = rubric

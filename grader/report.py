@@ -30,7 +30,7 @@ def chart(result: Result, rubric: Rubric) -> dict | None:
     t = result.timing
     if t is None:
         return None
-    rows = [("biasGeluFused (yours)", t.submission_gbps, "submission")]
+    rows = [(f"{t.kernel} (yours)", t.submission_gbps, "submission")]
     rows += [(c.kind + (" (floor)" if c.kind == t.floor_kind else ""), c.gbps,
               "floor" if c.kind == t.floor_kind else "copy") for c in t.copies]
     top = max(v for _, v, _ in rows) * 1.1

@@ -104,8 +104,9 @@ class CopyTiming:
 
 @dataclass
 class TimingResult:
-    shape: list[int]
-    floats_per_element: float
+    shape: list[int]                   # the timed dimensions' values
+    kernel: str                        # the exercise's kernel, for tables
+    byte_model: str                    # the byte model in words
     bytes_moved: int
     samples: int
     stop_reason: str
@@ -121,7 +122,8 @@ class TimingResult:
     informational_fraction: float
     chain_ms: float | None
     chain_gbps: float | None
-    chain_floats_per_element: float
+    chain_bytes: int | None = None
+    chain_title: str = ""
 
 
 @dataclass

@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import yaml
 
@@ -20,14 +20,10 @@ from grader.locations import rubrics_dir
 
 DEFAULT_RUBRIC = rubrics_dir() / "bias_gelu_fused.yaml"
 
-# The diagnosis codes the grader can emit; the rubric's feedback must explain each.
-DIAGNOSIS_CODES = (
-    "tanh_gelu",
-    "bias_missing",
-    "bias_by_row",
-    "bias_after_gelu",
-    "unwritten_rows",
-    "unwritten_cols",
+# The diagnosis codes the core emits for any exercise; an exercise adds its mistakes (codes its
+# reference models) and unwritten_<dim> for each dimension of an output. The rubric's feedback
+# explains each.
+CORE_CODES = (
     "unwritten_elements",
     "writes_past_output",
     "writes_before_output",
@@ -47,49 +43,83 @@ def _doc(text: str, **kw: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Shape:
-    rows: int = _doc("Rows of the row-major input.")
-    cols: int = _doc("Columns; the bias has this many floats.")
-
-    def __str__(self) -> str:
-        return f"{self.rows} x {self.cols}"
+class Tensor:
+    name: str = _doc("The tensor's name; a kernel or launcher parameter of this name is given its pointer.")
+    shape: list[str] = _doc("Its shape, outermost first, as expressions of the dimensions: [rows, cols].")
+    role: Literal["in", "out"] = _doc("in: drawn by the reference's input generator; out: written by the kernel "
+                                      "and compared with the reference's value of the same name.", default="in")
+    dtype: Literal["float32"] = _doc("Element type.", default="float32")
+    init: Literal["poison", "zero"] = _doc(
+        "How an output starts: poison (a NaN no arithmetic produces, so an unwritten element shows) or zero (for "
+        "kernels that accumulate, with atomicAdd say).", default="poison")
+    chain: bool = _doc("Exists only in cases that run the chain (the `chain` key).", default=False)
 
 
 @dataclass(frozen=True)
 class Kernel:
-    name: str = _doc("Name of the __global__ function the submission must define.", default="biasGeluFused")
-    signature: str = _doc(
-        "The required signature, shown to students.",
-        default="__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias, "
-        "float* __restrict__ out, size_t cols)",
-    )
-    launcher: str = _doc("Optional host launcher the grader calls instead of the default launch.", default="launchBiasGeluFused")
-    block_threads: int = _doc("Threads per block of the default launch: grid ((cols + T - 1) / T, rows).", default=256)
+    name: str = _doc("Name of the __global__ function the submission must define.")
+    signature: str = _doc("Its required signature, shown to students; each parameter is given the tensor or the "
+                          "dimension (or derived value) of its name.")
+    grid: list[str] = _doc("The default launch's grid (x, y, z), as expressions of the dimensions.",
+                           default_factory=lambda: ["1"])
+    block: list[str] = _doc("The default launch's block (x, y, z).", default_factory=lambda: ["256"])
+    launcher: str = _doc("Signature of the optional host launcher the grader calls instead of the default launch "
+                         "(its last parameter is the cudaStream_t to launch on); empty: none.", default="")
+
+    @property
+    def launcher_name(self) -> str:
+        from grader.exercises.signature import parse_signature
+
+        return parse_signature(self.launcher).name if self.launcher else ""
 
 
 @dataclass(frozen=True)
 class Tolerance:
     rtol: float = _doc("Relative tolerance against the float64 reference.", default=1e-5)
     atol: float = _doc("Absolute tolerance against the float64 reference.", default=1e-6)
+    scale: str = _doc("Both tolerances are multiplied by this expression of the case's dimensions (for a "
+                      "reduction, the error grows with its length: `sqrt(R)`).", default="1")
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    dims: dict[str, int] = _doc("The value of every dimension.")
+    inputs: str = _doc("The reference's input generator (reference.py's GENERATORS) to draw the inputs with.",
+                       default="random")
+    seeded: bool = _doc("Run once for every seed in checks.seeds (false: once, the generator is deterministic).",
+                        default=True)
+    chain: bool = _doc("Also run the chain (the `chain` key) after the submission.", default=False)
 
 
 @dataclass(frozen=True)
 class Checks:
-    lesson_shape: Shape = _doc("The lesson's ragged shape, run with the lesson's input pattern.", default=Shape(101, 97))
-    chain: bool = _doc("Also check submission + reference addResidual against the float64 chain.", default=True)
-    shapes: list[Shape] = _doc(
-        "Ragged shapes run with fresh random inputs from every seed.",
-        default_factory=lambda: [Shape(1, 1), Shape(1, 1025), Shape(7, 4099), Shape(129, 257)],
-    )
-    seeds: list[int] = _doc("Seeds for the random inputs.", default_factory=lambda: [1, 2, 3])
-    guard_floats: int = _doc("Floats of guard region on each side of the output, filled with a pattern.", default=4096)
+    cases: list[CaseSpec] = _doc("The correctness cases, in the order they run (the first that fails names the "
+                                 "mistake). Ragged sizes catch missing guards.")
+    seeds: list[int] = _doc("Seeds for the seeded cases' inputs.", default_factory=lambda: [1, 2, 3])
+    guard_floats: int = _doc("Floats of guard region on each side of every output, filled with a pattern.",
+                             default=4096)
+    order_exact: bool = _doc(
+        "The emulator's run in reverse block and thread order must give the same bits (false: the same values "
+        "within the tolerance, for kernels that sum in any order, such as with atomics).", default=True)
 
 
 @dataclass(frozen=True)
+class Chain:
+    title: str = _doc("What the chain is called in reports (`biasGeluFused + addResidual`).", default="")
+    kernel: str = _doc("A reference kernel run after the submission on the same buffers: "
+                       "reference/<exercise>/kernels.cu exports it as grader_ref_<kernel>.", default="")
+    args: list[str] = _doc("Its arguments: tensor names (pointers) and expressions (values).", default_factory=list)
+    output: str = _doc("The tensor it writes, compared with the reference's value of the same name.", default="")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Timing:
-    shape: Shape = _doc("The timed shape.", default=Shape(16384, 1024))
-    floats_per_element: float = _doc("Byte model of the submission: floats moved per element (x in, out out).", default=2.0)
-    chain_floats_per_element: float = _doc("Byte model of the chain: submission (2) + addResidual (3).", default=5.0)
+    dims: dict[str, int] = _doc("The timed shape: the value of every dimension.")
+    bytes: str = _doc("The byte model: bytes the kernel must move at the timed shape, an expression of the "
+                      "dimensions. The fraction compares its bandwidth with the floor's.")
+    byte_model: str = _doc("The byte model in words, for reports.", default="")
+    chain_bytes: str = _doc("The chain's byte model (empty: the chain is not timed).", default="")
+    copy_floats: str = _doc("Floats each floor copy reads and writes (its bytes: 8 per float).")
     floor: list[str] = _doc(
         "Copies measured in the same process; the floor is the fastest. "
         "copy_scalar: the lesson's one-float-per-thread copy; copy_vec4: 16 bytes per thread; memcpy: cudaMemcpyAsync.",
@@ -205,14 +235,22 @@ class Feedback:
     no_gpu: str = _doc("What the report says when performance could not be graded.", default="Performance is graded only on a GPU.")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rubric:
-    exercise: str = _doc("Identifier of the exercise.")
+    exercise: str = _doc("Identifier of the exercise; its reference lives in reference/<exercise>/.")
     title: str = _doc("Title shown in reports.")
-    kernel: Kernel = _doc("What the submission must define.", default=Kernel())
+    dims: dict[str, str] = _doc("The named dimensions, each with what it is (shown to students).")
+    tensors: list[Tensor] = _doc("The kernel's tensors, inputs and outputs.")
+    derived: dict[str, str] = _doc("Values computed from the dimensions (`n: rows * cols`), usable wherever a "
+                                   "dimension is.", default_factory=dict)
+    mistakes: list[str] = _doc("The mistakes the reference models, by diagnosis code, in the order they are tried: "
+                               "reference.py's MISTAKES gives what each would output.", default_factory=list)
+    chain: Chain = _doc("An optional reference kernel run after the submission (the lesson's fusion chain).",
+                        default=Chain())
+    kernel: Kernel = _doc("What the submission must define and how it is launched.")
+    checks: Checks = _doc("Correctness cases.")
+    timing: Timing = _doc("How performance is measured.")
     tolerance: Tolerance = _doc("Correctness tolerance.", default=Tolerance())
-    checks: Checks = _doc("Correctness cases.", default=Checks())
-    timing: Timing = _doc("How performance is measured.", default=Timing())
     tiers: Tiers = _doc("Tier thresholds and policy.", default=Tiers())
     limits: Limits = _doc("Resource limits of the child process.", default=Limits())
     emulator: Emulator = _doc("CPU emulation settings.", default=Emulator())
@@ -278,8 +316,6 @@ def _build(cls: type, node: yaml.Node, prefix: str, path: str) -> Any:
 
 def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
     origin = typing.get_origin(tp)
-    if tp is Shape:
-        return _shape(node, dotted, path)
     if dataclasses.is_dataclass(tp):
         return _build(tp, node, dotted, path)
     if origin is list:
@@ -317,28 +353,11 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
     raise RubricError(path, dotted, f"unsupported type {tp}", _line(node))  # pragma: no cover - schema bug
 
 
-def _shape(node: yaml.Node, dotted: str, path: str) -> Shape:
-    # A shape may be written [rows, cols] or {rows: R, cols: C}.
-    if isinstance(node, yaml.SequenceNode):
-        if len(node.value) != 2:
-            raise RubricError(path, dotted, "a shape is [rows, cols]", _line(node))
-        rows = _convert(int, node.value[0], dotted + "[0]", path)
-        cols = _convert(int, node.value[1], dotted + "[1]", path)
-        return Shape(rows, cols)
-    return _build(Shape, node, dotted, path)
-
-
 def _check_semantics(r: Rubric, path: str) -> None:
     def bad(key: str, problem: str) -> None:
         raise RubricError(path, key, problem)
 
-    shapes = [("checks.lesson_shape", r.checks.lesson_shape), ("timing.shape", r.timing.shape)]
-    shapes += [(f"checks.shapes[{i}]", s) for i, s in enumerate(r.checks.shapes)]
-    for key, s in shapes:
-        if s.rows < 1 or s.cols < 1:
-            bad(key, f"rows and cols must be at least 1, got {s}")
-        if s.rows > 65535:
-            bad(key, f"rows become gridDim.y, which is at most 65535; got {s.rows}")
+    _check_exercise(r, bad)
     if not 0 < r.tiers.silver < r.tiers.gold:
         bad("tiers", f"need 0 < silver < gold, got silver {r.tiers.silver} and gold {r.tiers.gold}")
     for i, kind in enumerate(r.timing.floor):
@@ -354,13 +373,12 @@ def _check_semantics(r: Rubric, path: str) -> None:
         bad("timing.hard_budget_s", "must be at least timing.budget_s")
     if r.timing.input_sets < 1:
         bad("timing.input_sets", "at least 1")
-    if r.kernel.block_threads < 1 or r.kernel.block_threads > 1024:
-        bad("kernel.block_threads", "between 1 and 1024")
     if not r.checks.seeds:
         bad("checks.seeds", "name at least one seed")
+    known = diagnosis_codes(r)
     for code in r.feedback.diagnosis:
-        if code not in DIAGNOSIS_CODES:
-            bad(f"feedback.diagnosis.{code}", f"unknown diagnosis code (known: {', '.join(DIAGNOSIS_CODES)})")
+        if code not in known:
+            bad(f"feedback.diagnosis.{code}", f"unknown diagnosis code (known: {', '.join(known)})")
     for tier in r.feedback.tiers:
         if tier not in TIER_NAMES:
             bad(f"feedback.tiers.{tier}", f"unknown tier (known: {', '.join(TIER_NAMES)})")
@@ -379,6 +397,134 @@ def _check_semantics(r: Rubric, path: str) -> None:
                 bad(f"findings[{i}].when[{j}].fact", f"unknown fact {c.fact!r} (known: {', '.join(FINDING_FACTS)})")
         if not rule.when:
             bad(f"findings[{i}].when", "name at least one condition")
+
+
+def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
+    """Every code a grade against this exercise can carry."""
+    axes = [f"unwritten_{d}" for t in r.tensors if t.role == "out" and len(t.shape) >= 2 for d in t.shape
+            if d in r.dims]
+    return tuple(dict.fromkeys([*r.mistakes, *axes, *CORE_CODES]))
+
+
+def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
+    """The exercise's contract: every name resolves, every case gives a launchable grid."""
+    from grader.exercises import exprs
+    from grader.exercises.signature import parse_signature
+
+    if not r.dims:
+        bad("dims", "name at least one dimension")
+    names = set(r.dims)
+    for key, text in r.derived.items():
+        _expr_ok(f"derived.{key}", text, names, bad)
+        names.add(key)
+    tensors = {t.name: t for t in r.tensors}
+    if len(tensors) != len(r.tensors):
+        bad("tensors", "two tensors have the same name")
+    if not any(t.role == "out" and not t.chain for t in r.tensors):
+        bad("tensors", "name at least one output (role: out)")
+    for i, t in enumerate(r.tensors):
+        if not t.shape:
+            bad(f"tensors[{i}].shape", "give at least one dimension")
+        for j, e in enumerate(t.shape):
+            _expr_ok(f"tensors[{i}].shape[{j}]", e, names, bad)
+    try:
+        sig = parse_signature(r.kernel.signature)
+    except ValueError as exc:
+        bad("kernel.signature", str(exc))
+    if sig.name != r.kernel.name:
+        bad("kernel.signature", f"declares {sig.name!r}, but kernel.name is {r.kernel.name!r}")
+    _params_ok("kernel.signature", sig.params, tensors, names, bad)
+    if r.kernel.launcher:
+        try:
+            launcher = parse_signature(r.kernel.launcher)
+        except ValueError as exc:
+            bad("kernel.launcher", str(exc))
+        if not launcher.params or not launcher.params[-1].stream:
+            bad("kernel.launcher", "the last parameter must be `cudaStream_t stream` (the stream to launch on)")
+        _params_ok("kernel.launcher", launcher.params[:-1], tensors, names, bad)
+    for key, dims in (("kernel.grid", r.kernel.grid), ("kernel.block", r.kernel.block)):
+        if not 1 <= len(dims) <= 3:
+            bad(key, "give 1 to 3 expressions (x, y, z)")
+        for j, e in enumerate(dims):
+            _expr_ok(f"{key}[{j}]", e, names, bad)
+    if r.chain.kernel:
+        for j, a in enumerate(r.chain.args):
+            if a not in tensors:
+                _expr_ok(f"chain.args[{j}]", a, names, bad)
+        if r.chain.output not in tensors or tensors[r.chain.output].role != "out":
+            bad("chain.output", f"name an output tensor (got {r.chain.output!r})")
+    if not r.checks.cases:
+        bad("checks.cases", "give at least one case")
+    generators = set()
+    for i, case in enumerate(r.checks.cases):
+        _case_ok(f"checks.cases[{i}]", case.dims, r, bad)
+        generators.add(case.inputs)
+        if case.chain and not r.chain.kernel:
+            bad(f"checks.cases[{i}].chain", "the exercise has no chain (the `chain` key)")
+    _case_ok("timing.dims", r.timing.dims, r, bad)
+    for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
+        _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
+    _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)
+    values = dims_values(r, r.timing.dims)
+    if exprs.evaluate(r.timing.copy_floats, values) < 1:
+        bad("timing.copy_floats", "must be at least 1 at the timed shape")
+
+
+def _expr_ok(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
+    from grader.exercises import exprs
+
+    try:
+        unknown = exprs.names(text) - names
+    except exprs.ExprError as exc:
+        bad(key, str(exc))
+    if unknown:
+        bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
+
+
+def _params_ok(key: str, params, tensors: dict, names: set[str], bad: Callable[[str, str], None]) -> None:
+    for p in params:
+        if p.pointer:
+            if p.name not in tensors:
+                bad(key, f"parameter {p.name!r} is a pointer but no tensor has that name "
+                         f"(tensors: {', '.join(tensors)})")
+            if tensors[p.name].role == "out" and p.const_data:
+                bad(key, f"parameter {p.name!r} is an output: it cannot point to const")
+        elif p.name not in names:
+            bad(key, f"parameter {p.name!r} is neither a tensor, a dimension nor a derived value")
+
+
+def dims_values(r: Rubric, dims: dict[str, int]) -> dict[str, int]:
+    """The dimensions of a case with the derived values added."""
+    from grader.exercises import exprs
+
+    values = dict(dims)
+    for key, text in r.derived.items():
+        values[key] = exprs.evaluate(text, values)
+    return values
+
+
+def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str], None]) -> None:
+    from grader.exercises import exprs
+
+    missing = [d for d in r.dims if d not in dims]
+    extra = [d for d in dims if d not in r.dims]
+    if missing or extra:
+        bad(key, f"give every dimension and no other ({', '.join(r.dims)})" +
+            (f"; missing {', '.join(missing)}" if missing else f"; unknown {', '.join(extra)}"))
+    if any(v < 1 for v in dims.values()):
+        bad(key, "every dimension must be at least 1")
+    values = dims_values(r, dims)
+    grid = [exprs.evaluate(e, values) for e in r.kernel.grid]
+    block = [exprs.evaluate(e, values) for e in r.kernel.block]
+    limits = (2**31 - 1, 65535, 65535)
+    for axis, (g, top) in enumerate(zip(grid, limits)):
+        if not 1 <= g <= top:
+            bad(key, f"the default launch's grid is {grid}: gridDim.{'xyz'[axis]} must be 1 to {top}")
+    threads = 1
+    for b in block:
+        threads *= b
+    if not 1 <= threads <= 1024:
+        bad(key, f"the default launch's block is {block}: 1 to 1024 threads")
 
 
 def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]:

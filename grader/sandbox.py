@@ -10,6 +10,7 @@ parent gets a ChildRun back: a faulting or hanging kernel is a status.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import resource
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 from grader import protocol
 from grader.child.guard import Blocked, parse_reports
+from grader.contract import Job
 
 
 class CappedOutput:
@@ -184,7 +186,7 @@ class Worker:
             self._ready_fd = None
         return time.perf_counter() - start
 
-    def run(self, job: dict, *, time_limit_s: float) -> ChildRun:
+    def run(self, job: Job, *, time_limit_s: float) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.
 
         The job's libraries are read by the child, which may no longer be root by then: the
@@ -193,9 +195,9 @@ class Worker:
         assert proc.stdin and proc.stdout and proc.stderr
         start = time.perf_counter()
         secret = protocol.new_key()
-        job = dict(job, key=secret.hex(), library=self._private_copy(job["library"]))
+        job = dataclasses.replace(job, key=secret.hex(), library=self._private_copy(job.library))
         try:
-            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.write(json.dumps(job.to_json()).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
@@ -303,9 +305,9 @@ class Worker:
         self.cancel()
 
 
-def run_worker(job: dict, *, time_limit_s: float, output_cap: int) -> ChildRun:
-    """Start a child for job["backend"], run job in it, and return what came back."""
-    with Worker(backend=job["backend"], output_cap=output_cap, cpu_limit_s=time_limit_s) as worker:
+def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
+    """Start a child for job.backend, run job in it, and return what came back."""
+    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
 
 

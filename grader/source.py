@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.exercises.signature import parse_param, parse_signature, split_params
+
 MAX_SOURCE_BYTES = 256 * 1024
 
 
@@ -53,11 +55,14 @@ class SourceProblem:
     line: int | None = None
 
 
-def read_submission(path: Path, launcher: str) -> Submission | SourceProblem:
-    """Read and scan a submission, or say why it is not a CUDA source we can grade."""
+def read_submission(path: Path, launcher: str, signature: str = "") -> Submission | SourceProblem:
+    """Read and scan a submission, or say why it is not a CUDA source we can grade. launcher: the
+    optional launcher's name ("" when the exercise has none); signature: the kernel's, for the
+    message about an empty file."""
     data = path.read_bytes()
     if not data.strip():
-        return SourceProblem(f"{path.name} is empty: write a __global__ void biasGeluFused(...) kernel in it.")
+        return SourceProblem(f"{path.name} is empty: write the exercise's kernel in it:\n  {signature}" if signature
+                             else f"{path.name} is empty: write a __global__ kernel in it.")
     if len(data) > MAX_SOURCE_BYTES:
         return SourceProblem(
             f"{path.name} is {len(data) / 1024:.0f} KiB; a submission may be at most {MAX_SOURCE_BYTES // 1024} KiB of source."
@@ -72,7 +77,8 @@ def read_submission(path: Path, launcher: str) -> Submission | SourceProblem:
     code = blank_comments_and_strings(text)
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
-    sub.has_launcher = re.search(rf"\b{re.escape(launcher)}\s*\([^;{{]*\)\s*\{{", code, re.S) is not None
+    sub.has_launcher = bool(launcher) and re.search(rf"\b{re.escape(launcher)}\s*\([^;{{]*\)\s*\{{", code,
+                                                    re.S) is not None
     return sub
 
 
@@ -120,28 +126,11 @@ def _balanced(code: str, start: int) -> tuple[str, int]:
     return code[start : i - 1], i
 
 
-def _split_params(inside: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in inside:
-        if ch in "(<[":
-            depth += 1
-        elif ch in ")>]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur).strip())
-    return [" ".join(p.split()) for p in parts]
-
-
 def find_kernels(code: str) -> list[KernelDecl]:
     seen: dict[str, KernelDecl] = {}
     for m in _KERNEL_RE.finditer(code):
         inside, _ = _balanced(code, m.end())
-        decl = KernelDecl(m.group(1), _split_params(inside), code.count("\n", 0, m.start()) + 1)
+        decl = KernelDecl(m.group(1), split_params(inside), code.count("\n", 0, m.start()) + 1)
         seen.setdefault(decl.name, decl)
     return list(seen.values())
 
@@ -156,25 +145,35 @@ def missing_kernel_message(sub: Submission, name: str, signature: str) -> str:
     return f"{sub.path.name} has no kernel named '{name}'; it defines {listed}.{hint} The grader calls:\n  {signature}"
 
 
-def signature_problem(decl: KernelDecl) -> str | None:
-    """Why the default launch cannot call this kernel, or None if it can."""
-    p = decl.params
-    integer = re.compile(r"\b(size_t|int|unsigned|long|int64_t|uint64_t|int32_t|uint32_t|ptrdiff_t)\b")
-    ok = (
-        len(p) == 4
-        and all(re.search(r"\bfloat\b", q) and "*" in q for q in p[:3])
-        and "const" not in p[2].split("*")[0]
-        and integer.search(p[3]) is not None
-        and "*" not in p[3]
-    )
-    if ok:
+def signature_problem(decl: KernelDecl, kernel) -> str | None:
+    """Why the default launch cannot call this kernel (kernel: the rubric's Kernel), or None if it
+    can. Fair to what compiles: an input may drop its const, an integer may be any integer type."""
+    want = parse_signature(kernel.signature).params
+    problem = None
+    if len(decl.params) != len(want):
+        problem = f"takes {len(decl.params)} parameters; the default launch passes {len(want)}"
+    else:
+        for text, w in zip(decl.params, want):
+            try:
+                got = parse_param(text)
+            except ValueError:
+                problem = f"has a parameter the grader cannot read: {text!r}"
+                break
+            if w.pointer != got.pointer or (w.pointer and got.element != w.element):
+                problem = f"takes {text!r} where the default launch passes {w.ctype} {w.name}"
+                break
+            if w.pointer and got.const_data and not w.const_data:
+                problem = f"takes {text!r}, a pointer to const, for the output {w.name}"
+                break
+            if not w.pointer and w.integer and not got.integer:
+                problem = f"takes {text!r} where the default launch passes the integer {w.name}"
+                break
+    if problem is None:
         return None
-    return (
-        f"biasGeluFused (line {decl.line}) takes ({', '.join(p)}); the default launch passes "
-        "(const float* x, const float* bias, float* out, size_t cols). Change the parameters, or define "
-        "void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, "
-        "cudaStream_t stream) and launch your kernel from it."
-    )
+    how = (f" Change the parameters, or define {kernel.launcher.rstrip(';')} and launch your kernel from it."
+           if kernel.launcher else " Change the parameters.")
+    return (f"{kernel.name} (line {decl.line}) takes ({', '.join(decl.params)}): it {problem}. The default launch "
+            f"calls:\n  {kernel.signature}\n" + how.strip())
 
 
 # ---------------------------------------------------------------------------

@@ -17,39 +17,47 @@ import torch
 
 from grader import protocol
 from grader.build import BuildResult
-from grader.cases import Case, make_inputs
 from grader.checking import Prepared, compare, prepare, read_guards
 from grader.diagnosis import Diagnosis, diagnose
-from grader.reference_math import bias_gelu, chain
+from grader.errors import ExerciseError
+from grader.exercises import Reference as ExerciseReference
+from grader.exercises import exprs
+from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
-from grader.rubric import Rubric
+from grader.rubric import Rubric, dims_values
 from grader.sandbox import ChildRun
 from grader.stats import fraction_interval, median
 from grader.tiers import assign_tier
 
 
 @dataclass
-class Reference:
-    x: torch.Tensor
-    bias: torch.Tensor
-    want: torch.Tensor
-    prepared: Prepared
-    chain: torch.Tensor | None
+class Expected:
+    """A case's inputs and its float64 answers, with the tolerance at its dimensions."""
+
+    inputs: dict[str, torch.Tensor]
+    want: dict[str, torch.Tensor]
+    prepared: dict[str, Prepared]
+    rtol: float
+    atol: float
 
 
-def reference_for(case: Case, rubric: Rubric) -> Reference:
-    """The case's inputs and its float64 answers (the submission's, and the chain's)."""
-    x, bias, r = make_inputs(case)
-    want = bias_gelu(x, bias)
-    prepared = prepare(want, rtol=rubric.tolerance.rtol, atol=rubric.tolerance.atol)
-    return Reference(x, bias, want, prepared, chain(x, bias, r) if r is not None else None)
+def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, inputs: dict[str, torch.Tensor]) -> Expected:
+    """The case's answers from the exercise's reference (computed in the parent while the child runs)."""
+    want = reference.expected(inputs, dict(case.dims))
+    for t in tensors_of(rubric, case):
+        if t.role == "out" and t.name not in want:
+            raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave no {t.name!r} for {case.name}")
+    scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
+    rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
+    want = {k: v.to(torch.float64) for k, v in want.items()}
+    return Expected(inputs, want, {k: prepare(v.clone(), rtol=rtol, atol=atol) for k, v in want.items()}, rtol, atol)
 
 
 # ---------------------------------------------------------------------------
 
 
-def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Reference]"], rubric: Rubric, build: BuildResult,
-              p: Path, result: Result) -> None:
+def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
+             reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
     by_name = {c.name: c for c in cases}
     seen: set[str] = set()
     timing_frame = None
@@ -61,7 +69,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
         if kind == "case" and h.get("case") in by_name:
             case = by_name[h["case"]]
             seen.add(case.name)
-            _check_case(case, h, frame.payload, references[case.name], rubric, build, p, result)
+            _check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p, result)
         elif kind == "timing":
             timing_frame = h
         elif kind == "fatal":
@@ -79,7 +87,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
         if case.name not in seen:
             note = ("skipped: one launch at the timed shape took longer than timing.slow_launch_s, so only set 0 "
                     "was run" if case.name in skipped else "not run")
-            result.cases.append(CaseResult(case.name, [case.rows, case.cols], case.pattern, case.seed, None,
+            result.cases.append(CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None,
                                            note=note, kind="timed" if case.timed else "check"))
 
     result.sandbox["peak_rss_mib"] = round(run.max_rss_kib / 1024)
@@ -101,7 +109,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ref
         if result.backend == "cuda":
             result.tier = "below"
         result.feedback = (f"Every correctness check passed, but one launch at the timed shape "
-                           f"({rubric.timing.shape}) did not finish within {rubric.limits.time_limit_s:g} s, so it "
+                           f"({' x '.join(str(v) for v in rubric.timing.dims.values())}) did not finish within {rubric.limits.time_limit_s:g} s, so it "
                            "could not be timed" + (" and is graded below." if result.backend == "cuda" else ".")
                            + " Look for what makes it slow: a printf from every thread costs minutes at this size.")
         for d in result.diagnosis:
@@ -193,18 +201,20 @@ def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: 
     return False
 
 
-def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: Rubric, build: BuildResult, p: Path,
-                result: Result) -> None:
+def _check_case(case: Case, h: dict, payload: bytes, expected: Future, rubric: Rubric,
+                reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
     kind = "timed" if case.timed else "check"
-    cr = CaseResult(case.name, [case.rows, case.cols], case.pattern, case.seed, None, kind=kind)
+    cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
     result.cases.append(cr)
+    roles = {t.name: t for t in rubric.tensors}
     if not h.get("ok"):
         fault = h.get("fault")
         if fault:
             where = _source_line(build, fault.get("pc_offset"), p)
             if fault.get("buffer"):
-                code = "writes_past_output" if fault["buffer"] in ("out", "chain") and fault["where"] == "past" else (
-                    "writes_before_output" if fault["buffer"] in ("out", "chain") else "reads_past_input")
+                output = fault["buffer"] in roles and roles[fault["buffer"]].role == "out"
+                code = "writes_past_output" if output and fault["where"] == "past" else (
+                    "writes_before_output" if output else "reads_past_input")
                 verb = "wrote" if fault.get("is_write") == 1 else "read"
                 msg = f"{verb} {fault['where']} the end of {fault['buffer']}" if fault["where"] == "past" else \
                     f"{verb} before the start of {fault['buffer']}"
@@ -229,24 +239,52 @@ def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: 
         _add_diag(result, Diagnosis("launch_error", cr.note, case.name))
         return
 
-    pad = rubric.checks.guard_floats
-    n = case.elements
-    full_floats = h.get("full_floats", n + 2 * pad)
-    full = torch.frombuffer(bytearray(payload[: full_floats * 4]), dtype=torch.float32)
-    pad_here = (full_floats - n) // 2
-    got = full[pad_here : pad_here + n].view(case.rows, case.cols)
-    ref: Reference = reference.result()
-    x, bias, want = ref.x, ref.bias, ref.want
-    tol = rubric.tolerance
-    cmp = compare(got, want, rtol=tol.rtol, atol=tol.atol, prepared=ref.prepared)
-    guards = read_guards(full, pad_here, n)
-    cr.bad, cr.total, cr.unwritten = cmp.bad, cmp.total, cmp.unwritten
-    cr.max_abs_error, cr.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
-    if cmp.first:
-        cr.first_mismatch = vars(cmp.first)
-    cr.passed = cmp.passed and not guards.damaged
-    if not cr.passed and not (case.timed and result.diagnosis):     # the small cases already named it
-        for d in diagnose(got, want, x, bias, cmp, guards, rtol=tol.rtol, atol=tol.atol):
+    ref: Expected = expected.result()
+    values = dims_values(rubric, case.dims)
+    outputs, at = [], 0
+    for meta in h.get("outputs", []) + h.get("reverse_outputs", []):
+        floats, pad = int(meta["floats"]), int(meta["pad"])
+        size = (floats + 2 * pad) * 4
+        full = torch.frombuffer(bytearray(payload[at: at + size]), dtype=torch.float32)
+        at += size
+        outputs.append((meta["name"], full, pad, floats))
+    primary = outputs[: len(h.get("outputs", []))]
+    reverse = outputs[len(primary):]
+    passed, first_failure = True, None
+    cr.passed = True
+    for name, full, pad, floats in primary:
+        tensor = roles[name]
+        shape = shape_of(tensor, values)
+        got = full[pad: pad + floats].view(shape)
+        cmp = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name])
+        guards = read_guards(full, pad, floats)
+        ok = cmp.passed and not guards.damaged
+        at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
+        if tensor.chain:
+            result.cases.append(CaseResult(
+                f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
+                case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten,
+                {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None,
+                cmp.max_abs_error, cmp.max_rel_error, kind="chain"))
+            continue
+        cr.bad += cmp.bad
+        cr.total += cmp.total
+        cr.unwritten += cmp.unwritten
+        cr.max_abs_error = max(cr.max_abs_error or 0.0, cmp.max_abs_error)
+        cr.max_rel_error = max(cr.max_rel_error or 0.0, cmp.max_rel_error)
+        if cmp.first and cr.first_mismatch is None:
+            cr.first_mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want}
+        if not ok:
+            passed = False
+            if first_failure is None:
+                first_failure = (name, tensor, got, cmp, guards)
+    cr.passed = passed
+    if first_failure is not None and not (case.timed and result.diagnosis):     # the small cases already named it
+        name, tensor, got, cmp, guards = first_failure
+        axes = [d if d in rubric.dims else f"axis {k}" for k, d in enumerate(tensor.shape)]
+        mistakes = reference.mistakes if name == _first_output(rubric) else {}
+        for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol, atol=ref.atol,
+                          axes=axes, mistakes=mistakes):
             d.case = case.name
             _add_diag(result, d)
     if h.get("reverse_error"):
@@ -256,19 +294,31 @@ def _check_case(case: Case, h: dict, payload: bytes, reference: Future, rubric: 
                 if fault.get("buffer") else h["reverse_error"])
         _add_diag(result, Diagnosis("order_dependent", f"run with blocks and threads in reverse order, the kernel "
                                     f"failed ({what}), though it ran in the usual order", case.name))
-    if h.get("reverse_differs"):
+    if reverse:
+        # The exercise lets a sum's order vary: the reverse run must still be within the tolerance.
+        for name, full, pad, floats in reverse:
+            got = full[pad: pad + floats].view(shape_of(roles[name], values))
+            rc = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name])
+            if not rc.passed and passed:
+                cr.passed = False
+                _add_diag(result, Diagnosis("order_dependent", f"{rc.bad} of {rc.total} output values were wrong "
+                                            "when blocks and threads ran in reverse order (right in the usual order)",
+                                            case.name))
+    elif h.get("reverse_differs") and rubric.checks.order_exact:
         cr.passed = False
         _add_diag(result, Diagnosis("order_dependent",
                                     f"{h.get('reverse_diff_count', '?')} output floats changed when blocks and threads "
                                     "ran in reverse order", case.name))
-    if h.get("chain_bytes") and ref.chain is not None:
-        chain_got = torch.frombuffer(bytearray(payload[full_floats * 4 :]), dtype=torch.float32).view(case.rows, case.cols)
-        ccmp = compare(chain_got, ref.chain, rtol=tol.rtol, atol=tol.atol)
-        chain_case = CaseResult(f"chain {case.rows}x{case.cols} (submission + addResidual)", [case.rows, case.cols],
-                                case.pattern, case.seed, ccmp.passed, ccmp.bad, ccmp.total, ccmp.unwritten,
-                                vars(ccmp.first) if ccmp.first else None, ccmp.max_abs_error, ccmp.max_rel_error,
-                                kind="chain")
-        result.cases.append(chain_case)
+
+
+def _first_output(rubric: Rubric) -> str:
+    return next(t.name for t in rubric.tensors if t.role == "out" and not t.chain)
+
+
+def _location(name: str, tensor, index: list[int]) -> str:
+    """out[3][5] (rows 3, cols 5): where an element is, by index and by dimension."""
+    dims = ", ".join(f"{d} {i}" for d, i in zip(tensor.shape, index) if d.isidentifier())
+    return name + "".join(f"[{i}]" for i in index) + (f" ({dims})" if dims else "")
 
 
 def _add_diag(result: Result, d: Diagnosis) -> None:
@@ -301,37 +351,38 @@ def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
 def _timing(frame: dict, rubric: Rubric, result: Result) -> None:
     t = rubric.timing
     samples: dict[str, list[float]] = frame["samples_ms"]
-    n = t.shape.rows * t.shape.cols
-    nbytes = int(t.floats_per_element * 4 * n)
+    values = dims_values(rubric, t.dims)
+    nbytes = int(exprs.evaluate(t.bytes, values))
+    copy_bytes = 8 * int(exprs.evaluate(t.copy_floats, values))
 
-    def gbps(ms: float, floats: float = t.floats_per_element) -> float:
-        return floats * 4 * n / (ms * 1e-3) / 1e9
+    def gbps(ms: float, moved: int) -> float:
+        return moved / (ms * 1e-3) / 1e9
 
-    copies = [CopyTiming(k, median(samples[k]), gbps(median(samples[k]), 2.0)) for k in samples
+    copies = [CopyTiming(k, median(samples[k]), gbps(median(samples[k]), copy_bytes)) for k in samples
               if k not in ("submission", "chain")]
     floor = min((c for c in copies if c.kind in t.floor), key=lambda c: c.median_ms)
     sub_ms = median(samples["submission"])
     interval = fraction_interval(samples[floor.kind], samples["submission"], resamples=t.bootstrap)
     info = next(c for c in copies if c.kind == t.informational_floor)
     chain_ms = median(samples["chain"]) if samples.get("chain") else None
-    # The fraction is a ratio of GB/s on each kernel's own byte count; with the
-    # same 2 floats per element on both sides it is the ratio of the times.
-    scale = t.floats_per_element / 2.0
+    chain_bytes = int(exprs.evaluate(t.chain_bytes, values)) if t.chain_bytes else None
+    # The fraction is a ratio of bandwidths, each on its own byte count: the ratio of the
+    # times scaled by the ratio of the bytes.
+    scale = nbytes / copy_bytes
     result.timing = TimingResult(
-        shape=[t.shape.rows, t.shape.cols], floats_per_element=t.floats_per_element, bytes_moved=nbytes,
+        shape=list(t.dims.values()), kernel=rubric.kernel.name, byte_model=t.byte_model, bytes_moved=nbytes,
         samples=len(samples["submission"]), stop_reason=frame.get("stop_reason", ""), seconds=frame.get("seconds", 0.0),
-        submission_ms=sub_ms, submission_gbps=gbps(sub_ms), floor_kind=floor.kind, floor_gbps=floor.gbps,
+        submission_ms=sub_ms, submission_gbps=gbps(sub_ms, nbytes), floor_kind=floor.kind, floor_gbps=floor.gbps,
         copies=copies, fraction=interval.median * scale, fraction_ci=[interval.low * scale, interval.high * scale],
         informational_kind=info.kind, informational_fraction=info.median_ms / sub_ms * scale,
-        chain_ms=chain_ms, chain_gbps=gbps(chain_ms, t.chain_floats_per_element) if chain_ms else None,
-        chain_floats_per_element=t.chain_floats_per_element,
+        chain_ms=chain_ms, chain_gbps=gbps(chain_ms, chain_bytes) if chain_ms and chain_bytes else None,
+        chain_bytes=chain_bytes, chain_title=rubric.chain.title,
     )
     result.fraction = result.timing.fraction
     result.fraction_ci = result.timing.fraction_ci
     result.gbps = result.timing.submission_gbps
     result.floor = {"kind": floor.kind, "gbps": floor.gbps, "copies": {c.kind: c.gbps for c in copies}}
     result.device.update(frame.get("device", {}))
-
 
 
 def _tier(result: Result, rubric: Rubric) -> None:

@@ -1,5 +1,6 @@
-// The grader's reference kernels: the copies the floor is measured with,
-// and the residual add the chain check runs after a submission.
+// The grader's own kernels, common to every exercise: the copies the floor is measured with,
+// the L2 reset and the device heap. An exercise's own reference kernels (reference/<exercise>/
+// kernels.cu) are built into the same library.
 //
 // Built once per GPU architecture (and once for the CPU emulator) into a
 // library of its own, so no name here can collide with a submission's.
@@ -38,15 +39,6 @@ __global__ void refCopyVec4(const float* __restrict__ in, float* __restrict__ ou
     }
 }
 
-// The lesson's addResidual: out = a + r.
-__global__ void refAddResidual(const float* __restrict__ a, const float* __restrict__ r,
-                               float* __restrict__ out, size_t n) {
-    const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-    if (i < n) {
-        out[i] = a[i] + r[i];
-    }
-}
-
 unsigned blocksFor(size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 }  // namespace
@@ -70,11 +62,6 @@ extern "C" int grader_ref_memcpy(const float* in, float* out, size_t n, void* st
     return static_cast<int>(cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice,
                                             static_cast<cudaStream_t>(stream)));
 #endif
-}
-
-extern "C" int grader_ref_add_residual(const float* a, const float* r, float* out, size_t n, void* stream) {
-    refAddResidual<<<blocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, r, out, n);
-    return static_cast<int>(cudaGetLastError());
 }
 
 // Drops any L2 lines a kernel marked persisting, so no access-policy window survives into the timing.

@@ -53,7 +53,7 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
         folder.mkdir()
         for i in range(n):
             sample = BATCH_MIX[i % len(BATCH_MIX)]
-            text = (ROOT / "submissions" / sample).read_text()
+            text = (ROOT / "submissions" / "bias_gelu_fused" / sample).read_text()
             (folder / f"student{i:03d}_{Path(sample).stem}.cu").write_text(f"// student {i}\n" + text)
         env = dict(os.environ, GRADER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
         cmd = [sys.executable, "-m", "grader", "batch", str(folder), "--backend", backend, "--report-dir", str(out)]
@@ -75,7 +75,7 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
         lone = {}
         if backend == "cuda":
             for sample in BATCH_MIX:
-                _, doc = submit(f"submissions/{sample}", str(cache), backend)
+                _, doc = submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)
                 lone[Path(sample).stem] = doc.get("fraction")
         moved, by_kernel = [], {}
         for row in summary:
@@ -114,8 +114,8 @@ def main() -> int:
     rows = []
     figures: dict = {"backend": args.backend}
     with tempfile.TemporaryDirectory(prefix="grader-bench-cache-") as cache:
-        cold, first = submit("submissions/float4_launcher.cu", cache, args.backend)
-        warm, _ = submit("submissions/float4_launcher.cu", cache, args.backend)
+        cold, first = submit("submissions/bias_gelu_fused/float4_launcher.cu", cache, args.backend)
+        warm, _ = submit("submissions/bias_gelu_fused/float4_launcher.cu", cache, args.backend)
         figures["cold_s"], figures["warm_s"] = cold, warm
         figures["device"] = first.get("device", {})
         rows.append(("submit cold (empty cache), float4", f"{cold:.2f} s", "<= 6 s", cold <= 6.0))
@@ -124,7 +124,7 @@ def main() -> int:
             figures["status"] = first["status"]
         else:
             for sample in ("float4_launcher.cu", "scalar_2d.cu"):
-                docs = [submit(f"submissions/{sample}", cache)[1] for _ in range(args.runs)]
+                docs = [submit(f"submissions/bias_gelu_fused/{sample}", cache)[1] for _ in range(args.runs)]
                 fr = [d["fraction"] for d in docs]
                 spread = (max(fr) - min(fr)) / (sum(fr) / len(fr))
                 figures[sample] = {

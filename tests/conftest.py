@@ -4,7 +4,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBMISSIONS = ROOT / "submissions"
+SUBMISSIONS = ROOT / "submissions" / "bias_gelu_fused"
+
+
+def sample_folders() -> list[Path]:
+    """submissions/<exercise>/ for every exercise that has samples."""
+    return sorted(p for p in (ROOT / "submissions").iterdir() if (p / "manifest.yaml").is_file())
 
 
 def _has_gpu() -> bool:
@@ -41,6 +46,14 @@ def rubric():
     from grader.rubric import load_rubric
 
     return load_rubric()
+
+
+@pytest.fixture(scope="session")
+def bias_gelu(rubric):
+    """The bias_gelu_fused exercise's reference.py, as a module."""
+    from grader.exercises import load_reference
+
+    return load_reference(rubric).module
 
 
 @pytest.fixture

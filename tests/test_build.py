@@ -17,7 +17,7 @@ __global__ void biasGeluFused(const float* __restrict__ x, const float* __restri
 
 @needs_nvcc
 def test_nvcc_build_reports_resources_and_is_cached(write_cu, rubric):
-    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher)
+    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher_name)
     first = build_submission(sub, rubric, backend="cuda", arch="sm_90")
     assert first.ok and not first.cached and first.library.exists()
     k = next(r for r in first.resources if r.name == "biasGeluFused")
@@ -32,23 +32,38 @@ def test_nvcc_build_reports_resources_and_is_cached(write_cu, rubric):
 def test_nvcc_errors_come_back_as_the_students_file_and_line(write_cu, rubric):
     text = GOOD.replace("out[i] = x[i] + bias[col];", "out[i] = x[i] + bias[col] + missing;")
     path = write_cu(text, "student.cu")
-    result = build_submission(read_submission(path, rubric.kernel.launcher), rubric, backend="cuda", arch="sm_90")
+    result = build_submission(read_submission(path, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
     assert not result.ok
     err = next(m for m in result.messages if m.severity == "error")
     assert err.file == str(path) and err.line == 5 and "missing" in err.text and err.in_submission
 
 
 def test_gpp_emulator_build_and_error_lines(write_cu, rubric):
-    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher)
+    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher_name)
     assert build_submission(sub, rubric, backend="emulator").ok
     bad = write_cu(GOOD.replace("out[i] = x[i]", "out[i] = y[i]"), "bad.cu")
-    result = build_submission(read_submission(bad, rubric.kernel.launcher), rubric, backend="emulator")
+    result = build_submission(read_submission(bad, rubric.kernel.launcher_name), rubric, backend="emulator")
     err = next(m for m in result.messages if m.severity == "error")
     assert not result.ok and err.line == 5 and err.file == str(bad)
 
 
-def test_reference_library_builds_for_the_emulator():
-    assert build_reference(backend="emulator").library.exists()
+def test_reference_library_builds_for_the_emulator_with_the_exercises_kernels(rubric):
+    from grader.exercises import load_reference
+
+    lib = build_reference(backend="emulator", exercise_kernels=load_reference(rubric).kernels).library
+    assert lib.exists() and "grader_ref_add_residual" in lib.read_bytes().decode("latin-1")
+
+
+@pytest.mark.parametrize("backend", ["emulator", pytest.param("cuda", marks=needs_nvcc)])
+def test_every_parameter_spelling_the_screen_accepts_compiles_in_the_harness(backend, write_cu, rubric):
+    """Fairness: what signature_problem lets through, the generated default launch must call."""
+    from test_source import CALLABLE
+
+    for i, params in enumerate(CALLABLE):
+        body = f"__global__ void biasGeluFused({params}) {{}}\n"
+        result = build_submission(read_submission(write_cu(body, f"v{i}.cu"), rubric.kernel.launcher_name), rubric,
+                                  backend=backend, arch="sm_90")
+        assert result.ok, (params, result.log[-1500:])
 
 
 def test_ptxas_parsing():

@@ -3,9 +3,16 @@ import torch
 from grader.checking import GUARD_BITS, POISON_BITS, bits_tensor, compare, read_guards
 from grader.diagnosis import diagnose
 from grader.checking import GuardDamage
-from grader.reference_math import bias_gelu, gelu_erf, gelu_tanh
+import pytest
 
 TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(autouse=True)
+def _reference(bias_gelu):
+    global ref, bias_gelu_fn, gelu_erf, gelu_tanh
+    ref = bias_gelu
+    bias_gelu_fn, gelu_erf, gelu_tanh = ref.bias_gelu, ref.gelu_erf, ref.gelu_tanh
 
 
 def inputs(rows=6, cols=5):
@@ -15,26 +22,26 @@ def inputs(rows=6, cols=5):
 
 def test_exact_output_passes():
     x, b = inputs()
-    want = bias_gelu(x, b)
+    want = bias_gelu_fn(x, b)
     cmp = compare(want.float(), want, **TOL)
     assert cmp.passed and cmp.bad == 0 and cmp.first is None and cmp.max_abs_error < 1e-6
 
 
 def test_first_mismatch_is_row_col_with_got_and_want():
     x, b = inputs()
-    want = bias_gelu(x, b)
+    want = bias_gelu_fn(x, b)
     got = want.float().clone()
     got[2, 3] += 0.5
     got[4, 1] += 0.5
     cmp = compare(got, want, **TOL)
     assert not cmp.passed and cmp.bad == 2
-    assert (cmp.first.row, cmp.first.col) == (2, 3)
+    assert cmp.first.index == [2, 3]
     assert abs(cmp.first.got - cmp.first.want - 0.5) < 1e-5
 
 
 def test_poisoned_elements_count_as_unwritten():
     x, b = inputs()
-    want = bias_gelu(x, b)
+    want = bias_gelu_fn(x, b)
     got = want.float().clone()
     got.view(-1)[7:9] = bits_tensor(POISON_BITS, 2)
     cmp = compare(got, want, **TOL)
@@ -53,10 +60,15 @@ def test_guards_count_writes_outside_the_output():
     assert g.damaged
 
 
-def codes(got, x, b):
-    want = bias_gelu(x, b)
+def run_diagnose(got, x, b, guards=GuardDamage(0, 0, 0)):
+    want = bias_gelu_fn(x, b)
     cmp = compare(got, want, **TOL)
-    return [d.code for d in diagnose(got, want, x, b, cmp, GuardDamage(0, 0, 0), **TOL)]
+    return diagnose(got, want, {"x": x, "bias": b}, {"rows": x.shape[0], "cols": x.shape[1]}, cmp, guards, **TOL,
+                    axes=["rows", "cols"], mistakes=ref.MISTAKES)
+
+
+def codes(got, x, b):
+    return [d.code for d in run_diagnose(got, x, b)]
 
 
 def test_diagnoses_the_usual_mistakes():
@@ -72,18 +84,34 @@ def test_diagnoses_the_usual_mistakes():
 
 def test_diagnoses_unwritten_rows_and_columns():
     x, b = inputs(8, 6)
-    want = bias_gelu(x, b).float()
+    want = bias_gelu_fn(x, b).float()
     rows = want.clone()
     rows[5:] = bits_tensor(POISON_BITS, 18).view(3, 6)
     assert "unwritten_rows" in codes(rows, x, b)
     cols = want.clone()
     cols[:, 4:] = bits_tensor(POISON_BITS, 16).view(8, 2)
     assert "unwritten_cols" in codes(cols, x, b)
+    scattered = want.clone()
+    scattered[1, 2] = bits_tensor(POISON_BITS, 1)[0]
+    assert codes(scattered, x, b)[0] == "unwritten_elements"
+
+
+def test_unwritten_slices_are_found_along_any_axis_of_a_4d_output():
+    from grader.checking import compare as cmp_
+    want = torch.randn(2, 3, 4, 8, dtype=torch.float64)
+    got = want.float().clone()
+    got[..., 4:] = bits_tensor(POISON_BITS, 2 * 3 * 4 * 4).view(2, 3, 4, 4)      # the upper half of every head
+    c = cmp_(got, want, **TOL)
+    found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["batch", "seq", "heads", "headDim"],
+                     mistakes={})
+    assert [d.code for d in found] == ["unwritten_headDim"]
+    assert "4 of 8 headDim never written (headDim 4..7)" in found[0].message
+    assert c.first.index == [0, 0, 0, 4]
 
 
 def test_near_miss_and_nan():
     x, b = inputs(8, 6)
-    want = bias_gelu(x, b)
+    want = bias_gelu_fn(x, b)
     assert codes((want * (1 + 5e-5)).float(), x, b) == ["near_miss"]
     nan = want.float().clone()
     nan[0, 0] = float("nan")
@@ -92,9 +120,8 @@ def test_near_miss_and_nan():
 
 def test_guard_damage_is_diagnosed_even_when_values_match():
     x, b = inputs()
-    want = bias_gelu(x, b)
-    cmp = compare(want.float(), want, **TOL)
-    found = diagnose(want.float(), want, x, b, cmp, GuardDamage(0, 3, 7), **TOL)
+    want = bias_gelu_fn(x, b)
+    found = run_diagnose(want.float(), x, b, GuardDamage(0, 3, 7))
     assert [d.code for d in found] == ["writes_past_output"] and "7 floats past" in found[0].message
 
 
@@ -102,7 +129,7 @@ def test_fast_path_agrees_with_the_exact_comparison_at_the_boundary():
     from grader.checking import prepare
 
     x, b = inputs(50, 40)
-    want = bias_gelu(x, b)
+    want = bias_gelu_fn(x, b)
     tol = 1e-6 + 1e-5 * want.abs()
     for scale in (0.5, 0.995, 1.005, 2.0):                  # well inside, just inside, just outside, outside
         got = (want + scale * tol).float()

@@ -75,7 +75,7 @@ def test_json_document_and_report_dir(tmp_path):
 def test_incorrect_is_exit_1_with_diagnosis_in_text():
     r = invoke("submit", str(SUBMISSIONS / "missing_bias.cu"), "--backend", "emulator", "-q")
     assert r.exit_code == 1
-    assert "INCORRECT" in r.output and "bias_missing" in r.output and "(row 0, col 0)" in r.output
+    assert "INCORRECT" in r.output and "bias_missing" in r.output and "out[0][0] (rows 0, cols 0)" in r.output
 
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")

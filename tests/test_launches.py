@@ -7,8 +7,7 @@ import shutil
 import pytest
 
 from grader import findings, launches
-from grader.build import build_reference, build_submission
-from grader.cases import plan_cases
+from grader.build import build_submission
 from grader.launches import ARCH_LIMITS, blocks_per_sm
 from grader.results import Launch
 from grader.sandbox import run_worker
@@ -73,14 +72,15 @@ def test_a_launch_fact_a_kernel_lacks_holds_no_rule(rubric):
 
 def _emulated_log(path, rubric, n_cases=3):
     """The launch logs the emulator's child sends for the first checks, resolved."""
-    sub = read_submission(path, rubric.kernel.launcher)
+    from grader.grading import child_job
+
+    sub = read_submission(path, rubric.kernel.launcher_name)
     gpu = build_submission(sub, rubric, backend="cuda", arch="sm_90")
     emu = build_submission(sub, rubric, backend="emulator")
     assert emu.ok, emu.log
-    ref = build_reference(backend="emulator")
-    cases = plan_cases(rubric)[:n_cases]
-    job = {"backend": "emulator", "library": str(emu.library), "reference_library": str(ref.library),
-           "cases": [c.to_dict() for c in cases], "guard_floats": 64, "reverse_check": False}
+    job, cases = child_job(rubric, backend="emulator", build=emu, has_launcher=sub.has_launcher, draw=True)
+    job.cases, job.verify_cases, job.reverse_check = job.cases[:n_cases], [], False
+    cases = cases[:n_cases]
     run = run_worker(job, time_limit_s=60, output_cap=4096)
     headers = [f.header for f in run.frames if f.header.get("type") == "case"]
     assert len(headers) == n_cases, [f.header for f in run.frames]
@@ -147,7 +147,7 @@ def test_the_emulator_logs_and_names_every_launch(variant, write_cu, rubric):
     logged, cases = _emulated_log(write_cu(text), rubric)
     assert {lc.kernel for lc in logged} == names, logged
     (lc,) = logged
-    expected_threads = threads or rubric.kernel.block_threads
+    expected_threads = threads or int(rubric.kernel.block[0])
     assert lc.block[0] * lc.block[1] * lc.block[2] == expected_threads
     assert lc.launches == 1 and lc.mangled
     if variant == "static_kernel_2d_block_dynamic_shared":
@@ -178,9 +178,9 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
     logged, cases = _emulated_log(path, rubric)
     by_kernel = {lc.kernel: lc for lc in logged}
     assert by_kernel["biasGeluFused"].launches > 1
-    biggest = max(cases, key=lambda c: c.rows * c.cols)
-    assert by_kernel["biasGeluFused"].launches == biggest.rows
-    if biggest.cols % 4 == 0:
+    biggest = max(cases, key=lambda c: c.dims["rows"] * c.dims["cols"])
+    assert by_kernel["biasGeluFused"].launches == biggest.dims["rows"]
+    if biggest.dims["cols"] % 4 == 0:
         assert by_kernel["vec"].launches == 1
 
 

@@ -21,13 +21,13 @@ from conftest import ROOT, SUBMISSIONS
 
 
 def _timing(fraction: float) -> TimingResult:
-    return TimingResult(shape=[16384, 1024], floats_per_element=2, bytes_moved=134217728, samples=120,
+    return TimingResult(shape=[16384, 1024], kernel="biasGeluFused", byte_model="2 floats per element", bytes_moved=134217728, samples=120,
                         stop_reason="converged", seconds=1.0, submission_ms=0.036 / fraction,
                         submission_gbps=3700 * fraction, floor_kind="memcpy", floor_gbps=3700.0,
                         copies=[CopyTiming("memcpy", 0.036, 3700.0)], fraction=fraction,
                         fraction_ci=[fraction - 0.002, fraction + 0.002], informational_kind="copy_scalar",
                         informational_fraction=fraction * 1.5, chain_ms=None, chain_gbps=None,
-                        chain_floats_per_element=5)
+                        chain_bytes=335544320, chain_title="biasGeluFused + addResidual")
 
 
 def make(kind: str) -> Result:
@@ -44,7 +44,7 @@ def make(kind: str) -> Result:
         return Result(**base, backend="emulator", status="graded", correct=True, cases=passing)
     if kind == "incorrect":
         bad = CaseResult("lesson 101x97", [101, 97], "lesson", 0, False, 9797, 9797, 0,
-                         {"row": 3, "col": 7, "got": 0.5, "want": 0.75}, 0.25, 0.33)
+                         {"at": "out[3][7] (rows 3, cols 7)", "got": 0.5, "want": 0.75}, 0.25, 0.33)
         return Result(**base, backend="emulator", status="graded", correct=False, cases=[bad] + passing,
                       diagnosis=[DiagnosisEntry("bias_missing", "matches gelu(x) without the bias",
                                                 "Add bias[col] to x before the GELU.", "lesson 101x97")])
@@ -184,7 +184,7 @@ def test_junit_parses_with_a_junit_library():
     assert alice.tests == 5 and alice.failures == 1 and alice.skipped == 1
     (failed,) = [c for c in alice if any(isinstance(x, Failure) for x in c.result)]
     assert failed.name == "lesson 101x97"
-    assert failed.result[0].message.startswith("first bad element (row 3, col 7): got 0.5, want 0.75")
+    assert failed.result[0].message.startswith("first bad element out[3][7] (rows 3, cols 7): got 0.5, want 0.75")
     props = {p.name: p.value for p in suites["bob"].properties()}
     assert props["tier"] == "silver" and props["fraction"] == "0.81" and float(props["gbps"]) > 0
     (tier,) = [c for c in suites["bob"] if c.name == "tier"]

@@ -1,8 +1,16 @@
+"""The bias_gelu_fused exercise's reference (reference/bias_gelu_fused/reference.py)."""
+
 import math
 
+import pytest
 import torch
 
-from grader.reference_math import INV_SQRT2, bias_gelu, chain, gelu_erf, gelu_tanh, mistakes
+
+@pytest.fixture(autouse=True)
+def _reference(bias_gelu):
+    global INV_SQRT2, bias_gelu_fn, gelu_erf, gelu_tanh, ref
+    ref = bias_gelu
+    INV_SQRT2, bias_gelu_fn, gelu_erf, gelu_tanh = ref.INV_SQRT2, ref.bias_gelu, ref.gelu_erf, ref.gelu_tanh
 
 
 def test_constants_are_float_rounded():
@@ -29,29 +37,49 @@ def test_the_two_gelus_differ_most_near_2_7_by_4_7e_4():
 def test_bias_is_per_column_and_chain_adds_residual():
     x = torch.zeros(3, 4)
     bias = torch.tensor([0.0, 1.0, 2.0, 3.0])
-    out = bias_gelu(x, bias)
+    out = bias_gelu_fn(x, bias)
     assert torch.allclose(out[2], gelu_erf(bias.double()))
     r = torch.ones(3, 4)
-    assert torch.allclose(chain(x, bias, r), out + 1)
+    both = ref.expected({"x": x, "bias": bias, "r": r}, {"rows": 3, "cols": 4})
+    assert torch.allclose(both["out"], out) and torch.allclose(both["chain"], out + 1)
+    assert set(ref.expected({"x": x, "bias": bias}, {"rows": 3, "cols": 4})) == {"out"}
 
 
 def test_bias_by_row_mistake_is_defined_only_where_row_below_cols():
     x = torch.zeros(5, 3)
     bias = torch.tensor([1.0, 2.0, 3.0])
-    alt, mask = mistakes(x, bias)["bias_by_row"]
+    alt, mask = ref.MISTAKES["bias_by_row"]({"x": x, "bias": bias}, {"rows": 5, "cols": 3})
     assert mask[:3].all() and not mask[3:].any()
     assert torch.allclose(alt[1], gelu_erf(torch.full((3,), 2.0, dtype=torch.float64)))
 
 
 def test_random_inputs_are_deterministic_and_span_knee_and_tails(rubric):
-    from grader.cases import make_inputs, plan_cases
+    from grader.exercises import load_reference
+    from grader.exercises.data import draw
+    from grader.exercises.plan import plan_cases
 
-    case = next(c for c in plan_cases(rubric) if c.pattern == "random" and c.elements > 20000)
-    x1, b1, _ = make_inputs(case)
-    x2, b2, _ = make_inputs(case)
-    assert torch.equal(x1, x2) and torch.equal(b1, b2)
+    reference = load_reference(rubric)
+    big = lambda c: c.dims["rows"] * c.dims["cols"] > 20000  # noqa: E731
+    case = next(c for c in plan_cases(rubric) if c.inputs == "random" and big(c))
+    one, two = draw(rubric, reference, case), draw(rubric, reference, case)
+    x1, b1 = one["x"], one["bias"]
+    assert torch.equal(x1, two["x"]) and torch.equal(b1, two["bias"])
     assert float(x1.min()) < -10 and float(x1.max()) > 10            # both tails
     knee = ((x1 > -3) & (x1 < 1)).float().mean()
     assert 0.4 < float(knee) < 0.6                                      # most values near the knee
-    other = next(c for c in plan_cases(rubric) if c.pattern == "random" and c.seed != case.seed)
-    assert not torch.equal(make_inputs(other)[1][:5], b1[:5])
+    other = next(c for c in plan_cases(rubric) if c.inputs == "random" and c.seed != case.seed)
+    assert not torch.equal(draw(rubric, reference, other)["bias"][:5], b1[:5])
+
+
+def test_inputs_are_the_bits_the_grader_has_always_drawn():
+    """Pinned: the counter hash gives these bits on every machine and version (a change would
+    move every student's inputs)."""
+    from grader.exercises.inputs import hashes, uniform
+
+    assert hashes(3, 7, 1).tolist() == PINNED_HASHES
+    assert uniform(2, 1, 2, -2.0, 2.0).tolist() == PINNED_UNIFORM
+
+
+# drawn with the grader's original make_inputs (grader/cases.py before exercises became data)
+PINNED_HASHES = [1683120970, 2858978302, 2959636933]
+PINNED_UNIFORM = [-1.4243459701538086, -0.9797167778015137]

@@ -4,20 +4,20 @@ import typing
 import pytest
 
 from grader.errors import RubricError
-from grader.rubric import DIAGNOSIS_CODES, Rubric, Shape, describe, load_rubric
+from grader.rubric import Rubric, describe, diagnosis_codes, load_rubric
 
 
 def test_default_rubric_holds_the_lesson_numbers(rubric):
-    assert rubric.checks.lesson_shape == Shape(101, 97)
-    assert rubric.timing.shape == Shape(16384, 1024)
+    assert rubric.checks.cases[0].dims == {"rows": 101, "cols": 97} and rubric.checks.cases[0].inputs == "lesson"
+    assert rubric.timing.dims == {"rows": 16384, "cols": 1024}
     assert (rubric.tolerance.rtol, rubric.tolerance.atol) == (1e-5, 1e-6)
     assert (rubric.tiers.gold, rubric.tiers.silver) == (0.90, 0.75)
-    assert rubric.timing.floats_per_element == 2
-    assert {(s.rows, s.cols) for s in rubric.checks.shapes} >= {(1, 1), (1, 1025), (7, 4099), (129, 257)}
+    assert rubric.timing.bytes.replace(" ", "") == "2*4*rows*cols"
+    assert {tuple(c.dims.values()) for c in rubric.checks.cases} >= {(1, 1), (1, 1025), (7, 4099), (129, 257)}
 
 
 def test_every_diagnosis_code_has_feedback(rubric):
-    assert set(rubric.feedback.diagnosis) == set(DIAGNOSIS_CODES)
+    assert set(rubric.feedback.diagnosis) == set(diagnosis_codes(rubric))
 
 
 def write(tmp_path, text):
@@ -26,15 +26,37 @@ def write(tmp_path, text):
     return p
 
 
-BASE = "exercise: e\ntitle: t\n"
+BASE = """exercise: e
+title: t
+dims: {n: "elements"}
+tensors:
+  - {name: x, shape: [n]}
+  - {name: y, shape: [n], role: out}
+kernel:
+  name: k
+  signature: "__global__ void k(const float* x, float* y, int n)"
+  grid: ["(n + 255) / 256"]
+checks:
+  cases: [{dims: {n: 7}}]
+timing:
+  dims: {n: 1024}
+  bytes: 8 * n
+  copy_floats: n
+"""
+
+
+def test_a_minimal_exercise_loads(tmp_path):
+    r = load_rubric(write(tmp_path, BASE))
+    assert r.kernel.block == ["256"] and r.tensors[1].init == "poison"
+    assert diagnosis_codes(r)[0] == "unwritten_elements"          # a 1-D output has no slices to name
 
 
 def test_unknown_key_names_file_key_and_line(tmp_path):
-    p = write(tmp_path, BASE + "timing:\n  shape: [4, 4]\n  floats_per_elem: 2\n")
+    p = write(tmp_path, BASE + "emulator:\n  verify_timed: true\n")
     with pytest.raises(RubricError) as err:
         load_rubric(p)
-    assert err.value.key == "timing.floats_per_elem"
-    assert err.value.line == 5
+    assert err.value.key == "emulator.verify_timed"
+    assert err.value.line == BASE.count("\n") + 2
     assert str(p) in str(err.value) and "unknown key" in str(err.value)
 
 
@@ -63,10 +85,31 @@ def test_unknown_feedback_code_rejected(tmp_path):
         load_rubric(write(tmp_path, BASE + "feedback:\n  diagnosis:\n    typo: x\n"))
 
 
-def test_shape_forms_and_defaults(tmp_path):
-    r = load_rubric(write(tmp_path, BASE + "checks:\n  shapes: [[2, 3], {rows: 4, cols: 5}]\n"))
-    assert r.checks.shapes == [Shape(2, 3), Shape(4, 5)]
-    assert r.timing == Rubric(exercise="e", title="t").timing
+@pytest.mark.parametrize("change,key,words", [
+    (("[n]}\n  - {name: y", "[m]}\n  - {name: y"), "tensors[0].shape[0]", "unknown name 'm'"),
+    (("int n)", "int count)"), "kernel.signature", "neither a tensor, a dimension"),
+    (("float* y, int", "const float* y, int"), "kernel.signature", "cannot point to const"),
+    (("name: k\n", "name: kk\n"), "kernel.signature", "declares 'k'"),
+    (("{n: 7}", "{m: 7}"), "checks.cases[0]", "missing n"),
+    (("{n: 7}", "{n: 0}"), "checks.cases[0]", "at least 1"),
+    (('grid: ["(n + 255) / 256"]', 'grid: ["1", "n * 100"]'), "timing.dims", "gridDim.y must be 1 to 65535"),
+    (("bytes: 8 * n", "bytes: 8 * n +"), "timing.bytes", "not an arithmetic expression"),
+    (("bytes: 8 * n", "bytes: pow(n, 2)"), "timing.bytes", "unknown function"),
+    (("bytes: 8 * n", "bytes: __import__('os')"), "timing.bytes", "only numbers"),
+    (("  - {name: y, shape: [n], role: out}\n", ""), "tensors", "at least one output"),
+])
+def test_the_exercise_contract_is_checked_where_it_is_written(tmp_path, change, key, words):
+    text = BASE.replace(*change)
+    assert text != BASE
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == key and words in err.value.problem, str(err.value)
+
+
+def test_a_launcher_must_end_with_the_stream(tmp_path):
+    text = BASE.replace('  grid: ["(n + 255) / 256"]\n', '  launcher: "void launchK(const float* x, float* y, int n)"\n')
+    with pytest.raises(RubricError, match="cudaStream_t stream"):
+        load_rubric(write(tmp_path, text))
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
@@ -91,5 +134,5 @@ def test_every_key_is_described():
     described = {k: doc for k, _, doc in describe()}
     assert set(keys(Rubric)) == set(described)
     assert all(described.values())
-    assert "timing.slow_launch_s" in described and "checks.lesson_shape.rows" in described
+    assert "timing.slow_launch_s" in described and "checks.cases[].dims" in described
     assert "findings[].when[].fact" in described and "limits.host_memory_mib" in described

@@ -2,25 +2,29 @@
 
 import pytest
 
+from grader.exercises import exercise_files, load_exercise
 from grader.manifest import judge, load_manifest, run_samples
-from conftest import SUBMISSIONS
+from conftest import ROOT, sample_folders
 
-EXPECTATIONS = load_manifest(SUBMISSIONS / "manifest.yaml", "emulator")
+SAMPLES = [(folder, e) for folder in sample_folders()
+           for e in load_manifest(folder / "manifest.yaml", "emulator", load_exercise(folder.name))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [e.file for e in EXPECTATIONS])
-def test_sample_on_the_emulator(name, rubric):
-    (outcome,) = run_samples(SUBMISSIONS, rubric=rubric, backend="emulator", only=[name])
+@pytest.mark.parametrize("folder,name", [(f, e.file) for f, e in SAMPLES], ids=[f"{f.name}/{e.file}" for f, e in SAMPLES])
+def test_sample_on_the_emulator(folder, name):
+    (outcome,) = run_samples(folder, rubric=load_exercise(folder.name), backend="emulator", only=[name])
     assert outcome.ok, f"{name}: {outcome.problems}"
     assert outcome.result.backend == "emulator" and outcome.result.tier is None
 
 
-def test_manifest_lists_every_sample():
-    stored = {e.file for e in EXPECTATIONS if e.generate_bytes is None}
-    on_disk = {p.name for p in SUBMISSIONS.glob("*.cu")}
-    assert stored == on_disk
-    assert not (SUBMISSIONS / "huge_source.cu").exists()        # generated at its size, never committed
+def test_every_exercise_has_samples_and_every_sample_is_listed():
+    assert {f.name for f in sample_folders()} == set(exercise_files())
+    assert not [p for p in (ROOT / "submissions").glob("*.cu")]              # samples live in their exercise's folder
+    for folder in sample_folders():
+        stored = {e.file for f, e in SAMPLES if f == folder and e.generate_bytes is None}
+        assert stored == {p.name for p in folder.glob("*.cu")}, folder.name
+        assert not (folder / "huge_source.cu").exists()        # generated at its size, never committed
 
 
 def test_judge_reports_differences():

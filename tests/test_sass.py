@@ -13,16 +13,16 @@ from grader.errors import RubricError
 from grader.results import CopyTiming, TimingResult
 from grader.rubric import load_rubric
 from grader.source import read_submission
-from conftest import SUBMISSIONS
+from conftest import ROOT, SUBMISSIONS
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
 
 
 def kernels_of(path, rubric):
-    sub = read_submission(path, rubric.kernel.launcher)
+    sub = read_submission(path, rubric.kernel.launcher_name)
     build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
     assert build.ok, build.log
-    found = sass.analyse(build.object, launcher=rubric.kernel.launcher if sub.has_launcher else None,
+    found = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                          default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
     assert not isinstance(found, str), found      # the disassemblers come with the test extras
     return found
@@ -96,18 +96,18 @@ def test_findings_for_each_shape(name, codes, rubric):
 
 
 def test_findings_quote_the_copies_measured_in_the_run(rubric):
-    t = TimingResult(shape=[16384, 1024], floats_per_element=2, bytes_moved=1, samples=100, stop_reason="converged",
+    t = TimingResult(shape=[16384, 1024], kernel="biasGeluFused", byte_model="2 floats per element", bytes_moved=1, samples=100, stop_reason="converged",
                      seconds=1, submission_ms=0.06, submission_gbps=2200, floor_kind="memcpy", floor_gbps=3700.0,
                      copies=[CopyTiming("copy_scalar", 0.054, 2442.0), CopyTiming("copy_vec4", 0.036, 3681.5),
                              CopyTiming("memcpy", 0.0359, 3700.0)], fraction=0.59, fraction_ci=[0.58, 0.6],
                      informational_kind="copy_scalar", informational_fraction=0.89, chain_ms=None, chain_gbps=None,
-                     chain_floats_per_element=5)
+                     chain_bytes=335544320, chain_title="biasGeluFused + addResidual")
     (f,) = findings.explain(kernels_of(SUBMISSIONS / "scalar_2d.cu", rubric), rubric, t, "NVIDIA H200")
     assert "On this NVIDIA H200 the lesson's 4-byte copy reached 0.66 of the floor and a 16-byte copy 0.99" in f.message
 
 
 def test_finding_rules_are_validated(tmp_path):
-    text = (SUBMISSIONS.parent / "rubrics" / "bias_gelu_fused.yaml").read_text()
+    text = (ROOT / "rubrics" / "bias_gelu_fused.yaml").read_text()
     bad = tmp_path / "r.yaml"
     bad.write_text(text.replace("[{fact: div64, op:", "[{fact: divisions, op:"))
     with pytest.raises(RubricError, match=r"findings\[0\]\.when\[0\]\.fact.*unknown fact 'divisions'"):
@@ -135,7 +135,7 @@ def test_explain_command(write_cu):
 
 
 def test_without_objdump_the_findings_say_why_and_the_grade_goes_on(rubric, monkeypatch, tmp_path):
-    sub = read_submission(SUBMISSIONS / "scalar_2d.cu", rubric.kernel.launcher)
+    sub = read_submission(SUBMISSIONS / "scalar_2d.cu", rubric.kernel.launcher_name)
     build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
     obj = tmp_path / "main.o"                      # a copy, so no cached analysis answers
     obj.write_bytes(build.object.read_bytes())

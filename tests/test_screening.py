@@ -23,7 +23,7 @@ LAUNCHER = "void launchBiasGeluFused(const float* x, const float* bias, float* o
 
 
 def screened(path, rubric, backend="cuda"):
-    sub = read_submission(path, rubric.kernel.launcher)
+    sub = read_submission(path, rubric.kernel.launcher_name)
     build = build_submission(sub, rubric, backend=backend, arch="sm_90")
     assert build.ok, build.log
     kw = {}
@@ -166,7 +166,7 @@ def test_source_limits(write_cu, rubric):
                     'void launchBiasGeluFused(const float* x, const float* b, float* o, int r, int c, cudaStream_t s) {\n'
                     '  asm volatile("syscall");\n}\n#include <sys/mman.h>\n#include <bits/stdc++.h>\n'
                     '#include <thrust/device_vector.h>\n#include "cuda_runtime.h"\n')
-    found = {f.line: f.what for f in source_refusals(read_submission(path, rubric.kernel.launcher))}
+    found = {f.line: f.what for f in source_refusals(read_submission(path, rubric.kernel.launcher_name))}
     assert set(found) == {1, 3, 5, 6, 9}
     assert "outside the submission" in found[1] and "a header of your own" in found[5]
     assert "computed include" in found[6] and "host code" in found[9]

@@ -1,3 +1,4 @@
+import pytest
 from pathlib import Path
 
 from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
@@ -35,15 +36,36 @@ def test_missing_kernel_names_what_was_found(write_cu):
     assert "defines no __global__ kernel" in missing_kernel_message(empty, "biasGeluFused", "SIG")
 
 
-def test_signature_check(write_cu):
-    def sig(params):
-        sub = read_submission(write_cu(f"__global__ void biasGeluFused({params}) {{}}\n"), LAUNCHER)
-        return signature_problem(sub.kernel("biasGeluFused"))
+# Parameter lists students write that the default launch can call: accepted, whatever the spelling.
+CALLABLE = [
+    "const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ out, size_t cols",
+    "const float* x, const float* bias, float* out, int cols",
+    "float* x, float* bias, float* out, int cols",                         # inputs without const
+    "const float *x, const float *b, float *y, unsigned int n",           # other names, star on the name
+    "const float* const x, const float* const bias, float* const out, const size_t cols",
+    "const float * __restrict x, const float * __restrict bias, float * __restrict out, long cols",
+    "const float* x, const float* bias, float* out, unsigned long long cols",
+]
+NOT_CALLABLE = [
+    ("const float* x, const float* bias, float* out, int rows, int cols", "takes 5 parameters"),
+    ("const float4* x, const float* bias, float* out, int cols", "const float* x"),
+    ("const float* x, const float* bias, const float* out, size_t cols", "pointer to const, for the output out"),
+    ("const float* x, const float* bias, float* out, float cols", "the integer cols"),
+    ("const float* x, const float* bias, float* out, int* cols", "size_t cols"),
+]
 
-    assert sig("const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ out, size_t cols") is None
-    assert sig("const float* x, const float* bias, float* out, int cols") is None
-    assert "launchBiasGeluFused" in sig("const float* x, const float* bias, float* out, int rows, int cols")
-    assert sig("const float4* x, const float* bias, float* out, int cols") is not None
+
+@pytest.mark.parametrize("params", CALLABLE)
+def test_a_kernel_the_default_launch_can_call_is_accepted(params, write_cu, rubric):
+    sub = read_submission(write_cu(f"__global__ void biasGeluFused({params}) {{}}\n"), LAUNCHER)
+    assert signature_problem(sub.kernel("biasGeluFused"), rubric.kernel) is None
+
+
+@pytest.mark.parametrize("params,words", NOT_CALLABLE)
+def test_a_kernel_it_cannot_call_is_told_why_and_about_the_launcher(params, words, write_cu, rubric):
+    sub = read_submission(write_cu(f"__global__ void biasGeluFused({params}) {{}}\n"), LAUNCHER)
+    problem = signature_problem(sub.kernel("biasGeluFused"), rubric.kernel)
+    assert problem and words in problem and "launchBiasGeluFused" in problem, problem
 
 
 def test_unreadable_sources_are_problems_not_exceptions(tmp_path):
@@ -74,7 +96,7 @@ def test_emulator_blockers_name_the_line(write_cu):
     assert found and found[0].line == 3 and "inline PTX" in found[0].what
     dyn = read_submission(write_cu("__global__ void c() {}\n__global__ void p() {\n  c<<<1, 1>>>();\n}\n"), LAUNCHER)
     assert any("dynamic parallelism" in f.what for f in emulator_blockers(dyn))
-    plain = read_submission(Path(__file__).parent.parent / "submissions" / "scalar_2d.cu", LAUNCHER)
+    plain = read_submission(Path(__file__).parent.parent / "submissions" / "bias_gelu_fused" / "scalar_2d.cu", LAUNCHER)
     assert emulator_blockers(plain) == [] and not uses_collectives(plain)
 
 

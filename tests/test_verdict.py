@@ -8,31 +8,44 @@ import torch
 
 from grader import protocol
 from grader.build import BuildResult
-from grader.cases import plan_cases, timed_cases
 from grader.checking import GUARD_BITS
+from grader.exercises import load_reference
+from grader.exercises.data import draw
+from grader.exercises.plan import plan_cases, timed_cases
 from grader.results import Result
-from grader.rubric import Shape
+from grader.rubric import CaseSpec
 from grader.sandbox import CappedOutput, ChildRun
-from grader.verdict import read_run, reference_for
+from grader.verdict import expected_for
 
 
 def small(rubric):
-    return dataclasses.replace(rubric, checks=dataclasses.replace(rubric.checks, shapes=[Shape(3, 5)], seeds=[1],
-                                                                  guard_floats=8),
-                               timing=dataclasses.replace(rubric.timing, shape=Shape(16, 32)))
+    cases = [CaseSpec(dims={"rows": 3, "cols": 5}, inputs="lesson", seeded=False, chain=True),
+             CaseSpec(dims={"rows": 3, "cols": 5})]
+    return dataclasses.replace(rubric, checks=dataclasses.replace(rubric.checks, cases=cases, seeds=[1], guard_floats=8),
+                               timing=dataclasses.replace(rubric.timing, dims={"rows": 16, "cols": 32}))
+
+
+def reference_for(case, rubric):
+    reference = load_reference(rubric)
+    return expected_for(case, rubric, reference, draw(rubric, reference, case))
+
+
+def read_run(run, cases, refs, rubric, build, path, result):
+    from grader.verdict import read_run as read
+
+    read(run, cases, refs, rubric, load_reference(rubric), build, path, result)
 
 
 def output_frame(case, ref, pad, corrupt=False):
-    got = ref.want.float().flatten().clone()
-    if corrupt:
-        got[3] += 1.0
-    full = torch.cat([torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32), got,
-                      torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32)])
-    payload = full.numpy().tobytes()
-    header = {"type": "case", "case": case.name, "ok": True, "full_floats": full.numel()}
-    if ref.chain is not None:
-        header["chain_bytes"] = case.elements * 4
-        payload += ref.chain.float().numpy().tobytes()
+    guard = torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32)
+    header = {"type": "case", "case": case.name, "ok": True, "outputs": []}
+    payload = b""
+    for name, want in ref.want.items():
+        got = want.float().flatten().clone()
+        if corrupt and name == "out":
+            got[3] += 1.0
+        payload += torch.cat([guard, got, guard]).numpy().tobytes()
+        header["outputs"].append({"name": name, "floats": got.numel(), "pad": pad})
     return protocol.Frame(header, payload)
 
 
@@ -70,7 +83,8 @@ def test_a_wrong_timed_set_makes_it_incorrect_and_untiered(rubric):
                    timing_frame([0.001] * 60))
     assert result.correct is False and result.tier is None
     bad = [c for c in result.cases if c.passed is False]
-    assert [c.name for c in bad] == [timed_cases(r)[1].name] and bad[0].first_mismatch["col"] == 3
+    assert [c.name for c in bad] == [timed_cases(r)[1].name]
+    assert bad[0].first_mismatch["at"] == "out[0][3] (rows 0, cols 3)"
 
 
 def test_too_slow_kernel_is_graded_from_one_launch(rubric):
@@ -107,7 +121,7 @@ def test_a_timeout_during_the_checks_stays_a_timeout(rubric):
     cases, timed = plan_cases(r), timed_cases(r)
     with ThreadPoolExecutor(2) as pool:
         refs = {c.name: pool.submit(reference_for, c, r) for c in cases + timed}
-        frames = [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases[:2]]
+        frames = [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases[:1]]
         run = ChildRun(frames, -9, True, 60.0, CappedOutput(64), CappedOutput(64))
         result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
         read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
@@ -119,7 +133,7 @@ def test_a_fault_only_in_the_reverse_order_run_is_order_dependent(rubric):
 
     def frames(c, ref):
         f = output_frame(c, ref, r.checks.guard_floats)
-        if c.pattern == "lesson":
+        if c.inputs == "lesson":
             f.header.update(reverse_error="fault", reverse_fault={"buffer": "bias", "where": "past", "is_write": 0})
         return [f]
 

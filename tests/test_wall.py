@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import build_guard, build_reference, build_submission
+from grader.build import build_guard, build_submission
 from grader.child import guard
 from grader.results import Result
 from grader.sandbox import Worker, leftover_processes
@@ -58,22 +58,26 @@ def computed(name: str, signature: str, call: str) -> str:
 def run_unscreened(path: Path, rubric, backend: str) -> Result:
     """Grade path as grade_submission would, minus every screen (tests only)."""
     from grader import verdict
-    from grader.grading import _job
+    from grader.exercises import load_reference
+    from grader.exercises.data import draw
+    from grader.grading import child_job
 
-    sub = read_submission(path, rubric.kernel.launcher)
-    build = build_submission(sub, rubric, backend=backend, arch=os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
+    sub = read_submission(path, rubric.kernel.launcher_name)
+    arch = os.environ.get("GRADER_CUDA_ARCH", "sm_90")
+    build = build_submission(sub, rubric, backend=backend, arch=arch)
     assert build.ok, build.log
-    job, cases = _job(rubric, backend, build, build_reference(backend=backend, arch="sm_90"), build_guard(), "enforce")
-    job.pop("timing", None)
-    job.pop("verify_cases", None)
+    job, cases = child_job(rubric, backend=backend, build=build, arch=arch, has_launcher=sub.has_launcher,
+                           guard=build_guard(), draw=True)
+    job.timing, job.timed_cases, job.verify_cases = None, [], []
     cases = [c for c in cases if not c.timed]
+    reference = load_reference(rubric)
     result = Result(exercise=rubric.exercise, submission={"path": str(path)}, backend=backend, status="graded",
                     grader_version="test")
     with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:
         run = worker.run(job, time_limit_s=60)
     result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text()}
-    references = {c.name: _done(verdict.reference_for(c, rubric)) for c in cases}
-    verdict.read_run(run, cases, references, rubric, build, path, result)
+    references = {c.name: _done(verdict.expected_for(c, rubric, reference, draw(rubric, reference, c))) for c in cases}
+    verdict.read_run(run, cases, references, rubric, reference, build, path, result)
     return result
 
 

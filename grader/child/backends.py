@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from grader.checking import GUARD_BITS, POISON_BITS
+from grader.contract import Call
 
 
 @dataclass
@@ -53,14 +54,13 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
         for name in ("grader_ref_copy_scalar", "grader_ref_copy_vec4", "grader_ref_memcpy"):
             getattr(lib, name).argtypes = [fp, fp, sz, vp]
             getattr(lib, name).restype = i
-        lib.grader_ref_add_residual.argtypes = [fp, fp, fp, sz, vp]
-        lib.grader_ref_add_residual.restype = i
         lib.grader_ref_reset_persisting_l2.argtypes = []
         lib.grader_ref_reset_persisting_l2.restype = i
         lib.grader_ref_set_heap_limit.argtypes = [sz]
         lib.grader_ref_set_heap_limit.restype = i
     else:
-        lib.grader_submission_launch.argtypes = [fp, fp, fp, i, i, vp]
+        lib.grader_submission_launch.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
+                                                 ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint), vp]
         lib.grader_submission_launch.restype = i
         lib.grader_error_string.argtypes = [i]
         lib.grader_error_string.restype = ctypes.c_char_p
@@ -75,7 +75,6 @@ class Backend:
     load_submission(), which the worker calls once the guard is in place."""
 
     name = "base"
-    generate_on = "cpu"          # where make_inputs draws the inputs (bit-identical everywhere)
 
     def __init__(self, reference_lib: str):
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
@@ -91,8 +90,8 @@ class Backend:
     def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
         raise NotImplementedError
 
-    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(full, view): full = [pad guard][n poisoned][pad guard]."""
+    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
+        """(full, view): full = [pad guard][n poisoned or zeroed][pad guard]."""
         raise NotImplementedError
 
     def stream(self) -> int | None:
@@ -110,16 +109,39 @@ class Backend:
         return LaunchOutcome(True)
 
     @staticmethod
-    def fill_guard(full: torch.Tensor, pad: int, n: int) -> None:
+    def fill_guard(full: torch.Tensor, pad: int, n: int, init: str = "poison") -> None:
         raw = full.view(torch.int32)
         raw[:pad] = GUARD_BITS
         raw[pad + n :] = GUARD_BITS
-        raw[pad : pad + n] = POISON_BITS
+        raw[pad : pad + n] = POISON_BITS if init == "poison" else 0
+
+    @staticmethod
+    def reinit(view: torch.Tensor, init: str) -> None:
+        """An output back to how it starts, before a timed launch."""
+        view.view(torch.int32).fill_(POISON_BITS if init == "poison" else 0)
 
     # -- launches -------------------------------------------------------------
-    def launch_submission(self, x: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, rows: int, cols: int) -> LaunchOutcome:
-        code = self.sub.grader_submission_launch(x.data_ptr(), bias.data_ptr(), out.data_ptr(), rows, cols, self.stream())
+    @staticmethod
+    def _arrays(call: Call, views: dict[str, torch.Tensor]):
+        n = max(len(call.args), 1)
+        ptrs = (ctypes.c_void_p * n)(*[views[a.tensor].data_ptr() if a.tensor else None for a in call.args])
+        vals = (ctypes.c_longlong * n)(*[0 if a.tensor else a.value for a in call.args])
+        return ptrs, vals
+
+    def launch_submission(self, call: Call, views: dict[str, torch.Tensor]) -> LaunchOutcome:
+        """The submission's launch: its launcher, or the kernel with the call's grid and block."""
+        ptrs, vals = self._arrays(call, views)
+        code = self.sub.grader_submission_launch(ptrs, vals, (ctypes.c_uint * 3)(*call.grid),
+                                                 (ctypes.c_uint * 3)(*call.block), self.stream())
         return self._outcome(code)
+
+    def reference_call(self, call: Call, views: dict[str, torch.Tensor]) -> LaunchOutcome:
+        """One of the exercise's reference kernels (grader_ref_<kernel>(ptrs, vals, stream))."""
+        fn = getattr(self.ref, f"grader_ref_{call.kernel}")
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        ptrs, vals = self._arrays(call, views)
+        return self._outcome(fn(ptrs, vals, self.stream()), reference=True)
 
     def reset_launch_log(self) -> None:
         self.sub.grader_launch_log_reset()
@@ -163,14 +185,13 @@ class CudaBackend(Backend):
         torch.cuda.init()
         super().__init__(reference_lib)
         self.device = torch.device("cuda", torch.cuda.current_device())
-        self.generate_on = self.device
 
     def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
         return t.to(self.device).contiguous()
 
-    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
         full = torch.empty(n + 2 * pad, dtype=torch.float32, device=self.device)
-        self.fill_guard(full, pad, n)
+        self.fill_guard(full, pad, n, init)
         return full, full[pad : pad + n]
 
     def stream(self) -> int:
@@ -223,14 +244,14 @@ class EmulatorBackend(Backend):
         view[: t.numel()].copy_(t.flatten())
         return view[: t.numel()].view(t.shape)
 
-    def output(self, n: int, pad: int, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
         nbytes = (n + 2 * pad) * 4
         mv, offset = self._guarded(nbytes, 0, name)
         full = torch.frombuffer(mv, dtype=torch.float32, offset=offset, count=n + 2 * pad)
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
-        self.fill_guard(full, pad, n)
+        self.fill_guard(full, pad, n, init)
         return full, full[pad : pad + n]
 
     heap_bytes = 8 << 20

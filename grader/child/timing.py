@@ -21,29 +21,26 @@ import torch
 
 from grader import protocol
 from grader.child.backends import tensor_bytes
-from grader.cases import Case, make_inputs
-from grader.checking import POISON_BITS
+from grader.contract import CaseJob, Job, TimingJob
 from grader.stats import fraction_interval, median
 
 BATCH = 10    # rounds between two looks at the stopping rule
 
 
-def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol.Channel) -> None:
-    rows, cols = sets[0].rows, sets[0].cols
-    n = rows * cols
-    inputs = []
-    outs = []
-    for case in sets:
-        x_cpu, bias_cpu, _ = make_inputs(case, backend.generate_on)
-        inputs.append((backend.input(x_cpu, "x"), backend.input(bias_cpu, "bias")))
-        outs.append(backend.output(n, pad, "out"))
-    x0 = inputs[0][0]
-    copy_out = torch.empty(n, dtype=torch.float32, device=x0.device)
-    r = torch.randn(n, dtype=torch.float32, device=x0.device)
-    chain_mid = torch.empty(n, dtype=torch.float32, device=x0.device)
-    chain_out = torch.empty(n, dtype=torch.float32, device=x0.device)
-    l2 = torch.cuda.get_device_properties(x0.device).L2_cache_size
-    flush = torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=x0.device)
+def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
+    from grader.child.worker import allocate
+
+    cfg: TimingJob = job.timing
+    sets = job.timed_cases
+    pad = job.guard_floats
+    allocated = [allocate(backend, cj, pad, files) for cj in sets]       # (views, fulls) per set
+    device = torch.device("cuda", torch.cuda.current_device())
+    n = cfg.copy_floats
+    copy_in = torch.rand(n, dtype=torch.float32, device=device)
+    copy_out = torch.empty(n, dtype=torch.float32, device=device)
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    flush = torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=device)
+    outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in sets]
 
     def check(outcome):
         if not outcome.ok:
@@ -54,25 +51,26 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
     def submission():
         k = set_index[0] % len(sets)
         set_index[0] += 1
-        x, bias = inputs[k]
-        check(backend.launch_submission(x, bias, outs[k][1], rows, cols))
+        check(backend.launch_submission(sets[k].launch, allocated[k][0]))
 
     def chain():
-        x, bias = inputs[0]
-        check(backend.launch_submission(x, bias, chain_mid, rows, cols))
-        check(backend.reference("add_residual", chain_mid, r, chain_out, n=n))
+        check(backend.launch_submission(sets[0].launch, allocated[0][0]))
+        check(backend.reference_call(sets[0].chain, allocated[0][0]))
 
     variants = {"submission": submission}
-    for kind in cfg["floor"]:
-        variants[kind] = (lambda k: (lambda: check(backend.reference(k, x0, copy_out, n=n))))(kind)
-    if cfg["informational_floor"] not in variants:
-        kind = cfg["informational_floor"]
-        variants[kind] = lambda: check(backend.reference(kind, x0, copy_out, n=n))
-    variants["chain"] = chain
+    for kind in cfg.floor:
+        variants[kind] = (lambda k: (lambda: check(backend.reference(k, copy_in, copy_out, n=n))))(kind)
+    if cfg.informational_floor not in variants:
+        kind = cfg.informational_floor
+        variants[kind] = lambda: check(backend.reference(kind, copy_in, copy_out, n=n))
+    if cfg.chain and sets[0].chain is not None:
+        variants["chain"] = chain
 
     def before(name: str) -> None:
         if name == "submission":
-            outs[set_index[0] % len(sets)][1].view(torch.int32).fill_(POISON_BITS)
+            k = set_index[0] % len(sets)
+            for b in outputs[k]:
+                backend.reinit(allocated[k][0][b.name], b.init)
         flush.fill_(float(time.perf_counter_ns() % 1000))
 
     backend.reset_persisting_l2()
@@ -89,7 +87,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
     if not sync.ok:
         raise RuntimeError(sync.error)
     probe_ms = probe[0].elapsed_time(probe[1])
-    if probe_ms / 1000 > cfg["slow_launch_s"]:
+    if probe_ms / 1000 > cfg.slow_launch_s:
         samples = {"submission": [probe_ms]}
         for name, fn in variants.items():
             if name in ("submission", "chain"):
@@ -101,12 +99,12 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
             backend.synchronize()
             samples[name] = [probe[0].elapsed_time(probe[1])]
         channel.send({"type": "timing", "samples_ms": samples, "stop_reason": "too_slow",
-                           "seconds": probe_ms / 1000, "device": _device(x0.device),
-                           "skipped": [c.name for c in sets[1:]], "launches": backend.launch_log()})
-        _send_output(channel, sets[0], outs[0][0])
+                      "seconds": probe_ms / 1000, "device": _device(device),
+                      "skipped": [c.name for c in sets[1:]], "launches": backend.launch_log()})
+        _send_outputs(channel, sets[0], allocated[0][1], outputs[0], pad)
         return
-    warm_until = time.perf_counter() + cfg["budget_s"] / 2
-    for _ in range(cfg["warmup"]):                   # warm-up: module load, first touch, clocks
+    warm_until = time.perf_counter() + cfg.budget_s / 2
+    for _ in range(cfg.warmup):                   # warm-up: module load, first touch, clocks
         for name, fn in variants.items():
             before(name)
             fn()
@@ -126,7 +124,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
     backend.reset_launch_log()                       # the launches of the samples: what the report shows
     started = time.perf_counter()
     stop_reason = "max_samples"
-    while len(samples["submission"]) < cfg["max_samples"]:
+    while len(samples["submission"]) < cfg.max_samples:
         rounds = 0
         for i in range(BATCH):
             for name, fn in variants.items():
@@ -136,7 +134,7 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
                 fn()
                 end.record(stream)
             rounds += 1
-            if time.perf_counter() - started >= cfg["hard_budget_s"]:
+            if time.perf_counter() - started >= cfg.hard_budget_s:
                 break
         sync = backend.synchronize()
         if not sync.ok:
@@ -148,31 +146,34 @@ def run_timing(backend, cfg: dict, sets: list[Case], pad: int, channel: protocol
         # time budget is spent, or max_samples rounds were taken. A kernel so slow that
         # hard_budget_s passes first stops there, with the rounds it got.
         elapsed = time.perf_counter() - started
-        if elapsed >= cfg["hard_budget_s"]:
+        if elapsed >= cfg.hard_budget_s:
             stop_reason = "hard_budget"
             break
         count = len(samples["submission"])
-        if count < cfg["min_samples"]:
+        if count < cfg.min_samples:
             continue
-        best = min(cfg["floor"], key=lambda k: median(samples[k]))
+        best = min(cfg.floor, key=lambda k: median(samples[k]))
         ci = fraction_interval(samples[best], samples["submission"], resamples=200)
-        if ci.half_width <= cfg["target_half_width"]:
+        if ci.half_width <= cfg.target_half_width:
             stop_reason = "converged"
             break
-        if elapsed >= cfg["budget_s"]:
+        if elapsed >= cfg.budget_s:
             stop_reason = "budget"
             break
     channel.send({"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
                        "seconds": time.perf_counter() - started,
-                       "device": _device(x0.device), "launches": backend.launch_log()})
+                  "device": _device(device), "launches": backend.launch_log()})
     # Each set's last output: the parent verifies the timed shape with it.
-    for case, (full, _) in zip(sets, outs):
-        _send_output(channel, case, full)
+    for cj, (_, fulls), outs in zip(sets, allocated, outputs):
+        _send_outputs(channel, cj, fulls, outs, pad)
 
 
-def _send_output(channel: protocol.Channel, case: Case, full: torch.Tensor) -> None:
-    channel.send({"type": "case", "case": case.name, "ok": True, "full_floats": full.numel()},
-                  tensor_bytes(full))
+def _send_outputs(channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
+    from grader.child.worker import output_meta
+
+    sent = {b.name: fulls[b.name] for b in outs}
+    channel.send({"type": "case", "case": cj.name, "ok": True, "outputs": output_meta(sent, pad)},
+                 b"".join(tensor_bytes(f) for f in sent.values()))
 
 
 def _device(dev: torch.device) -> dict:

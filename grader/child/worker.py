@@ -17,6 +17,7 @@ authenticated result channel and the parent decides.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import resource
 import sys
@@ -28,23 +29,53 @@ T0 = time.perf_counter()
 import torch  # noqa: E402 - after T0, so the child's start-up time includes the import
 
 from grader import protocol  # noqa: E402
-from grader.cases import Case, make_inputs  # noqa: E402
+from grader.contract import Buffer, CaseJob, Job, Limits  # noqa: E402
 from grader.child import guard  # noqa: E402
 from grader.child.backends import tensor_bytes  # noqa: E402
 
 NOBODY = 65534
 
 
-def run_case(backend, case: Case, pad: int, reverse_check: bool, channel: protocol.Channel) -> bool:
-    """Run one case; send its output. Returns False when the process cannot go on."""
-    x_cpu, bias_cpu, r_cpu = make_inputs(case, backend.generate_on)
-    n = case.elements
-    x = backend.input(x_cpu, "x")
-    bias = backend.input(bias_cpu, "bias")
-    full, out = backend.output(n, pad, "out")
-    header = {"type": "case", "case": case.name}
+class InputFiles:
+    """The cases' input files, mapped before the wall (reading them is the job's, not the student's)."""
+
+    def __init__(self, paths: list[str]):
+        self._maps = {}
+        for path in paths:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                self._maps[path] = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else bytearray()
+
+    def tensor(self, buf: Buffer) -> torch.Tensor:
+        if buf.floats == 0:
+            return torch.empty(0, dtype=torch.float32)
+        return torch.frombuffer(self._maps[buf.file], dtype=torch.float32, count=buf.floats, offset=buf.offset)
+
+
+def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict, dict]:
+    """The case's buffers on the backend: every tensor's data view, and each output's full
+    (guarded) buffer."""
+    views, fulls = {}, {}
+    for b in cj.buffers:
+        if b.role == "in":
+            views[b.name] = backend.input(files.tensor(b), b.name)
+        else:
+            fulls[b.name], views[b.name] = backend.output(b.floats, pad, b.name, b.init)
+    return views, fulls
+
+
+def output_meta(fulls: dict, pad: int) -> list[dict]:
+    return [{"name": name, "floats": full.numel() - 2 * pad, "pad": pad} for name, full in fulls.items()]
+
+
+def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protocol.Channel,
+             reverse_check: bool) -> bool:
+    """Run one case; send its outputs. Returns False when the process cannot go on."""
+    pad = job.guard_floats
+    views, fulls = allocate(backend, cj, pad, files)
+    header = {"type": "case", "case": cj.name}
     backend.reset_launch_log()
-    outcome = backend.launch_submission(x, bias, out, case.rows, case.cols)
+    outcome = backend.launch_submission(cj.launch, views)
     if outcome.ok:
         outcome = backend.synchronize()
     header["launches"] = backend.launch_log()
@@ -53,30 +84,40 @@ def run_case(backend, case: Case, pad: int, reverse_check: bool, channel: protoc
         # A sticky CUDA error, or a fault outside every buffer (a wild pointer), ends the run.
         return not outcome.fatal and not (outcome.fault and outcome.fault.get("buffer") is None)
     header.update(ok=True)
+    mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
+    reverse_fulls = {}
     if reverse_check:
         # The same launch with blocks and threads in reverse order (CPU emulator only): any
-        # difference, bit for bit, is a race or a missing barrier.
-        full2, out2 = backend.output(n, pad, "out")
+        # difference, bit for bit, is a race or a missing barrier (or, where the exercise lets a
+        # sum's order vary, the parent compares the values within the tolerance).
+        views2 = dict(views)
+        for b in mine:
+            reverse_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
         backend.set_reverse(True)
-        second = backend.launch_submission(x, bias, out2, case.rows, case.cols)
+        second = backend.launch_submission(cj.launch, views2)
         backend.set_reverse(False)
         if second.ok:
-            differs = int((full.view(torch.int32) != full2.view(torch.int32)).sum())
+            differs = sum(int((fulls[b.name].view(torch.int32) != reverse_fulls[b.name].view(torch.int32)).sum())
+                          for b in mine)
             header["reverse_differs"] = differs > 0
             header["reverse_diff_count"] = differs
         else:
             header["reverse_error"] = second.error
             header["reverse_fault"] = second.fault
-    payload = tensor_bytes(full)
-    if case.chain and r_cpu is not None:
-        r = backend.input(r_cpu, "r")
-        chain_out_full, chain_out = backend.output(n, 0, "chain")
-        res = backend.reference("add_residual", out, r, chain_out, n=n)
+            reverse_fulls = {}
+    sent = {b.name: fulls[b.name] for b in mine}
+    if cj.chain is not None:
+        res = backend.reference_call(cj.chain, views)
         res = backend.synchronize() if res.ok else res
         if res.ok:
-            header["chain_bytes"] = n * 4
-            payload += tensor_bytes(chain_out)
-    header["full_floats"] = n + 2 * pad
+            sent.update({b.name: fulls[b.name] for b in cj.buffers if b.role == "out" and b.chain})
+        else:
+            header["chain_error"] = res.error
+    header["outputs"] = output_meta(sent, pad)
+    payload = b"".join(tensor_bytes(f) for f in sent.values())
+    if reverse_fulls and not job.order_exact:
+        header["reverse_outputs"] = output_meta(reverse_fulls, pad)
+        payload += b"".join(tensor_bytes(f) for f in reverse_fulls.values())
     channel.send(header, payload)
     backend.release_inputs()
     return True
@@ -104,7 +145,7 @@ def _vm_data_bytes() -> int | None:
     return None
 
 
-def apply_limits(backend, limits: dict) -> dict:
+def apply_limits(backend, limits: Limits) -> dict:
     """The device heap, the host-memory cap and the drop of privileges; what took effect.
 
     The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
@@ -113,11 +154,11 @@ def apply_limits(backend, limits: dict) -> dict:
     context) is not the submission's to pay for.
     """
     report: dict = {}
-    heap = limits.get("device_heap_bytes")
+    heap = limits.device_heap_bytes
     if heap:
         code = backend.set_device_heap(heap)
         report["device_heap_bytes"] = heap if code == 0 else None
-    cap_mib = limits.get("host_memory_mib")
+    cap_mib = limits.host_memory_mib
     base = _vm_data_bytes()
     if cap_mib and base is not None:
         cap = base + cap_mib * 1024 * 1024
@@ -129,7 +170,7 @@ def apply_limits(backend, limits: dict) -> dict:
             report["host_memory_mib"] = None
             report["host_memory_problem"] = str(exc)
     if os.geteuid() == 0:
-        if limits.get("drop_privileges", True):
+        if limits.drop_privileges:
             try:
                 os.setgroups([])
                 os.setresgid(NOBODY, NOBODY, NOBODY)
@@ -159,21 +200,22 @@ def main() -> int:
         except OSError:
             pass
         os.close(ready_fd)
-    job = json.load(sys.stdin)
-    channel = protocol.Channel(result_fd, bytes.fromhex(job.pop("key")))
+    job = Job.from_json(json.load(sys.stdin))
+    channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     t_job = time.perf_counter() - T0
     try:
-        if job["backend"] == "cuda":
+        if job.backend == "cuda":
             from grader.child.backends import CudaBackend as B
         else:
             from grader.child.backends import EmulatorBackend as B
-        backend = B(job["reference_library"])
-        wall = guard.Guard(job.get("guard_library"))
-        sandbox = apply_limits(backend, job.get("limits", {}))
+        files = InputFiles(job.input_files())
+        backend = B(job.reference_library)
+        wall = guard.Guard(job.guard_library)
+        sandbox = apply_limits(backend, job.limits)
         # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
         # wall a .pyc write would be a blocked call, so a late import only reads.
         sys.dont_write_bytecode = True
-        status = wall.install(mode=guard.AUDIT if job.get("guard_mode") == "audit" else guard.ENFORCE,
+        status = wall.install(mode=guard.AUDIT if job.guard_mode == "audit" else guard.ENFORCE,
                               report_fd=guard_fd)
         sandbox.update(seccomp=status.seccomp, seccomp_detail=status.detail,
                        filter_instructions=status.filter_instructions, filter_install_ms=status.install_ms)
@@ -181,37 +223,34 @@ def main() -> int:
             sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = torch.cuda.mem_get_info()
         sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         t_load = time.perf_counter()
-        backend.load_submission(job["library"])
+        backend.load_submission(job.library)
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send({"type": "fatal", "stage": "load", "error": f"{type(exc).__name__}: {exc}"})
         return 0
     channel.send({"type": "hello", "backend": backend.name, "pid": os.getpid(), "t": time.perf_counter() - T0,
                   "ready_t": t_ready, "job_t": t_job, "sandbox": sandbox})
-    pad = job["guard_floats"]
-    for raw in job["cases"]:
-        case = Case(**raw)
+    for cj in job.cases:
         try:
-            go_on = run_case(backend, case, pad, job.get("reverse_check", False), channel)
+            go_on = run_case(backend, cj, job, files, channel, job.reverse_check)
         except Exception as exc:  # noqa: BLE001
-            channel.send({"type": "fatal", "stage": case.name, "error": f"{type(exc).__name__}: {exc}",
+            channel.send({"type": "fatal", "stage": cj.name, "error": f"{type(exc).__name__}: {exc}",
                           "trace": traceback.format_exc(limit=4)})
             return 0
         if not go_on:
             return 0
-    timing = job.get("timing")
-    if timing:
+    if job.timing is not None:
         from grader.child.timing import run_timing
 
         try:
-            run_timing(backend, timing, [Case(**c) for c in job["timed_cases"]], pad, channel)
+            run_timing(backend, job, files, channel)
         except Exception as exc:  # noqa: BLE001
             channel.send({"type": "fatal", "stage": "timing", "error": f"{type(exc).__name__}: {exc}",
                           "trace": traceback.format_exc(limit=4)})
             return 0
-    elif job.get("verify_cases"):
-        for raw in job["verify_cases"]:
-            if not run_case(backend, Case(**raw), pad, False, channel):
+    else:
+        for cj in job.verify_cases:
+            if not run_case(backend, cj, job, files, channel, False):
                 return 0
     channel.send({"type": "done", "t": time.perf_counter() - T0})
     return 0

@@ -17,8 +17,7 @@ from grader.results import STATUS_TEXT, CaseResult, Result
 def _mismatch(c: CaseResult) -> str:
     if c.first_mismatch:
         m = c.first_mismatch
-        where = ", ".join(f"{k} {m[k]}" for k in ("row", "col") if k in m)
-        return (f"first bad element ({where}): got {m.get('got')!r}, want {m.get('want')!r}; "
+        return (f"first bad element {m.get('at', '')}: got {m.get('got')!r}, want {m.get('want')!r}; "
                 f"{c.bad} of {c.total} wrong" + (f" ({c.unwritten} never written)" if c.unwritten else ""))
     return c.note or "failed"
 

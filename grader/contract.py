@@ -1,0 +1,119 @@
+"""What the parent tells the grading child to do: small typed objects, sent as JSON.
+
+The child knows buffers, arguments and launches, nothing of any exercise: the parent
+resolves the exercise's tensors and dimensions into a Job, and the child allocates,
+launches and sends back what each output holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Buffer:
+    """One tensor of a case: an input read from a file of float32 data, or an output."""
+
+    name: str
+    floats: int
+    role: str = "in"            # in | out
+    init: str = "poison"        # outputs: poison | zero
+    file: str = ""              # inputs: the file holding the data
+    offset: int = 0             # inputs: its byte offset there
+    chain: bool = False         # written by the chain, not by the submission
+
+
+@dataclass
+class Arg:
+    """One argument of a call: a buffer's pointer (tensor) or an integer (value)."""
+
+    tensor: str = ""
+    value: int = 0
+
+
+@dataclass
+class Call:
+    args: list[Arg]
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    kernel: str = ""            # a reference kernel's name; "" for the submission
+
+
+@dataclass
+class CaseJob:
+    name: str
+    buffers: list[Buffer]
+    launch: Call                # the submission: its launcher's arguments, or the kernel's and the default launch
+    chain: Call | None = None   # a reference kernel run after it
+    timed: bool = False
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+
+@dataclass
+class TimingJob:
+    floor: list[str]
+    informational_floor: str
+    copy_floats: int
+    warmup: int
+    min_samples: int
+    max_samples: int
+    target_half_width: float
+    budget_s: float
+    hard_budget_s: float
+    slow_launch_s: float
+    chain: bool
+
+
+@dataclass
+class Limits:
+    host_memory_mib: int
+    device_heap_bytes: int
+    drop_privileges: bool
+
+
+@dataclass
+class Job:
+    backend: str
+    library: str
+    reference_library: str
+    guard_library: str | None
+    guard_mode: str
+    limits: Limits
+    cases: list[CaseJob]
+    guard_floats: int
+    reverse_check: bool = False
+    order_exact: bool = True            # the reverse run must give the same bits (else: sent back to compare)
+    timing: TimingJob | None = None
+    timed_cases: list[CaseJob] = field(default_factory=list)
+    verify_cases: list[CaseJob] = field(default_factory=list)
+    key: str = ""
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Job":
+        return _build(cls, data)
+
+    def input_files(self) -> list[str]:
+        every = self.cases + self.timed_cases + self.verify_cases
+        return sorted({b.file for c in every for b in c.buffers if b.file})
+
+
+def _build(tp, data):
+    """A dataclass (or a list or optional of them) from its asdict() form."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or type(tp).__name__ == "UnionType":
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if data is None else _build(args[0], data)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, d) for d in data]
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return tp(**{f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
+    return data

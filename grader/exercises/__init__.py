@@ -1,0 +1,175 @@
+"""Exercises as data: a rubric (rubrics/<exercise>.yaml), a reference folder
+(reference/<exercise>/: reference.py and optional kernels.cu) and samples
+(submissions/<exercise>/).
+
+The core knows tensors and dimensions; everything an exercise means lives in these files.
+Exercises are found in the grader's own rubrics folder and in every folder listed in
+GRADER_EXERCISES (os.pathsep-separated), each laid out as rubrics/ and reference/ side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from grader.errors import ExerciseError, UsageError
+from grader.locations import reference_dir, rubrics_dir
+
+
+def rubric_folders() -> list[Path]:
+    """Where exercises are looked for: GRADER_EXERCISES's folders first, then the grader's own."""
+    extra = [Path(p) / "rubrics" for p in os.environ.get("GRADER_EXERCISES", "").split(os.pathsep) if p]
+    return [*extra, rubrics_dir()]
+
+
+def exercise_files() -> dict[str, Path]:
+    """Every exercise by name (the rubric file's stem); an earlier folder wins."""
+    found: dict[str, Path] = {}
+    for folder in rubric_folders():
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+            found.setdefault(path.stem, path)
+    return found
+
+
+def load_all():
+    """Every exercise's rubric, by name (a malformed one raises RubricError naming it)."""
+    from grader.rubric import load_rubric
+
+    return {name: load_rubric(path) for name, path in exercise_files().items()}
+
+
+def load_exercise(name: str):
+    from grader.rubric import load_rubric
+
+    files = exercise_files()
+    if name not in files:
+        raise UsageError(f"no exercise named {name!r} (known: {', '.join(sorted(files)) or 'none'}); "
+                         "`grader exercises` lists them")
+    return load_rubric(files[name])
+
+
+DEFAULT_EXERCISE = "bias_gelu_fused"
+
+
+def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None, file: Path | None = None,
+           folder: Path | None = None):
+    """The rubric to grade with: a rubric file, an exercise by name, the exercise whose kernel (or
+    launcher) a file defines, the exercise a samples folder is named for, else the default."""
+    from grader.rubric import load_rubric
+
+    if rubric_path is not None:
+        return load_rubric(rubric_path)
+    if exercise:
+        return load_exercise(exercise)
+    files = exercise_files()
+    if folder is not None and folder.resolve().name in files:
+        return load_rubric(files[folder.resolve().name])
+    if file is not None:
+        picked = exercise_for_source(file)
+        if picked is not None:
+            return picked
+    return load_exercise(DEFAULT_EXERCISE) if DEFAULT_EXERCISE in files else load_rubric(None)
+
+
+def exercise_for_source(file: Path):
+    """The exercise whose kernel or launcher the file defines; else the one whose kernel name is
+    closest to a kernel the file defines (so a misspelt kernel is told its exercise's name);
+    None when the file cannot be read or nothing is close."""
+    import difflib
+    import re
+
+    from grader.source import blank_comments_and_strings, find_kernels
+
+    try:
+        code = blank_comments_and_strings(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    kernels = [k.name for k in find_kernels(code)]
+    rubrics = list(load_all().values())
+    for r in rubrics:
+        if r.kernel.name in kernels or (r.kernel.launcher and re.search(rf"\b{r.kernel.launcher_name}\s*\(", code)):
+            return r
+    by_name = {r.kernel.name: r for r in rubrics}
+    for k in kernels:
+        close = difflib.get_close_matches(k, list(by_name), n=1, cutoff=0.6)
+        if close:
+            return by_name[close[0]]
+    return None
+
+
+def reference_folder(rubric) -> Path:
+    """reference/<exercise>/ beside the rubric's own rubrics/ folder, else the grader's."""
+    if rubric.path:
+        beside = Path(rubric.path).resolve().parent.parent / "reference" / rubric.exercise
+        if beside.is_dir():
+            return beside
+    return reference_dir() / rubric.exercise
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An exercise's reference, loaded in the parent only (it never runs in the child)."""
+
+    folder: Path
+    generators: dict[str, Callable]
+    expected: Callable
+    mistakes: dict[str, Callable]
+    kernels: str                    # reference kernels' CUDA source ("" when none)
+    digest: str                     # of reference.py and kernels.cu: a key for cached inputs
+    module: object = None           # reference.py itself
+
+    def generate(self, generator: str, dims: dict, seed: int):
+        return self.generators[generator](dims, seed)
+
+
+_LOADED: dict[Path, Reference] = {}
+
+
+def load_reference(rubric) -> Reference:
+    folder = reference_folder(rubric)
+    if folder in _LOADED:
+        return _LOADED[folder]
+    path = folder / "reference.py"
+    if not path.is_file():
+        raise ExerciseError(f"{path}: no such file: exercise {rubric.exercise!r} needs its reference "
+                            "(GENERATORS, expected, MISTAKES) there")
+    name = f"grader_exercise_{rubric.exercise}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - reported with the file's name
+        raise ExerciseError(f"{path}: cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    for attr in ("GENERATORS", "expected"):
+        if not hasattr(module, attr):
+            raise ExerciseError(f"{path}: defines no {attr} (an exercise's reference.py defines GENERATORS, "
+                                "expected and MISTAKES)")
+    mistakes = dict(getattr(module, "MISTAKES", {}))
+    for i, code in enumerate(rubric.mistakes):
+        if code not in mistakes:
+            raise ExerciseError(f"{path}: MISTAKES has no {code!r}, which {rubric.path} lists (mistakes[{i}])")
+    for code in mistakes:
+        if code not in rubric.mistakes:
+            raise ExerciseError(f"{path}: MISTAKES models {code!r}, which {rubric.path} does not list under mistakes")
+    for i, case in enumerate(rubric.checks.cases):
+        if case.inputs not in module.GENERATORS:
+            raise ExerciseError(f"{rubric.path}: checks.cases[{i}].inputs: {path} has no generator {case.inputs!r} "
+                                f"(GENERATORS: {', '.join(module.GENERATORS)})")
+    if "random" not in module.GENERATORS:
+        raise ExerciseError(f"{path}: GENERATORS has no 'random' (the timed inputs are drawn with it)")
+    cu = folder / "kernels.cu"
+    kernels = cu.read_text() if cu.is_file() else ""
+    if rubric.chain.kernel and f"grader_ref_{rubric.chain.kernel}" not in kernels:
+        raise ExerciseError(f"{cu}: exports no grader_ref_{rubric.chain.kernel}, which {rubric.path} "
+                            "runs as chain.kernel")
+    digest = hashlib.sha256(path.read_bytes() + b"\0" + kernels.encode()).hexdigest()[:16]
+    ref = Reference(folder, dict(module.GENERATORS), module.expected, {c: mistakes[c] for c in rubric.mistakes},
+                    kernels, digest, module)
+    _LOADED[folder] = ref
+    return ref

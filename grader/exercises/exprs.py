@@ -1,0 +1,95 @@
+"""Arithmetic over an exercise's named dimensions: `(cols + 255) / 256`, `batch * seq * heads`.
+
+An exercise writes its shapes, launch grids, byte models and tolerances as expressions of its
+dimensions. They are parsed once (ast) and evaluated with integers and C's division (`/`
+truncates for integers), or in floating point where a tolerance asks for it. Only numbers,
+names, + - * / // % **, unary minus, parentheses and min, max, sqrt, ceil_div are accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from functools import lru_cache
+from typing import Mapping
+
+FUNCTIONS = {"min": min, "max": max, "sqrt": math.sqrt, "ceil_div": lambda a, b: -(-a // b)}
+
+
+class ExprError(ValueError):
+    """An expression that cannot be parsed or evaluated; the message says why."""
+
+
+@lru_cache(maxsize=512)
+def _parse(text: str) -> ast.expr:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(f"not an arithmetic expression: {text!r} ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Call,
+                             ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub,
+                             ast.UAdd)):
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            continue
+        raise ExprError(f"{text!r}: only numbers, dimension names, + - * / // % **, parentheses and "
+                        f"{', '.join(FUNCTIONS)} are allowed")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            raise ExprError(f"{text!r}: unknown function (known: {', '.join(FUNCTIONS)})")
+    return tree.body
+
+
+def names(text: str | int | float) -> set[str]:
+    """The dimension names an expression reads."""
+    if not isinstance(text, str):
+        return set()
+    return {n.id for n in ast.walk(_parse(text)) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
+
+
+def evaluate(text: str | int | float, values: Mapping[str, int | float], *, integer: bool = True) -> int | float:
+    """The expression's value given the dimensions; integer=True keeps C's integer semantics."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text) if integer and float(text).is_integer() else text
+    node = _parse(str(text))
+
+    def ev(n: ast.expr):
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in values:
+                raise ExprError(f"{text!r}: unknown name {n.id!r} (known: {', '.join(sorted(values))})")
+            return values[n.id]
+        if isinstance(n, ast.UnaryOp):
+            v = ev(n.operand)
+            return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.Call):
+            return FUNCTIONS[n.func.id](*[ev(a) for a in n.args])
+        a, b = ev(n.left), ev(n.right)
+        if isinstance(n.op, ast.Add):
+            return a + b
+        if isinstance(n.op, ast.Sub):
+            return a - b
+        if isinstance(n.op, ast.Mult):
+            return a * b
+        if isinstance(n.op, ast.Pow):
+            return a ** b
+        if b == 0:
+            raise ExprError(f"{text!r}: division by zero")
+        if isinstance(n.op, ast.Mod):
+            return math.fmod(a, b) if not (isinstance(a, int) and isinstance(b, int)) else a - b * int(a / b)
+        if isinstance(n.op, ast.FloorDiv):
+            return a // b
+        if isinstance(a, int) and isinstance(b, int) and integer:
+            q = abs(a) // abs(b)                     # C: truncation toward zero
+            return q if (a >= 0) == (b >= 0) else -q
+        return a / b
+
+    value = ev(node)
+    if integer:
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise ExprError(f"{text!r} = {value}: expected a whole number")
+            value = int(value)
+    return value
