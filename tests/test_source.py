@@ -100,6 +100,25 @@ def test_emulator_blockers_name_the_line(write_cu):
     assert emulator_blockers(plain) == [] and not uses_collectives(plain)
 
 
+@pytest.mark.parametrize("line", [
+    "const size_t half = halfDim;",
+    "int half2 = 2 * halfDim;",
+    "float half = 0.5f;",
+    "auto halfway = [](int half) { return half / 2; };",
+])
+def test_a_variable_named_half_is_not_a_half_type(line, write_cu):
+    """RoPE rotates the two halves of a head: `half` is the word students use for it."""
+    sub = read_submission(write_cu(f"__global__ void k(float* o, int halfDim) {{\n  {line}\n}}\n"), LAUNCHER)
+    assert emulator_blockers(sub) == []
+
+
+@pytest.mark.parametrize("text", ["#include <cuda_fp16.h>\n__global__ void k(float* o) {}\n",
+                                  "__global__ void k(__half* o) {}\n", "__global__ void k(__nv_bfloat16* o) {}\n"])
+def test_half_types_still_need_a_gpu(text, write_cu):
+    found = emulator_blockers(read_submission(write_cu(text), LAUNCHER))
+    assert found and "half or bfloat16" in found[0].what
+
+
 def test_rewrite_keeps_line_numbers_and_rewrites_launches():
     src = ("#include <cuda_runtime.h>\n"
            "extern __shared__ float smem[];\n"

@@ -1,0 +1,128 @@
+"""rope_half_split: rotary position embedding over in[batch][seq][heads][headDim], in float64.
+
+Dimension j of a head is rotated with dimension j + headDim/2 (Llama's rotate_half) by the angle
+pos * theta_j, theta_j = 10000^(-2j/headDim) (RoFormer's equation 15 with i = j + 1):
+
+    out[j]          = x0 * cos - x1 * sin
+    out[j + half]   = x0 * sin + x1 * cos,    x0 = in[j], x1 = in[j + half].
+
+The tables are float32 (cos and sin of the double angle, rounded), as the kernel reads them;
+the reference promotes those same floats to double, so a check prices the kernel's arithmetic
+and not the tables'.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grader.exercises.inputs import uniform
+
+BASE = 10000.0
+
+
+def tables(seq: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    half = head_dim // 2
+    j = torch.arange(half, dtype=torch.float64)
+    theta = torch.pow(torch.tensor(BASE, dtype=torch.float64), -2.0 * j / head_dim)
+    angle = torch.arange(seq, dtype=torch.float64)[:, None] * theta[None, :]
+    return torch.cos(angle).float(), torch.sin(angle).float()
+
+
+def _with_tables(x: torch.Tensor, dims: dict) -> dict[str, torch.Tensor]:
+    cos, sin = tables(dims["seq"], dims["headDim"])
+    shape = (dims["batch"], dims["seq"], dims["heads"], dims["headDim"])
+    return {"in": x.view(shape), "cosTab": cos, "sinTab": sin}
+
+
+def lesson(dims: dict, seed: int) -> dict[str, torch.Tensor]:
+    """The lesson's pattern: in[i] = ((i % 61) - 30) * 0.125."""
+    n = dims["batch"] * dims["seq"] * dims["heads"] * dims["headDim"]
+    i = torch.arange(n, dtype=torch.int64)
+    return _with_tables(((i % 61) - 30).to(torch.float32) * 0.125, dims)
+
+
+def random(dims: dict, seed: int) -> dict[str, torch.Tensor]:
+    """in uniform over [-4, 4], a query's or key's range."""
+    n = dims["batch"] * dims["seq"] * dims["heads"] * dims["headDim"]
+    s = seed * 7919 + dims["batch"] * 1009 + dims["seq"] * 101 + dims["heads"] * 11 + dims["headDim"]
+    return _with_tables(uniform(n, s, 0, -4.0, 4.0), dims)
+
+
+GENERATORS = {"lesson": lesson, "random": random}
+
+
+def _parts(t: dict, pos: torch.Tensor | None = None):
+    """x0, x1 (the two halves), cos and sin broadcast over [batch, seq, heads, half], in float64.
+    pos: the position each (batch, seq, heads) row is rotated by (default: its seq index)."""
+    x = t["in"].double()
+    half = x.shape[-1] // 2
+    cos, sin = t["cosTab"].double(), t["sinTab"].double()
+    if pos is None:
+        c, s = cos[None, :, None, :], sin[None, :, None, :]
+    else:
+        c, s = cos[pos], sin[pos]
+    return x[..., :half], x[..., half:], c, s
+
+
+def _join(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+    return torch.cat([lo, hi], dim=-1)
+
+
+def expected(t: dict, dims: dict) -> dict[str, torch.Tensor]:
+    x0, x1, c, s = _parts(t)
+    return {"out": _join(x0 * c - x1 * s, x0 * s + x1 * c)}
+
+
+# -- the usual mistakes ----------------------------------------------------------
+
+
+def _interleaved(t: dict, dims: dict):
+    """RoFormer's adjacent pairs (2j, 2j+1) instead of (j, j + half)."""
+    x = t["in"].double()
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    c, s = t["cosTab"].double()[None, :, None, :], t["sinTab"].double()[None, :, None, :]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x0 * c - x1 * s
+    out[..., 1::2] = x0 * s + x1 * c
+    return out, None
+
+
+def _sign_flipped(t: dict, dims: dict):
+    x0, x1, c, s = _parts(t)
+    return _join(x0 * c + x1 * s, -x0 * s + x1 * c), None
+
+
+def _swapped(t: dict, dims: dict):
+    x0, x1, c, s = _parts(t)
+    return _join(x0 * s - x1 * c, x0 * c + x1 * s), None
+
+
+def _rows(dims: dict) -> torch.Tensor:
+    """The flat (batch, seq, heads) row index of every row, shaped [batch, seq, heads]."""
+    b, q, h = dims["batch"], dims["seq"], dims["heads"]
+    return torch.arange(b * q * h).view(b, q, h)
+
+
+def _ignores_heads(t: dict, dims: dict):
+    """pos = (p / halfDim) % seq: the head axis folded into the position."""
+    pos = _rows(dims) % dims["seq"]
+    x0, x1, c, s = _parts(t, pos)
+    return _join(x0 * c - x1 * s, x0 * s + x1 * c), None
+
+
+def _from_head(t: dict, dims: dict):
+    """pos = the head index (defined where it is below seq)."""
+    b, q, h = dims["batch"], dims["seq"], dims["heads"]
+    head = torch.arange(h).view(1, 1, h).expand(b, q, h)
+    x0, x1, c, s = _parts(t, head.clamp(max=q - 1))
+    mask = (head < q)[..., None].expand(b, q, h, dims["headDim"])
+    return _join(x0 * c - x1 * s, x0 * s + x1 * c), mask
+
+
+MISTAKES = {
+    "interleaved": _interleaved,
+    "sign_flipped": _sign_flipped,
+    "cos_sin_swapped": _swapped,
+    "position_ignores_heads": _ignores_heads,
+    "position_from_head": _from_head,
+}

@@ -1,0 +1,148 @@
+"""Exercises as data: every shipped exercise keeps its contract, a file finds its exercise, and
+a course's own exercise (a folder outside the grader) grades with no change to the grader."""
+
+import shutil
+import textwrap
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from grader.cli import cli
+from grader.errors import ExerciseError
+from grader.exercises import choose, exercise_files, exercise_for_source, load_all, load_reference
+from grader.exercises.data import draw
+from grader.exercises.plan import plan_cases, shape_of, timed_cases
+from grader.rubric import dims_values
+
+
+@pytest.mark.parametrize("name", sorted(exercise_files()))
+def test_each_exercise_keeps_its_contract(name):
+    rubric = load_all()[name]
+    ref = load_reference(rubric)
+    outputs = [t for t in rubric.tensors if t.role == "out" and not t.chain]
+    for case in plan_cases(rubric):
+        inputs = draw(rubric, ref, case)                        # shapes and dtypes are checked by draw
+        want = ref.expected(inputs, dict(case.dims))
+        values = dims_values(rubric, case.dims)
+        for t in outputs:
+            assert tuple(want[t.name].shape) == shape_of(t, values) and want[t.name].dtype == torch.float64
+    # Every mistake model is a different function from the answer on random inputs (beyond the
+    # margin diagnosis matches with), or it would name right answers as mistakes.
+    case = max((c for c in plan_cases(rubric) if c.inputs == "random"), key=lambda c: sum(c.dims.values()))
+    inputs = draw(rubric, ref, case)
+    right = ref.expected(inputs, dict(case.dims))[outputs[0].name]
+    for code, model in ref.mistakes.items():
+        wrong, mask = model(inputs, dict(case.dims))
+        tol = rubric.tolerance
+        differs = (wrong.double() - right).abs() > 4 * (tol.atol + tol.rtol * right.abs())   # diagnosis's margin
+        assert bool((differs if mask is None else differs & mask).any()), code
+    assert len(timed_cases(rubric)) == rubric.timing.input_sets
+
+
+def test_a_file_finds_its_exercise_by_kernel_launcher_or_closest_name(write_cu):
+    assert exercise_for_source(write_cu("__global__ void ropeHalfSplit(const float* in) {}\n")).exercise == \
+        "rope_half_split"
+    launcher_only = "__global__ void mine(float* o) {}\nvoid launchRope(const float* in, const float* c, " \
+                    "const float* s, float* out, int b, int q, int h, int d, cudaStream_t st) {}\n"
+    assert exercise_for_source(write_cu(launcher_only)).exercise == "rope_half_split"
+    assert exercise_for_source(write_cu("__global__ void biasGeluFused(float* o) {}\n")).exercise == "bias_gelu_fused"
+    assert exercise_for_source(write_cu("__global__ void ropeHalfSpilt(float* o) {}\n")).exercise == "rope_half_split"
+    assert exercise_for_source(write_cu("// ropeHalfSplit in a comment only\n__global__ void k() {}\n")) is None
+    assert choose(file=write_cu("__global__ void k() {}\n")).exercise == "bias_gelu_fused"     # the default
+
+
+def test_grader_exercises_lists_every_exercise_with_its_contract():
+    r = CliRunner().invoke(cli, ["exercises"])
+    assert r.exit_code == 0, r.output
+    assert "bias_gelu_fused:" in r.output and "rope_half_split:" in r.output
+    assert "launchRope(" in r.output and "in[batch][seq][heads][headDim] float32" in r.output
+
+
+COURSE_RUBRIC = """
+exercise: saxpy
+title: "saxpy: y = a * x + y"
+dims: {n: "elements"}
+tensors:
+  - {name: x, shape: [n]}
+  - {name: y, shape: [n]}
+  - {name: out, shape: [n], role: out}
+kernel:
+  name: saxpy
+  signature: "__global__ void saxpy(const float* x, const float* y, float* out, int n)"
+  grid: ["(n + 127) / 128"]
+  block: [128]
+mistakes: [forgot_a]
+checks:
+  cases: [{dims: {n: 1}}, {dims: {n: 1000}}]
+  seeds: [1]
+timing:
+  dims: {n: 1048576}
+  bytes: 12 * n
+  copy_floats: n
+feedback:
+  diagnosis:
+    forgot_a: "Multiply x by 2 (a) before adding y."
+"""
+
+COURSE_REFERENCE = """
+from grader.exercises.inputs import uniform
+
+def random(dims, seed):
+    n = dims["n"]
+    return {"x": uniform(n, seed, 0, -1.0, 1.0), "y": uniform(n, seed, 1, -1.0, 1.0)}
+
+GENERATORS = {"random": random}
+
+def expected(t, dims):
+    return {"out": 2.0 * t["x"].double() + t["y"].double()}
+
+MISTAKES = {"forgot_a": lambda t, dims: (t["x"].double() + t["y"].double(), None)}
+"""
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    root = tmp_path / "course"
+    (root / "rubrics").mkdir(parents=True)
+    (root / "reference" / "saxpy").mkdir(parents=True)
+    (root / "rubrics" / "saxpy.yaml").write_text(COURSE_RUBRIC)
+    (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_REFERENCE)
+    monkeypatch.setenv("GRADER_EXERCISES", str(root))
+    return root
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
+def test_a_courses_own_exercise_grades_with_no_change_to_the_grader(course, write_cu):
+    from grader.grading import grade_submission
+
+    good = write_cu(textwrap.dedent("""
+        __global__ void saxpy(const float* x, const float* y, float* out, int n) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = 2.0f * x[i] + y[i];
+        }
+    """), "good.cu")
+    rubric = choose(file=good)
+    assert rubric.exercise == "saxpy"
+    result = grade_submission(good, rubric=rubric, backend="emulator")
+    assert (result.status, result.correct, result.exercise) == ("graded", True, "saxpy"), result.message
+    wrong = write_cu(good.read_text().replace("2.0f * x[i]", "x[i]"), "wrong.cu")
+    result = grade_submission(wrong, rubric=rubric, backend="emulator")
+    assert result.correct is False and [d.code for d in result.diagnosis] == ["forgot_a"]
+    assert result.diagnosis[0].advice == "Multiply x by 2 (a) before adding y."
+
+
+def test_a_broken_reference_is_named(course):
+    from grader.exercises import _LOADED
+
+    _LOADED.clear()
+    ref = course / "reference" / "saxpy" / "reference.py"
+    ref.write_text(COURSE_REFERENCE.replace('MISTAKES = {"forgot_a"', 'MISTAKES = {"forgot_b"'))
+    rubric = choose(exercise="saxpy")
+    with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES has no 'forgot_a'"):
+        load_reference(rubric)
+    _LOADED.clear()
+    ref.unlink()
+    with pytest.raises(ExerciseError, match=r"reference\.py: no such file"):
+        load_reference(rubric)
+    _LOADED.clear()
