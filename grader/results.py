@@ -100,6 +100,7 @@ class CopyTiming:
     kind: str
     median_ms: float
     gbps: float
+    bytes_moved: int = 0               # what the copy reads and writes (timing.copy_floats x 8)
 
 
 @dataclass

@@ -358,7 +358,7 @@ def _timing(frame: dict, rubric: Rubric, result: Result) -> None:
     def gbps(ms: float, moved: int) -> float:
         return moved / (ms * 1e-3) / 1e9
 
-    copies = [CopyTiming(k, median(samples[k]), gbps(median(samples[k]), copy_bytes)) for k in samples
+    copies = [CopyTiming(k, median(samples[k]), gbps(median(samples[k]), copy_bytes), copy_bytes) for k in samples
               if k not in ("submission", "chain")]
     floor = min((c for c in copies if c.kind in t.floor), key=lambda c: c.median_ms)
     sub_ms = median(samples["submission"])

@@ -6,8 +6,9 @@ def graded(tier="gold", fraction=0.97):
     t = TimingResult(shape=[16384, 1024], kernel="biasGeluFused", byte_model="2 floats per element", bytes_moved=134217728, samples=120,
                      stop_reason="converged", seconds=1.2, submission_ms=0.0370, submission_gbps=3627.5,
                      floor_kind="copy_vec4", floor_gbps=3735.0,
-                     copies=[CopyTiming("copy_scalar", 0.0551, 2436.0), CopyTiming("copy_vec4", 0.03594, 3735.0),
-                             CopyTiming("memcpy", 0.03597, 3732.0)],
+                     copies=[CopyTiming("copy_scalar", 0.0551, 2436.0, 134217728),
+                             CopyTiming("copy_vec4", 0.03594, 3735.0, 134217728),
+                             CopyTiming("memcpy", 0.03597, 3732.0, 134217728)],
                      fraction=fraction, fraction_ci=[fraction - 0.004, fraction + 0.004], informational_kind="copy_scalar",
                      informational_fraction=1.49, chain_ms=0.09, chain_gbps=3728.0, chain_bytes=335544320, chain_title="biasGeluFused + addResidual")
     return Result(exercise="bias_gelu_fused", submission={"path": "s.cu", "sha256": "ab" * 32}, backend="cuda",
@@ -22,7 +23,7 @@ def test_markdown_has_the_exercise_row_and_chain_row(rubric):
     assert "| biasGeluFused | 134.2 | 0.0370 | 3627.5 | **0.970** (0.966 to 0.974) |" in md
     assert "| biasGeluFused + addResidual | 335.5 | 0.0900 | 3728.0 |" in md
     assert "Byte model: 2 floats per element, 134.2 MB at 16384 x 1024." in md
-    assert "copy_vec4 (floor)" in md and "**gold**" in md
+    assert "| copy_vec4 (floor) | 134.2 | 0.0359 | 3735.0 | 1.000 |" in md and "**gold**" in md
 
 
 def test_html_is_self_contained_with_svg_and_escapes_student_text(rubric):
