@@ -57,8 +57,17 @@ def prepare(want: torch.Tensor, *, rtol: float, atol: float) -> Prepared:
     return Prepared(want.float(), limit)
 
 
+def unwritten_mask(got: torch.Tensor, want: torch.Tensor, init: str = "poison", atol: float = 0.0) -> torch.Tensor:
+    """Elements the kernel never wrote: still the poison; or, for an output that starts at zero
+    (an accumulator), still exactly zero where the answer is clearly not."""
+    raw = got.contiguous().view(torch.int32)
+    if init == "zero":
+        return (raw == 0) & (want.abs() > 10 * atol)
+    return raw == POISON_BITS
+
+
 def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
-            prepared: Prepared | None = None) -> Comparison:
+            prepared: Prepared | None = None, init: str = "poison") -> Comparison:
     """got: float32; want: float64 of the same shape (any number of dimensions). With prepared, a float32 pass
     settles the usual case (every element clearly within tolerance); anything else is
     decided by the exact float64 comparison."""
@@ -67,7 +76,7 @@ def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
         if bool((diff32 <= prepared.limit32).all()):
             return Comparison(passed=True, total=got.numel(), bad=0, unwritten=0, first=None,
                               max_abs_error=float(diff32.max()) if diff32.numel() else 0.0, max_rel_error=0.0)
-    unwritten_mask = got.contiguous().view(torch.int32) == POISON_BITS
+    unwritten = unwritten_mask(got, want, init, atol)
     diff = got.double().sub_(want).abs_()
     bad_mask = ~(diff <= want.abs().mul_(rtol).add_(atol))     # NaN (unwritten too) is never <=
     bad = int(bad_mask.sum())
@@ -86,7 +95,7 @@ def compare(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float,
         rel = rel[torch.isfinite(rel)]
         max_rel = float(rel.max()) if rel.numel() else float("inf")
     max_abs = float(torch.nan_to_num(diff, nan=0.0, posinf=0.0).max()) if diff.numel() else 0.0
-    return Comparison(passed=bad == 0, total=got.numel(), bad=bad, unwritten=int(unwritten_mask.sum()),
+    return Comparison(passed=bad == 0, total=got.numel(), bad=bad, unwritten=int(unwritten.sum()),
                       first=first, max_abs_error=max_abs, max_rel_error=max_rel)
 
 

@@ -34,7 +34,7 @@ def _fail(exc: GraderError) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="grader", message="%(prog)s %(version)s")
 def cli() -> None:
-    """Autograder for CUDA kernel exercises (Day 96: biasGeluFused, ropeHalfSplit): compile, check, time and
+    """Autograder for CUDA kernel exercises (biasGeluFused, ropeHalfSplit, geluSum): compile, check, time and
     grade a kernel."""
 
 

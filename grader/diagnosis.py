@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from grader.checking import POISON_BITS, Comparison, GuardDamage
+from grader.checking import Comparison, GuardDamage, unwritten_mask
 
 
 @dataclass
@@ -39,9 +39,13 @@ def _ranges(indices: list[int]) -> str:
     return text + (", ..." if len(out) > 6 else "")
 
 
+def _still(init: str) -> str:
+    return "; they still hold the zero the output starts with" if init == "zero" else ""
+
+
 def diagnose(got: torch.Tensor, want: torch.Tensor, inputs: dict, dims: dict, cmp: Comparison,
              guards: GuardDamage, *, rtol: float, atol: float, axes: list[str],
-             mistakes: dict[str, Callable]) -> list[Diagnosis]:
+             mistakes: dict[str, Callable], init: str = "poison") -> list[Diagnosis]:
     """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
     to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined)."""
     found: list[Diagnosis] = []
@@ -54,8 +58,11 @@ def diagnose(got: torch.Tensor, want: torch.Tensor, inputs: dict, dims: dict, cm
     if cmp.passed:
         return found
 
-    unwritten = got.contiguous().view(torch.int32) == POISON_BITS
-    if bool(unwritten.any()):
+    unwritten = unwritten_mask(got, want, init, atol)
+    if bool(unwritten.all()):
+        found.append(Diagnosis("unwritten_elements", f"none of the {unwritten.numel()} elements was written"
+                               + _still(init)))
+    elif bool(unwritten.any()):
         whole = []
         if unwritten.dim() >= 2:
             for k, axis in enumerate(axes):
@@ -64,11 +71,11 @@ def diagnose(got: torch.Tensor, want: torch.Tensor, inputs: dict, dims: dict, cm
                                                         unwritten.permute(k, *others).flatten(1).all(dim=1)).flatten()]
                 if slices:
                     whole.append(Diagnosis(f"unwritten_{axis}", f"{len(slices)} of {unwritten.shape[k]} {axis} never "
-                                           f"written ({axis} {_ranges(slices)})"))
+                                           f"written ({axis} {_ranges(slices)})" + _still(init)))
         found += whole
         if not whole:
             found.append(Diagnosis("unwritten_elements",
-                                   f"{int(unwritten.sum())} of {unwritten.numel()} elements never written"))
+                                   f"{int(unwritten.sum())} of {unwritten.numel()} elements never written" + _still(init)))
 
     written = ~unwritten
     g = got.double()

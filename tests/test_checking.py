@@ -136,3 +136,20 @@ def test_fast_path_agrees_with_the_exact_comparison_at_the_boundary():
         exact = compare(got, want, **TOL)
         fast = compare(got, want, **TOL, prepared=prepare(want, **TOL))
         assert (fast.passed, fast.bad) == (exact.passed, exact.bad), scale
+
+
+def test_an_output_that_starts_at_zero_is_unwritten_where_it_is_still_zero_and_should_not_be():
+    want = torch.rand(4, 6, dtype=torch.float64) + 0.5
+    want[0, 0] = 0.0                                  # a true zero: written or not, it is right
+    got = want.float().clone()
+    got[3] = 0.0                                       # the last row never written
+    c = compare(got, want, **TOL, init="zero")
+    assert c.unwritten == 6 and c.bad == 6
+    found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
+    assert [d.code for d in found] == ["unwritten_B"] and "still hold the zero" in found[0].message
+    nothing = torch.zeros(4, 6)
+    c = compare(nothing, want, **TOL, init="zero")
+    found = diagnose(nothing, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
+    # 23 of 24 unwritten (the true zero is not): rows 1..3 and columns 1..5 whole
+    assert [(d.code, d.message.split(" (")[0]) for d in found] == [("unwritten_B", "3 of 4 B never written"),
+                                                                    ("unwritten_D", "5 of 6 D never written")]

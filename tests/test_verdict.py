@@ -134,7 +134,8 @@ def test_a_fault_only_in_the_reverse_order_run_is_order_dependent(rubric):
     def frames(c, ref):
         f = output_frame(c, ref, r.checks.guard_floats)
         if c.inputs == "lesson":
-            f.header.update(reverse_error="fault", reverse_fault={"buffer": "bias", "where": "past", "is_write": 0})
+            f.header.update(second_kind="reverse", second_error="fault",
+                            second_fault={"buffer": "bias", "where": "past", "is_write": 0})
         return [f]
 
     result = judge(r, frames, timing_frame([0.0375] * 60))

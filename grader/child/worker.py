@@ -85,26 +85,31 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
         return not outcome.fatal and not (outcome.fault and outcome.fault.get("buffer") is None)
     header.update(ok=True)
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
-    reverse_fulls = {}
-    if reverse_check:
-        # The same launch with blocks and threads in reverse order (CPU emulator only): any
-        # difference, bit for bit, is a race or a missing barrier (or, where the exercise lets a
-        # sum's order vary, the parent compares the values within the tolerance).
+    second_fulls = {}
+    repeat = backend.name == "cuda" and not job.order_exact and not cj.timed
+    if reverse_check or repeat:
+        # The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
+        # reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes.
+        # Any difference, bit for bit, is a race or a missing barrier; where the exercise lets a
+        # sum's order vary, the parent compares the values within the tolerance instead.
         views2 = dict(views)
         for b in mine:
-            reverse_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
-        backend.set_reverse(True)
+            second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
+        backend.set_reverse(reverse_check)
         second = backend.launch_submission(cj.launch, views2)
-        backend.set_reverse(False)
         if second.ok:
-            differs = sum(int((fulls[b.name].view(torch.int32) != reverse_fulls[b.name].view(torch.int32)).sum())
+            second = backend.synchronize()
+        backend.set_reverse(False)
+        header["second_kind"] = "reverse" if reverse_check else "repeat"
+        if second.ok:
+            differs = sum(int((fulls[b.name].view(torch.int32) != second_fulls[b.name].view(torch.int32)).sum())
                           for b in mine)
-            header["reverse_differs"] = differs > 0
-            header["reverse_diff_count"] = differs
+            header["second_differs"] = differs > 0
+            header["second_diff_count"] = differs
         else:
-            header["reverse_error"] = second.error
-            header["reverse_fault"] = second.fault
-            reverse_fulls = {}
+            header["second_error"] = second.error
+            header["second_fault"] = second.fault
+            second_fulls = {}
     sent = {b.name: fulls[b.name] for b in mine}
     if cj.chain is not None:
         res = backend.reference_call(cj.chain, views)
@@ -115,9 +120,9 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
             header["chain_error"] = res.error
     header["outputs"] = output_meta(sent, pad)
     payload = b"".join(tensor_bytes(f) for f in sent.values())
-    if reverse_fulls and not job.order_exact:
-        header["reverse_outputs"] = output_meta(reverse_fulls, pad)
-        payload += b"".join(tensor_bytes(f) for f in reverse_fulls.values())
+    if second_fulls and not job.order_exact:
+        header["second_outputs"] = output_meta(second_fulls, pad)
+        payload += b"".join(tensor_bytes(f) for f in second_fulls.values())
     channel.send(header, payload)
     backend.release_inputs()
     return True
