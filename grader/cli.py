@@ -347,6 +347,22 @@ def exercises() -> None:
         click.echo(f"    timed at  {timed}; bytes {r.timing.bytes}")
 
 
+@cli.command()
+@click.option("--exercise", "names", multiple=True, metavar="NAME",
+              help="The exercise to calibrate (repeatable; default: every exercise with calibrate runs).")
+def calibrate(names: tuple[str, ...]) -> None:
+    """Time the lessons' own reference kernels and the copies on this GPU: where the tier lines sit."""
+    from grader.calibration import calibrate as run, render
+    from grader.exercises import load_all, load_exercise
+
+    try:
+        rubrics = [load_exercise(n) for n in names] or [r for r in load_all().values() if r.calibrate.runs]
+        for rubric in rubrics:
+            click.echo(render(run(rubric)))
+    except GraderError as exc:
+        _fail(exc)
+
+
 @cli.command("rubric-keys")
 def rubric_keys() -> None:
     """List every rubric key with its default and what it means."""

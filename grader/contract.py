@@ -69,6 +69,14 @@ class TimingJob:
 
 
 @dataclass
+class CalibrationRun:
+    """One row of `grader calibrate`: reference kernels launched in order as one timed sample."""
+
+    name: str
+    steps: list[Call]
+
+
+@dataclass
 class Limits:
     host_memory_mib: int
     device_heap_bytes: int
@@ -90,6 +98,8 @@ class Job:
     timing: TimingJob | None = None
     timed_cases: list[CaseJob] = field(default_factory=list)
     verify_cases: list[CaseJob] = field(default_factory=list)
+    calibrate: list[CalibrationRun] = field(default_factory=list)   # with timing and timed_cases[0]: no submission
+    calibration_rounds: int = 0
     key: str = ""
 
     def to_json(self) -> dict:

@@ -112,6 +112,29 @@ class Chain:
     output: str = _doc("The tensor it writes, compared with the reference's value of the same name.", default="")
 
 
+@dataclass(frozen=True)
+class Step:
+    kernel: str = _doc("A reference kernel: reference/<exercise>/kernels.cu exports grader_ref_<kernel>.")
+    args: list[str] = _doc("Its arguments: tensor names (pointers) and expressions (values).")
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    name: str = _doc("What the run is called in the table (`staged: addBiasRow, geluErf, addResidual`).")
+    steps: list[Step] = _doc("The reference kernels launched, in order, as one timed sample.")
+    bytes: str = _doc("Its byte model: bytes the steps must move at the timed shape, an expression.")
+    note: str = _doc("The byte model in words, printed above the run's row.", default="")
+
+
+@dataclass(frozen=True)
+class Calibrate:
+    scratch: list[Tensor] = _doc("Buffers the runs use besides the exercise's tensors (intermediates).",
+                                 default_factory=list)
+    runs: list[CalibrationRun] = _doc("What `grader calibrate` times at the timed shape beside the copies: the "
+                                      "lesson's own kernels.", default_factory=list)
+    rounds: int = _doc("Timed rounds of every run and copy (the median is reported).", default=50)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Timing:
     dims: dict[str, int] = _doc("The timed shape: the value of every dimension.")
@@ -247,6 +270,9 @@ class Rubric:
                                "reference.py's MISTAKES gives what each would output.", default_factory=list)
     chain: Chain = _doc("An optional reference kernel run after the submission (the lesson's fusion chain).",
                         default=Chain())
+    calibrate: Calibrate = _doc("The lesson's reference kernels `grader calibrate` times on this GPU, so an "
+                                "instructor sees where the tier lines sit before a class submits.",
+                                default=Calibrate())
     kernel: Kernel = _doc("What the submission must define and how it is launched.")
     checks: Checks = _doc("Correctness cases.")
     timing: Timing = _doc("How performance is measured.")
@@ -462,6 +488,21 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
         if case.chain and not r.chain.kernel:
             bad(f"checks.cases[{i}].chain", "the exercise has no chain (the `chain` key)")
     _case_ok("timing.dims", r.timing.dims, r, bad)
+    every = dict(tensors)
+    for i, t in enumerate(r.calibrate.scratch):
+        if t.name in every:
+            bad(f"calibrate.scratch[{i}].name", f"{t.name!r} is already a tensor")
+        for j, e in enumerate(t.shape):
+            _expr_ok(f"calibrate.scratch[{i}].shape[{j}]", e, names, bad)
+        every[t.name] = t
+    for i, run in enumerate(r.calibrate.runs):
+        _expr_ok(f"calibrate.runs[{i}].bytes", run.bytes, names, bad)
+        if not run.steps:
+            bad(f"calibrate.runs[{i}].steps", "give at least one step")
+        for j, step in enumerate(run.steps):
+            for k, a in enumerate(step.args):
+                if a not in every:
+                    _expr_ok(f"calibrate.runs[{i}].steps[{j}].args[{k}]", a, names, bad)
     for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
         _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
     _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)

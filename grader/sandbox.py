@@ -195,7 +195,8 @@ class Worker:
         assert proc.stdin and proc.stdout and proc.stderr
         start = time.perf_counter()
         secret = protocol.new_key()
-        job = dataclasses.replace(job, key=secret.hex(), library=self._private_copy(job.library))
+        job = dataclasses.replace(job, key=secret.hex(),
+                                  library=self._private_copy(job.library) if job.library else "")
         try:
             proc.stdin.write(json.dumps(job.to_json()).encode())
             proc.stdin.close()

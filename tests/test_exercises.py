@@ -146,3 +146,33 @@ def test_a_broken_reference_is_named(course):
     with pytest.raises(ExerciseError, match=r"reference\.py: no such file"):
         load_reference(rubric)
     _LOADED.clear()
+
+
+def test_calibration_rows_carry_each_runs_byte_model_and_fraction_of_the_floor():
+    from grader.calibration import _rows, render
+    from grader.exercises import load_exercise
+
+    rubric = load_exercise("bias_gelu_fused")
+    values = dims_values(rubric, rubric.timing.dims)
+    n = values["rows"] * values["cols"]
+    ms = {"copy_scalar": 0.055, "copy_vec4": 0.036, "memcpy": 0.037, rubric.calibrate.runs[0].name: 0.060,
+          rubric.calibrate.runs[1].name: 0.210, rubric.calibrate.runs[2].name: 0.110}
+    cal = _rows(rubric, {"samples_ms": {k: [v] * 5 for k, v in ms.items()}, "device": {"name": "test"}}, 8 * n, values)
+    assert cal.floor_kind == "copy_vec4"
+    by = {r.name: r for r in cal.rows}
+    staged = by[rubric.calibrate.runs[1].name]
+    assert staged.bytes_moved == 28 * n and abs(staged.fraction - (28 / 0.210) / (8 / 0.036)) < 1e-9
+    text = render(cal)
+    assert "# 7 floats per element" in text and "gold at 0.90" in text
+
+
+def test_a_calibrate_run_needs_its_reference_kernel(course):
+    from grader.exercises import _LOADED
+
+    _LOADED.clear()
+    rubric_path = course / "rubrics" / "saxpy.yaml"
+    rubric_path.write_text(COURSE_RUBRIC + "calibrate:\n  runs:\n    - name: copy\n      steps: [{kernel: nothing, "
+                           "args: [x, out, n]}]\n      bytes: 8 * n\n")
+    with pytest.raises(ExerciseError, match="exports no grader_ref_nothing"):
+        load_reference(choose(exercise="saxpy"))
+    _LOADED.clear()

@@ -93,3 +93,16 @@ def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(n
         assert lc.blocks_per_sm == blocks_per_sm(limits, threads=threads, registers=lc.registers,
                                                  shared_bytes=lc.shared_bytes), lc
         assert lc.launches >= 10      # the timed samples
+
+
+@pytest.mark.parametrize("name", ["bias_gelu_fused", "rope_half_split"])
+def test_calibrate_times_the_lessons_kernels_on_the_gpu(name):
+    from grader.calibration import calibrate
+
+    rubric = load_exercise(name)
+    cal = calibrate(rubric)
+    copies = [r for r in cal.rows if r.copy]
+    runs = [r for r in cal.rows if not r.copy]
+    assert [r.name for r in runs] == [run.name for run in rubric.calibrate.runs]
+    assert max(r.fraction for r in copies) == 1.0 and cal.device.get("name")
+    assert all(0.05 < r.fraction < 1.3 and r.median_ms > 0 for r in runs), cal.rows

@@ -168,6 +168,52 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         _send_outputs(channel, cj, fulls, outs, pad)
 
 
+def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None:
+    """`grader calibrate`: the exercise's reference runs and the copies at the timed shape.
+
+    Stopping rule: a fixed number of rounds (job.calibration_rounds) after three warm-up rounds,
+    every run and copy once a round, interleaved, the L2 flushed before each, one event pair each.
+    """
+    from grader.child.worker import allocate
+
+    cfg: TimingJob = job.timing
+    views, _ = allocate(backend, job.timed_cases[0], 0, files)
+    device = torch.device("cuda", torch.cuda.current_device())
+    n = cfg.copy_floats
+    copy_in = torch.rand(n, dtype=torch.float32, device=device)
+    copy_out = torch.empty(n, dtype=torch.float32, device=device)
+    flush = torch.empty(max(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, 1 << 20),
+                        dtype=torch.float32, device=device)
+
+    def check(outcome):
+        if not outcome.ok:
+            raise RuntimeError(outcome.error)
+
+    variants = {kind: (lambda k: (lambda: check(backend.reference(k, copy_in, copy_out, n=n))))(kind)
+                for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
+    for run in job.calibrate:
+        variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
+    backend.reset_persisting_l2()
+    stream = torch.cuda.default_stream()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(3 + job.calibration_rounds):
+        events = {}
+        for name, fn in variants.items():
+            flush.fill_(float(round_))
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            fn()
+            end.record(stream)
+            events[name] = (start, end)
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        if round_ >= 3:
+            for name, (start, end) in events.items():
+                samples[name].append(start.elapsed_time(end))
+    channel.send({"type": "calibration", "samples_ms": samples, "device": _device(device)})
+
+
 def _send_outputs(channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
     from grader.child.worker import output_meta
 

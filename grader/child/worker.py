@@ -228,7 +228,8 @@ def main() -> int:
             sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = torch.cuda.mem_get_info()
         sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         t_load = time.perf_counter()
-        backend.load_submission(job.library)
+        if job.library:                     # `grader calibrate` runs only the grader's own kernels
+            backend.load_submission(job.library)
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send({"type": "fatal", "stage": "load", "error": f"{type(exc).__name__}: {exc}"})
@@ -245,10 +246,10 @@ def main() -> int:
         if not go_on:
             return 0
     if job.timing is not None:
-        from grader.child.timing import run_timing
+        from grader.child.timing import run_calibration, run_timing
 
         try:
-            run_timing(backend, job, files, channel)
+            (run_calibration if job.calibrate else run_timing)(backend, job, files, channel)
         except Exception as exc:  # noqa: BLE001
             channel.send({"type": "fatal", "stage": "timing", "error": f"{type(exc).__name__}: {exc}",
                           "trace": traceback.format_exc(limit=4)})

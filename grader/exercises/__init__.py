@@ -168,6 +168,11 @@ def load_reference(rubric) -> Reference:
     if rubric.chain.kernel and f"grader_ref_{rubric.chain.kernel}" not in kernels:
         raise ExerciseError(f"{cu}: exports no grader_ref_{rubric.chain.kernel}, which {rubric.path} "
                             "runs as chain.kernel")
+    for run in rubric.calibrate.runs:
+        for step in run.steps:
+            if f"grader_ref_{step.kernel}" not in kernels:
+                raise ExerciseError(f"{cu}: exports no grader_ref_{step.kernel}, which {rubric.path} times in "
+                                    f"calibrate run {run.name!r}")
     digest = hashlib.sha256(path.read_bytes() + b"\0" + kernels.encode()).hexdigest()[:16]
     ref = Reference(folder, dict(module.GENERATORS), module.expected, {c: mistakes[c] for c in rubric.mistakes},
                     kernels, digest, module)
