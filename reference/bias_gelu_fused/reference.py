@@ -1,8 +1,7 @@
 """bias_gelu_fused: out[row][col] = gelu_erf(x[row][col] + bias[col]), in float64.
 
-As in the lesson, GELU's constants are the float-rounded ones the kernel uses, promoted to
-double, so the check prices the kernel's arithmetic and not the choice of literal; erf comes
-from the library, not from the kernel.
+GELU comes from grader.exercises.refmath: the float-rounded constants a kernel writes, promoted
+to double, and erf from the library, as the lesson does.
 """
 
 from __future__ import annotations
@@ -10,20 +9,7 @@ from __future__ import annotations
 import torch
 
 from grader.exercises.inputs import hashes, uniform, unit
-
-# 1/sqrt(2), sqrt(2/pi) and the tanh form's cubic coefficient, rounded to float.
-INV_SQRT2 = float(torch.tensor(0.70710678, dtype=torch.float32))
-GELU_A = float(torch.tensor(0.7978845608, dtype=torch.float32))
-GELU_B = float(torch.tensor(0.044715, dtype=torch.float32))
-
-
-def gelu_erf(v: torch.Tensor) -> torch.Tensor:
-    return 0.5 * v * (1.0 + torch.special.erf(v * INV_SQRT2))
-
-
-def gelu_tanh(v: torch.Tensor) -> torch.Tensor:
-    return 0.5 * v * (1.0 + torch.tanh(GELU_A * (v + GELU_B * v * v * v)))
-
+from grader.exercises.refmath import INV_SQRT2, gelu_erf, gelu_tanh  # noqa: F401 - the exercise's own names
 
 # -- inputs ------------------------------------------------------------------
 
