@@ -62,10 +62,11 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
                   files={name: (path, at) for name, at in data.offsets(rubric, case).items()})
     values = dims_values(rubric, rubric.timing.dims)
     for t in rubric.calibrate.scratch:
+        shape = list(shape_of(t, values))
         floats = 1
-        for d in shape_of(t, values):
+        for d in shape:
             floats *= d
-        cj.buffers.append(Buffer(t.name, floats, "out", "zero"))
+        cj.buffers.append(Buffer(t.name, floats, role="out", shape=shape, init="zero"))
     names = {b.name for b in cj.buffers}
     runs = [CalibrationRun(run.name, [Call([Arg(tensor=a) if a in names else Arg(value=int(exprs.evaluate(a, values)))
                                             for a in step.args], kernel=step.kernel) for step in run.steps])

@@ -8,8 +8,9 @@ launches and sends back what each output holds.
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
+
+from grader.typed import from_data
 
 
 @dataclass
@@ -19,6 +20,7 @@ class Buffer:
     name: str
     floats: int
     role: str = "in"            # in | out
+    shape: list[int] = field(default_factory=list)
     init: str = "poison"        # outputs: poison | zero
     file: str = ""              # inputs: the file holding the data
     offset: int = 0             # inputs: its byte offset there
@@ -66,6 +68,8 @@ class TimingJob:
     hard_budget_s: float
     slow_launch_s: float
     chain: bool
+    baseline: str = ""          # a PyTorch expression of the inputs, timed against the submission
+    baseline_rounds: int = 0
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Job:
     timing: TimingJob | None = None
     timed_cases: list[CaseJob] = field(default_factory=list)
     verify_cases: list[CaseJob] = field(default_factory=list)
+    baseline_cases: list[CaseJob] = field(default_factory=list)     # more shapes, submission against baseline
     calibrate: list[CalibrationRun] = field(default_factory=list)   # with timing and timed_cases[0]: no submission
     calibration_rounds: int = 0
     key: str = ""
@@ -107,23 +112,8 @@ class Job:
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":
-        return _build(cls, data)
+        return from_data(cls, data)
 
     def input_files(self) -> list[str]:
-        every = self.cases + self.timed_cases + self.verify_cases
+        every = self.cases + self.timed_cases + self.verify_cases + self.baseline_cases
         return sorted({b.file for c in every for b in c.buffers if b.file})
-
-
-def _build(tp, data):
-    """A dataclass (or a list or optional of them) from its asdict() form."""
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or type(tp).__name__ == "UnionType":
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if data is None else _build(args[0], data)
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return [_build(item, d) for d in data]
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(**{f.name: _build(hints[f.name], data[f.name]) for f in dataclasses.fields(tp) if f.name in data})
-    return data

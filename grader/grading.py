@@ -22,7 +22,7 @@ from grader.build import (BuildResult, build_baseline, build_guard, build_refere
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.contract import CaseJob, Job, Limits, TimingJob
 from grader.exercises import Reference, exprs, load_reference
-from grader.exercises.plan import Case, case_job, plan_cases, timed_cases
+from grader.exercises.plan import Case, baseline_cases, case_job, plan_cases, timed_cases
 from grader.results import Result, SourceNote
 from grader.rubric import Rubric, dims_values
 from grader.sandbox import Worker
@@ -276,8 +276,9 @@ def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, 
     from grader.build import cache_root
     from grader.exercises import data
 
+    extra = baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
     return {c.name: pool.submit(data.materialize, rubric, exercise, c, cache_root())
-            for c in _all_cases(rubric, backend)}
+            for c in _all_cases(rubric, backend) + extra}
 
 
 def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
@@ -293,8 +294,9 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
     every = _all_cases(rubric, backend)
     if reference is None:
         reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
+    extra = baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
     if draw:
-        for c in every:
+        for c in every + extra:
             data.materialize(rubric, exercise, c, cache_root())
 
     def resolve(case: Case) -> CaseJob:
@@ -321,8 +323,9 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
             copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
             min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
             budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
-            chain=bool(rubric.chain.kernel and t.chain_bytes))
+            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds)
         job.timed_cases = timed
+        job.baseline_cases = [resolve(c) for c in extra]
     else:
         job.verify_cases = timed
     return job, every

@@ -6,10 +6,10 @@ A student's failure is a Result with a status, never an exception.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from grader.typed import from_data
 
 SCHEMA = "grader.result/1"
 STATUSES = ("graded", "compile_error", "rejected", "crashed", "timeout", "infrastructure_error")
@@ -104,6 +104,16 @@ class CopyTiming:
 
 
 @dataclass
+class BaselineTiming:
+    """The submission against the exercise's PyTorch expression, in the same process, at one shape."""
+
+    shape: list[int]
+    submission_ms: float
+    baseline_ms: float
+    speedup: float                     # baseline_ms / submission_ms: above 1, the submission is faster
+
+
+@dataclass
 class TimingResult:
     shape: list[int]                   # the timed dimensions' values
     kernel: str                        # the exercise's kernel, for tables
@@ -125,6 +135,9 @@ class TimingResult:
     chain_gbps: float | None
     chain_bytes: int | None = None
     chain_title: str = ""
+    baseline: str = ""                 # the PyTorch expression timed against the submission
+    baselines: list[BaselineTiming] = field(default_factory=list)   # at the timed shape first
+    baseline_max_abs_diff: float | None = None   # submission's output against PyTorch's, on the device
 
 
 @dataclass
@@ -181,34 +194,8 @@ class Result:
         return ordered
 
 
-def _from_data(cls: type, data: Any) -> Any:
-    """A dataclass (and the dataclasses inside it) from its asdict() form."""
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        kwargs[f.name] = _value(hints[f.name], data[f.name])
-    return cls(**kwargs)
-
-
-def _value(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _value(inner[0], value) if len(inner) == 1 else value
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return [_value(item, v) for v in value]
-    if dataclasses.is_dataclass(tp):
-        return _from_data(tp, value)
-    return value
-
-
 def result_from_json(data: dict[str, Any]) -> Result:
     """A Result read back from its result.json document (what a resumed batch reuses)."""
     if data.get("schema") != SCHEMA:
         raise ValueError(f"not a {SCHEMA} document (schema {data.get('schema')!r})")
-    return _from_data(Result, data)
+    return from_data(Result, data)

@@ -149,6 +149,14 @@ class Timing:
         default_factory=lambda: list(FLOOR_KINDS),
     )
     informational_floor: str = _doc("The copy also reported as information (the lesson's).", default="copy_scalar")
+    baseline: str = _doc(
+        "A PyTorch expression of the input tensors (torch and F = torch.nn.functional in scope), timed in the same "
+        "process as the submission and reported as its speedup over PyTorch; its output is compared with the "
+        "submission's on the device. Empty: none.", default="")
+    baseline_dims: list[dict[str, int]] = _doc(
+        "More shapes where the submission and the baseline are timed against each other (a tiny one, where "
+        "launch latency decides), by a fixed number of rounds.", default_factory=list)
+    baseline_rounds: int = _doc("Rounds at each of baseline_dims.", default=200)
     warmup: int = _doc("Untimed launches of each kernel before sampling.", default=5)
     min_samples: int = _doc("Samples of each kernel before the stopping rule is consulted.", default=50)
     max_samples: int = _doc("Samples of each kernel at most.", default=2000)
@@ -506,6 +514,15 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
     for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
         _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
     _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)
+    if r.timing.baseline:
+        try:
+            compile(r.timing.baseline, "timing.baseline", "eval")
+        except SyntaxError as exc:
+            bad("timing.baseline", f"not a Python expression: {exc.msg}")
+    elif r.timing.baseline_dims:
+        bad("timing.baseline_dims", "needs timing.baseline")
+    for i, dims in enumerate(r.timing.baseline_dims):
+        _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
     values = dims_values(r, r.timing.dims)
     if exprs.evaluate(r.timing.copy_floats, values) < 1:
         bad("timing.copy_floats", "must be at least 1 at the timed shape")

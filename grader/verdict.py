@@ -22,8 +22,8 @@ from grader.diagnosis import Diagnosis, diagnose
 from grader.errors import ExerciseError
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises import exprs
-from grader.exercises.plan import Case, shape_of, tensors_of
-from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
+from grader.exercises.plan import Case, baseline_cases, shape_of, tensors_of
+from grader.results import BaselineTiming, CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
 from grader.rubric import Rubric, dims_values
 from grader.sandbox import ChildRun
 from grader.stats import fraction_interval, median
@@ -61,6 +61,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
     by_name = {c.name: c for c in cases}
     seen: set[str] = set()
     timing_frame = None
+    baseline_frames: list[dict] = []
     fatal = None
     done = False
     for frame in run.frames:
@@ -72,6 +73,8 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             _check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p, result)
         elif kind == "timing":
             timing_frame = h
+        elif kind == "baseline_timing":
+            baseline_frames.append(h)
         elif kind == "fatal":
             fatal = h
         elif kind == "done":
@@ -136,7 +139,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             c.passed is None and not c.note.startswith("skipped") for c in result.cases)
 
     if result.status == "graded" and timing_frame is not None:
-        _timing(timing_frame, rubric, result)
+        _timing(timing_frame, rubric, result, baseline_frames)
     if result.status == "graded":
         if result.correct and result.timing is not None:
             _tier(result, rubric)
@@ -364,7 +367,7 @@ def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _timing(frame: dict, rubric: Rubric, result: Result) -> None:
+def _timing(frame: dict, rubric: Rubric, result: Result, baseline_frames: list[dict]) -> None:
     t = rubric.timing
     samples: dict[str, list[float]] = frame["samples_ms"]
     values = dims_values(rubric, t.dims)
@@ -392,13 +395,25 @@ def _timing(frame: dict, rubric: Rubric, result: Result) -> None:
         copies=copies, fraction=interval.median * scale, fraction_ci=[interval.low * scale, interval.high * scale],
         informational_kind=info.kind, informational_fraction=info.median_ms / sub_ms * scale,
         chain_ms=chain_ms, chain_gbps=gbps(chain_ms, chain_bytes) if chain_ms and chain_bytes else None,
-        chain_bytes=chain_bytes, chain_title=rubric.chain.title,
+        chain_bytes=chain_bytes, chain_title=rubric.chain.title, baseline=t.baseline,
+        baseline_max_abs_diff=frame.get("baseline_max_abs_diff"),
     )
+    if samples.get("baseline"):
+        result.timing.baselines.append(_against(list(t.dims.values()), samples))
+    shapes = {c.name: list(c.dims.values()) for c in baseline_cases(rubric)}
+    for h in baseline_frames:
+        if h.get("case") in shapes and h.get("samples_ms", {}).get("baseline"):
+            result.timing.baselines.append(_against(shapes[h["case"]], h["samples_ms"]))
     result.fraction = result.timing.fraction
     result.fraction_ci = result.timing.fraction_ci
     result.gbps = result.timing.submission_gbps
     result.floor = {"kind": floor.kind, "gbps": floor.gbps, "copies": {c.kind: c.gbps for c in copies}}
     result.device.update(frame.get("device", {}))
+
+
+def _against(shape: list[int], samples: dict) -> BaselineTiming:
+    sub, base = median(samples["submission"]), median(samples["baseline"])
+    return BaselineTiming(shape, sub, base, base / sub)
 
 
 def _tier(result: Result, rubric: Rubric) -> None:

@@ -136,3 +136,15 @@ def test_every_key_is_described():
     assert all(described.values())
     assert "timing.slow_launch_s" in described and "checks.cases[].dims" in described
     assert "findings[].when[].fact" in described and "limits.host_memory_mib" in described
+
+
+def test_a_baseline_is_a_python_expression_and_its_shapes_are_checked(tmp_path):
+    with pytest.raises(RubricError, match=r"timing.baseline': not a Python expression"):
+        load_rubric(write(tmp_path, BASE.replace("  copy_floats: n\n", '  copy_floats: n\n  baseline: "F.gelu(x"\n')))
+    with pytest.raises(RubricError, match=r"timing.baseline_dims': needs timing.baseline"):
+        load_rubric(write(tmp_path, BASE.replace("  copy_floats: n\n", "  copy_floats: n\n  baseline_dims: [{n: 3}]\n")))
+    with pytest.raises(RubricError, match=r"timing.baseline_dims\[0\]'.*missing n"):
+        load_rubric(write(tmp_path, BASE.replace("  copy_floats: n\n",
+                                                 '  copy_floats: n\n  baseline: "x * 2"\n  baseline_dims: [{m: 3}]\n')))
+    ok = load_rubric(write(tmp_path, BASE.replace("  copy_floats: n\n", '  copy_floats: n\n  baseline: "x * 2"\n')))
+    assert ok.timing.baseline == "x * 2"

@@ -184,3 +184,36 @@ def test_a_gpu_mostly_held_by_another_process_is_noted(rubric):
     idle = _judge_with_sandbox(rubric, {"seccomp": True, "gpu_memory_free_bytes": 139 << 30,
                                         "gpu_memory_total_bytes": 140 << 30})
     assert notices(idle) == []
+
+
+def test_the_speedup_over_the_pytorch_baseline_is_reported_at_every_shape():
+    from grader.exercises import load_exercise
+    from grader.report import render_markdown, render_text
+
+    full = load_exercise("gelu_sum")
+    r = dataclasses.replace(full, checks=dataclasses.replace(full.checks, cases=full.checks.cases[:2], seeds=[1],
+                                                             guard_floats=8),
+                            timing=dataclasses.replace(full.timing, dims={"R": 2, "B": 4, "D": 8}))
+    frame = timing_frame([0.040] * 60)
+    frame["samples_ms"]["baseline"] = [0.080] * 60
+    frame["baseline_max_abs_diff"] = 2.5e-7
+    extra = protocol.Frame({"type": "baseline_timing", "case": "baseline 4x14x40",
+                            "samples_ms": {"submission": [0.004] * 9, "baseline": [0.010] * 9}}, b"")
+    cases, timed = plan_cases(r), timed_cases(r)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, r) for c in cases + timed}
+        frames = [protocol.Frame({"type": "hello"}, b"")]
+        frames += [output_frame(c, refs[c.name].result(), r.checks.guard_floats) for c in cases + timed]
+        frames += [protocol.Frame(frame, b""), extra, protocol.Frame({"type": "done"}, b"")]
+        run = ChildRun(frames, 0, False, 1.0, CappedOutput(64), CappedOutput(64))
+        result = Result(exercise="gelu_sum", submission={"path": "k.cu", "sha256": None}, backend="cuda",
+                        status="graded", grader_version="0")
+        read_run(run, cases + timed, refs, r, BuildResult(True, None, None, True, 0.0, ""), Path("k.cu"), result)
+    assert result.correct is True
+    (at_timed, tiny) = result.timing.baselines
+    assert at_timed.shape == [2, 4, 8] and abs(at_timed.speedup - 2.0) < 1e-9
+    assert tiny.shape == [4, 14, 40] and abs(tiny.speedup - 2.5) < 1e-9
+    md = render_markdown(result, r)
+    assert "Against PyTorch (`F.gelu(x).sum(0)`) in the same process: 2.00x faster at 2 x 4 x 8" in md
+    assert "2.50x faster at 4 x 14 x 40" in md and "2.50e-07" in md
+    assert "Against PyTorch" in render_text(result, r)

@@ -65,6 +65,9 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         variants[kind] = lambda: check(backend.reference(kind, copy_in, copy_out, n=n))
     if cfg.chain and sets[0].chain is not None:
         variants["chain"] = chain
+    baseline = _baseline(cfg.baseline) if cfg.baseline else None
+    if baseline is not None:
+        variants["baseline"] = lambda: baseline(allocated[0][0])
 
     def before(name: str) -> None:
         if name == "submission":
@@ -162,10 +165,66 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             break
     channel.send({"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
                        "seconds": time.perf_counter() - started,
-                  "device": _device(device), "launches": backend.launch_log()})
+                  "device": _device(device), "launches": backend.launch_log(),
+                  **({"baseline_max_abs_diff": _baseline_gap(baseline, sets[0], allocated[0][0])} if baseline else {})})
+    if baseline is not None:
+        for cj in job.baseline_cases:
+            _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, channel)
     # Each set's last output: the parent verifies the timed shape with it.
     for cj, (_, fulls), outs in zip(sets, allocated, outputs):
         _send_outputs(channel, cj, fulls, outs, pad)
+
+
+def _baseline(expression: str):
+    """The rubric's PyTorch expression of the inputs, as a function of a case's views (trusted:
+    the exercise's own text, evaluated by the grader, not the student's code)."""
+    import torch.nn.functional as F
+
+    code = compile(expression, "<timing.baseline>", "eval")
+    return lambda views: eval(code, {"torch": torch, "F": F}, dict(views))  # noqa: S307
+
+
+def _baseline_gap(baseline, cj: CaseJob, views: dict) -> float:
+    """The largest difference between the submission's output (set 0's last) and PyTorch's."""
+    out = next(b for b in cj.buffers if b.role == "out" and not b.chain)
+    theirs = baseline(views).float().reshape(-1)
+    return float((views[out.name].reshape(-1) - theirs).abs().max()) if theirs.numel() else 0.0
+
+
+def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int, files, flush,
+                           channel: protocol.Channel) -> None:
+    """The submission and the PyTorch baseline at one more shape: a fixed number of interleaved
+    rounds, the L2 flushed before each launch, the output reset before each of the submission's."""
+    from grader.child.worker import allocate
+
+    views, _ = allocate(backend, cj, pad, files)
+    outs = [b for b in cj.buffers if b.role == "out" and not b.chain]
+    stream = torch.cuda.default_stream()
+    samples: dict[str, list[float]] = {"submission": [], "baseline": []}
+
+    def submission():
+        outcome = backend.launch_submission(cj.launch, views)
+        if not outcome.ok:
+            raise RuntimeError(outcome.error)
+
+    for round_ in range(5 + rounds):
+        events = {}
+        for name, fn in (("submission", submission), ("baseline", lambda: baseline(views))):
+            for b in outs:
+                backend.reinit(views[b.name], b.init)
+            flush.fill_(float(round_))
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            fn()
+            end.record(stream)
+            events[name] = (start, end)
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        if round_ >= 5:
+            for name, (start, end) in events.items():
+                samples[name].append(start.elapsed_time(end))
+    channel.send({"type": "baseline_timing", "case": cj.name, "samples_ms": samples})
 
 
 def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None:

@@ -58,7 +58,8 @@ def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict, d
     views, fulls = {}, {}
     for b in cj.buffers:
         if b.role == "in":
-            views[b.name] = backend.input(files.tensor(b), b.name)
+            data = files.tensor(b)
+            views[b.name] = backend.input(data.view(b.shape) if b.shape else data, b.name)
         else:
             fulls[b.name], views[b.name] = backend.output(b.floats, pad, b.name, b.init)
     return views, fulls

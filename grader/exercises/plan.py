@@ -51,6 +51,15 @@ def timed_cases(rubric: Rubric, *, chain: bool = False) -> list[Case]:
             for k in range(rubric.timing.input_sets)]
 
 
+def baseline_cases(rubric: Rubric) -> list[Case]:
+    """The shapes where the submission is timed against the PyTorch baseline only (not verified)."""
+    cases = []
+    for k, spec in enumerate(rubric.timing.baseline_dims):
+        dims = {d: spec[d] for d in rubric.dims}
+        cases.append(Case(f"baseline {'x'.join(str(v) for v in dims.values())}", dims, "random", 2000 + k, timed=True))
+    return cases
+
+
 def tensors_of(rubric: Rubric, case: Case) -> list[Tensor]:
     """The case's tensors: the chain's only when it runs the chain."""
     return [t for t in rubric.tensors if case.chain or not t.chain]
@@ -70,11 +79,13 @@ def case_job(rubric: Rubric, case: Case, *, has_launcher: bool, files: dict[str,
     present = tensors_of(rubric, case)
     buffers = []
     for t in present:
+        shape = list(shape_of(t, values))
         floats = 1
-        for n in shape_of(t, values):
+        for n in shape:
             floats *= n
         where = files.get(t.name, ("", 0)) if t.role == "in" else ("", 0)
-        buffers.append(Buffer(t.name, floats, t.role, t.init, where[0], where[1], t.chain))
+        buffers.append(Buffer(t.name, floats, role=t.role, shape=shape, init=t.init, file=where[0], offset=where[1],
+                              chain=t.chain))
     names = {t.name for t in present}
     if has_launcher:
         params = parse_signature(rubric.kernel.launcher).params[:-1]

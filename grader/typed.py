@@ -1,0 +1,35 @@
+"""Small typed objects back from their JSON (dataclasses.asdict) form: a result.json read back,
+the child's job. One reader for every dataclass that crosses a file or a process boundary."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+
+def from_data(cls: type, data: Any) -> Any:
+    """A dataclass (and the dataclasses inside it) from its asdict() form."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        kwargs[f.name] = _value(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _value(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _value(inner[0], value) if len(inner) == 1 else value
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_value(item, v) for v in value]
+    if dataclasses.is_dataclass(tp):
+        return from_data(tp, value)
+    return value
