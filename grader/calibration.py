@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader import gpuinfo, lanes
-from grader.contract import Arg, Buffer, Call, CalibrationRun, Job, Limits, TimingJob
+from grader.contract import Arg, Buffer, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, Limits, TimingJob
 from grader.errors import InfrastructureError
 from grader.exercises import exprs, load_reference
 from grader.exercises.plan import case_job, shape_of, timed_cases
@@ -88,19 +88,21 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
         worker.wait_ready(timeout_s=lim.time_limit_s)
         with lanes.gpu_lane(device):
             run = worker.run(job, time_limit_s=lim.time_limit_s)
-    frame = next((f.header for f in run.frames if f.header.get("type") == "calibration"), None)
+    frames = [f.data for f in run.frames]
+    frame = next((f for f in frames if isinstance(f, CalibrationFrame)), None)
     if frame is None:
-        fatal = next((f.header for f in run.frames if f.header.get("type") == "fatal"), {})
-        raise InfrastructureError(f"calibration of {rubric.exercise} failed: {fatal.get('error') or run.stderr.text()[-2000:]}")
+        fatal = next((f for f in frames if isinstance(f, FatalFrame)), None)
+        raise InfrastructureError(f"calibration of {rubric.exercise} failed: "
+                                  f"{fatal.error if fatal else run.stderr.text()[-2000:]}")
     return _rows(rubric, frame, copy_floats * 8, values)
 
 
-def _rows(rubric: Rubric, frame: dict, copy_bytes: int, values: dict) -> Calibration:
-    samples = frame["samples_ms"]
+def _rows(rubric: Rubric, frame: CalibrationFrame, copy_bytes: int, values: dict) -> Calibration:
+    samples = frame.samples_ms
     copies = {k: median(samples[k]) for k in dict.fromkeys(rubric.timing.floor + [rubric.timing.informational_floor])}
     floor_kind = min(rubric.timing.floor, key=lambda k: copies[k])
     floor_gbps = copy_bytes / (copies[floor_kind] * 1e-3) / 1e9
-    cal = Calibration(rubric.exercise, rubric.title, dict(rubric.timing.dims), frame.get("device", {}), floor_kind,
+    cal = Calibration(rubric.exercise, rubric.title, dict(rubric.timing.dims), frame.device, floor_kind,
                       {"gold": rubric.tiers.gold, "silver": rubric.tiers.silver})
     copy_note = f"{copy_bytes / 8:.0f} floats read and written"
     for kind, ms in copies.items():

@@ -117,3 +117,130 @@ class Job:
     def input_files(self) -> list[str]:
         every = self.cases + self.timed_cases + self.verify_cases + self.baseline_cases
         return sorted({b.file for c in every for b in c.buffers if b.file})
+
+
+# ---------------------------------------------------------------------------
+# What the child sends back: one small dataclass per kind of frame. On the wire a frame's header
+# is {"type": <kind>, **fields} (JSON) and its payload raw float32 bytes (protocol.py).
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """Where the emulator caught a fault: the signal, the address, and the buffer it lies in."""
+
+    signal: int = 0
+    address: int = 0
+    is_write: int = -1
+    pc_offset: int = 0
+    message: str = ""
+    buffer: str | None = None        # None: outside every buffer (a wild pointer)
+    where: str | None = None         # past | before
+
+
+@dataclass
+class LaunchRecord:
+    """One kernel's launches in one configuration, as the submission's library logged them."""
+
+    kernel: str = ""                 # the runtime's (mangled) name; "" on the emulator
+    offset: int = 0                  # the emulator: the kernel's address in the library
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    shared_bytes: int = 0
+    launches: int = 0
+    blocks_per_sm: int | None = None
+
+
+@dataclass
+class Output:
+    """One output in a case frame's payload: floats of data with pad guard floats on each side."""
+
+    name: str
+    floats: int
+    pad: int
+
+
+@dataclass
+class HelloFrame:
+    backend: str = ""
+    pid: int = 0
+    t: float = 0.0
+    ready_t: float = 0.0
+    job_t: float = 0.0
+    sandbox: dict = field(default_factory=dict)
+
+
+@dataclass
+class CaseFrame:
+    """A case's outputs (payload: each output's full buffer, then the second run's), or why not."""
+
+    case: str
+    ok: bool = False
+    outputs: list[Output] = field(default_factory=list)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    error: str = ""
+    fault: Fault | None = None
+    fatal: bool = False
+    second_kind: str = ""            # reverse (the emulator) | repeat (a GPU)
+    second_differs: bool = False
+    second_diff_count: int = 0
+    second_error: str = ""
+    second_fault: Fault | None = None
+    second_outputs: list[Output] = field(default_factory=list)
+    chain_error: str = ""
+
+
+@dataclass
+class TimingFrame:
+    samples_ms: dict = field(default_factory=dict)      # variant -> milliseconds, one per round
+    stop_reason: str = ""
+    seconds: float = 0.0
+    device: dict = field(default_factory=dict)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    baseline_max_abs_diff: float | None = None
+
+
+@dataclass
+class BaselineTimingFrame:
+    case: str = ""
+    samples_ms: dict = field(default_factory=dict)
+
+
+@dataclass
+class CalibrationFrame:
+    samples_ms: dict = field(default_factory=dict)
+    device: dict = field(default_factory=dict)
+
+
+@dataclass
+class FatalFrame:
+    stage: str = ""
+    error: str = ""
+    trace: str = ""
+
+
+@dataclass
+class DoneFrame:
+    t: float = 0.0
+
+
+FRAME_TYPES = {"hello": HelloFrame, "case": CaseFrame, "timing": TimingFrame, "baseline_timing": BaselineTimingFrame,
+               "calibration": CalibrationFrame, "fatal": FatalFrame, "done": DoneFrame}
+_KINDS = {cls: kind for kind, cls in FRAME_TYPES.items()}
+
+
+def encode(frame) -> dict:
+    """A frame's JSON header."""
+    return {"type": _KINDS[type(frame)], **dataclasses.asdict(frame)}
+
+
+def decode(header: dict):
+    """The frame a header holds, or None for an unknown kind or a malformed one."""
+    cls = FRAME_TYPES.get(header.get("type")) if isinstance(header, dict) else None
+    if cls is None:
+        return None
+    try:
+        return from_data(cls, {k: v for k, v in header.items() if k != "type"})
+    except (TypeError, ValueError, AttributeError):
+        return None

@@ -158,7 +158,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                          "dropped_bytes": run.stdout.dropped + run.stderr.dropped}
         clock = time.perf_counter()
         verdict.read_run(run, cases, references, rubric, exercise, build, p, result)
-        log, timed_shape = launches.pick_log([f.header for f in run.frames], {c.name for c in cases if c.timed})
+        log, timed_shape = launches.pick_log([f.data for f in run.frames], {c.name for c in cases if c.timed})
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=arch)
         phases["check_s"] = round(time.perf_counter() - clock, 3)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.build import demangle
+from grader.contract import CaseFrame, LaunchRecord, TimingFrame
 from grader.results import Launch
 
 
@@ -75,22 +76,22 @@ def blocks_per_sm(limits: SmLimits, *, threads: int, registers: int, shared_byte
     return max(0, min(by_warps, limits.max_blocks, by_registers, by_shared))
 
 
-def pick_log(headers: list[dict], timed_cases: set[str]) -> tuple[list[dict], bool]:
+def pick_log(frames: list, timed_cases: set[str]) -> tuple[list[LaunchRecord], bool]:
     """The launch log worth showing, and whether it is of the timed shape: the timed samples'
     (even empty: a kernel that skipped its timed launches shows none), else a check at the
-    timed shape (the emulator's verification), else the largest check's."""
-    timing = [h for h in headers if h.get("type") == "timing"]
+    timed shape (the emulator's verification), else the largest check's. frames: the child's,
+    typed (contract.py)."""
+    timing = [f for f in frames if isinstance(f, TimingFrame)]
     if timing:
-        return timing[-1].get("launches") or [], True
-    cases = [h for h in headers if h.get("type") == "case" and h.get("launches")]
-    at_timed = [h for h in cases if h.get("case") in timed_cases]
+        return timing[-1].launches, True
+    cases = [f for f in frames if isinstance(f, CaseFrame) and f.launches]
+    at_timed = [f for f in cases if f.case in timed_cases]
     if at_timed:
-        return at_timed[-1]["launches"], True
+        return at_timed[-1].launches, True
     if not cases:
         return [], False
-    biggest = max(cases, key=lambda h: sum(r["launches"] * _threads(r["grid"]) * _threads(r["block"])
-                                           for r in h["launches"]))
-    return biggest["launches"], False
+    biggest = max(cases, key=lambda f: sum(r.launches * _threads(r.grid) * _threads(r.block) for r in f.launches))
+    return biggest.launches, False
 
 
 def _threads(dims: list[int]) -> int:
@@ -114,29 +115,29 @@ def _symbols(library: Path | None) -> dict[int, str]:
     return found
 
 
-def resolve(log: list[dict], *, timed_shape: bool, library: Path | None, resources: list, arch: str) -> list[Launch]:
+def resolve(log: list[LaunchRecord], *, timed_shape: bool, library: Path | None, resources: list, arch: str) -> list[Launch]:
     """results.Launch entries for a launch log: kernels named, occupancy filled in."""
-    symbols = _symbols(library) if any(not r["kernel"] and r["offset"] for r in log) else {}
+    symbols = _symbols(library) if any(not r.kernel and r.offset for r in log) else {}
     by_name = {r.name: r for r in resources}
     limits = ARCH_LIMITS.get(arch)
     launches = []
     for r in log:
-        mangled = r["kernel"] or symbols.get(int(r["offset"]), "")
+        mangled = r.kernel or symbols.get(int(r.offset), "")
         name = demangle(mangled) if mangled else "?"
-        threads = _threads(r["block"])
+        threads = _threads(r.block)
         res = by_name.get(name)
         registers = (res.registers or 0) if res else 0
         static_shared = (res.shared_bytes or 0) if res else 0
-        per_sm, source = r.get("blocks_per_sm"), "runtime"
+        per_sm, source = r.blocks_per_sm, "runtime"
         if per_sm is None and limits is not None and res is not None:
             per_sm, source = blocks_per_sm(limits, threads=threads, registers=registers,
-                                           shared_bytes=static_shared + int(r["shared_bytes"])), "computed"
+                                           shared_bytes=static_shared + int(r.shared_bytes)), "computed"
         occupancy = None
         if per_sm is not None and limits is not None:
             occupancy = round(min(per_sm * _warps(threads), limits.max_warps) / limits.max_warps, 4)
-        launches.append(Launch(kernel=name, mangled=mangled, grid=[int(v) for v in r["grid"]],
-                               block=[int(v) for v in r["block"]], shared_bytes=int(r["shared_bytes"]),
-                               launches=int(r["launches"]), registers=registers or None,
+        launches.append(Launch(kernel=name, mangled=mangled, grid=[int(v) for v in r.grid],
+                               block=[int(v) for v in r.block], shared_bytes=int(r.shared_bytes),
+                               launches=int(r.launches), registers=registers or None,
                                blocks_per_sm=per_sm, occupancy=occupancy,
                                occupancy_source=source if per_sm is not None else None, timed_shape=timed_shape))
     return launches

@@ -17,6 +17,8 @@ import torch
 
 from grader import protocol
 from grader.build import BuildResult
+from grader.contract import (BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, Fault, HelloFrame,
+                             TimingFrame)
 from grader.checking import Prepared, compare, prepare, read_guards
 from grader.diagnosis import Diagnosis, diagnose
 from grader.errors import ExerciseError
@@ -60,32 +62,30 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
              reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
     by_name = {c.name: c for c in cases}
     seen: set[str] = set()
-    timing_frame = None
-    baseline_frames: list[dict] = []
-    fatal = None
+    timing_frame: TimingFrame | None = None
+    baseline_frames: list[BaselineTimingFrame] = []
+    fatal: FatalFrame | None = None
     done = False
     for frame in run.frames:
-        h = frame.header
-        kind = h.get("type")
-        if kind == "case" and h.get("case") in by_name:
-            case = by_name[h["case"]]
+        h = frame.data
+        if isinstance(h, CaseFrame) and h.case in by_name:
+            case = by_name[h.case]
             seen.add(case.name)
             _check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p, result)
-        elif kind == "timing":
+        elif isinstance(h, TimingFrame):
             timing_frame = h
-        elif kind == "baseline_timing":
+        elif isinstance(h, BaselineTimingFrame):
             baseline_frames.append(h)
-        elif kind == "fatal":
+        elif isinstance(h, FatalFrame):
             fatal = h
-        elif kind == "done":
+        elif isinstance(h, DoneFrame):
             done = True
-            result.phases["child_done_t"] = round(h.get("t", 0.0), 3)
-        elif kind == "hello":
-            for key in ("ready_t", "job_t", "t"):
-                result.phases[f"child_{'hello_t' if key == 't' else key}"] = round(h.get(key, 0.0), 3)
-            if isinstance(h.get("sandbox"), dict):
-                result.sandbox.update(h["sandbox"])
-    skipped = set(timing_frame.get("skipped", [])) if timing_frame else set()
+            result.phases["child_done_t"] = round(h.t, 3)
+        elif isinstance(h, HelloFrame):
+            result.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
+                                 child_hello_t=round(h.t, 3))
+            result.sandbox.update(h.sandbox if isinstance(h.sandbox, dict) else {})
+    skipped = set(timing_frame.skipped) if timing_frame else set()
     for case in cases:
         if case.name not in seen:
             note = ("skipped: one launch at the timed shape took longer than timing.slow_launch_s, so only set 0 "
@@ -124,11 +124,11 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
     elif crashed_frame is not None:
         result.stop("crashed", crashed_frame.note.removeprefix("crashed: "))
     elif fatal is not None:
-        stage = fatal.get("stage", "")
+        stage = fatal.stage
         result.stop("crashed" if stage != "load" else "infrastructure_error",
-              f"{fatal.get('error', 'the child process failed')}" + (f" (during {stage})" if stage else ""))
+                    f"{fatal.error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
         if stage == "load":
-            result.status = "crashed" if "undefined symbol" in fatal.get("error", "") else "infrastructure_error"
+            result.status = "crashed" if "undefined symbol" in fatal.error else "infrastructure_error"
     elif not done:
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""
@@ -154,7 +154,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
 _MEMORY_WORDS = ("MemoryError", "out of memory", "bad_alloc", "Cannot allocate memory")
 
 
-def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: Result, p: str) -> bool:
+def _stopped_by_wall(run: ChildRun, fatal: FatalFrame | None, rubric: Rubric, result: Result, p: str) -> bool:
     """What the sandbox stopped: a blocked system call, a forged result channel, the host-memory
     cap, a filter that could not be installed where the rubric requires one. True when the
     result was stopped here."""
@@ -192,9 +192,9 @@ def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: 
         return True
     cap = rubric.limits.host_memory_mib
     base_rss = result.sandbox.get("rss_at_load_mib", 0)
-    said = " ".join(str(x) for x in ((fatal or {}).get("error", ""), run.stderr.text()[-4000:]))
+    said = " ".join((fatal.error if fatal else "", run.stderr.text()[-4000:]))
     grew = run.max_rss_kib / 1024 - base_rss
-    finished = any(f.header.get("type") == "done" for f in run.frames)
+    finished = any(isinstance(f.data, DoneFrame) for f in run.frames)
     if not finished and not run.timed_out and (any(w in said for w in _MEMORY_WORDS) or grew >= 0.9 * cap):
         result.stop("crashed", f"your code used more than {cap} MiB of host memory (limits.host_memory_mib, beyond "
                     f"what the grader itself holds; the child peaked at {run.max_rss_kib / 1024:.0f} MiB), so its "
@@ -204,54 +204,52 @@ def _stopped_by_wall(run: ChildRun, fatal: dict | None, rubric: Rubric, result: 
     return False
 
 
-def _check_case(case: Case, h: dict, payload: bytes, expected: Future, rubric: Rubric,
+def _check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
                 reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
     kind = "timed" if case.timed else "check"
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
     result.cases.append(cr)
     roles = {t.name: t for t in rubric.tensors}
-    if not h.get("ok"):
-        fault = h.get("fault")
+    if not h.ok:
+        fault = h.fault
         if fault:
-            where = _source_line(build, fault.get("pc_offset"), p)
-            if fault.get("buffer"):
-                output = fault["buffer"] in roles and roles[fault["buffer"]].role == "out"
-                code = "writes_past_output" if output and fault["where"] == "past" else (
+            where = _source_line(build, fault.pc_offset, p)
+            if fault.buffer:
+                output = fault.buffer in roles and roles[fault.buffer].role == "out"
+                code = "writes_past_output" if output and fault.where == "past" else (
                     "writes_before_output" if output else "reads_past_input")
-                verb = "wrote" if fault.get("is_write") == 1 else "read"
-                msg = f"{verb} {fault['where']} the end of {fault['buffer']}" if fault["where"] == "past" else \
-                    f"{verb} before the start of {fault['buffer']}"
+                msg = _fault_words(fault)
                 cr.passed = False
                 cr.note = f"the kernel {msg}{where}"
                 _add_diag(result, Diagnosis(code, f"{msg}{where}", case.name))
                 return
-            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.get("signal"), "")
-            if fault.get("signal") == -1:
-                cr.note = f"crashed: {fault.get('message')}{where}"
+            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
+            if fault.signal == -1:
+                cr.note = f"crashed: {fault.message}{where}"
             elif sig == "SIGFPE":
                 cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
             else:
-                cr.note = (f"crashed: the kernel accessed address {fault.get('address', 0):#x}, outside every buffer "
+                cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
                            f"({sig or 'fault'}): a wild pointer{where}")
             return
-        if h.get("fatal"):
-            cr.note = f"crashed: {h.get('error')}"
+        if h.fatal:
+            cr.note = f"crashed: {h.error}"
             return
         cr.passed = False
-        cr.note = h.get("error", "launch failed")
+        cr.note = h.error or "launch failed"
         _add_diag(result, Diagnosis("launch_error", cr.note, case.name))
         return
 
     ref: Expected = expected.result()
     values = dims_values(rubric, case.dims)
     outputs, at = [], 0
-    for meta in h.get("outputs", []) + h.get("second_outputs", []):
-        floats, pad = int(meta["floats"]), int(meta["pad"])
+    for meta in h.outputs + h.second_outputs:
+        floats, pad = int(meta.floats), int(meta.pad)
         size = (floats + 2 * pad) * 4
         full = torch.frombuffer(bytearray(payload[at: at + size]), dtype=torch.float32)
         at += size
-        outputs.append((meta["name"], full, pad, floats))
-    primary = outputs[: len(h.get("outputs", []))]
+        outputs.append((meta.name, full, pad, floats))
+    primary = outputs[: len(h.outputs)]
     second = outputs[len(primary):]
     passed, first_failure = True, None
     cr.passed = True
@@ -295,17 +293,15 @@ def _check_case(case: Case, h: dict, payload: bytes, expected: Future, rubric: R
     _check_second_run(case, h, primary, second, ref, rubric, roles, values, passed, cr, result)
 
 
-def _check_second_run(case: Case, h: dict, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,
+def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,
                       values: dict, passed: bool, cr: CaseResult, result: Result) -> None:
     """The same case run again: in reverse block and thread order (the emulator) or once more (a
     GPU, for an exercise whose sums may run in any order). A race shows as a difference."""
-    how = ("when blocks and threads ran in reverse order" if h.get("second_kind", "reverse") == "reverse"
-           else "when the same launch ran a second time")
-    if h.get("second_error"):
+    how = ("when the same launch ran a second time" if h.second_kind == "repeat"
+           else "when blocks and threads ran in reverse order")
+    if h.second_error:
         cr.passed = False
-        fault = h.get("second_fault") or {}
-        what = (f"{'wrote' if fault.get('is_write') == 1 else 'read'} {fault.get('where')} the end of {fault.get('buffer')}"
-                if fault.get("buffer") else h["second_error"])
+        what = _fault_words(h.second_fault) if h.second_fault and h.second_fault.buffer else h.second_error
         _add_diag(result, Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the first "
                                     "time", case.name))
     if second:
@@ -324,10 +320,17 @@ def _check_second_run(case: Case, h: dict, primary: list, second: list, ref: Exp
                 cr.passed = False
                 _add_diag(result, Diagnosis("order_dependent", f"{moved} of {got.numel()} output values changed "
                                             f"{how} (beyond the tolerance): a race on the output", case.name))
-    elif h.get("second_differs") and rubric.checks.order_exact:
+    elif h.second_differs and rubric.checks.order_exact:
         cr.passed = False
         _add_diag(result, Diagnosis("order_dependent",
-                                    f"{h.get('second_diff_count', '?')} output floats changed {how}", case.name))
+                                    f"{h.second_diff_count} output floats changed {how}", case.name))
+
+
+def _fault_words(fault: Fault) -> str:
+    """'wrote past the end of out', 'read before the start of x'."""
+    verb = "wrote" if fault.is_write == 1 else "read"
+    return (f"{verb} past the end of {fault.buffer}" if fault.where == "past"
+            else f"{verb} before the start of {fault.buffer}")
 
 
 def _first_output(rubric: Rubric) -> str:
@@ -367,9 +370,9 @@ def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
 # ---------------------------------------------------------------------------
 
 
-def _timing(frame: dict, rubric: Rubric, result: Result, baseline_frames: list[dict]) -> None:
+def _timing(frame: TimingFrame, rubric: Rubric, result: Result, baseline_frames: list[BaselineTimingFrame]) -> None:
     t = rubric.timing
-    samples: dict[str, list[float]] = frame["samples_ms"]
+    samples: dict[str, list[float]] = frame.samples_ms
     values = dims_values(rubric, t.dims)
     nbytes = int(exprs.evaluate(t.bytes, values))
     copy_bytes = 8 * int(exprs.evaluate(t.copy_floats, values))
@@ -390,25 +393,25 @@ def _timing(frame: dict, rubric: Rubric, result: Result, baseline_frames: list[d
     scale = nbytes / copy_bytes
     result.timing = TimingResult(
         shape=list(t.dims.values()), kernel=rubric.kernel.name, byte_model=t.byte_model, bytes_moved=nbytes,
-        samples=len(samples["submission"]), stop_reason=frame.get("stop_reason", ""), seconds=frame.get("seconds", 0.0),
+        samples=len(samples["submission"]), stop_reason=frame.stop_reason, seconds=frame.seconds,
         submission_ms=sub_ms, submission_gbps=gbps(sub_ms, nbytes), floor_kind=floor.kind, floor_gbps=floor.gbps,
         copies=copies, fraction=interval.median * scale, fraction_ci=[interval.low * scale, interval.high * scale],
         informational_kind=info.kind, informational_fraction=info.median_ms / sub_ms * scale,
         chain_ms=chain_ms, chain_gbps=gbps(chain_ms, chain_bytes) if chain_ms and chain_bytes else None,
         chain_bytes=chain_bytes, chain_title=rubric.chain.title, baseline=t.baseline,
-        baseline_max_abs_diff=frame.get("baseline_max_abs_diff"),
+        baseline_max_abs_diff=frame.baseline_max_abs_diff,
     )
     if samples.get("baseline"):
         result.timing.baselines.append(_against(list(t.dims.values()), samples))
     shapes = {c.name: list(c.dims.values()) for c in baseline_cases(rubric)}
     for h in baseline_frames:
-        if h.get("case") in shapes and h.get("samples_ms", {}).get("baseline"):
-            result.timing.baselines.append(_against(shapes[h["case"]], h["samples_ms"]))
+        if h.case in shapes and h.samples_ms.get("baseline"):
+            result.timing.baselines.append(_against(shapes[h.case], h.samples_ms))
     result.fraction = result.timing.fraction
     result.fraction_ci = result.timing.fraction_ci
     result.gbps = result.timing.submission_gbps
     result.floor = {"kind": floor.kind, "gbps": floor.gbps, "copies": {c.kind: c.gbps for c in copies}}
-    result.device.update(frame.get("device", {}))
+    result.device.update(frame.device)
 
 
 def _against(shape: list[int], samples: dict) -> BaselineTiming:

@@ -157,7 +157,9 @@ def test_calibration_rows_carry_each_runs_byte_model_and_fraction_of_the_floor()
     n = values["rows"] * values["cols"]
     ms = {"copy_scalar": 0.055, "copy_vec4": 0.036, "memcpy": 0.037, rubric.calibrate.runs[0].name: 0.060,
           rubric.calibrate.runs[1].name: 0.210, rubric.calibrate.runs[2].name: 0.110}
-    cal = _rows(rubric, {"samples_ms": {k: [v] * 5 for k, v in ms.items()}, "device": {"name": "test"}}, 8 * n, values)
+    from grader.contract import CalibrationFrame
+
+    cal = _rows(rubric, CalibrationFrame({k: [v] * 5 for k, v in ms.items()}, {"name": "test"}), 8 * n, values)
     assert cal.floor_kind == "copy_vec4"
     by = {r.name: r for r in cal.rows}
     staged = by[rubric.calibrate.runs[1].name]

@@ -34,15 +34,17 @@ def test_blocks_per_sm(threads, registers, shared, expected):
 
 
 def test_pick_log_prefers_the_timed_launches_then_the_timed_shape_then_the_largest_check():
-    small = {"type": "case", "case": "a", "launches": [{"grid": [1, 3, 1], "block": [256, 1, 1], "launches": 1}]}
-    big = {"type": "case", "case": "b", "launches": [{"grid": [4, 300, 1], "block": [256, 1, 1], "launches": 1}]}
-    timed = {"type": "timing", "launches": [{"grid": [8, 1, 1], "block": [32, 1, 1], "launches": 90}]}
-    assert launches.pick_log([small, big, small], set()) == (big["launches"], False)
-    assert launches.pick_log([big, small], {"a"}) == (small["launches"], True)
-    assert launches.pick_log([small, big, timed], set()) == (timed["launches"], True)
+    from grader.contract import CaseFrame, LaunchRecord, TimingFrame
+
+    small = CaseFrame("a", launches=[LaunchRecord(grid=[1, 3, 1], block=[256, 1, 1], launches=1)])
+    big = CaseFrame("b", launches=[LaunchRecord(grid=[4, 300, 1], block=[256, 1, 1], launches=1)])
+    timed = TimingFrame(launches=[LaunchRecord(grid=[8, 1, 1], block=[32, 1, 1], launches=90)])
+    assert launches.pick_log([small, big, small], set()) == (big.launches, False)
+    assert launches.pick_log([big, small], {"a"}) == (small.launches, True)
+    assert launches.pick_log([small, big, timed], set()) == (timed.launches, True)
     # A kernel that skipped its timed launches (a pointer cache) shows none, not a check's.
-    assert launches.pick_log([small, big, {"type": "timing", "launches": []}], set()) == ([], True)
-    assert launches.pick_log([{"type": "case"}], set()) == ([], False)
+    assert launches.pick_log([small, big, TimingFrame()], set()) == ([], True)
+    assert launches.pick_log([CaseFrame("c"), None], set()) == ([], False)
 
 
 def _launch(**kw):
@@ -82,9 +84,11 @@ def _emulated_log(path, rubric, n_cases=3):
     job.cases, job.verify_cases, job.reverse_check = job.cases[:n_cases], [], False
     cases = cases[:n_cases]
     run = run_worker(job, time_limit_s=60, output_cap=4096)
-    headers = [f.header for f in run.frames if f.header.get("type") == "case"]
-    assert len(headers) == n_cases, [f.header for f in run.frames]
-    log, timed_shape = launches.pick_log(headers, set())
+    from grader.contract import CaseFrame
+
+    frames = [f.data for f in run.frames if isinstance(f.data, CaseFrame)]
+    assert len(frames) == n_cases, [f.header for f in run.frames]
+    log, timed_shape = launches.pick_log(frames, set())
     assert not timed_shape
     return launches.resolve(log, timed_shape=timed_shape, library=emu.library,
                             resources=gpu.resources if gpu.ok else [], arch="sm_90"), cases

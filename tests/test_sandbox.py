@@ -58,3 +58,26 @@ def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
     finally:
         w.cancel()
     assert w.proc.pid not in leftover_processes()
+
+
+def test_every_frame_kind_survives_the_wire_and_a_malformed_one_is_none():
+    from grader import protocol
+    from grader.contract import (FRAME_TYPES, CaseFrame, Fault, LaunchRecord, Output, TimingFrame, decode, encode)
+
+    key = protocol.new_key()
+    r, w = os.pipe()
+    channel = protocol.Channel(w, key)
+    sent = [cls() if cls is not CaseFrame else CaseFrame("c", True, [Output("out", 3, 1)], [LaunchRecord("k")],
+                                                             fault=Fault(11, 16, 1, 0, "", "out", "past"))
+            for cls in FRAME_TYPES.values()]
+    sent[list(FRAME_TYPES).index("timing")] = TimingFrame({"submission": [0.1]}, "converged", 1.0)
+    for f in sent:
+        channel.send(f, b"\\0" * 4)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    frames, problem = protocol.parse(data, key)
+    assert problem is None and [f.data for f in frames] == sent
+    assert decode({"type": "case"}) is None and decode({"type": "nope"}) is None and decode([1]) is None
+    assert encode(sent[1])["type"] == list(FRAME_TYPES)[1]

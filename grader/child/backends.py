@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import torch
 
 from grader.checking import GUARD_BITS, POISON_BITS
-from grader.contract import Call
+from grader.contract import Call, Fault, LaunchRecord
 
 
 @dataclass
 class LaunchOutcome:
     ok: bool
     error: str = ""
-    fault: dict | None = None      # emulator: signal, address, is_write, pc_offset, buffer, message
+    fault: Fault | None = None     # the emulator: where it caught a fault
     fatal: bool = False            # the device or process cannot go on (a sticky CUDA error)
 
 
@@ -146,14 +146,13 @@ class Backend:
     def reset_launch_log(self) -> None:
         self.sub.grader_launch_log_reset()
 
-    def launch_log(self) -> list[dict]:
+    def launch_log(self) -> list[LaunchRecord]:
         """The kernel launches since the last reset, one entry per kernel and configuration:
         what the parent turns into results.Launch (it names a kernel known only by its offset)."""
         records = (_LaunchRecord * LAUNCH_LOG_SIZE)()
         n = self.sub.grader_launch_log(records, LAUNCH_LOG_SIZE)
-        return [{"kernel": r.kernel.decode(errors="replace"), "offset": r.offset, "grid": list(r.grid),
-                 "block": list(r.block), "shared_bytes": r.shared_bytes, "launches": r.launches,
-                 "blocks_per_sm": r.blocks_per_sm if r.blocks_per_sm >= 0 else None}
+        return [LaunchRecord(r.kernel.decode(errors="replace"), r.offset, list(r.grid), list(r.block), r.shared_bytes,
+                             r.launches, r.blocks_per_sm if r.blocks_per_sm >= 0 else None)
                 for r in records[: max(0, min(n, LAUNCH_LOG_SIZE))]]
 
     def reference(self, which: str, *tensors: torch.Tensor, n: int) -> LaunchOutcome:
@@ -276,15 +275,12 @@ class EmulatorBackend(Backend):
             return LaunchOutcome(False, error="fault", fault=self._describe_fault(info))
         return super()._outcome(code, reference)
 
-    def _describe_fault(self, info: _FaultInfo) -> dict:
-        fault = {"signal": info.signal, "address": info.address, "is_write": info.is_write,
-                 "pc_offset": info.pc_offset, "message": info.message.decode(errors="replace"),
-                 "buffer": None, "where": None}
+    def _describe_fault(self, info: _FaultInfo) -> Fault:
+        fault = Fault(info.signal, info.address, info.is_write, info.pc_offset, info.message.decode(errors="replace"))
         if info.signal > 0:
             for name, lo, start, end, hi in self.regions:
                 if lo <= info.address < hi:
-                    fault["buffer"] = name
-                    fault["where"] = "past" if info.address >= end else "before"
+                    fault.buffer, fault.where = name, "past" if info.address >= end else "before"
                     break
         return fault
 

@@ -21,7 +21,7 @@ import torch
 
 from grader import protocol
 from grader.child.backends import tensor_bytes
-from grader.contract import CaseJob, Job, TimingJob
+from grader.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, Job, TimingFrame, TimingJob
 from grader.stats import fraction_interval, median
 
 BATCH = 10    # rounds between two looks at the stopping rule
@@ -101,9 +101,8 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             probe[1].record(torch.cuda.default_stream())
             backend.synchronize()
             samples[name] = [probe[0].elapsed_time(probe[1])]
-        channel.send({"type": "timing", "samples_ms": samples, "stop_reason": "too_slow",
-                      "seconds": probe_ms / 1000, "device": _device(device),
-                      "skipped": [c.name for c in sets[1:]], "launches": backend.launch_log()})
+        channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, _device(device), backend.launch_log(),
+                                 [c.name for c in sets[1:]]))
         _send_outputs(channel, sets[0], allocated[0][1], outputs[0], pad)
         return
     warm_until = time.perf_counter() + cfg.budget_s / 2
@@ -163,10 +162,9 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         if elapsed >= cfg.budget_s:
             stop_reason = "budget"
             break
-    channel.send({"type": "timing", "samples_ms": samples, "stop_reason": stop_reason,
-                       "seconds": time.perf_counter() - started,
-                  "device": _device(device), "launches": backend.launch_log(),
-                  **({"baseline_max_abs_diff": _baseline_gap(baseline, sets[0], allocated[0][0])} if baseline else {})})
+    channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, _device(device),
+                             backend.launch_log(),
+                             baseline_max_abs_diff=_baseline_gap(baseline, sets[0], allocated[0][0]) if baseline else None))
     if baseline is not None:
         for cj in job.baseline_cases:
             _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, channel)
@@ -224,7 +222,7 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
         if round_ >= 5:
             for name, (start, end) in events.items():
                 samples[name].append(start.elapsed_time(end))
-    channel.send({"type": "baseline_timing", "case": cj.name, "samples_ms": samples})
+    channel.send(BaselineTimingFrame(cj.name, samples))
 
 
 def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None:
@@ -270,14 +268,14 @@ def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None
         if round_ >= 3:
             for name, (start, end) in events.items():
                 samples[name].append(start.elapsed_time(end))
-    channel.send({"type": "calibration", "samples_ms": samples, "device": _device(device)})
+    channel.send(CalibrationFrame(samples, _device(device)))
 
 
 def _send_outputs(channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
     from grader.child.worker import output_meta
 
     sent = {b.name: fulls[b.name] for b in outs}
-    channel.send({"type": "case", "case": cj.name, "ok": True, "outputs": output_meta(sent, pad)},
+    channel.send(CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)),
                  b"".join(tensor_bytes(f) for f in sent.values()))
 
 

@@ -29,7 +29,8 @@ T0 = time.perf_counter()
 import torch  # noqa: E402 - after T0, so the child's start-up time includes the import
 
 from grader import protocol  # noqa: E402
-from grader.contract import Buffer, CaseJob, Job, Limits  # noqa: E402
+from grader.contract import (Buffer, CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
+                             Output)
 from grader.child import guard  # noqa: E402
 from grader.child.backends import tensor_bytes  # noqa: E402
 
@@ -65,8 +66,8 @@ def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict, d
     return views, fulls
 
 
-def output_meta(fulls: dict, pad: int) -> list[dict]:
-    return [{"name": name, "floats": full.numel() - 2 * pad, "pad": pad} for name, full in fulls.items()]
+def output_meta(fulls: dict, pad: int) -> list[Output]:
+    return [Output(name, full.numel() - 2 * pad, pad) for name, full in fulls.items()]
 
 
 def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protocol.Channel,
@@ -74,17 +75,18 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
     """Run one case; send its outputs. Returns False when the process cannot go on."""
     pad = job.guard_floats
     views, fulls = allocate(backend, cj, pad, files)
-    header = {"type": "case", "case": cj.name}
+    frame = CaseFrame(cj.name)
     backend.reset_launch_log()
     outcome = backend.launch_submission(cj.launch, views)
     if outcome.ok:
         outcome = backend.synchronize()
-    header["launches"] = backend.launch_log()
+    frame.launches = backend.launch_log()
     if not outcome.ok:
-        channel.send({**header, "ok": False, "error": outcome.error, "fault": outcome.fault, "fatal": outcome.fatal})
+        frame.error, frame.fault, frame.fatal = outcome.error, outcome.fault, outcome.fatal
+        channel.send(frame)
         # A sticky CUDA error, or a fault outside every buffer (a wild pointer), ends the run.
-        return not outcome.fatal and not (outcome.fault and outcome.fault.get("buffer") is None)
-    header.update(ok=True)
+        return not outcome.fatal and not (outcome.fault and outcome.fault.buffer is None)
+    frame.ok = True
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
     second_fulls = {}
     repeat = backend.name == "cuda" and not job.order_exact and not cj.timed
@@ -101,15 +103,13 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
         if second.ok:
             second = backend.synchronize()
         backend.set_reverse(False)
-        header["second_kind"] = "reverse" if reverse_check else "repeat"
+        frame.second_kind = "reverse" if reverse_check else "repeat"
         if second.ok:
             differs = sum(int((fulls[b.name].view(torch.int32) != second_fulls[b.name].view(torch.int32)).sum())
                           for b in mine)
-            header["second_differs"] = differs > 0
-            header["second_diff_count"] = differs
+            frame.second_differs, frame.second_diff_count = differs > 0, differs
         else:
-            header["second_error"] = second.error
-            header["second_fault"] = second.fault
+            frame.second_error, frame.second_fault = second.error, second.fault
             second_fulls = {}
     sent = {b.name: fulls[b.name] for b in mine}
     if cj.chain is not None:
@@ -118,13 +118,13 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
         if res.ok:
             sent.update({b.name: fulls[b.name] for b in cj.buffers if b.role == "out" and b.chain})
         else:
-            header["chain_error"] = res.error
-    header["outputs"] = output_meta(sent, pad)
+            frame.chain_error = res.error
+    frame.outputs = output_meta(sent, pad)
     payload = b"".join(tensor_bytes(f) for f in sent.values())
     if second_fulls and not job.order_exact:
-        header["second_outputs"] = output_meta(second_fulls, pad)
+        frame.second_outputs = output_meta(second_fulls, pad)
         payload += b"".join(tensor_bytes(f) for f in second_fulls.values())
-    channel.send(header, payload)
+    channel.send(frame, payload)
     backend.release_inputs()
     return True
 
@@ -233,16 +233,14 @@ def main() -> int:
             backend.load_submission(job.library)
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
-        channel.send({"type": "fatal", "stage": "load", "error": f"{type(exc).__name__}: {exc}"})
+        channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0
-    channel.send({"type": "hello", "backend": backend.name, "pid": os.getpid(), "t": time.perf_counter() - T0,
-                  "ready_t": t_ready, "job_t": t_job, "sandbox": sandbox})
+    channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox))
     for cj in job.cases:
         try:
             go_on = run_case(backend, cj, job, files, channel, job.reverse_check)
         except Exception as exc:  # noqa: BLE001
-            channel.send({"type": "fatal", "stage": cj.name, "error": f"{type(exc).__name__}: {exc}",
-                          "trace": traceback.format_exc(limit=4)})
+            channel.send(FatalFrame(cj.name, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
             return 0
         if not go_on:
             return 0
@@ -252,14 +250,13 @@ def main() -> int:
         try:
             (run_calibration if job.calibrate else run_timing)(backend, job, files, channel)
         except Exception as exc:  # noqa: BLE001
-            channel.send({"type": "fatal", "stage": "timing", "error": f"{type(exc).__name__}: {exc}",
-                          "trace": traceback.format_exc(limit=4)})
+            channel.send(FatalFrame("timing", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
             return 0
     else:
         for cj in job.verify_cases:
             if not run_case(backend, cj, job, files, channel, False):
                 return 0
-    channel.send({"type": "done", "t": time.perf_counter() - T0})
+    channel.send(DoneFrame(time.perf_counter() - T0))
     return 0
 
 
