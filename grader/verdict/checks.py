@@ -1,0 +1,210 @@
+"""A case's outputs against the float64 reference: the comparison, the guards, the diagnosis,
+and the second run (reverse order on the emulator, a repeat on a GPU)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from grader.build import BuildResult
+from grader.checking import Prepared, compare, prepare, read_guards
+from grader.contract import CaseFrame, Fault
+from grader.diagnosis import Diagnosis, diagnose
+from grader.errors import ExerciseError
+from grader.exercises import Reference as ExerciseReference
+from grader.exercises import exprs
+from grader.exercises.plan import Case, shape_of, tensors_of
+from grader.results import CaseResult, DiagnosisEntry, Result
+from grader.rubric import Rubric, dims_values
+
+
+@dataclass
+class Expected:
+    """A case's inputs and its float64 answers, with the tolerance at its dimensions."""
+
+    inputs: dict[str, torch.Tensor]
+    want: dict[str, torch.Tensor]
+    prepared: dict[str, Prepared]
+    rtol: float
+    atol: float
+
+
+def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, inputs: dict[str, torch.Tensor]) -> Expected:
+    """The case's answers from the exercise's reference (computed in the parent while the child runs)."""
+    want = reference.expected(inputs, dict(case.dims))
+    for t in tensors_of(rubric, case):
+        if t.role == "out" and t.name not in want:
+            raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave no {t.name!r} for {case.name}")
+    scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
+    rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
+    want = {k: v.to(torch.float64) for k, v in want.items()}
+    return Expected(inputs, want, {k: prepare(v.clone(), rtol=rtol, atol=atol) for k, v in want.items()}, rtol, atol)
+
+
+# ---------------------------------------------------------------------------
+
+
+def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
+                reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
+    kind = "timed" if case.timed else "check"
+    cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
+    result.cases.append(cr)
+    roles = {t.name: t for t in rubric.tensors}
+    if not h.ok:
+        fault = h.fault
+        if fault:
+            where = _source_line(build, fault.pc_offset, p)
+            if fault.buffer:
+                output = fault.buffer in roles and roles[fault.buffer].role == "out"
+                code = "writes_past_output" if output and fault.where == "past" else (
+                    "writes_before_output" if output else "reads_past_input")
+                msg = _fault_words(fault)
+                cr.passed = False
+                cr.note = f"the kernel {msg}{where}"
+                add_diag(result, Diagnosis(code, f"{msg}{where}", case.name))
+                return
+            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
+            if fault.signal == -1:
+                cr.note = f"crashed: {fault.message}{where}"
+            elif sig == "SIGFPE":
+                cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
+            else:
+                cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
+                           f"({sig or 'fault'}): a wild pointer{where}")
+            return
+        if h.fatal:
+            cr.note = f"crashed: {h.error}"
+            return
+        cr.passed = False
+        cr.note = h.error or "launch failed"
+        add_diag(result, Diagnosis("launch_error", cr.note, case.name))
+        return
+
+    ref: Expected = expected.result()
+    values = dims_values(rubric, case.dims)
+    outputs, at = [], 0
+    for meta in h.outputs + h.second_outputs:
+        floats, pad = int(meta.floats), int(meta.pad)
+        size = (floats + 2 * pad) * 4
+        full = torch.frombuffer(bytearray(payload[at: at + size]), dtype=torch.float32)
+        at += size
+        outputs.append((meta.name, full, pad, floats))
+    primary = outputs[: len(h.outputs)]
+    second = outputs[len(primary):]
+    passed, first_failure = True, None
+    cr.passed = True
+    for name, full, pad, floats in primary:
+        tensor = roles[name]
+        shape = shape_of(tensor, values)
+        got = full[pad: pad + floats].view(shape)
+        cmp = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name], init=tensor.init)
+        guards = read_guards(full, pad, floats)
+        ok = cmp.passed and not guards.damaged
+        at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
+        if tensor.chain:
+            result.cases.append(CaseResult(
+                f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
+                case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten,
+                {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None,
+                cmp.max_abs_error, cmp.max_rel_error, kind="chain"))
+            continue
+        cr.bad += cmp.bad
+        cr.total += cmp.total
+        cr.unwritten += cmp.unwritten
+        cr.max_abs_error = max(cr.max_abs_error or 0.0, cmp.max_abs_error)
+        cr.max_rel_error = max(cr.max_rel_error or 0.0, cmp.max_rel_error)
+        if cmp.first and cr.first_mismatch is None:
+            cr.first_mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want}
+        if not ok:
+            passed = False
+            if first_failure is None:
+                first_failure = (name, tensor, got, cmp, guards)
+    cr.passed = passed
+    # A named mistake, or outputs never written, explains the later cases' failures too.
+    named = any(d.code in rubric.mistakes or d.code.startswith("unwritten_") for d in result.diagnosis)
+    if first_failure is not None and not named and not (case.timed and result.diagnosis):
+        name, tensor, got, cmp, guards = first_failure
+        axes = [d if d in rubric.dims else f"axis {k}" for k, d in enumerate(tensor.shape)]
+        mistakes = reference.mistakes if name == _first_output(rubric) else {}
+        for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol, atol=ref.atol,
+                          axes=axes, mistakes=mistakes, init=tensor.init):
+            d.case = case.name
+            add_diag(result, d)
+    _check_second_run(case, h, primary, second, ref, rubric, roles, values, passed, cr, result)
+
+
+def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,
+                      values: dict, passed: bool, cr: CaseResult, result: Result) -> None:
+    """The same case run again: in reverse block and thread order (the emulator) or once more (a
+    GPU, for an exercise whose sums may run in any order). A race shows as a difference."""
+    how = ("when the same launch ran a second time" if h.second_kind == "repeat"
+           else "when blocks and threads ran in reverse order")
+    if h.second_error:
+        cr.passed = False
+        what = _fault_words(h.second_fault) if h.second_fault and h.second_fault.buffer else h.second_error
+        add_diag(result, Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the first "
+                                    "time", case.name))
+    if second:
+        # The exercise lets a sum's order vary: the second run must be within the tolerance too,
+        # and must agree with the first within it.
+        firsts = {name: full[pad: pad + floats] for name, full, pad, floats in primary}
+        for name, full, pad, floats in second:
+            got = full[pad: pad + floats].view(shape_of(roles[name], values))
+            rc = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name],
+                         init=roles[name].init)
+            first = firsts[name].view(got.shape)
+            a, b = first.double(), got.double()
+            moved = int(((first.view(torch.int32) != got.view(torch.int32)) &
+                         ~((a - b).abs() <= ref.atol + ref.rtol * a.abs())).sum())
+            if (not rc.passed and passed) or moved:
+                cr.passed = False
+                add_diag(result, Diagnosis("order_dependent", f"{moved} of {got.numel()} output values changed "
+                                            f"{how} (beyond the tolerance): a race on the output", case.name))
+    elif h.second_differs and rubric.checks.order_exact:
+        cr.passed = False
+        add_diag(result, Diagnosis("order_dependent",
+                                    f"{h.second_diff_count} output floats changed {how}", case.name))
+
+
+def _fault_words(fault: Fault) -> str:
+    """'wrote past the end of out', 'read before the start of x'."""
+    verb = "wrote" if fault.is_write == 1 else "read"
+    return (f"{verb} past the end of {fault.buffer}" if fault.where == "past"
+            else f"{verb} before the start of {fault.buffer}")
+
+
+def _first_output(rubric: Rubric) -> str:
+    return next(t.name for t in rubric.tensors if t.role == "out" and not t.chain)
+
+
+def _location(name: str, tensor, index: list[int]) -> str:
+    """out[3][5] (rows 3, cols 5): where an element is, by index and by dimension."""
+    dims = ", ".join(f"{d} {i}" for d, i in zip(tensor.shape, index) if d.isidentifier())
+    return name + "".join(f"[{i}]" for i in index) + (f" ({dims})" if dims else "")
+
+
+def add_diag(result: Result, d: Diagnosis) -> None:
+    if any(e.code == d.code for e in result.diagnosis):
+        return                                     # the first case that shows a mistake describes it
+    result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
+
+
+def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
+    if not pc_offset or build.library is None or shutil.which("addr2line") is None:
+        return ""
+    try:
+        out = subprocess.run(["addr2line", "-e", str(build.library), "-i", hex(pc_offset)], capture_output=True,
+                             text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    for line in out.splitlines():
+        file, _, num = line.rpartition(":")
+        num = num.split()[0] if num else ""
+        if file.endswith("submission.cu") and num.isdigit():
+            return f" at {p.name}:{num}"
+    return ""
