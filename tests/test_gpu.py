@@ -95,7 +95,7 @@ def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(n
         assert lc.launches >= 10      # the timed samples
 
 
-@pytest.mark.parametrize("name", ["bias_gelu_fused", "rope_half_split"])
+@pytest.mark.parametrize("name", ["bias_gelu_fused", "rope_half_split", "gelu_sum"])
 def test_calibrate_times_the_lessons_kernels_on_the_gpu(name):
     from grader.calibration import calibrate
 
