@@ -197,20 +197,35 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
 
     views, _ = allocate(backend, cj, pad, files)
     outs = [b for b in cj.buffers if b.role == "out" and not b.chain]
-    stream = torch.cuda.default_stream()
-    samples: dict[str, list[float]] = {"submission": [], "baseline": []}
 
     def submission():
         outcome = backend.launch_submission(cj.launch, views)
         if not outcome.ok:
             raise RuntimeError(outcome.error)
 
-    for round_ in range(5 + rounds):
+    def before(name: str, round_: int) -> None:
+        for b in outs:
+            backend.reinit(views[b.name], b.init)
+        flush.fill_(float(round_))
+
+    samples = _fixed_rounds(backend, {"submission": submission, "baseline": lambda: baseline(views)},
+                            rounds=rounds, warmup=5, before=before)
+    channel.send(BaselineTimingFrame(cj.name, samples))
+
+
+def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) -> dict[str, list[float]]:
+    """Milliseconds of each variant, one sample a round.
+
+    Stopping rule: `warmup` untimed rounds, then exactly `rounds` timed ones. Each round runs
+    every variant once, in order (interleaved, so a drift of clocks touches them alike), with
+    before(name, round) outside its pair of events on the legacy default stream.
+    """
+    stream = torch.cuda.default_stream()
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(warmup + rounds):
         events = {}
-        for name, fn in (("submission", submission), ("baseline", lambda: baseline(views))):
-            for b in outs:
-                backend.reinit(views[b.name], b.init)
-            flush.fill_(float(round_))
+        for name, fn in variants.items():
+            before(name, round_)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
             fn()
@@ -219,10 +234,10 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
         sync = backend.synchronize()
         if not sync.ok:
             raise RuntimeError(sync.error)
-        if round_ >= 5:
+        if round_ >= warmup:
             for name, (start, end) in events.items():
                 samples[name].append(start.elapsed_time(end))
-    channel.send(BaselineTimingFrame(cj.name, samples))
+    return samples
 
 
 def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None:
@@ -251,23 +266,8 @@ def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None
     for run in job.calibrate:
         variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
     backend.reset_persisting_l2()
-    stream = torch.cuda.default_stream()
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for round_ in range(3 + job.calibration_rounds):
-        events = {}
-        for name, fn in variants.items():
-            flush.fill_(float(round_))
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            fn()
-            end.record(stream)
-            events[name] = (start, end)
-        sync = backend.synchronize()
-        if not sync.ok:
-            raise RuntimeError(sync.error)
-        if round_ >= 3:
-            for name, (start, end) in events.items():
-                samples[name].append(start.elapsed_time(end))
+    samples = _fixed_rounds(backend, variants, rounds=job.calibration_rounds, warmup=3,
+                            before=lambda name, round_: flush.fill_(float(round_)))
     channel.send(CalibrationFrame(samples, _device(device)))
 
 
