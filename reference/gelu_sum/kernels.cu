@@ -1,4 +1,4 @@
-// gelu_sum's reference kernels, for `grader calibrate`: the seed's kernel (one thread per output,
+// gelu_sum's reference kernels, for `grader calibrate`: one thread per output (
 // the sum in a register) and PyTorch's two-pass shape (GELU into a buffer, then a sum over r).
 // Exported as grader_ref_<name>(ptrs, vals, stream).
 #include <cstddef>
