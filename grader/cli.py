@@ -122,7 +122,7 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
               help="Grade only the K-th of N deterministic shares of the students (one per machine); "
                    "combine the report folders with `grader merge`.")
 @click.option("--exercise", default=None, metavar="NAME",
-              help="The exercise (`grader exercises` lists them; default: bias_gelu_fused).")
+              help="The exercise (`grader exercises` lists them; default: the one whose kernel most files define).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
@@ -137,14 +137,19 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
 
     from grader.batch import find_submissions, grade_folder
     from grader.batch.outputs import summary_row
-    from grader.exercises import choose
+    from grader.exercises import choose, exercise_for_class
 
     err = _err_console()
     try:
-        rubric = choose(rubric_path=rubric_path, exercise=exercise)
-        if not find_submissions(directory, file_name=file_name, roster=roster):
+        entries = find_submissions(directory, file_name=file_name, roster=roster)
+        if not entries:
             click.echo(f"grader: {directory} holds no .cu files and no student folders", err=True)
             sys.exit(2)
+        picked = None if rubric_path or exercise else exercise_for_class([e.path for e in entries if e.path])
+        rubric = picked or choose(rubric_path=rubric_path, exercise=exercise)
+        if picked is not None:
+            err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
+                      "--exercise names another)[/dim]")
         with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
                                    file_name=file_name, roster=roster, progress=progress, jobs=jobs,

@@ -70,6 +70,7 @@ class FakeGrader:
 
     def __init__(self, monkeypatch, interrupt_at=None, infrastructure=(), sleep=0.0):
         self.calls = []
+        self.exercises = set()
         self.devices = {}
         self.sleep = sleep
         self.running = 0
@@ -82,6 +83,7 @@ class FakeGrader:
     def __call__(self, path, *, rubric, backend, device=None):
         with self.lock:
             self.calls.append(path.name)
+            self.exercises.add(rubric.exercise)
             self.devices[path.stem] = device
             self.running += 1
             self.most_at_once = max(self.most_at_once, self.running)
@@ -307,3 +309,18 @@ def test_a_batch_writes_the_class_report(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
     page = (out / "class.html").read_text()
     assert r.exit_code == 0 and "2 students" in page and "correct, untimed</td><td>2" in page
+
+
+def test_a_class_is_graded_against_the_exercise_most_files_define(tmp_path, monkeypatch):
+    rope = "__global__ void ropeHalfSplit(const float* in, const float* c, const float* s, float* out, size_t pairs, " \
+           "int halfDim, int heads, int seq) {}\n"
+    folder = _tree(tmp_path / "class", {"a.cu": rope, "b.cu": rope, "c.cu": "__global__ void ropeHalfSpilt() {}\n",
+                                        "d.cu": "__global__ void biasGeluFused(float* o) {}\n", "e.cu": "// empty\n"})
+    fake = FakeGrader(monkeypatch)
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(tmp_path / "out"), "--backend", "emulator"])
+    assert r.exit_code == 0, r.output
+    assert fake.exercises == {"rope_half_split"} and len(fake.calls) == 5
+    fake.exercises.clear()
+    r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(tmp_path / "out2"), "--backend", "emulator",
+                                 "--exercise", "bias_gelu_fused"])
+    assert r.exit_code == 0 and fake.exercises == {"bias_gelu_fused"}

@@ -76,6 +76,18 @@ def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None
     return load_exercise(DEFAULT_EXERCISE) if DEFAULT_EXERCISE in files else load_rubric(None)
 
 
+def exercise_for_class(files: list[Path]):
+    """The exercise most of a class's files define (by kernel or launcher); None when none does."""
+    counts: dict[str, int] = {}
+    rubrics = {}
+    for f in files:
+        r = exercise_for_source(f)
+        if r is not None:
+            counts[r.exercise] = counts.get(r.exercise, 0) + 1
+            rubrics[r.exercise] = r
+    return rubrics[max(counts, key=counts.get)] if counts else None
+
+
 def exercise_for_source(file: Path):
     """The exercise whose kernel or launcher the file defines; else the one whose kernel name is
     closest to a kernel the file defines (so a misspelt kernel is told its exercise's name);
