@@ -15,7 +15,7 @@ from grader.build import BuildResult
 from grader.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
-from grader.results import CaseResult, Result
+from grader.results import CaseResult, DiagnosisEntry, Result
 from grader.rubric import Rubric
 from grader.sandbox import ChildRun
 from grader.verdict.checks import Expected, check_case, expected_for
@@ -38,7 +38,12 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
         if isinstance(h, CaseFrame) and h.case in by_name:
             case = by_name[h.case]
             seen.add(case.name)
-            check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p, result)
+            outcome = check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p,
+                                 {d.code for d in result.diagnosis})
+            result.cases += outcome.rows
+            for d in outcome.diagnoses:
+                if all(e.code != d.code for e in result.diagnosis):    # the first case that shows a mistake names it
+                    result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
         elif isinstance(h, TimingFrame):
             timing_frame = h
         elif isinstance(h, BaselineTimingFrame):
@@ -106,10 +111,15 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             c.passed is None and not c.note.startswith("skipped") for c in result.cases)
 
     if result.status == "graded" and timing_frame is not None:
-        judge_timing(timing_frame, rubric, result, baseline_frames)
+        t = result.timing = judge_timing(timing_frame, rubric, baseline_frames)
+        result.fraction, result.fraction_ci, result.gbps = t.fraction, t.fraction_ci, t.submission_gbps
+        result.floor = {"kind": t.floor_kind, "gbps": t.floor_gbps, "copies": {c.kind: c.gbps for c in t.copies}}
+        result.device.update(timing_frame.device)
     if result.status == "graded":
         if result.correct and result.timing is not None:
-            give_tier(result, rubric)
+            tier = give_tier(result.timing, rubric)
+            result.tier, result.borderline, result.feedback = tier.tier, tier.borderline, tier.feedback
+            result.flags += tier.flags
         elif result.correct:
             result.feedback = rubric.feedback.no_gpu
         else:

@@ -19,7 +19,7 @@ from grader.errors import ExerciseError
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises import exprs
 from grader.exercises.plan import Case, shape_of, tensors_of
-from grader.results import CaseResult, DiagnosisEntry, Result
+from grader.results import CaseResult
 from grader.rubric import Rubric, dims_values
 
 
@@ -49,11 +49,28 @@ def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, input
 # ---------------------------------------------------------------------------
 
 
+@dataclass
+class CaseOutcome:
+    """What one case frame shows: its rows (the case, and the chain's) and the mistakes named."""
+
+    rows: list[CaseResult]
+    diagnoses: list[Diagnosis]
+
+
 def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
-                reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
+               reference: ExerciseReference, build: BuildResult, p: Path, known: set[str]) -> CaseOutcome:
+    """Judge one case's frame; known: the diagnosis codes earlier cases gave (a named mistake
+    explains the later cases' failures too)."""
     kind = "timed" if case.timed else "check"
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
-    result.cases.append(cr)
+    out = CaseOutcome([cr], [])
+    _judge_frame(case, h, payload, expected, rubric, reference, build, p, known, cr, out)
+    return out
+
+
+def _judge_frame(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
+                 reference: ExerciseReference, build: BuildResult, p: Path, known: set[str], cr: CaseResult,
+                 out: CaseOutcome) -> None:
     roles = {t.name: t for t in rubric.tensors}
     if not h.ok:
         fault = h.fault
@@ -66,7 +83,7 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
                 msg = _fault_words(fault)
                 cr.passed = False
                 cr.note = f"the kernel {msg}{where}"
-                add_diag(result, Diagnosis(code, f"{msg}{where}", case.name))
+                out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
                 return
             sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
             if fault.signal == -1:
@@ -82,7 +99,7 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
             return
         cr.passed = False
         cr.note = h.error or "launch failed"
-        add_diag(result, Diagnosis("launch_error", cr.note, case.name))
+        out.diagnoses.append(Diagnosis("launch_error", cr.note, case.name))
         return
 
     ref: Expected = expected.result()
@@ -107,7 +124,7 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
         ok = cmp.passed and not guards.damaged
         at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
         if tensor.chain:
-            result.cases.append(CaseResult(
+            out.rows.append(CaseResult(
                 f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
                 case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten,
                 {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None,
@@ -126,20 +143,20 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
                 first_failure = (name, tensor, got, cmp, guards)
     cr.passed = passed
     # A named mistake, or outputs never written, explains the later cases' failures too.
-    named = any(d.code in rubric.mistakes or d.code.startswith("unwritten_") for d in result.diagnosis)
-    if first_failure is not None and not named and not (case.timed and result.diagnosis):
+    named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
+    if first_failure is not None and not named and not (case.timed and known):
         name, tensor, got, cmp, guards = first_failure
         axes = [d if d in rubric.dims else f"axis {k}" for k, d in enumerate(tensor.shape)]
         mistakes = reference.mistakes if name == _first_output(rubric) else {}
         for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol, atol=ref.atol,
                           axes=axes, mistakes=mistakes, init=tensor.init):
             d.case = case.name
-            add_diag(result, d)
-    _check_second_run(case, h, primary, second, ref, rubric, roles, values, passed, cr, result)
+            out.diagnoses.append(d)
+    _check_second_run(case, h, primary, second, ref, rubric, roles, values, passed, cr, out)
 
 
 def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,
-                      values: dict, passed: bool, cr: CaseResult, result: Result) -> None:
+                      values: dict, passed: bool, cr: CaseResult, out: CaseOutcome) -> None:
     """The same case run again: in reverse block and thread order (the emulator) or once more (a
     GPU, for an exercise whose sums may run in any order). A race shows as a difference."""
     how = ("when the same launch ran a second time" if h.second_kind == "repeat"
@@ -147,7 +164,7 @@ def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref
     if h.second_error:
         cr.passed = False
         what = _fault_words(h.second_fault) if h.second_fault and h.second_fault.buffer else h.second_error
-        add_diag(result, Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the first "
+        out.diagnoses.append(Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the first "
                                     "time", case.name))
     if second:
         # The exercise lets a sum's order vary: the second run must be within the tolerance too,
@@ -163,11 +180,11 @@ def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref
                          ~((a - b).abs() <= ref.atol + ref.rtol * a.abs())).sum())
             if (not rc.passed and passed) or moved:
                 cr.passed = False
-                add_diag(result, Diagnosis("order_dependent", f"{moved} of {got.numel()} output values changed "
+                out.diagnoses.append(Diagnosis("order_dependent", f"{moved} of {got.numel()} output values changed "
                                             f"{how} (beyond the tolerance): a race on the output", case.name))
     elif h.second_differs and rubric.checks.order_exact:
         cr.passed = False
-        add_diag(result, Diagnosis("order_dependent",
+        out.diagnoses.append(Diagnosis("order_dependent",
                                     f"{h.second_diff_count} output floats changed {how}", case.name))
 
 
@@ -186,12 +203,6 @@ def _location(name: str, tensor, index: list[int]) -> str:
     """out[3][5] (rows 3, cols 5): where an element is, by index and by dimension."""
     dims = ", ".join(f"{d} {i}" for d, i in zip(tensor.shape, index) if d.isidentifier())
     return name + "".join(f"[{i}]" for i in index) + (f" ({dims})" if dims else "")
-
-
-def add_diag(result: Result, d: Diagnosis) -> None:
-    if any(e.code == d.code for e in result.diagnosis):
-        return                                     # the first case that shows a mistake describes it
-    result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:

@@ -3,16 +3,20 @@ an exercise's PyTorch baseline, and the tier."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from grader.contract import BaselineTimingFrame, TimingFrame
 from grader.exercises import exprs
 from grader.exercises.plan import baseline_cases
-from grader.results import BaselineTiming, CopyTiming, Result, TimingResult
+from grader.results import BaselineTiming, CopyTiming, TimingResult
 from grader.rubric import Rubric, dims_values
 from grader.stats import fraction_interval, median
 from grader.tiers import assign_tier
 
 
-def judge_timing(frame: TimingFrame, rubric: Rubric, result: Result, baseline_frames: list[BaselineTimingFrame]) -> None:
+def judge_timing(frame: TimingFrame, rubric: Rubric, baseline_frames: list[BaselineTimingFrame]) -> TimingResult:
+    """The timed samples as medians, the fraction of the floor with its interval, the chain and the
+    speedup over the baseline."""
     t = rubric.timing
     samples: dict[str, list[float]] = frame.samples_ms
     values = dims_values(rubric, t.dims)
@@ -33,7 +37,7 @@ def judge_timing(frame: TimingFrame, rubric: Rubric, result: Result, baseline_fr
     # The fraction is a ratio of bandwidths, each on its own byte count: the ratio of the
     # times scaled by the ratio of the bytes.
     scale = nbytes / copy_bytes
-    result.timing = TimingResult(
+    timing = TimingResult(
         shape=list(t.dims.values()), kernel=rubric.kernel.name, byte_model=t.byte_model, bytes_moved=nbytes,
         samples=len(samples["submission"]), stop_reason=frame.stop_reason, seconds=frame.seconds,
         submission_ms=sub_ms, submission_gbps=gbps(sub_ms, nbytes), floor_kind=floor.kind, floor_gbps=floor.gbps,
@@ -44,16 +48,12 @@ def judge_timing(frame: TimingFrame, rubric: Rubric, result: Result, baseline_fr
         baseline_max_abs_diff=frame.baseline_max_abs_diff,
     )
     if samples.get("baseline"):
-        result.timing.baselines.append(_against(list(t.dims.values()), samples))
+        timing.baselines.append(_against(list(t.dims.values()), samples))
     shapes = {c.name: list(c.dims.values()) for c in baseline_cases(rubric)}
     for h in baseline_frames:
         if h.case in shapes and h.samples_ms.get("baseline"):
-            result.timing.baselines.append(_against(shapes[h.case], h.samples_ms))
-    result.fraction = result.timing.fraction
-    result.fraction_ci = result.timing.fraction_ci
-    result.gbps = result.timing.submission_gbps
-    result.floor = {"kind": floor.kind, "gbps": floor.gbps, "copies": {c.kind: c.gbps for c in copies}}
-    result.device.update(frame.device)
+            timing.baselines.append(_against(shapes[h.case], h.samples_ms))
+    return timing
 
 
 def _against(shape: list[int], samples: dict) -> BaselineTiming:
@@ -61,14 +61,20 @@ def _against(shape: list[int], samples: dict) -> BaselineTiming:
     return BaselineTiming(shape, sub, base, base / sub)
 
 
-def give_tier(result: Result, rubric: Rubric) -> None:
-    assert result.timing is not None
-    tier, borderline, flags = assign_tier(result.timing.fraction, *result.timing.fraction_ci, rubric)
-    result.tier, result.borderline = tier, borderline
-    result.flags.extend(flags)
+@dataclass
+class Tier:
+    tier: str
+    borderline: bool
+    flags: list[str]
+    feedback: str
+
+
+def give_tier(timing: TimingResult, rubric: Rubric) -> Tier:
+    """The tier of a correct, timed kernel, and what to tell the student about it."""
+    tier, borderline, flags = assign_tier(timing.fraction, *timing.fraction_ci, rubric)
     text = rubric.feedback.tiers.get(tier, "")
     if "exceeds_copy_floor" in flags:
-        text = (f"Measured faster than the best copy of the same bytes (interval {result.timing.fraction_ci[0]:.3f} to "
-                f"{result.timing.fraction_ci[1]:.3f}): a kernel that reads and writes what a copy does cannot beat it, "
+        text = (f"Measured faster than the best copy of the same bytes (interval {timing.fraction_ci[0]:.3f} to "
+                f"{timing.fraction_ci[1]:.3f}): a kernel that reads and writes what a copy does cannot beat it, "
                 "so this is skipped work, caching or a timing escape, and it gets no gold. " + text)
-    result.feedback = text
+    return Tier(tier, borderline, list(flags), text)
