@@ -8,13 +8,14 @@ the tier lines sit on their hardware before a class submits.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from grader import gpuinfo, lanes
-from grader.contract import Arg, Buffer, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, Limits, TimingJob
+from grader.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, TimingJob
 from grader.errors import InfrastructureError
 from grader.exercises import exprs, load_reference
-from grader.exercises.plan import case_job, shape_of, timed_cases
+from grader.exercises.plan import buffer_of, case_job, timed_cases
 from grader.rubric import Rubric, dims_values
 from grader.stats import median
 
@@ -45,6 +46,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     """Time the exercise's calibration runs and the copies on a GPU; InfrastructureError without one."""
     from grader.build import build_guard, build_reference, cache_root
     from grader.exercises import data
+    from grader.grading import child_limits
     from grader.sandbox import Worker
 
     reading = gpuinfo.probe()
@@ -57,16 +59,9 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     reference = build_reference(backend="cuda", arch=arch, exercise_kernels=exercise.kernels)
     case = timed_cases(rubric, chain=True)[0]
     data.materialize(rubric, exercise, case, cache_root())
-    path = str(data.input_file(rubric, exercise, case, cache_root()))
-    cj = case_job(rubric, case, has_launcher=False,
-                  files={name: (path, at) for name, at in data.offsets(rubric, case).items()})
+    cj = case_job(rubric, case, has_launcher=False, files=data.files_of(rubric, exercise, case, cache_root()))
     values = dims_values(rubric, rubric.timing.dims)
-    for t in rubric.calibrate.scratch:
-        shape = list(shape_of(t, values))
-        floats = 1
-        for d in shape:
-            floats *= d
-        cj.buffers.append(Buffer(t.name, floats, role="out", shape=shape, init="zero"))
+    cj.buffers += [dataclasses.replace(buffer_of(t, values), role="out", init="zero") for t in rubric.calibrate.scratch]
     names = {b.name for b in cj.buffers}
     runs = [CalibrationRun(run.name, [Call([Arg(tensor=a) if a in names else Arg(value=int(exprs.evaluate(a, values)))
                                             for a in step.args], kernel=step.kernel) for step in run.steps])
@@ -77,7 +72,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     guard = build_guard()
     job = Job(backend="cuda", library="", reference_library=str(reference.library),
               guard_library=str(guard) if guard else None,
-              guard_mode="enforce", limits=Limits(lim.host_memory_mib, lim.device_heap_mib << 20, lim.drop_privileges),
+              guard_mode="enforce", limits=child_limits(rubric),
               cases=[], guard_floats=0,
               timing=TimingJob(floor=list(t.floor), informational_floor=t.informational_floor, copy_floats=copy_floats,
                                warmup=3, min_samples=rubric.calibrate.rounds, max_samples=rubric.calibrate.rounds,

@@ -271,12 +271,24 @@ def _all_cases(rubric: Rubric, backend: str) -> list[Case]:
     return cases + (timed_cases(rubric)[:1] if rubric.emulator.verify_timed_shape else [])
 
 
+def _baseline_cases(rubric: Rubric, backend: str) -> list[Case]:
+    """The shapes timed against the exercise's PyTorch baseline (a GPU only)."""
+    return baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
+
+
+def child_limits(rubric: Rubric) -> Limits:
+    """The rubric's limits as the child applies them."""
+    lim = rubric.limits
+    return Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
+                  drop_privileges=lim.drop_privileges)
+
+
 def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str) -> dict:
     """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
     from grader.build import cache_root
     from grader.exercises import data
 
-    extra = baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
+    extra = _baseline_cases(rubric, backend)
     return {c.name: pool.submit(data.materialize, rubric, exercise, c, cache_root())
             for c in _all_cases(rubric, backend) + extra}
 
@@ -294,25 +306,22 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
     every = _all_cases(rubric, backend)
     if reference is None:
         reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
-    extra = baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
+    extra = _baseline_cases(rubric, backend)
     if draw:
         for c in every + extra:
             data.materialize(rubric, exercise, c, cache_root())
 
     def resolve(case: Case) -> CaseJob:
-        path = str(data.input_file(rubric, exercise, case, cache_root()))
-        files = {name: (path, offset) for name, offset in data.offsets(rubric, case).items()}
-        return case_job(rubric, case, has_launcher=has_launcher, files=files)
+        return case_job(rubric, case, has_launcher=has_launcher,
+                        files=data.files_of(rubric, exercise, case, cache_root()))
 
-    lim = rubric.limits
     checks = [resolve(c) for c in every if not c.timed]
     timed = [resolve(c) for c in every if c.timed]
     t = rubric.timing
     job = Job(
         backend=backend, library=str(build.library), reference_library=str(reference.library),
         guard_library=str(guard) if guard else None, guard_mode=guard_mode,
-        limits=Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
-                      drop_privileges=lim.drop_privileges),
+        limits=child_limits(rubric),
         cases=checks, guard_floats=rubric.checks.guard_floats,
         reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
         order_exact=rubric.checks.order_exact,

@@ -561,9 +561,17 @@ def dims_values(r: Rubric, dims: dict[str, int]) -> dict[str, int]:
     return values
 
 
-def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str], None]) -> None:
+def default_launch(r: Rubric, values: dict[str, int]) -> tuple[list[int], list[int]]:
+    """The default launch's grid and block at these dimensions, each padded to (x, y, z) with 1."""
     from grader.exercises import exprs
 
+    def three(exprs_: list[str]) -> list[int]:
+        return ([int(exprs.evaluate(e, values)) for e in exprs_] + [1, 1, 1])[:3]
+
+    return three(r.kernel.grid), three(r.kernel.block)
+
+
+def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str], None]) -> None:
     missing = [d for d in r.dims if d not in dims]
     extra = [d for d in dims if d not in r.dims]
     if missing or extra:
@@ -571,9 +579,7 @@ def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str]
             (f"; missing {', '.join(missing)}" if missing else f"; unknown {', '.join(extra)}"))
     if any(v < 1 for v in dims.values()):
         bad(key, "every dimension must be at least 1")
-    values = dims_values(r, dims)
-    grid = [exprs.evaluate(e, values) for e in r.kernel.grid]
-    block = [exprs.evaluate(e, values) for e in r.kernel.block]
+    grid, block = default_launch(r, dims_values(r, dims))
     limits = (2**31 - 1, 65535, 65535)
     for axis, (g, top) in enumerate(zip(grid, limits)):
         if not 1 <= g <= top:

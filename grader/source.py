@@ -77,9 +77,14 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
     code = blank_comments_and_strings(text)
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
-    sub.has_launcher = bool(launcher) and re.search(rf"\b{re.escape(launcher)}\s*\([^;{{]*\)\s*\{{", code,
-                                                    re.S) is not None
+    sub.has_launcher = bool(launcher) and defines_function(code, launcher)
     return sub
+
+
+def defines_function(code: str, name: str) -> bool:
+    """Whether code (comments and strings blanked) defines a function of that name (a body, not
+    only a declaration or a call)."""
+    return re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", code, re.S) is not None
 
 
 def blank_comments_and_strings(text: str) -> str:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from grader.build import build_submission
+from grader.contract import CaseFrame
 from grader.exercises import load_exercise
 from grader.grading import grade_submission
 from grader.manifest import load_manifest, run_samples
@@ -35,10 +36,10 @@ def _outputs(name, rubric, backend):
     run = run_worker(job, time_limit_s=60, output_cap=4096)
     out = {}
     for f in run.frames:
-        if f.header.get("type") == "case" and f.header.get("ok"):
-            meta = f.header["outputs"][0]
-            n = meta["floats"] + 2 * meta["pad"]
-            out[f.header["case"]] = torch.frombuffer(bytearray(f.payload[: n * 4]), dtype=torch.float32)
+        if isinstance(f.data, CaseFrame) and f.data.ok:
+            meta = f.data.outputs[0]
+            n = meta.floats + 2 * meta.pad
+            out[f.data.case] = torch.frombuffer(bytearray(f.payload[: n * 4]), dtype=torch.float32)
     return out
 
 

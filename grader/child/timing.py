@@ -35,17 +35,8 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
     pad = job.guard_floats
     allocated = [allocate(backend, cj, pad, files) for cj in sets]       # (views, fulls) per set
     device = torch.device("cuda", torch.cuda.current_device())
-    n = cfg.copy_floats
-    copy_in = torch.rand(n, dtype=torch.float32, device=device)
-    copy_out = torch.empty(n, dtype=torch.float32, device=device)
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    flush = torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=device)
+    copies, flush = _floor_copies(backend, cfg, device)
     outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in sets]
-
-    def check(outcome):
-        if not outcome.ok:
-            raise RuntimeError(outcome.error)
-
     set_index = [0]
 
     def submission():
@@ -57,12 +48,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         check(backend.launch_submission(sets[0].launch, allocated[0][0]))
         check(backend.reference_call(sets[0].chain, allocated[0][0]))
 
-    variants = {"submission": submission}
-    for kind in cfg.floor:
-        variants[kind] = (lambda k: (lambda: check(backend.reference(k, copy_in, copy_out, n=n))))(kind)
-    if cfg.informational_floor not in variants:
-        kind = cfg.informational_floor
-        variants[kind] = lambda: check(backend.reference(kind, copy_in, copy_out, n=n))
+    variants = {"submission": submission, **copies}
     if cfg.chain and sets[0].chain is not None:
         variants["chain"] = chain
     baseline = _baseline(cfg.baseline) if cfg.baseline else None
@@ -213,6 +199,25 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
     channel.send(BaselineTimingFrame(cj.name, samples))
 
 
+def check(outcome) -> None:
+    """A launch that failed stops the timing: the child reports it as a fatal frame."""
+    if not outcome.ok:
+        raise RuntimeError(outcome.error)
+
+
+def _floor_copies(backend, cfg: TimingJob, device) -> tuple[dict, torch.Tensor]:
+    """The copies the floor is measured with (cfg.floor and the informational one), each a launch
+    of cfg.copy_floats floats; and the buffer written before every timed launch to flush the L2
+    (twice its size)."""
+    n = cfg.copy_floats
+    src = torch.rand(n, dtype=torch.float32, device=device)
+    dst = torch.empty(n, dtype=torch.float32, device=device)
+    copies = {kind: (lambda k: (lambda: check(backend.reference(k, src, dst, n=n))))(kind)
+              for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    return copies, torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=device)
+
+
 def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) -> dict[str, list[float]]:
     """Milliseconds of each variant, one sample a round.
 
@@ -251,18 +256,7 @@ def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None
     cfg: TimingJob = job.timing
     views, _ = allocate(backend, job.timed_cases[0], 0, files)
     device = torch.device("cuda", torch.cuda.current_device())
-    n = cfg.copy_floats
-    copy_in = torch.rand(n, dtype=torch.float32, device=device)
-    copy_out = torch.empty(n, dtype=torch.float32, device=device)
-    flush = torch.empty(max(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, 1 << 20),
-                        dtype=torch.float32, device=device)
-
-    def check(outcome):
-        if not outcome.ok:
-            raise RuntimeError(outcome.error)
-
-    variants = {kind: (lambda k: (lambda: check(backend.reference(k, copy_in, copy_out, n=n))))(kind)
-                for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
+    variants, flush = _floor_copies(backend, cfg, device)
     for run in job.calibrate:
         variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
     backend.reset_persisting_l2()

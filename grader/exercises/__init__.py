@@ -93,9 +93,8 @@ def exercise_for_source(file: Path):
     closest to a kernel the file defines (so a misspelt kernel is told its exercise's name);
     None when the file cannot be read or nothing is close."""
     import difflib
-    import re
 
-    from grader.source import blank_comments_and_strings, find_kernels
+    from grader.source import blank_comments_and_strings, defines_function, find_kernels
 
     try:
         code = blank_comments_and_strings(file.read_text(encoding="utf-8"))
@@ -104,7 +103,7 @@ def exercise_for_source(file: Path):
     kernels = [k.name for k in find_kernels(code)]
     rubrics = list(load_all().values())
     for r in rubrics:
-        if r.kernel.name in kernels or (r.kernel.launcher and re.search(rf"\b{r.kernel.launcher_name}\s*\(", code)):
+        if r.kernel.name in kernels or (r.kernel.launcher and defines_function(code, r.kernel.launcher_name)):
             return r
     by_name = {r.kernel.name: r for r in rubrics}
     for k in kernels:

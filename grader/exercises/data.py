@@ -8,6 +8,7 @@ a class's batch draw each case once. The child maps it read-only; nothing crosse
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 
@@ -52,11 +53,14 @@ def offsets(rubric: Rubric, case: Case) -> dict[str, int]:
     for t in tensors_of(rubric, case):
         if t.role == "in":
             out[t.name] = at
-            n = 1
-            for d in shape_of(t, values):
-                n *= d
-            at += 4 * n
+            at += 4 * math.prod(shape_of(t, values))
     return out
+
+
+def files_of(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> dict[str, tuple[str, int]]:
+    """Where each input of the case lies for the child: (its file, its byte offset there)."""
+    path = str(input_file(rubric, reference, case, cache))
+    return {name: (path, at) for name, at in offsets(rubric, case).items()}
 
 
 def input_file(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> Path:
@@ -69,11 +73,11 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     where = offsets(rubric, case)
     values = dims_values(rubric, case.dims)
     shapes = {t.name: shape_of(t, values) for t in tensors_of(rubric, case) if t.role == "in"}
-    total = sum(4 * _numel(s) for s in shapes.values())
+    total = sum(4 * math.prod(s) for s in shapes.values())
     if path.is_file() and path.stat().st_size == total:
         os.utime(path.parent)
         flat = torch.from_file(str(path), shared=False, size=total // 4, dtype=torch.float32)
-        return {name: flat[where[name] // 4: where[name] // 4 + _numel(s)].view(s) for name, s in shapes.items()}
+        return {name: flat[where[name] // 4: where[name] // 4 + math.prod(s)].view(s) for name, s in shapes.items()}
     tensors = draw(rubric, reference, case)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -84,9 +88,3 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     os.replace(tmp, path)
     return tensors
 
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -7,12 +7,13 @@ them once, keeps them on disk (data.py) and both sides read the same bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from grader.contract import Arg, Buffer, Call, CaseJob
 from grader.exercises import exprs
 from grader.exercises.signature import parse_signature
-from grader.rubric import Rubric, Tensor, dims_values
+from grader.rubric import Rubric, Tensor, default_launch, dims_values
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,12 @@ class Case:
 
     @property
     def shape_text(self) -> str:
-        return "x".join(str(v) for v in self.dims.values())
+        return shape_text(self.dims)
+
+
+def shape_text(dims: dict) -> str:
+    """101x97: the dimensions' values, as case names write them."""
+    return "x".join(str(v) for v in dims.values())
 
 
 def plan_cases(rubric: Rubric) -> list[Case]:
@@ -34,7 +40,7 @@ def plan_cases(rubric: Rubric) -> list[Case]:
     cases = []
     for spec in rubric.checks.cases:
         dims = {d: spec.dims[d] for d in rubric.dims}
-        shape = "x".join(str(v) for v in dims.values())
+        shape = shape_text(dims)
         if spec.seeded:
             cases += [Case(f"{spec.inputs} {shape} seed {s}", dims, spec.inputs, s, spec.chain)
                       for s in rubric.checks.seeds]
@@ -46,8 +52,7 @@ def plan_cases(rubric: Rubric) -> list[Case]:
 def timed_cases(rubric: Rubric, *, chain: bool = False) -> list[Case]:
     """One case per input set the timed launches rotate over (random inputs, seeds 1000 on)."""
     dims = {d: rubric.timing.dims[d] for d in rubric.dims}
-    shape = "x".join(str(v) for v in dims.values())
-    return [Case(f"timed {shape} set {k}", dims, "random", 1000 + k, chain=chain, timed=True)
+    return [Case(f"timed {shape_text(dims)} set {k}", dims, "random", 1000 + k, chain=chain, timed=True)
             for k in range(rubric.timing.input_sets)]
 
 
@@ -56,7 +61,7 @@ def baseline_cases(rubric: Rubric) -> list[Case]:
     cases = []
     for k, spec in enumerate(rubric.timing.baseline_dims):
         dims = {d: spec[d] for d in rubric.dims}
-        cases.append(Case(f"baseline {'x'.join(str(v) for v in dims.values())}", dims, "random", 2000 + k, timed=True))
+        cases.append(Case(f"baseline {shape_text(dims)}", dims, "random", 2000 + k, timed=True))
     return cases
 
 
@@ -69,6 +74,13 @@ def shape_of(tensor: Tensor, values: dict) -> tuple[int, ...]:
     return tuple(exprs.evaluate(e, values) for e in tensor.shape)
 
 
+def buffer_of(t: Tensor, values: dict, file: str = "", offset: int = 0) -> Buffer:
+    """A tensor at these dimensions, as the child allocates it."""
+    shape = list(shape_of(t, values))
+    return Buffer(t.name, math.prod(shape), role=t.role, shape=shape, init=t.init, file=file, offset=offset,
+                  chain=t.chain)
+
+
 def _call(params, values: dict, tensors: set[str]) -> list[Arg]:
     return [Arg(tensor=p.name) if p.name in tensors else Arg(value=int(values[p.name])) for p in params]
 
@@ -77,25 +89,14 @@ def case_job(rubric: Rubric, case: Case, *, has_launcher: bool, files: dict[str,
     """The child's instructions for a case; files maps each input to (file, byte offset)."""
     values = dims_values(rubric, case.dims)
     present = tensors_of(rubric, case)
-    buffers = []
-    for t in present:
-        shape = list(shape_of(t, values))
-        floats = 1
-        for n in shape:
-            floats *= n
-        where = files.get(t.name, ("", 0)) if t.role == "in" else ("", 0)
-        buffers.append(Buffer(t.name, floats, role=t.role, shape=shape, init=t.init, file=where[0], offset=where[1],
-                              chain=t.chain))
+    buffers = [buffer_of(t, values, *(files.get(t.name, ("", 0)) if t.role == "in" else ("", 0))) for t in present]
     names = {t.name for t in present}
     if has_launcher:
         params = parse_signature(rubric.kernel.launcher).params[:-1]
         launch = Call(_call(params, values, names))
     else:
-        params = parse_signature(rubric.kernel.signature).params
-        pad3 = lambda v: (v + [1, 1, 1])[:3]  # noqa: E731
-        launch = Call(_call(params, values, names),
-                      grid=pad3([exprs.evaluate(e, values) for e in rubric.kernel.grid]),
-                      block=pad3([exprs.evaluate(e, values) for e in rubric.kernel.block]))
+        grid, block = default_launch(rubric, values)
+        launch = Call(_call(parse_signature(rubric.kernel.signature).params, values, names), grid=grid, block=block)
     chain = None
     if case.chain and rubric.chain.kernel:
         chain = Call([Arg(tensor=a) if a in names else Arg(value=int(exprs.evaluate(a, values)))
