@@ -32,6 +32,7 @@ from grader.source import Submission, rewrite_for_emulator, uses_collectives
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
+RUNTIME_SOURCE = PACKAGE_DIR / "child" / "runtime.cu"
 GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
 
 
@@ -207,6 +208,9 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
     files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
              "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
     if backend == "cuda":
+        # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
+        files["runtime.cu"] = RUNTIME_SOURCE.read_text()
+        files["reference.cu"] += '#include "runtime.cu"\n'
         compiler, version = _nvcc(), tool_version("nvcc")
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
         extra = ""

@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 
 from grader.typed import from_data
 
+# Before every run an output is filled with POISON (a NaN with a payload no arithmetic produces)
+# and the guard regions on both sides of it with GUARD, so the parent can tell an unwritten
+# element and an out-of-bounds write from a wrong value, bit for bit.
+POISON_BITS = 0x7FC0DEAD      # a quiet NaN with a payload
+GUARD_BITS = 0x5A5A5A5A       # about 1.5e16, a finite value no GELU of these inputs produces
+
 
 @dataclass
 class Buffer:

@@ -1,7 +1,9 @@
-"""What the parent knows about the GPU without creating a CUDA context: nvidia-smi."""
+"""What the parent knows about the GPU without creating a CUDA context: nvidia-smi, else the
+driver's device queries (through ctypes: never torch, whose import takes seconds)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -29,18 +31,31 @@ def probe() -> dict | None:
     """A first look at the GPU: nvidia-smi's reading, {} for a GPU only torch sees, None for none.
 
     nvidia-smi answers without creating a CUDA context in this process (the parent never
-    needs one); torch is asked only where nvidia-smi is absent.
+    needs one); where it is absent the driver is asked how many devices it sees (cuInit
+    creates no context either).
     """
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return None
     if shutil.which("nvidia-smi"):
         return snapshot() or None
-    import torch
+    return {} if _driver_capability() is not None else None
 
+
+def _driver_capability() -> tuple[int, int] | None:
+    """The first visible device's compute capability from the CUDA driver; None without one."""
     try:
-        return {} if torch.cuda.is_available() else None
-    except Exception:  # noqa: BLE001 - a broken driver is "no GPU"
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
         return None
+    count, dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if cu.cuInit(0) != 0 or cu.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return None
+    if cu.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) or cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev):
+        return None
+    return major.value, minor.value
 
 
 def cuda_available() -> bool:
@@ -53,10 +68,10 @@ def arch(reading: dict | None = None) -> str:
     if cap:
         major, _, minor = cap.partition(".")
         return f"sm_{major}{minor}"
-    import torch
-
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
+    cap = _driver_capability()
+    if cap is None:
+        raise RuntimeError("no CUDA device visible: cannot tell its architecture")
+    return f"sm_{cap[0]}{cap[1]}"
 
 
 def indices() -> list[str]:

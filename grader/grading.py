@@ -109,11 +109,12 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if backend == "cuda":
             device = device or lanes.default_device()
         worker = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
-                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None)
+                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None,
+                        torch=backend == "cuda" and bool(rubric.timing.baseline))
     pool = ThreadPoolExecutor(max_workers=2)
-    # Imported only now, with the child already starting: torch takes 1 to 2 s to import, and
-    # this way the parent's import and the child's start-up overlap.
+    # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict
+    from grader.build import cache_root
 
     try:
         exercise = load_reference(rubric)
@@ -137,7 +138,8 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs; the
         # inputs (drawn before, during the build) are on disk before the child is told to start.
-        references = {c.name: pool.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result()))
+        references = {c.name: pool.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
+                                                                           cache_root()))
                       for c in cases}
         for f in inputs.values():
             f.result()

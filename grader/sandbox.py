@@ -143,8 +143,10 @@ class Worker:
     limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
     """
 
-    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None):
-        """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None."""
+    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None,
+                 torch: bool = False):
+        """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
+        torch: the job will time a PyTorch baseline, so the child imports torch while it starts."""
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
@@ -161,7 +163,7 @@ class Worker:
         nproc = _process_limit()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend,
-             str(ready_write_fd)],
+             str(ready_write_fd)] + (["torch"] if torch else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd), cwd=self._workdir, env=env,
             preexec_fn=lambda: _limits(cpu, nproc),
@@ -308,7 +310,8 @@ class Worker:
 
 def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     """Start a child for job.backend, run job in it, and return what came back."""
-    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as worker:
+    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
+                torch=bool(job.timing and job.timing.baseline)) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
 
 

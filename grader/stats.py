@@ -1,10 +1,14 @@
-"""Medians and the bootstrap interval of the graded fraction."""
+"""Medians and the bootstrap interval of the graded fraction.
+
+Plain Python: the child's stopping rule uses it too, and the child imports neither torch nor
+numpy (a few hundred samples need neither).
+"""
 
 from __future__ import annotations
 
+import random
+import statistics
 from dataclasses import dataclass
-
-import torch
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,17 @@ class Interval:
 
 
 def median(values: list[float]) -> float:
-    return float(torch.tensor(values, dtype=torch.float64).median())
+    """The lower median (an actual sample, as torch's median gives), of a non-empty list."""
+    return float(statistics.median_low(values))
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile with linear interpolation between the closest ranks (numpy's and torch's default)."""
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def fraction_interval(floor_times: list[float], sub_times: list[float], *, resamples: int = 1000,
@@ -30,13 +44,16 @@ def fraction_interval(floor_times: list[float], sub_times: list[float], *, resam
     The samples are paired: round i timed the floor and the submission back to
     back, so a round is resampled as a whole and drifts common to both cancel.
     """
-    f = torch.tensor(floor_times, dtype=torch.float64)
-    s = torch.tensor(sub_times, dtype=torch.float64)
-    if f.numel() != s.numel() or f.numel() == 0:
+    n = len(floor_times)
+    if n != len(sub_times) or n == 0:
         raise ValueError("need the same, non-zero number of floor and submission samples")
-    point = float(f.median() / s.median())
-    g = torch.Generator().manual_seed(seed)
-    idx = torch.randint(0, f.numel(), (resamples, f.numel()), generator=g)
-    ratios = f[idx].median(dim=1).values / s[idx].median(dim=1).values
-    low, high = torch.quantile(ratios, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    return Interval(point, float(low), float(high))
+    point = median(floor_times) / median(sub_times)
+    rng = random.Random(seed)
+    k = (n - 1) // 2                       # the lower median's rank
+    ratios = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        f = sorted(floor_times[i] for i in idx)[k]
+        s = sorted(sub_times[i] for i in idx)[k]
+        ratios.append(f / s)
+    return Interval(point, quantile(ratios, 0.025), quantile(ratios, 0.975))

@@ -1,6 +1,10 @@
+"""The checks on numpy arrays (what the parent compares); the exercise's references are torch, as
+exercises write them, turned into numpy at the boundary as the grader does."""
+
+import numpy as np
 import torch
 
-from grader.checking import GUARD_BITS, POISON_BITS, bits_tensor, compare, read_guards
+from grader.checking import GUARD_BITS, POISON_BITS, bits_array, compare, read_guards
 from grader.diagnosis import diagnose
 from grader.checking import GuardDamage
 import pytest
@@ -16,21 +20,31 @@ def _reference(bias_gelu):
 
 
 def inputs(rows=6, cols=5):
-    g = torch.Generator().manual_seed(0)
-    return torch.randn(rows, cols, generator=g) * 2, torch.randn(cols, generator=g) * 0.5
+    g = np.random.default_rng(0)
+    return ((g.standard_normal((rows, cols)) * 2).astype(np.float32),
+            (g.standard_normal(cols) * 0.5).astype(np.float32))
+
+
+def T(a):
+    return torch.from_numpy(a)
+
+
+def bias_gelu_np(x, b):
+    """The exercise's reference (torch), as float64 numpy."""
+    return bias_gelu_fn(T(x), T(b)).numpy()
 
 
 def test_exact_output_passes():
     x, b = inputs()
-    want = bias_gelu_fn(x, b)
-    cmp = compare(want.float(), want, **TOL)
+    want = bias_gelu_np(x, b)
+    cmp = compare(want.astype(np.float32), want, **TOL)
     assert cmp.passed and cmp.bad == 0 and cmp.first is None and cmp.max_abs_error < 1e-6
 
 
 def test_first_mismatch_is_row_col_with_got_and_want():
     x, b = inputs()
-    want = bias_gelu_fn(x, b)
-    got = want.float().clone()
+    want = bias_gelu_np(x, b)
+    got = want.astype(np.float32)
     got[2, 3] += 0.5
     got[4, 1] += 0.5
     cmp = compare(got, want, **TOL)
@@ -41,17 +55,17 @@ def test_first_mismatch_is_row_col_with_got_and_want():
 
 def test_poisoned_elements_count_as_unwritten():
     x, b = inputs()
-    want = bias_gelu_fn(x, b)
-    got = want.float().clone()
-    got.view(-1)[7:9] = bits_tensor(POISON_BITS, 2)
+    want = bias_gelu_np(x, b)
+    got = want.astype(np.float32)
+    got.reshape(-1)[7:9] = bits_array(POISON_BITS, 2)
     cmp = compare(got, want, **TOL)
     assert cmp.unwritten == 2 and cmp.bad == 2
 
 
 def test_guards_count_writes_outside_the_output():
     pad, n = 8, 10
-    full = torch.zeros(n + 2 * pad)
-    full.view(torch.int32)[:] = GUARD_BITS
+    full = np.zeros(n + 2 * pad, dtype=np.float32)
+    full.view(np.uint32)[:] = GUARD_BITS
     full[pad + n + 2] = 1.0
     full[pad + n + 5] = 1.0
     full[1] = 3.0
@@ -61,7 +75,7 @@ def test_guards_count_writes_outside_the_output():
 
 
 def run_diagnose(got, x, b, guards=GuardDamage(0, 0, 0)):
-    want = bias_gelu_fn(x, b)
+    want = bias_gelu_np(x, b)
     cmp = compare(got, want, **TOL)
     return diagnose(got, want, {"x": x, "bias": b}, {"rows": x.shape[0], "cols": x.shape[1]}, cmp, guards, **TOL,
                     axes=["rows", "cols"], mistakes=ref.MISTAKES)
@@ -73,34 +87,34 @@ def codes(got, x, b):
 
 def test_diagnoses_the_usual_mistakes():
     x, b = inputs(40, 30)
-    xd, bd = x.double(), b.double()
-    assert codes(gelu_tanh(xd + bd).float(), x, b) == ["tanh_gelu"]
-    assert codes(gelu_erf(xd).float(), x, b) == ["bias_missing"]
-    assert codes((gelu_erf(xd) + bd).float(), x, b) == ["bias_after_gelu"]
+    xd, bd = T(x).double(), T(b).double()
+    assert codes(gelu_tanh(xd + bd).float().numpy(), x, b) == ["tanh_gelu"]
+    assert codes(gelu_erf(xd).float().numpy(), x, b) == ["bias_missing"]
+    assert codes((gelu_erf(xd) + bd).float().numpy(), x, b) == ["bias_after_gelu"]
     row_bias = torch.cat([bd, bd[:10]])          # rows past cols read no real bias entry: not judged
-    by_row = gelu_erf(xd + row_bias[:, None]).float()
+    by_row = gelu_erf(xd + row_bias[:, None]).float().numpy()
     assert codes(by_row, x, b)[0] == "bias_by_row"
 
 
 def test_diagnoses_unwritten_rows_and_columns():
     x, b = inputs(8, 6)
-    want = bias_gelu_fn(x, b).float()
-    rows = want.clone()
-    rows[5:] = bits_tensor(POISON_BITS, 18).view(3, 6)
+    want = bias_gelu_np(x, b).astype(np.float32)
+    rows = want.copy()
+    rows[5:] = bits_array(POISON_BITS, 18).reshape(3, 6)
     assert "unwritten_rows" in codes(rows, x, b)
-    cols = want.clone()
-    cols[:, 4:] = bits_tensor(POISON_BITS, 16).view(8, 2)
+    cols = want.copy()
+    cols[:, 4:] = bits_array(POISON_BITS, 16).reshape(8, 2)
     assert "unwritten_cols" in codes(cols, x, b)
-    scattered = want.clone()
-    scattered[1, 2] = bits_tensor(POISON_BITS, 1)[0]
+    scattered = want.copy()
+    scattered[1, 2] = bits_array(POISON_BITS, 1)[0]
     assert codes(scattered, x, b)[0] == "unwritten_elements"
 
 
 def test_unwritten_slices_are_found_along_any_axis_of_a_4d_output():
     from grader.checking import compare as cmp_
-    want = torch.randn(2, 3, 4, 8, dtype=torch.float64)
-    got = want.float().clone()
-    got[..., 4:] = bits_tensor(POISON_BITS, 2 * 3 * 4 * 4).view(2, 3, 4, 4)      # the upper half of every head
+    want = np.random.default_rng(1).standard_normal((2, 3, 4, 8))
+    got = want.astype(np.float32)
+    got[..., 4:] = bits_array(POISON_BITS, 2 * 3 * 4 * 4).reshape(2, 3, 4, 4)      # the upper half of every head
     c = cmp_(got, want, **TOL)
     found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["batch", "seq", "heads", "headDim"],
                      mistakes={})
@@ -111,17 +125,17 @@ def test_unwritten_slices_are_found_along_any_axis_of_a_4d_output():
 
 def test_near_miss_and_nan():
     x, b = inputs(8, 6)
-    want = bias_gelu_fn(x, b)
-    assert codes((want * (1 + 5e-5)).float(), x, b) == ["near_miss"]
-    nan = want.float().clone()
-    nan[0, 0] = float("nan")
+    want = bias_gelu_np(x, b)
+    assert codes((want * (1 + 5e-5)).astype(np.float32), x, b) == ["near_miss"]
+    nan = want.astype(np.float32)
+    nan[0, 0] = np.nan
     assert "nan_output" in codes(nan, x, b)
 
 
 def test_guard_damage_is_diagnosed_even_when_values_match():
     x, b = inputs()
-    want = bias_gelu_fn(x, b)
-    found = run_diagnose(want.float(), x, b, GuardDamage(0, 3, 7))
+    want = bias_gelu_np(x, b)
+    found = run_diagnose(want.astype(np.float32), x, b, GuardDamage(0, 3, 7))
     assert [d.code for d in found] == ["writes_past_output"] and "7 floats past" in found[0].message
 
 
@@ -129,25 +143,25 @@ def test_fast_path_agrees_with_the_exact_comparison_at_the_boundary():
     from grader.checking import prepare
 
     x, b = inputs(50, 40)
-    want = bias_gelu_fn(x, b)
-    tol = 1e-6 + 1e-5 * want.abs()
+    want = bias_gelu_np(x, b)
+    tol = 1e-6 + 1e-5 * np.abs(want)
     for scale in (0.5, 0.995, 1.005, 2.0):                  # well inside, just inside, just outside, outside
-        got = (want + scale * tol).float()
+        got = (want + scale * tol).astype(np.float32)
         exact = compare(got, want, **TOL)
         fast = compare(got, want, **TOL, prepared=prepare(want, **TOL))
         assert (fast.passed, fast.bad) == (exact.passed, exact.bad), scale
 
 
 def test_an_output_that_starts_at_zero_is_unwritten_where_it_is_still_zero_and_should_not_be():
-    want = torch.rand(4, 6, dtype=torch.float64) + 0.5
+    want = np.random.default_rng(2).random((4, 6)) + 0.5
     want[0, 0] = 0.0                                  # a true zero: written or not, it is right
-    got = want.float().clone()
+    got = want.astype(np.float32)
     got[3] = 0.0                                       # the last row never written
     c = compare(got, want, **TOL, init="zero")
     assert c.unwritten == 6 and c.bad == 6
     found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
     assert [d.code for d in found] == ["unwritten_B"] and "still hold the zero" in found[0].message
-    nothing = torch.zeros(4, 6)
+    nothing = np.zeros((4, 6), dtype=np.float32)
     c = compare(nothing, want, **TOL, init="zero")
     found = diagnose(nothing, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
     # 23 of 24 unwritten (the true zero is not): rows 1..3 and columns 1..5 whole

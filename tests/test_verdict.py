@@ -4,13 +4,14 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from grader import protocol
 from grader.build import BuildResult
 from grader.checking import GUARD_BITS
 from grader.exercises import load_reference
-from grader.exercises.data import draw
+from grader.build import cache_root
+from grader.exercises.data import materialize
 from grader.exercises.plan import plan_cases, timed_cases
 from grader.results import Result
 from grader.rubric import CaseSpec
@@ -27,7 +28,7 @@ def small(rubric):
 
 def reference_for(case, rubric):
     reference = load_reference(rubric)
-    return expected_for(case, rubric, reference, draw(rubric, reference, case))
+    return expected_for(case, rubric, reference, materialize(rubric, reference, case, cache_root()), cache_root())
 
 
 def read_run(run, cases, refs, rubric, build, path, result):
@@ -37,15 +38,15 @@ def read_run(run, cases, refs, rubric, build, path, result):
 
 
 def output_frame(case, ref, pad, corrupt=False):
-    guard = torch.full((pad,), GUARD_BITS, dtype=torch.int32).view(torch.float32)
+    guard = np.full(pad, GUARD_BITS, dtype=np.uint32).view(np.float32)
     header = {"type": "case", "case": case.name, "ok": True, "outputs": []}
     payload = b""
     for name, want in ref.want.items():
-        got = want.float().flatten().clone()
+        got = want.astype(np.float32).reshape(-1)
         if corrupt and name == "out":
             got[3] += 1.0
-        payload += torch.cat([guard, got, guard]).numpy().tobytes()
-        header["outputs"].append({"name": name, "floats": got.numel(), "pad": pad})
+        payload += np.concatenate([guard, got, guard]).tobytes()
+        header["outputs"].append({"name": name, "floats": got.size, "pad": pad})
     return protocol.Frame(header, payload)
 
 

@@ -59,7 +59,8 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     """Grade path as grade_submission would, minus every screen (tests only)."""
     from grader import verdict
     from grader.exercises import load_reference
-    from grader.exercises.data import draw
+    from grader.build import cache_root
+    from grader.exercises.data import materialize
     from grader.grading import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
@@ -76,7 +77,8 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:
         run = worker.run(job, time_limit_s=60)
     result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text()}
-    references = {c.name: _done(verdict.expected_for(c, rubric, reference, draw(rubric, reference, c))) for c in cases}
+    references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),
+                                                     cache_root())) for c in cases}
     verdict.read_run(run, cases, references, rubric, reference, build, path, result)
     return result
 

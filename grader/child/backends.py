@@ -4,18 +4,20 @@ Only the child process (worker.py) uses this module: it loads the
 submission's library. Both backends give the same interface, so the
 correctness code path is shared: allocate a padded output, copy inputs in,
 launch the submission or a reference kernel, read the output back.
+
+Nothing here imports torch (or numpy): memory is a Region, an address and a
+size; the GPU is driven through the reference library's runtime helpers
+(grader/child/runtime.cu), the emulator's memory is mapped pages.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import struct
 from dataclasses import dataclass
 
-import torch
-
-from grader.checking import GUARD_BITS, POISON_BITS
-from grader.contract import Call, Fault, LaunchRecord
+from grader.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord
 
 
 @dataclass
@@ -26,10 +28,21 @@ class LaunchOutcome:
     fatal: bool = False            # the device or process cannot go on (a sticky CUDA error)
 
 
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """A tensor's raw bytes, wherever it lives (no numpy needed): what the child sends back."""
-    cpu = t.detach().to("cpu").contiguous()
-    return ctypes.string_at(cpu.data_ptr(), cpu.numel() * cpu.element_size())
+@dataclass(frozen=True)
+class Region:
+    """float32 memory a kernel sees: its address (on the device, or the host for the emulator),
+    its length in floats and the shape it has for the exercise."""
+
+    ptr: int
+    floats: int
+    shape: tuple[int, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.floats
+
+    def part(self, first: int, floats: int, shape: tuple[int, ...] = ()) -> "Region":
+        return Region(self.ptr + 4 * first, floats, shape)
 
 
 class _FaultInfo(ctypes.Structure):
@@ -43,6 +56,14 @@ class _LaunchRecord(ctypes.Structure):
     _fields_ = [("kernel", ctypes.c_char * 256), ("offset", ctypes.c_uint64), ("grid", ctypes.c_uint * 3),
                 ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint64), ("launches", ctypes.c_int64),
                 ("blocks_per_sm", ctypes.c_int)]
+
+
+class _DeviceInfo(ctypes.Structure):
+    """runtime.cu's GraderDeviceInfo."""
+
+    _fields_ = [("name", ctypes.c_char * 256), ("major", ctypes.c_int), ("minor", ctypes.c_int), ("sms", ctypes.c_int),
+                ("runtime_version", ctypes.c_int), ("driver_version", ctypes.c_int), ("l2_bytes", ctypes.c_size_t),
+                ("memory_bytes", ctypes.c_size_t)]
 
 
 LAUNCH_LOG_SIZE = 32
@@ -70,6 +91,19 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
         lib.grader_launch_log_reset.restype = None
 
 
+def count_differences(a: bytes, b: bytes) -> int:
+    """How many 32-bit words differ between two equal-length buffers (bit for bit)."""
+    if a == b:
+        return 0
+    step = 4096
+    count = 0
+    for at in range(0, len(a), step):
+        x, y = a[at: at + step], b[at: at + step]
+        if x != y:
+            count += sum(1 for p, q in zip(memoryview(x).cast("I"), memoryview(y).cast("I")) if p != q)
+    return count
+
+
 class Backend:
     """The grader's reference kernels are loaded at once; the submission's library only by
     load_submission(), which the worker calls once the guard is in place."""
@@ -87,61 +121,68 @@ class Backend:
         _declare(self.sub, reference=False)
 
     # -- memory -------------------------------------------------------------
-    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        """A copy of floats float32s at host_ptr, where the kernels can read them."""
         raise NotImplementedError
 
-    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
+    def alloc(self, floats: int, name: str) -> Region:
+        raise NotImplementedError
+
+    def fill(self, region: Region, bits: int) -> None:
+        """Every 32-bit word of region set to bits."""
+        raise NotImplementedError
+
+    def read(self, region: Region) -> bytes:
+        """region's bytes, on the host (what the child sends back)."""
+        raise NotImplementedError
+
+    def output(self, n: int, pad: int, name: str, init: str = "poison",
+               shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
         """(full, view): full = [pad guard][n poisoned or zeroed][pad guard]."""
-        raise NotImplementedError
+        full = self.alloc(n + 2 * pad, name)
+        view = full.part(pad, n, shape)
+        self.fill(full.part(0, pad), GUARD_BITS)
+        self.fill(full.part(pad + n, pad), GUARD_BITS)
+        self.reinit(view, init)
+        return full, view
 
-    def stream(self) -> int | None:
-        return None
+    def reinit(self, view: Region, init: str) -> None:
+        """An output back to how it starts, before a launch."""
+        self.fill(view, POISON_BITS if init == "poison" else 0)
 
     def set_reverse(self, reverse: bool) -> None:
         """Run blocks and threads in reverse order (only the CPU emulator can)."""
         if reverse:
             raise NotImplementedError(f"the {self.name} backend cannot reverse the order of blocks")
 
-    def release_inputs(self) -> None:
-        """Forget the buffers of a finished case."""
+    def release_case(self) -> None:
+        """Free (or forget) the buffers of a finished case."""
 
     def synchronize(self) -> LaunchOutcome:
         return LaunchOutcome(True)
 
-    @staticmethod
-    def fill_guard(full: torch.Tensor, pad: int, n: int, init: str = "poison") -> None:
-        raw = full.view(torch.int32)
-        raw[:pad] = GUARD_BITS
-        raw[pad + n :] = GUARD_BITS
-        raw[pad : pad + n] = POISON_BITS if init == "poison" else 0
-
-    @staticmethod
-    def reinit(view: torch.Tensor, init: str) -> None:
-        """An output back to how it starts, before a timed launch."""
-        view.view(torch.int32).fill_(POISON_BITS if init == "poison" else 0)
-
     # -- launches -------------------------------------------------------------
     @staticmethod
-    def _arrays(call: Call, views: dict[str, torch.Tensor]):
+    def _arrays(call: Call, views: dict[str, Region]):
         n = max(len(call.args), 1)
-        ptrs = (ctypes.c_void_p * n)(*[views[a.tensor].data_ptr() if a.tensor else None for a in call.args])
+        ptrs = (ctypes.c_void_p * n)(*[views[a.tensor].ptr if a.tensor else None for a in call.args])
         vals = (ctypes.c_longlong * n)(*[0 if a.tensor else a.value for a in call.args])
         return ptrs, vals
 
-    def launch_submission(self, call: Call, views: dict[str, torch.Tensor]) -> LaunchOutcome:
+    def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The submission's launch: its launcher, or the kernel with the call's grid and block."""
         ptrs, vals = self._arrays(call, views)
         code = self.sub.grader_submission_launch(ptrs, vals, (ctypes.c_uint * 3)(*call.grid),
-                                                 (ctypes.c_uint * 3)(*call.block), self.stream())
+                                                 (ctypes.c_uint * 3)(*call.block), None)
         return self._outcome(code)
 
-    def reference_call(self, call: Call, views: dict[str, torch.Tensor]) -> LaunchOutcome:
+    def reference_call(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """One of the exercise's reference kernels (grader_ref_<kernel>(ptrs, vals, stream))."""
         fn = getattr(self.ref, f"grader_ref_{call.kernel}")
         fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p]
         fn.restype = ctypes.c_int
         ptrs, vals = self._arrays(call, views)
-        return self._outcome(fn(ptrs, vals, self.stream()), reference=True)
+        return self._outcome(fn(ptrs, vals, None), reference=True)
 
     def reset_launch_log(self) -> None:
         self.sub.grader_launch_log_reset()
@@ -155,9 +196,9 @@ class Backend:
                              r.launches, r.blocks_per_sm if r.blocks_per_sm >= 0 else None)
                 for r in records[: max(0, min(n, LAUNCH_LOG_SIZE))]]
 
-    def reference(self, which: str, *tensors: torch.Tensor, n: int) -> LaunchOutcome:
-        fn = getattr(self.ref, f"grader_ref_{which}")
-        code = fn(*[t.data_ptr() for t in tensors], n, self.stream())
+    def copy(self, which: str, src: Region, dst: Region) -> LaunchOutcome:
+        """One of the grader's copies (grader_ref_copy_scalar, _vec4, _memcpy) of src to dst."""
+        code = getattr(self.ref, f"grader_ref_{which}")(src.ptr, dst.ptr, min(src.floats, dst.floats), None)
         return self._outcome(code, reference=True)
 
     def set_device_heap(self, nbytes: int) -> int:
@@ -169,40 +210,107 @@ class Backend:
         if code:
             raise RuntimeError(f"cudaCtxResetPersistingL2Cache failed (cudaError {code})")
 
+    def _error_text(self, code: int, reference: bool) -> str:
+        lib = self.sub if not reference else None
+        return lib.grader_error_string(code).decode() if lib is not None and code > 0 else f"error {code}"
+
     def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
         if code == 0:
             return LaunchOutcome(True)
-        lib = self.sub if not reference else None
-        text = lib.grader_error_string(code).decode() if lib is not None and code > 0 else f"error {code}"
-        return LaunchOutcome(False, error=f"launch failed: {text} (cudaError {code})")
+        return LaunchOutcome(False, error=f"launch failed: {self._error_text(code, reference)} (cudaError {code})")
 
 
 class CudaBackend(Backend):
     name = "cuda"
 
     def __init__(self, reference_lib: str):
-        torch.cuda.init()
         super().__init__(reference_lib)
-        self.device = torch.device("cuda", torch.cuda.current_device())
+        rt = self.ref
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        for fn, args in (("init", []), ("malloc", [ctypes.POINTER(vp), sz]), ("free", [vp]),
+                         ("copy_in", [vp, vp, sz]), ("copy_out", [vp, vp, sz]),
+                         ("fill32", [vp, ctypes.c_uint, sz]), ("synchronize", []), ("last_error", []),
+                         ("event_create", [ctypes.POINTER(vp)]), ("event_record", [vp]),
+                         ("event_elapsed", [vp, vp, ctypes.POINTER(ctypes.c_float)]),
+                         ("memory", [ctypes.POINTER(sz), ctypes.POINTER(sz)]),
+                         ("device_info", [ctypes.POINTER(_DeviceInfo)])):
+            f = getattr(rt, f"grader_rt_{fn}")
+            f.argtypes, f.restype = args, ctypes.c_int
+        rt.grader_rt_error_string.argtypes, rt.grader_rt_error_string.restype = [ctypes.c_int], ctypes.c_char_p
+        self._call("init")
+        self._allocated: list[int] = []
 
-    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
-        return t.to(self.device).contiguous()
+    def _call(self, fn: str, *args) -> None:
+        code = getattr(self.ref, f"grader_rt_{fn}")(*args)
+        if code:
+            raise RuntimeError(f"CUDA {fn} failed: {self.error_string(code)} (cudaError {code})")
 
-    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
-        full = torch.empty(n + 2 * pad, dtype=torch.float32, device=self.device)
-        self.fill_guard(full, pad, n, init)
-        return full, full[pad : pad + n]
+    def error_string(self, code: int) -> str:
+        return self.ref.grader_rt_error_string(code).decode(errors="replace")
 
-    def stream(self) -> int:
-        return torch.cuda.current_stream().cuda_stream
+    def alloc(self, floats: int, name: str) -> Region:
+        p = ctypes.c_void_p()
+        self._call("malloc", ctypes.byref(p), max(4 * floats, 4))
+        self._allocated.append(p.value)
+        return Region(p.value or 0, floats)
+
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        region = Region(self.alloc(floats, name).ptr, floats, shape)
+        if floats:
+            self._call("copy_in", region.ptr, host_ptr, 4 * floats)
+        return region
+
+    def fill(self, region: Region, bits: int) -> None:
+        self._call("fill32", region.ptr, bits & 0xFFFFFFFF, region.floats)
+
+    def read(self, region: Region) -> bytes:
+        host = ctypes.create_string_buffer(region.nbytes)
+        if region.floats:
+            self._call("copy_out", host, region.ptr, region.nbytes)
+        return host.raw
+
+    def release_case(self) -> None:
+        for ptr in self._allocated:
+            self.ref.grader_rt_free(ptr)
+        self._allocated.clear()
 
     def synchronize(self) -> LaunchOutcome:
-        try:
-            torch.cuda.synchronize()
-        except RuntimeError as exc:           # an illegal address or a trap: the context is gone
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            return LaunchOutcome(False, error=first, fatal=True)
+        code = self.ref.grader_rt_synchronize()
+        if code:                              # an illegal address or a trap: the context is gone
+            return LaunchOutcome(False, error=f"CUDA error: {self.error_string(code)}", fatal=True)
         return LaunchOutcome(True)
+
+    def _error_text(self, code: int, reference: bool) -> str:
+        return self.error_string(code) if code > 0 else f"error {code}"
+
+    # -- timing -------------------------------------------------------------
+    def event(self) -> int:
+        e = ctypes.c_void_p()
+        self._call("event_create", ctypes.byref(e))
+        return e.value
+
+    def record(self, event: int) -> None:
+        """Record event on the legacy default stream, which waits for work on every blocking stream."""
+        self._call("event_record", event)
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        ms = ctypes.c_float()
+        self._call("event_elapsed", start, end, ctypes.byref(ms))
+        return ms.value
+
+    def memory(self) -> tuple[int, int]:
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self._call("memory", ctypes.byref(free), ctypes.byref(total))
+        return free.value, total.value
+
+    def device(self) -> dict:
+        """What the timing records of the GPU it ran on."""
+        info = _DeviceInfo()
+        self._call("device_info", ctypes.byref(info))
+        rt = info.runtime_version
+        return {"name": info.name.decode(errors="replace"), "capability": f"{info.major}.{info.minor}",
+                "sms": info.sms, "l2_bytes": info.l2_bytes, "memory_bytes": info.memory_bytes,
+                "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}"}
 
 
 class EmulatorBackend(Backend):
@@ -217,41 +325,46 @@ class EmulatorBackend(Backend):
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
 
-    def _guarded(self, nbytes: int, before: int, name: str) -> tuple[memoryview, int]:
-        """Memory whose data (nbytes, 256-byte aligned) has `before` bytes ahead and ends near a guard page."""
+    def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
+        """Memory for nbytes of data (256-byte aligned) that ends near a guard page: (data address,
+        bytes from there to the guard page)."""
         page = self.PAGE
-        body = -(-(before + nbytes + 256) // page) * page
+        body = -(-(nbytes + 256) // page) * page
         mm = mmap.mmap(-1, body + 2 * page)
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
         self._libc.mprotect(ctypes.c_void_p(base), page, 0)
         self._libc.mprotect(ctypes.c_void_p(base + page + body), page, 0)
         usable_end = base + page + body
         start = (usable_end - nbytes) & ~255
-        if start - before < base + page:
-            start = base + page + before
         self._keep.append(mm)
         self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
-        return memoryview(mm), start - base
+        return start, usable_end - start
 
-    def input(self, t: torch.Tensor, name: str) -> torch.Tensor:
-        t = t.contiguous()
-        nbytes = t.numel() * 4
-        mv, offset = self._guarded(nbytes, 0, name)
-        slack_end = (len(mv) - self.PAGE) - offset
-        view = torch.frombuffer(mv, dtype=torch.float32, offset=offset, count=slack_end // 4)
-        view.fill_(float("nan"))                      # the slack before the guard page reads as NaN
-        view[: t.numel()].copy_(t.flatten())
-        return view[: t.numel()].view(t.shape)
+    def alloc(self, floats: int, name: str) -> Region:
+        start, _ = self._guarded(4 * floats, name)
+        return Region(start, floats)
 
-    def output(self, n: int, pad: int, name: str, init: str = "poison") -> tuple[torch.Tensor, torch.Tensor]:
-        nbytes = (n + 2 * pad) * 4
-        mv, offset = self._guarded(nbytes, 0, name)
-        full = torch.frombuffer(mv, dtype=torch.float32, offset=offset, count=n + 2 * pad)
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        start, room = self._guarded(4 * floats, name)
+        self.fill(Region(start, room // 4), 0x7FC00000)        # the slack before the guard page reads as NaN
+        if floats:
+            ctypes.memmove(start, host_ptr, 4 * floats)
+        return Region(start, floats, shape)
+
+    def output(self, n: int, pad: int, name: str, init: str = "poison",
+               shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
+        full, view = super().output(n, pad, name, init, shape)
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
-        self.fill_guard(full, pad, n, init)
-        return full, full[pad : pad + n]
+        return full, view
+
+    def fill(self, region: Region, bits: int) -> None:
+        if region.floats:
+            ctypes.memmove(region.ptr, struct.pack("<I", bits & 0xFFFFFFFF) * region.floats, region.nbytes)
+
+    def read(self, region: Region) -> bytes:
+        return ctypes.string_at(region.ptr, region.nbytes)
 
     heap_bytes = 8 << 20
 
@@ -284,6 +397,6 @@ class EmulatorBackend(Backend):
                     break
         return fault
 
-    def release_inputs(self) -> None:
+    def release_case(self) -> None:
         """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
         self.regions.clear()

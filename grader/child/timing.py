@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from grader import protocol
-from grader.child.backends import tensor_bytes
+from grader.child.backends import Region
 from grader.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, Job, TimingFrame, TimingJob
 from grader.stats import fraction_interval, median
 
@@ -34,7 +32,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
     sets = job.timed_cases
     pad = job.guard_floats
     allocated = [allocate(backend, cj, pad, files) for cj in sets]       # (views, fulls) per set
-    device = torch.device("cuda", torch.cuda.current_device())
+    device = backend.device()
     copies, flush = _floor_copies(backend, cfg, device)
     outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in sets]
     set_index = [0]
@@ -60,36 +58,38 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             k = set_index[0] % len(sets)
             for b in outputs[k]:
                 backend.reinit(allocated[k][0][b.name], b.init)
-        flush.fill_(float(time.perf_counter_ns() % 1000))
+        backend.fill(flush, time.perf_counter_ns() % 1000 + 1)
+
+    def timed(fn, start: int, end: int) -> None:
+        """fn between two events on the legacy default stream."""
+        backend.record(start)
+        fn()
+        backend.record(end)
 
     backend.reset_persisting_l2()
     # Probe: one launch on set 0. A kernel far too slow to sample (a printf from every
     # thread, say) is graded from this launch alone: one sample of each copy, set 0's
     # output verified, the other sets skipped.
-    probe = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    probe = (backend.event(), backend.event())
     before("submission")
     backend.reset_launch_log()
-    probe[0].record(torch.cuda.default_stream())
-    submission()
-    probe[1].record(torch.cuda.default_stream())
+    timed(submission, *probe)
     sync = backend.synchronize()
     if not sync.ok:
         raise RuntimeError(sync.error)
-    probe_ms = probe[0].elapsed_time(probe[1])
+    probe_ms = backend.elapsed_ms(*probe)
     if probe_ms / 1000 > cfg.slow_launch_s:
         samples = {"submission": [probe_ms]}
         for name, fn in variants.items():
             if name in ("submission", "chain"):
                 continue
             before(name)
-            probe[0].record(torch.cuda.default_stream())
-            fn()
-            probe[1].record(torch.cuda.default_stream())
+            timed(fn, *probe)
             backend.synchronize()
-            samples[name] = [probe[0].elapsed_time(probe[1])]
-        channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, _device(device), backend.launch_log(),
+            samples[name] = [backend.elapsed_ms(*probe)]
+        channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
                                  [c.name for c in sets[1:]]))
-        _send_outputs(channel, sets[0], allocated[0][1], outputs[0], pad)
+        _send_outputs(backend, channel, sets[0], allocated[0][1], outputs[0], pad)
         return
     warm_until = time.perf_counter() + cfg.budget_s / 2
     for _ in range(cfg.warmup):                   # warm-up: module load, first touch, clocks
@@ -103,11 +103,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             break
 
     samples: dict[str, list[float]] = {name: [] for name in variants}
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                     for _ in range(BATCH)] for name in variants}
-    stream = torch.cuda.default_stream()
-    if stream.cuda_stream != 0 or torch.cuda.current_stream().cuda_stream != 0:
-        raise RuntimeError("timing expects the legacy default stream (torch built with per-thread default streams?)")
+    events = {name: [(backend.event(), backend.event()) for _ in range(BATCH)] for name in variants}
     backend.reset_persisting_l2()
     backend.reset_launch_log()                       # the launches of the samples: what the report shows
     started = time.perf_counter()
@@ -117,10 +113,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         for i in range(BATCH):
             for name, fn in variants.items():
                 before(name)
-                start, end = events[name][i]
-                start.record(stream)
-                fn()
-                end.record(stream)
+                timed(fn, *events[name][i])
             rounds += 1
             if time.perf_counter() - started >= cfg.hard_budget_s:
                 break
@@ -128,7 +121,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         if not sync.ok:
             raise RuntimeError(sync.error)
         for name in variants:
-            samples[name].extend(s.elapsed_time(e) for s, e in events[name][:rounds])
+            samples[name].extend(backend.elapsed_ms(s, e) for s, e in events[name][:rounds])
         # Stopping rule: at least min_samples rounds; then stop as soon as the 95%
         # interval of the fraction is within target_half_width of its median, or the
         # time budget is spent, or max_samples rounds were taken. A kernel so slow that
@@ -148,7 +141,7 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         if elapsed >= cfg.budget_s:
             stop_reason = "budget"
             break
-    channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, _device(device),
+    channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, device,
                              backend.launch_log(),
                              baseline_max_abs_diff=_baseline_gap(baseline, sets[0], allocated[0][0]) if baseline else None))
     if baseline is not None:
@@ -156,23 +149,51 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, channel)
     # Each set's last output: the parent verifies the timed shape with it.
     for cj, (_, fulls), outs in zip(sets, allocated, outputs):
-        _send_outputs(channel, cj, fulls, outs, pad)
+        _send_outputs(backend, channel, cj, fulls, outs, pad)
+
+
+class _CudaArray:
+    """A Region as torch sees device memory it does not own (__cuda_array_interface__, version 3)."""
+
+    def __init__(self, region: Region):
+        shape = region.shape or (region.floats,)
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": "<f4", "data": (region.ptr or 0, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+
+def _as_torch(views: dict[str, Region]) -> dict:
+    import torch
+
+    return {name: torch.as_tensor(_CudaArray(r), device="cuda") for name, r in views.items()}
 
 
 def _baseline(expression: str):
     """The rubric's PyTorch expression of the inputs, as a function of a case's views (trusted:
-    the exercise's own text, evaluated by the grader, not the student's code)."""
+    the exercise's own text, evaluated by the grader, not the student's code). Only here does the
+    child use torch, which the worker imported before the wall for a job with a baseline."""
+    import torch
     import torch.nn.functional as F
 
+    if torch.cuda.current_stream().cuda_stream != 0:
+        raise RuntimeError("timing expects the legacy default stream (torch built with per-thread default streams?)")
     code = compile(expression, "<timing.baseline>", "eval")
-    return lambda views: eval(code, {"torch": torch, "F": F}, dict(views))  # noqa: S307
+    cache: dict = {}
+
+    def run(views: dict[str, Region]):
+        key = tuple(sorted((k, v.ptr) for k, v in views.items()))
+        if key not in cache:
+            cache.clear()
+            cache[key] = _as_torch(views)
+        return eval(code, {"torch": torch, "F": F}, dict(cache[key]))  # noqa: S307
+    return run
 
 
-def _baseline_gap(baseline, cj: CaseJob, views: dict) -> float:
+def _baseline_gap(baseline, cj: CaseJob, views: dict[str, Region]) -> float:
     """The largest difference between the submission's output (set 0's last) and PyTorch's."""
     out = next(b for b in cj.buffers if b.role == "out" and not b.chain)
     theirs = baseline(views).float().reshape(-1)
-    return float((views[out.name].reshape(-1) - theirs).abs().max()) if theirs.numel() else 0.0
+    ours = _as_torch({out.name: views[out.name]})[out.name].reshape(-1)
+    return float((ours - theirs).abs().max()) if theirs.numel() else 0.0
 
 
 def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int, files, flush,
@@ -192,7 +213,7 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
     def before(name: str, round_: int) -> None:
         for b in outs:
             backend.reinit(views[b.name], b.init)
-        flush.fill_(float(round_))
+        backend.fill(flush, round_ + 1)
 
     samples = _fixed_rounds(backend, {"submission": submission, "baseline": lambda: baseline(views)},
                             rounds=rounds, warmup=5, before=before)
@@ -205,17 +226,16 @@ def check(outcome) -> None:
         raise RuntimeError(outcome.error)
 
 
-def _floor_copies(backend, cfg: TimingJob, device) -> tuple[dict, torch.Tensor]:
+def _floor_copies(backend, cfg: TimingJob, device: dict) -> tuple[dict, Region]:
     """The copies the floor is measured with (cfg.floor and the informational one), each a launch
     of cfg.copy_floats floats; and the buffer written before every timed launch to flush the L2
     (twice its size)."""
     n = cfg.copy_floats
-    src = torch.rand(n, dtype=torch.float32, device=device)
-    dst = torch.empty(n, dtype=torch.float32, device=device)
-    copies = {kind: (lambda k: (lambda: check(backend.reference(k, src, dst, n=n))))(kind)
+    src, dst = backend.alloc(n, "copy source"), backend.alloc(n, "copy destination")
+    backend.fill(src, 0x3F800000)                   # 1.0 (a copy's time does not depend on the values)
+    copies = {kind: (lambda k: (lambda: check(backend.copy(k, src, dst))))(kind)
               for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    return copies, torch.empty(max(2 * l2 // 4, 1 << 20), dtype=torch.float32, device=device)
+    return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
 
 
 def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) -> dict[str, list[float]]:
@@ -225,23 +245,21 @@ def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) 
     every variant once, in order (interleaved, so a drift of clocks touches them alike), with
     before(name, round) outside its pair of events on the legacy default stream.
     """
-    stream = torch.cuda.default_stream()
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    events = {name: (backend.event(), backend.event()) for name in variants}
     for round_ in range(warmup + rounds):
-        events = {}
         for name, fn in variants.items():
             before(name, round_)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
+            start, end = events[name]
+            backend.record(start)
             fn()
-            end.record(stream)
-            events[name] = (start, end)
+            backend.record(end)
         sync = backend.synchronize()
         if not sync.ok:
             raise RuntimeError(sync.error)
         if round_ >= warmup:
             for name, (start, end) in events.items():
-                samples[name].append(start.elapsed_time(end))
+                samples[name].append(backend.elapsed_ms(start, end))
     return samples
 
 
@@ -255,26 +273,18 @@ def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None
 
     cfg: TimingJob = job.timing
     views, _ = allocate(backend, job.timed_cases[0], 0, files)
-    device = torch.device("cuda", torch.cuda.current_device())
+    device = backend.device()
     variants, flush = _floor_copies(backend, cfg, device)
     for run in job.calibrate:
         variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
     backend.reset_persisting_l2()
     samples = _fixed_rounds(backend, variants, rounds=job.calibration_rounds, warmup=3,
-                            before=lambda name, round_: flush.fill_(float(round_)))
-    channel.send(CalibrationFrame(samples, _device(device)))
+                            before=lambda name, round_: backend.fill(flush, round_ + 1))
+    channel.send(CalibrationFrame(samples, device))
 
 
-def _send_outputs(channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
-    from grader.child.worker import output_meta
+def _send_outputs(backend, channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
+    from grader.child.worker import output_meta, outputs_payload
 
     sent = {b.name: fulls[b.name] for b in outs}
-    channel.send(CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)),
-                 b"".join(tensor_bytes(f) for f in sent.values()))
-
-
-def _device(dev: torch.device) -> dict:
-    p = torch.cuda.get_device_properties(dev)
-    return {"name": p.name, "capability": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
-            "l2_bytes": p.L2_cache_size, "memory_bytes": p.total_memory, "torch": torch.__version__,
-            "cuda_runtime": torch.version.cuda}
+    channel.send(CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)), outputs_payload(backend, sent))

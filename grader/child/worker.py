@@ -1,8 +1,9 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
-Started by sandbox.Worker as `python -m grader.child.worker RESULT_FD GUARD_FD BACKEND READY_FD`;
-it imports torch (and creates its CUDA context) at once, writes a byte on READY_FD, then reads
-the job as JSON on stdin. The order after that is the point of this module:
+Started by sandbox.Worker as `python -m grader.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]`;
+it creates its CUDA context at once (through the driver: no torch, which took 2 to 3.5 s to
+import; torch only where the job times a PyTorch baseline, the last argument), writes a byte on
+READY_FD, then reads the job as JSON on stdin. The order after that is the point of this module:
 
 1. load the grader's reference kernels and everything else the grader needs;
 2. limits: the device heap, a host-memory cap measured from here, privileges dropped
@@ -16,6 +17,7 @@ authenticated result channel and the parent decides.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import mmap
 import os
@@ -26,13 +28,11 @@ import traceback
 
 T0 = time.perf_counter()
 
-import torch  # noqa: E402 - after T0, so the child's start-up time includes the import
-
 from grader import protocol  # noqa: E402
 from grader.contract import (Buffer, CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
                              Output)
 from grader.child import guard  # noqa: E402
-from grader.child.backends import tensor_bytes  # noqa: E402
+from grader.child.backends import Region, count_differences  # noqa: E402
 
 NOBODY = 65534
 
@@ -45,29 +45,37 @@ class InputFiles:
         for path in paths:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                self._maps[path] = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else bytearray()
+                self._maps[path] = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else None
 
-    def tensor(self, buf: Buffer) -> torch.Tensor:
-        if buf.floats == 0:
-            return torch.empty(0, dtype=torch.float32)
-        return torch.frombuffer(self._maps[buf.file], dtype=torch.float32, count=buf.floats, offset=buf.offset)
+    def address(self, buf: Buffer) -> int:
+        """Where buf's data lies in this process (0 for an empty tensor)."""
+        mm = self._maps.get(buf.file)
+        if buf.floats == 0 or mm is None:
+            return 0
+        if buf.offset + 4 * buf.floats > len(mm):
+            raise ValueError(f"{buf.file} holds {len(mm)} bytes; {buf.name} needs {4 * buf.floats} at {buf.offset}")
+        return ctypes.addressof(ctypes.c_char.from_buffer(mm)) + buf.offset
 
 
-def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict, dict]:
+def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict[str, Region], dict[str, Region]]:
     """The case's buffers on the backend: every tensor's data view, and each output's full
     (guarded) buffer."""
     views, fulls = {}, {}
     for b in cj.buffers:
         if b.role == "in":
-            data = files.tensor(b)
-            views[b.name] = backend.input(data.view(b.shape) if b.shape else data, b.name)
+            views[b.name] = backend.input(files.address(b), b.floats, tuple(b.shape), b.name)
         else:
-            fulls[b.name], views[b.name] = backend.output(b.floats, pad, b.name, b.init)
+            fulls[b.name], views[b.name] = backend.output(b.floats, pad, b.name, b.init, tuple(b.shape))
     return views, fulls
 
 
-def output_meta(fulls: dict, pad: int) -> list[Output]:
-    return [Output(name, full.numel() - 2 * pad, pad) for name, full in fulls.items()]
+def output_meta(fulls: dict[str, Region], pad: int) -> list[Output]:
+    return [Output(name, full.floats - 2 * pad, pad) for name, full in fulls.items()]
+
+
+def outputs_payload(backend, fulls: dict[str, Region]) -> bytes:
+    """The outputs' bytes, guards included, one after another: a frame's payload."""
+    return b"".join(backend.read(f) for f in fulls.values())
 
 
 def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protocol.Channel,
@@ -105,7 +113,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
         backend.set_reverse(False)
         frame.second_kind = "reverse" if reverse_check else "repeat"
         if second.ok:
-            differs = sum(int((fulls[b.name].view(torch.int32) != second_fulls[b.name].view(torch.int32)).sum())
+            differs = sum(count_differences(backend.read(fulls[b.name]), backend.read(second_fulls[b.name]))
                           for b in mine)
             frame.second_differs, frame.second_diff_count = differs > 0, differs
         else:
@@ -120,20 +128,28 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, channel: protoco
         else:
             frame.chain_error = res.error
     frame.outputs = output_meta(sent, pad)
-    payload = b"".join(tensor_bytes(f) for f in sent.values())
+    payload = outputs_payload(backend, sent)
     if second_fulls and not job.order_exact:
         frame.second_outputs = output_meta(second_fulls, pad)
-        payload += b"".join(tensor_bytes(f) for f in second_fulls.values())
+        payload += outputs_payload(backend, second_fulls)
     channel.send(frame, payload)
-    backend.release_inputs()
+    backend.release_case()
     return True
 
 
-def preload(backend: str) -> None:
+def preload(backend: str, with_torch: bool) -> None:
     """What every job needs, done before the job arrives (the parent is still building)."""
     if backend == "cuda":
-        torch.cuda.init()
-        torch.empty(1, device="cuda")        # the context, now rather than at the first check
+        # The device's primary context, created now rather than at the first check: the
+        # reference library's runtime (and torch, where loaded) use this same context.
+        driver = ctypes.CDLL("libcuda.so.1")
+        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+        if with_torch:
+            import torch
+
+            torch.empty(1, device="cuda")
     # Everything the grader imports later, imported now: after the wall nothing may be
     # written (no .pyc), and after privileges are dropped the package may be unreadable.
     import grader.child.timing  # noqa: F401
@@ -195,7 +211,7 @@ def main() -> int:
     result_fd, guard_fd = int(sys.argv[1]), int(sys.argv[2])
     backend_name = sys.argv[3]
     try:
-        preload(backend_name)
+        preload(backend_name, sys.argv[5:] == ["torch"])
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
@@ -226,7 +242,7 @@ def main() -> int:
         sandbox.update(seccomp=status.seccomp, seccomp_detail=status.detail,
                        filter_instructions=status.filter_instructions, filter_install_ms=status.install_ms)
         if backend.name == "cuda":
-            sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = torch.cuda.mem_get_info()
+            sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = backend.memory()
         sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         t_load = time.perf_counter()
         if job.library:                     # `grader calibrate` runs only the grader's own kernels
@@ -264,4 +280,4 @@ if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)          # skip the interpreter's teardown (torch's takes about half a second)
+    os._exit(code)          # skip the interpreter's teardown (torch's, where loaded, takes about half a second)

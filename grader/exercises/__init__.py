@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -122,26 +121,50 @@ def reference_folder(rubric) -> Path:
     return reference_dir() / rubric.exercise
 
 
-@dataclass(frozen=True)
 class Reference:
-    """An exercise's reference, loaded in the parent only (it never runs in the child)."""
+    """An exercise's reference, used in the parent only (it never runs in the child).
 
-    folder: Path
-    generators: dict[str, Callable]
-    expected: Callable
-    mistakes: dict[str, Callable]
-    kernels: str                    # reference kernels' CUDA source ("" when none)
-    digest: str                     # of reference.py and kernels.cu: a key for cached inputs
-    module: object = None           # reference.py itself
+    The reference.py module (written with torch) is imported only when something needs it: a
+    case's inputs or answers not yet in the cache (data.py), or a failing output to diagnose
+    (MISTAKES). A warm submission reads both from the cache and never imports torch.
+    """
+
+    def __init__(self, rubric, folder: Path, kernels: str, digest: str):
+        self._rubric = rubric
+        self.folder = folder
+        self.kernels = kernels          # reference kernels' CUDA source ("" when none)
+        self.digest = digest            # of reference.py and kernels.cu: a key for cached inputs and answers
+        self._module = None
+
+    @property
+    def module(self):
+        """reference.py itself, imported and checked against the rubric on first use."""
+        if self._module is None:
+            self._module = _import_reference(self._rubric, self.folder / "reference.py")
+        return self._module
+
+    @property
+    def generators(self) -> dict[str, Callable]:
+        return dict(self.module.GENERATORS)
+
+    @property
+    def expected(self) -> Callable:
+        return self.module.expected
+
+    @property
+    def mistakes(self) -> dict[str, Callable]:
+        found = dict(getattr(self.module, "MISTAKES", {}))
+        return {c: found[c] for c in self._rubric.mistakes}
 
     def generate(self, generator: str, dims: dict, seed: int):
-        return self.generators[generator](dims, seed)
+        return self.module.GENERATORS[generator](dims, seed)
 
 
 _LOADED: dict[Path, Reference] = {}
 
 
 def load_reference(rubric) -> Reference:
+    """The exercise's reference: its kernels read and checked now, its reference.py when first needed."""
     folder = reference_folder(rubric)
     if folder in _LOADED:
         return _LOADED[folder]
@@ -149,6 +172,24 @@ def load_reference(rubric) -> Reference:
     if not path.is_file():
         raise ExerciseError(f"{path}: no such file: exercise {rubric.exercise!r} needs its reference "
                             "(GENERATORS, expected, MISTAKES) there")
+    cu = folder / "kernels.cu"
+    kernels = cu.read_text() if cu.is_file() else ""
+    if rubric.chain.kernel and f"grader_ref_{rubric.chain.kernel}" not in kernels:
+        raise ExerciseError(f"{cu}: exports no grader_ref_{rubric.chain.kernel}, which {rubric.path} "
+                            "runs as chain.kernel")
+    for run in rubric.calibrate.runs:
+        for step in run.steps:
+            if f"grader_ref_{step.kernel}" not in kernels:
+                raise ExerciseError(f"{cu}: exports no grader_ref_{step.kernel}, which {rubric.path} times in "
+                                    f"calibrate run {run.name!r}")
+    digest = hashlib.sha256(path.read_bytes() + b"\0" + kernels.encode()).hexdigest()[:16]
+    ref = Reference(rubric, folder, kernels, digest)
+    _LOADED[folder] = ref
+    return ref
+
+
+def _import_reference(rubric, path: Path):
+    """Import an exercise's reference.py and check it against its rubric."""
     name = f"grader_exercise_{rubric.exercise}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -174,18 +215,4 @@ def load_reference(rubric) -> Reference:
                                 f"(GENERATORS: {', '.join(module.GENERATORS)})")
     if "random" not in module.GENERATORS:
         raise ExerciseError(f"{path}: GENERATORS has no 'random' (the timed inputs are drawn with it)")
-    cu = folder / "kernels.cu"
-    kernels = cu.read_text() if cu.is_file() else ""
-    if rubric.chain.kernel and f"grader_ref_{rubric.chain.kernel}" not in kernels:
-        raise ExerciseError(f"{cu}: exports no grader_ref_{rubric.chain.kernel}, which {rubric.path} "
-                            "runs as chain.kernel")
-    for run in rubric.calibrate.runs:
-        for step in run.steps:
-            if f"grader_ref_{step.kernel}" not in kernels:
-                raise ExerciseError(f"{cu}: exports no grader_ref_{step.kernel}, which {rubric.path} times in "
-                                    f"calibrate run {run.name!r}")
-    digest = hashlib.sha256(path.read_bytes() + b"\0" + kernels.encode()).hexdigest()[:16]
-    ref = Reference(folder, dict(module.GENERATORS), module.expected, {c: mistakes[c] for c in rubric.mistakes},
-                    kernels, digest, module)
-    _LOADED[folder] = ref
-    return ref
+    return module

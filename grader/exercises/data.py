@@ -1,8 +1,12 @@
-"""A case's inputs: drawn by the exercise's generator, checked, kept on disk for the child.
+"""A case's inputs and answers: drawn by the exercise's generator and computed by its reference,
+checked, kept on disk.
 
-The file of a case is float32 data, its input tensors one after another, in a directory of
-its own in the build cache (named by the reference's digest and the case), so warm runs and
-a class's batch draw each case once. The child maps it read-only; nothing crosses the pipe.
+The inputs of a case are one float32 file, its input tensors one after another; its answers
+one float64 file, its outputs one after another; both in a directory of their own in the
+build cache (named by the reference's digest and the case), so warm runs and a class's batch
+draw and compute each case once. The child maps the inputs read-only; nothing crosses the pipe.
+Only a miss runs the reference (and imports torch, which it is written with): a warm
+submission reads numpy arrays from these files.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 import os
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from grader.errors import ExerciseError
 from grader.exercises import Reference
@@ -20,8 +24,10 @@ from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.rubric import Rubric, dims_values
 
 
-def draw(rubric: Rubric, reference: Reference, case: Case) -> dict[str, torch.Tensor]:
-    """The case's input tensors, float32 and contiguous, checked against the rubric's shapes."""
+def draw(rubric: Rubric, reference: Reference, case: Case) -> dict:
+    """The case's input tensors (torch, float32, contiguous), checked against the rubric's shapes."""
+    import torch
+
     drawn = reference.generate(case.inputs, dict(case.dims), case.seed)
     values = dims_values(rubric, case.dims)
     out = {}
@@ -40,9 +46,14 @@ def draw(rubric: Rubric, reference: Reference, case: Case) -> dict[str, torch.Te
     return out
 
 
+# What references import from the grader (the hash generators, GELU): part of every case's key.
+_SHARED = hashlib.sha256(b"".join((Path(__file__).parent / f).read_bytes()
+                                  for f in ("inputs.py", "refmath.py"))).hexdigest()[:16]
+
+
 def _key(rubric: Rubric, reference: Reference, case: Case) -> str:
-    parts = [rubric.exercise, reference.digest, case.inputs, repr(sorted(case.dims.items())), str(case.seed),
-             str(case.chain)]
+    parts = [rubric.exercise, reference.digest, _SHARED, case.inputs, repr(sorted(case.dims.items())),
+             str(case.seed), str(case.chain)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -67,24 +78,73 @@ def input_file(rubric: Rubric, reference: Reference, case: Case, cache: Path) ->
     return cache / f"in-{_key(rubric, reference, case)}" / "inputs.f32"
 
 
-def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> dict[str, torch.Tensor]:
-    """The case's inputs, from its file when an earlier run wrote it, else drawn and written."""
-    path = input_file(rubric, reference, case, cache)
-    where = offsets(rubric, case)
+def _shapes(rubric: Rubric, case: Case, role: str) -> dict[str, tuple[int, ...]]:
     values = dims_values(rubric, case.dims)
-    shapes = {t.name: shape_of(t, values) for t in tensors_of(rubric, case) if t.role == "in"}
-    total = sum(4 * math.prod(s) for s in shapes.values())
-    if path.is_file() and path.stat().st_size == total:
-        os.utime(path.parent)
-        flat = torch.from_file(str(path), shared=False, size=total // 4, dtype=torch.float32)
-        return {name: flat[where[name] // 4: where[name] // 4 + math.prod(s)].view(s) for name, s in shapes.items()}
-    tensors = draw(rubric, reference, case)
+    return {t.name: shape_of(t, values) for t in tensors_of(rubric, case) if t.role == role}
+
+
+def _read(path: Path, shapes: dict[str, tuple[int, ...]], dtype) -> dict[str, np.ndarray] | None:
+    """The arrays of a file written by _write, or None when there is none of the right size."""
+    size = np.dtype(dtype).itemsize
+    total = sum(size * math.prod(s) for s in shapes.values())
+    try:
+        if path.stat().st_size != total:
+            return None
+    except OSError:
+        return None
+    os.utime(path.parent)
+    flat = np.fromfile(path, dtype=dtype)
+    out, at = {}, 0
+    for name, s in shapes.items():
+        n = math.prod(s)
+        out[name] = flat[at: at + n].reshape(s)
+        at += n
+    return out
+
+
+def _write(path: Path, arrays: list[np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     with open(tmp, "wb") as f:
-        for name in shapes:
-            f.write(memoryview(tensors[name].numpy()).cast("B"))
+        for a in arrays:
+            f.write(np.ascontiguousarray(a).tobytes())
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> dict[str, np.ndarray]:
+    """The case's inputs (float32), from its file when an earlier run wrote it, else drawn and written."""
+    path = input_file(rubric, reference, case, cache)
+    shapes = _shapes(rubric, case, "in")
+    found = _read(path, shapes, np.float32)
+    if found is not None:
+        return found
+    tensors = {name: t.numpy() for name, t in draw(rubric, reference, case).items()}
+    _write(path, [tensors[name] for name in shapes])
     return tensors
 
+
+def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
+            inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The case's outputs in float64, from the file beside its inputs when an earlier run computed
+    them, else computed by the exercise's expected() and written."""
+    path = input_file(rubric, reference, case, cache).with_name("answers.f64")
+    shapes = _shapes(rubric, case, "out")
+    found = _read(path, shapes, np.float64)
+    if found is not None:
+        return found
+    import torch
+
+    want = reference.expected({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in inputs.items()},
+                              dict(case.dims))
+    out = {}
+    for name, shape in shapes.items():
+        if name not in want:
+            raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave no {name!r} for {case.name}")
+        value = want[name].to(torch.float64)
+        if value.numel() != math.prod(shape):
+            raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave {name} as {tuple(value.shape)} "
+                                f"for {case.name}; the rubric says {shape}")
+        out[name] = value.reshape(shape).contiguous().numpy()
+    _write(path, [out[name] for name in shapes])
+    return out
