@@ -2,7 +2,9 @@
 """The grader's own benchmark, run on a GPU machine (scripts/gpu-check runs it).
 
 Measures what issue "grader submit" promises, each through the real CLI as a user runs it:
-- wall time of `grader submit` with an empty build cache (cold) and a filled one (warm);
+- the feedback loop: wall time of `grader submit` with an empty cache, after an edit (cold: the
+  submission rebuilt) and unchanged (warm), with their phases (targets: warm 2.0 s, cold 3.0 s;
+  `--backend emulator` on a machine without a GPU: warm 2.0 s, run under `taskset -c 0` for one core);
 - the spread of the fraction over five runs of the same submission (max minus min);
 - the floor against the faster of cudaMemcpyAsync and the 16-byte copy in the same run;
 - the float4 sample's fraction and tier, and the scalar sample's fraction against the lesson's copy.
@@ -99,6 +101,44 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
     return figures, rows
 
 
+def _edited(path: str, k: int) -> str:
+    """A copy of the sample with one comment changed: what a student's next edit looks like to the build."""
+    text = (ROOT / path).read_text()
+    out = Path(tempfile.gettempdir()) / f"grader-bench-edit-{os.getpid()}-{k}" / Path(path).name
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(f"// edit {k} {time.time()}\n" + text)
+    return str(out)
+
+
+def _phases(doc: dict) -> str:
+    p = doc.get("phases", {})
+    keys = ("build_s", "child_start_wait_s", "lane_wait_s", "child_s", "check_s")
+    return " ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p) + f" | in-process {doc['seconds']:.2f}"
+
+
+def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3) -> dict:
+    """The student's loop (issue: fast feedback): the first submit on a machine (empty cache), a
+    changed file (its build not cached, the reference library cached), and the same file again
+    (warm); the median wall time of `runs` each, with the phases result.json reports."""
+    sample = "submissions/bias_gelu_fused/float4_launcher.cu"
+    first_s, first = submit(sample, cache, backend)
+    colds = [submit(_edited(sample, k), cache, backend) for k in range(runs)]
+    warms = [submit(sample, cache, backend) for _ in range(runs)]
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    cold, warm = median([w for w, _ in colds]), median([w for w, _ in warms])
+    figures.update(first_s=first_s, cold_s=[w for w, _ in colds], warm_s=[w for w, _ in warms],
+                   cold_phases=[d.get("phases") for _, d in colds], warm_phases=[d.get("phases") for _, d in warms],
+                   device=first.get("device", {}), cpus=os.cpu_count())
+    limit_warm, limit_cold = 2.0, 3.0
+    rows.append(("submit, empty cache (first on a machine)", f"{first_s:.2f} s", "", None))
+    rows.append((f"submit cold (edited file), median of {runs}", f"{cold:.2f} s", f"<= {limit_cold:.1f} s"
+                 if backend == "cuda" else "", cold <= limit_cold if backend == "cuda" else None))
+    rows.append(("  phases (median run)", _phases(sorted(colds, key=lambda r: r[0])[runs // 2][1]), "", None))
+    rows.append((f"submit warm, median of {runs}", f"{warm:.2f} s", f"<= {limit_warm:.1f} s", warm <= limit_warm))
+    rows.append(("  phases (median run)", _phases(sorted(warms, key=lambda r: r[0])[runs // 2][1]), "", None))
+    return first
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
@@ -114,12 +154,7 @@ def main() -> int:
     rows = []
     figures: dict = {"backend": args.backend}
     with tempfile.TemporaryDirectory(prefix="grader-bench-cache-") as cache:
-        cold, first = submit("submissions/bias_gelu_fused/float4_launcher.cu", cache, args.backend)
-        warm, _ = submit("submissions/bias_gelu_fused/float4_launcher.cu", cache, args.backend)
-        figures["cold_s"], figures["warm_s"] = cold, warm
-        figures["device"] = first.get("device", {})
-        rows.append(("submit cold (empty cache), float4", f"{cold:.2f} s", "<= 6 s", cold <= 6.0))
-        rows.append(("submit warm, float4", f"{warm:.2f} s", "<= 4 s", warm <= 4.0))
+        first = feedback_loop(cache, args.backend, figures, rows)
         if args.backend != "cuda":
             figures["status"] = first["status"]
         else:

@@ -11,9 +11,11 @@ submission reads numpy arrays from these files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -103,13 +105,20 @@ def _read(path: Path, shapes: dict[str, tuple[int, ...]], dtype) -> dict[str, np
 
 
 def _write(path: Path, arrays: list[np.ndarray]) -> None:
+    """Write the arrays one after another, atomically: a file of its own for each writer (a batch
+    grades several submissions at once, in threads of one process), then renamed into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        for a in arrays:
-            f.write(np.ascontiguousarray(a).tobytes())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for a in arrays:
+                f.write(np.ascontiguousarray(a).tobytes())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> dict[str, np.ndarray]:
