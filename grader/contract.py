@@ -112,6 +112,15 @@ class Job:
     calibrate: list[CalibrationRun] = field(default_factory=list)   # with timing and timed_cases[0]: no submission
     calibration_rounds: int = 0
     key: str = ""
+    shared_fd: int = -1                 # the memory file large outputs are copied into (protocol.py)
+    shared_bytes: int = 0
+
+    def output_bytes(self) -> int:
+        """Room for every output the child may send back (each case's, and a second run's)."""
+        every = self.cases + self.timed_cases + self.verify_cases
+        per_case = (sum(4 * (b.floats + 2 * self.guard_floats) for b in c.buffers if b.role == "out")
+                    for c in every)
+        return sum(2 * n + (1 << 16) for n in per_case)       # each piece starts on a page of its own
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -229,6 +238,8 @@ class FatalFrame:
 @dataclass
 class DoneFrame:
     t: float = 0.0
+    checks_t: float | None = None       # when the checks were done (seconds since the child started)
+    sampled_t: float | None = None      # when the timing's sampling was done (before the timed sets' outputs)
 
 
 FRAME_TYPES = {"hello": HelloFrame, "case": CaseFrame, "timing": TimingFrame, "baseline_timing": BaselineTimingFrame,

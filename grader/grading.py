@@ -147,10 +147,15 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         say(f"running {len(job.cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
         # The child's start-up (imports, CUDA context) stays out of the GPU's lane.
         phases["child_start_wait_s"] = round(worker.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
-        with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext(0.0) as waited:
-            phases["lane_wait_s"] = round(waited, 3)
+        with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext() as lane:
+            phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
             clock = time.perf_counter()
-            run = worker.run(job, time_limit_s=rubric.limits.time_limit_s)
+            # The lane is handed on once the child has sent everything, not when it has exited.
+            def handed_on() -> None:
+                lane.release()
+                phases["lane_s"] = round(time.perf_counter() - clock, 3)
+
+            run = worker.run(job, time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on if lane else None)
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend == "cuda":
             result.device["gpu"] = device

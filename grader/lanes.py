@@ -14,8 +14,6 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -47,14 +45,37 @@ def visible_devices() -> list[str]:
     return gpuinfo.indices() or ["0"]
 
 
-@contextmanager
-def gpu_lane(device: str) -> Iterator[float]:
-    """Hold device's lane for the duration; yields the seconds spent waiting for it."""
-    path = lock_dir() / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
-    start = time.perf_counter()
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield time.perf_counter() - start
-    finally:
-        os.close(fd)                 # closing drops the lock
+class Lane:
+    """A GPU's lane, held from `with` until release() or the end of the block."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.waited = 0.0                 # seconds spent waiting for it
+        self._fd: int | None = None
+
+    def __enter__(self) -> "Lane":
+        path = lock_dir() / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', self.device)}.lock"
+        start = time.perf_counter()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.waited = time.perf_counter() - start
+        return self
+
+    def release(self) -> None:
+        """Hand the lane on now (the GPU work that needed it alone is done)."""
+        if self._fd is not None:
+            os.close(self._fd)            # closing drops the lock
+            self._fd = None
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def gpu_lane(device: str) -> Lane:
+    """device's lane, to hold in a `with` block (`as lane`: lane.waited, lane.release())."""
+    return Lane(device)

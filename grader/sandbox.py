@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from grader import protocol
 from grader.child.guard import Blocked, parse_reports
@@ -75,6 +76,7 @@ class ChildRun:
     blocked: list[Blocked] = field(default_factory=list)     # the guard's reports
     max_rss_kib: int = 0                                      # the child's peak resident memory
     extra: dict = field(default_factory=dict)
+    shared: object = None                                     # the shared area the payloads may view
 
 
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH",
@@ -161,11 +163,13 @@ class Worker:
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
         nproc = _process_limit()
+        self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend,
              str(ready_write_fd)] + (["torch"] if torch else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(write_fd, guard_write_fd, ready_write_fd), cwd=self._workdir, env=env,
+            pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
+            cwd=self._workdir, env=env,
             preexec_fn=lambda: _limits(cpu, nproc),
         )
         os.close(write_fd)
@@ -188,8 +192,10 @@ class Worker:
             self._ready_fd = None
         return time.perf_counter() - start
 
-    def run(self, job: Job, *, time_limit_s: float) -> ChildRun:
+    def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.
+        on_sent is called once the child has closed its result channel (it has sent everything,
+        and is exiting): the GPU's lane can be handed on then.
 
         The job's libraries are read by the child, which may no longer be root by then: the
         submission's is copied into the child's own directory first."""
@@ -199,6 +205,9 @@ class Worker:
         secret = protocol.new_key()
         job = dataclasses.replace(job, key=secret.hex(),
                                   library=self._private_copy(job.library) if job.library else "")
+        shared_bytes = job.output_bytes()
+        if self._shared_fd is not None and protocol.size_shared_area(self._shared_fd, shared_bytes):
+            job = dataclasses.replace(job, shared_fd=self._shared_fd, shared_bytes=shared_bytes)
         try:
             proc.stdin.write(json.dumps(job.to_json()).encode())
             proc.stdin.close()
@@ -225,6 +234,8 @@ class Worker:
                 if not chunk:
                     sel.unregister(key.fileobj)
                     open_streams -= 1
+                    if key.data is results and on_sent is not None:
+                        on_sent()
                     continue
                 if key.data is results:
                     results += chunk
@@ -234,8 +245,16 @@ class Worker:
                 else:
                     key.data.feed(chunk)
         sel.close()
+        shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
         returncode = self._finish(kill=timed_out)
         frames, problem = protocol.parse(results, secret)
+        try:
+            shared, shared_problem = protocol.resolve_shared(frames, shared_fd if job.shared_bytes else None,
+                                                             job.shared_bytes)
+        finally:
+            if shared_fd is not None:
+                os.close(shared_fd)           # the mapping, where there is one, keeps the memory
+        problem = problem or shared_problem
         sig = None
         if returncode is not None and returncode < 0:
             try:
@@ -245,7 +264,12 @@ class Worker:
         return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
                         stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
-                        max_rss_kib=self._max_rss_kib)
+                        max_rss_kib=self._max_rss_kib, shared=shared)
+
+    def _close_shared(self) -> None:
+        if self._shared_fd is not None:
+            os.close(self._shared_fd)
+            self._shared_fd = None
 
     def _private_copy(self, library: str) -> str:
         target = os.path.join(self._workdir, "submission.so")
@@ -275,6 +299,7 @@ class Worker:
         if not self._done:
             os.close(self._read_fd)
             os.close(self._guard_fd)
+            self._close_shared()
             if self._ready_fd is not None:
                 os.close(self._ready_fd)
                 self._ready_fd = None

@@ -72,6 +72,8 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
             for k, v in r["phases"].items():
                 if k.endswith("_s"):
                     phases.setdefault(k, []).append(v)
+            for k, v in child_stages(r["phases"]).items():
+                phases.setdefault(f"child {k}", []).append(v)
         summary = list(csv.DictReader((out / "summary.csv").open(newline="")))
         # Each distinct kernel graded alone, in the same session, against its fractions in the batch.
         lone = {}
@@ -110,10 +112,25 @@ def _edited(path: str, k: int) -> str:
     return str(out)
 
 
+def child_stages(p: dict) -> dict[str, float]:
+    """The child's run (phases' child_s) split by the times its frames carry: loading the
+    libraries behind the wall, the checks, the timing's sampling, the timed sets' outputs, and the
+    rest (handing the job over, the exit, the parent reading the last frames)."""
+    need = ("child_job_t", "child_hello_t", "child_checks_t", "child_done_t", "child_s")
+    if not all(k in p for k in need):
+        return {}
+    sampled = p.get("child_sampled_t", p["child_checks_t"])
+    return {"load": p["child_hello_t"] - p["child_job_t"], "checks": p["child_checks_t"] - p["child_hello_t"],
+            "sampling": sampled - p["child_checks_t"], "outputs": p["child_done_t"] - sampled,
+            "rest": p["child_s"] - (p["child_done_t"] - p["child_job_t"])}
+
+
 def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
     keys = ("build_s", "child_start_wait_s", "lane_wait_s", "child_s", "check_s")
-    return " ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p) + f" | in-process {doc['seconds']:.2f}"
+    stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
+    return (" ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p)
+            + f" | in-process {doc['seconds']:.2f}" + (f" | child: {stages}" if stages else ""))
 
 
 def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3) -> dict:

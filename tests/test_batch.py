@@ -231,9 +231,27 @@ def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
                                "with lanes.gpu_lane('0'):\n    print('held', flush=True); time.sleep(0.6)"],
                               stdout=subprocess.PIPE, text=True, env={**__import__('os').environ})
     assert holder.stdout.readline().strip() == "held"
-    with lanes.gpu_lane("0") as waited:
-        assert waited >= 0.3
+    with lanes.gpu_lane("0") as lane:
+        assert lane.waited >= 0.3
     holder.wait()
+
+
+def test_a_lane_released_early_lets_the_next_grader_in(tmp_path, monkeypatch):
+    """The grader hands the lane on once the child has sent everything, before it has exited."""
+    from grader import lanes
+
+    monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
+    got = []
+    with lanes.gpu_lane("0") as lane:
+        lane.release()
+        def take():
+            with lanes.gpu_lane("0") as other:
+                got.append(other.waited)
+        t = threading.Thread(target=take)
+        t.start()
+        t.join(timeout=5)
+        assert got and got[0] < 1.0                 # taken while the first block still runs
+    lane.release()                                   # a second release is harmless
 
 
 def test_shards_split_the_class_and_merge_puts_it_back(tmp_path, monkeypatch):

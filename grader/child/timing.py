@@ -25,7 +25,9 @@ from grader.stats import fraction_interval, median
 BATCH = 10    # rounds between two looks at the stopping rule
 
 
-def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
+def run_timing(backend, job: Job, files, sender) -> float:
+    """Time the submission against the floor copies (and the chain, and the baseline); send the
+    samples, then each timed set's output. Returns when the sampling ended (time.perf_counter)."""
     from grader.child.worker import allocate
 
     cfg: TimingJob = job.timing
@@ -87,10 +89,11 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
             timed(fn, *probe)
             backend.synchronize()
             samples[name] = [backend.elapsed_ms(*probe)]
-        channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
+        sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
                                  [c.name for c in sets[1:]]))
-        _send_outputs(backend, channel, sets[0], allocated[0][1], outputs[0], pad)
-        return
+        sampled = time.perf_counter()
+        _send_outputs(backend, sender, sets[0], allocated[0][1], outputs[0], pad)
+        return sampled
     warm_until = time.perf_counter() + cfg.budget_s / 2
     for _ in range(cfg.warmup):                   # warm-up: module load, first touch, clocks
         for name, fn in variants.items():
@@ -141,15 +144,17 @@ def run_timing(backend, job: Job, files, channel: protocol.Channel) -> None:
         if elapsed >= cfg.budget_s:
             stop_reason = "budget"
             break
-    channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, device,
+    sender.channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, device,
                              backend.launch_log(),
                              baseline_max_abs_diff=_baseline_gap(baseline, sets[0], allocated[0][0]) if baseline else None))
     if baseline is not None:
         for cj in job.baseline_cases:
-            _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, channel)
+            _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, sender.channel)
+    sampled = time.perf_counter()
     # Each set's last output: the parent verifies the timed shape with it.
     for cj, (_, fulls), outs in zip(sets, allocated, outputs):
-        _send_outputs(backend, channel, cj, fulls, outs, pad)
+        _send_outputs(backend, sender, cj, fulls, outs, pad)
+    return sampled
 
 
 class _CudaArray:
@@ -263,7 +268,7 @@ def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) 
     return samples
 
 
-def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None:
+def run_calibration(backend, job: Job, files, sender) -> None:
     """`grader calibrate`: the exercise's reference runs and the copies at the timed shape.
 
     Stopping rule: a fixed number of rounds (job.calibration_rounds) after three warm-up rounds,
@@ -280,11 +285,11 @@ def run_calibration(backend, job: Job, files, channel: protocol.Channel) -> None
     backend.reset_persisting_l2()
     samples = _fixed_rounds(backend, variants, rounds=job.calibration_rounds, warmup=3,
                             before=lambda name, round_: backend.fill(flush, round_ + 1))
-    channel.send(CalibrationFrame(samples, device))
+    sender.channel.send(CalibrationFrame(samples, device))
 
 
-def _send_outputs(backend, channel: protocol.Channel, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
-    from grader.child.worker import output_meta, outputs_payload
+def _send_outputs(backend, sender, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
+    from grader.child.worker import output_meta
 
     sent = {b.name: fulls[b.name] for b in outs}
-    channel.send(CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)), outputs_payload(backend, sent))
+    sender.send(backend, CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)), list(sent.values()))

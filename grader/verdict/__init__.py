@@ -53,6 +53,10 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
         elif isinstance(h, DoneFrame):
             done = True
             result.phases["child_done_t"] = round(h.t, 3)
+            if h.checks_t is not None:
+                result.phases["child_checks_t"] = round(h.checks_t, 3)
+            if h.sampled_t is not None:
+                result.phases["child_sampled_t"] = round(h.sampled_t, 3)
         elif isinstance(h, HelloFrame):
             result.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
                                  child_hello_t=round(h.t, 3))
