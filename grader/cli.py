@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 
 from grader import __version__
-from grader.errors import GraderError
+from grader.errors import GraderError, UsageError
 from grader.grading import BACKENDS
 from grader.results import EXIT_INFRASTRUCTURE
 
@@ -125,18 +125,36 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
               help="The exercise (`grader exercises` lists them; default: the one whose kernel most files define).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
+@click.option("--slurm", is_flag=True,
+              help="Grade on a Slurm cluster: a job array through submitit, one shard and one GPU a task, merged into "
+                   "--report-dir (on a filesystem every node sees) when all are done.")
+@click.option("--slurm-tasks", type=click.IntRange(min=1), default=4, show_default=True,
+              help="With --slurm: the array's size (the class is cut into this many shards).")
+@click.option("--partition", default=None, help="With --slurm: the partition (default: the cluster's).")
+@click.option("--time-limit", "time_min", type=click.IntRange(min=1), default=60, show_default=True,
+              help="With --slurm: each task's time limit, in minutes.")
+@click.option("--array-parallelism", type=click.IntRange(min=1), default=None,
+              help="With --slurm: at most this many tasks at once (default: all).")
+@click.option("--gres", default="gpu:1", show_default=True, help="With --slurm: each task's --gres.")
+@click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
+              help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
+                   "to try a setup without a cluster.")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
-          jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None) -> None:
+          jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
+          slurm: bool, slurm_tasks: int, partition: str | None, time_min: int, array_parallelism: int | None,
+          gres: str, slurm_cluster: str) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
-    not be (the machine, not the student), 130 when interrupted (the summary so far is written),
-    2 on a usage error such as a folder without submissions.
+    not be (the machine, not the student; with --slurm also a task that failed), 130 when
+    interrupted (the summary so far is written), 2 on a usage error such as a folder without
+    submissions.
     """
     from rich.table import Table
 
     from grader.batch import find_submissions, grade_folder
     from grader.batch.outputs import summary_row
+    from grader.batch.slurm import SlurmOptions
     from grader.exercises import choose, exercise_for_class
 
     err = _err_console()
@@ -150,6 +168,13 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         if picked is not None:
             err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
                       "--exercise names another)[/dim]")
+        if slurm:
+            _batch_on_slurm(directory, rubric=rubric, report_dir=report_dir, backend=backend, file_name=file_name,
+                            roster=roster, jobs=jobs, shard=shard, err=err,
+                            options=SlurmOptions(tasks=slurm_tasks, partition=partition, time_min=time_min,
+                                                 parallelism=array_parallelism, gres=gres or None,
+                                                 cluster=slurm_cluster))
+            return
         with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
                                    file_name=file_name, roster=roster, progress=progress, jobs=jobs,
@@ -174,6 +199,38 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     if failed:
         err.print(f"grader: {len(failed)} submission(s) could not be graded on this machine (status "
                   "infrastructure_error): " + ", ".join(g.entry.student for g in failed))
+        sys.exit(EXIT_INFRASTRUCTURE)
+
+
+def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend: str, file_name: str | None,
+                    roster: Path | None, jobs: int | None, shard: tuple[int, int], err, options) -> None:
+    from grader.batch.slurm import grade_on_slurm
+
+    if report_dir is None:
+        raise UsageError("--slurm needs --report-dir: a folder every node can write (the shards go there, then "
+                         "the merged class)")
+    if shard != (1, 1):
+        raise UsageError("--slurm cuts the class into shards itself (--slurm-tasks): leave out --shard")
+
+    def submitted(ids: list[str], logs: Path) -> None:
+        err.print(f"grader: submitted {len(ids)} task(s) ({options.cluster}): job {', '.join(ids[:3])}"
+                  f"{' ...' if len(ids) > 3 else ''}; logs in {logs}. Waiting for them (Ctrl-C stops waiting, "
+                  "not the tasks: `grader merge` combines their folders later).")
+
+    try:
+        outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
+                                 backend="cuda" if backend == "auto" and options.cluster == "slurm" else backend,
+                                 file_name=file_name, roster=roster, jobs=jobs, submitted=submitted)
+    except KeyboardInterrupt:
+        err.print(f"grader: stopped waiting; the tasks go on. Combine their folders with `grader merge {report_dir} "
+                  f"{report_dir}/shards/*`.")
+        sys.exit(130)
+    err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
+              "gradebook.csv, junit.xml and class.html[/dim]")
+    problems = outcome.failed_tasks + [f"{g.entry.student}: infrastructure_error"
+                                       for g in outcome.infrastructure_failures]
+    if problems:
+        err.print("grader: not everything was graded:\n  " + "\n  ".join(problems))
         sys.exit(EXIT_INFRASTRUCTURE)
 
 
