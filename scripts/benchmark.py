@@ -81,9 +81,11 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
             for sample in BATCH_MIX:
                 _, doc = submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)
                 lone[Path(sample).stem] = doc.get("fraction")
-        moved, by_kernel = [], {}
+        moved, by_kernel, in_batch = [], {}, {}
         for row in summary:
             stem = row["file"].split("_", 1)[1][:-3] if "_" in row["file"] else ""
+            if row["fraction"]:
+                in_batch.setdefault(stem, []).append(float(row["fraction"]))
             if row["fraction"] and lone.get(stem):
                 move = abs(float(row["fraction"]) - lone[stem]) / lone[stem]
                 moved.append(move)
@@ -91,7 +93,8 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
         figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
                    "phases_mean": {k: sum(v) / len(v) for k, v in phases.items()},
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
-                   "lone_fractions": lone, "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
+                   "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
+                   "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
         target = 75.0 * n / 100
         rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",
                      f"<= {target:.0f} s (100 in 75 s)", wall <= target if backend == "cuda" else None))
