@@ -49,6 +49,25 @@ def test_answers_are_computed_once_then_read_back_by_concurrent_graders(tmp_path
     assert np.array_equal(again["out"], got[0]["out"])
 
 
+def test_the_fast_checks_limits_are_prepared_once_per_tolerance(tmp_path, monkeypatch):
+    import grader.checking
+    from grader.verdict import expected_for
+
+    rubric = load_exercise("bias_gelu_fused")
+    ref = load_reference(rubric)
+    case = plan_cases(rubric)[0]
+    inputs = materialize(rubric, ref, case, tmp_path)
+    first = expected_for(case, rubric, ref, inputs, tmp_path)
+    assert len(list(tmp_path.glob("in-*/prepared-*.f32"))) == 1
+
+    def refuse(*_a, **_k):
+        raise AssertionError("prepared again although it is cached")
+    monkeypatch.setattr(grader.checking, "prepare", refuse)
+    again = expected_for(case, rubric, ref, inputs, tmp_path)
+    assert np.array_equal(again.prepared["out"].limit32, first.prepared["out"].limit32)
+    assert np.array_equal(again.prepared["out"].want32, first.want["out"].astype(np.float32))
+
+
 def test_a_warm_submission_never_imports_torch(tmp_path):
     env = dict(os.environ, GRADER_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     code = ("import json, sys\n"

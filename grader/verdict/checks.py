@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.build import BuildResult
-from grader.checking import Prepared, compare, prepare, read_guards
+from grader.checking import Prepared, compare, read_guards
 from grader.contract import CaseFrame, Fault
 from grader.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
@@ -40,7 +40,7 @@ def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, input
     want = data.answers(rubric, reference, case, cache, inputs)
     scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
     rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
-    return Expected(inputs, want, {k: prepare(v, rtol=rtol, atol=atol) for k, v in want.items()}, rtol, atol)
+    return Expected(inputs, want, data.prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol), rtol, atol)
 
 
 # ---------------------------------------------------------------------------
