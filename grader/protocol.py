@@ -152,7 +152,11 @@ class SharedWriter:
         at = -(-self.used // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
         if nbytes <= 0 or at + nbytes > self.size:
             return None
-        window = mmap.mmap(self.fd, nbytes, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ | mmap.PROT_WRITE, offset=at)
+        try:
+            window = mmap.mmap(self.fd, nbytes, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ | mmap.PROT_WRITE,
+                               offset=at)
+        except (OSError, ValueError):
+            return None                         # the pipe, then
         self._maps.append(window)
         self.used = at + nbytes
         return at, ctypes.addressof(ctypes.c_char.from_buffer(window))

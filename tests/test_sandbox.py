@@ -81,3 +81,35 @@ def test_every_frame_kind_survives_the_wire_and_a_malformed_one_is_none():
     assert problem is None and [f.data for f in frames] == sent
     assert decode({"type": "case"}) is None and decode({"type": "nope"}) is None and decode([1]) is None
     assert encode(sent[1])["type"] == list(FRAME_TYPES)[1]
+
+
+def test_large_payloads_travel_through_the_sealed_shared_area_and_a_span_outside_it_is_tampering():
+    key, size = b"k" * 32, 1 << 20
+    fd = protocol.shared_area()
+    assert fd is not None and protocol.size_shared_area(fd, size)
+    with open(f"/proc/self/fd/{fd}", "r+b", buffering=0) as f:      # the seal: nobody can shrink it
+        try:
+            os.ftruncate(f.fileno(), 10)
+            shrunk = True
+        except PermissionError:
+            shrunk = False
+    assert not shrunk
+    writer = protocol.SharedWriter(fd, size)
+    at, address = writer.reserve(4096)
+    import ctypes
+
+    ctypes.memmove(address, b"\x07" * 4096, 4096)
+    assert writer.reserve(size) is None                              # no room left: the pipe, then
+    r, w = os.pipe()
+    channel = protocol.Channel(w, key)
+    channel.send({"type": "case", "n": 1}, shared=(at, 4096))
+    channel.send({"type": "case", "n": 2}, shared=(size - 8, 16))   # reaches past the area's end
+    os.close(w)
+    frames, problem = protocol.parse(os.read(r, 1 << 16), key)
+    os.close(r)
+    assert problem is None
+    area, problem = protocol.resolve_shared(frames[:1], fd, size)
+    assert problem is None and bytes(frames[0].payload) == b"\x07" * 4096 and "shared" not in frames[0].header
+    _, problem = protocol.resolve_shared(frames[1:], fd, size)
+    assert problem == protocol.TAMPERED
+    os.close(fd)

@@ -246,10 +246,7 @@ def main() -> int:
     job = Job.from_json(json.load(sys.stdin))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     t_job = time.perf_counter() - T0
-    try:
-        shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
-    except (OSError, ValueError):
-        shared = None                       # every payload goes through the pipe
+    shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
     sender = Sender(channel, shared)
     try:
         if job.backend == "cuda":
