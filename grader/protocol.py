@@ -19,6 +19,8 @@ the child copies the outputs into it, and the frame's header names where
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import hashlib
 import hmac
 import json
@@ -108,8 +110,8 @@ def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | Non
 
 # -- the shared area -----------------------------------------------------------
 
-_F_ADD_SEALS = getattr(__import__("fcntl"), "F_ADD_SEALS", 1033)
-_F_SEAL_SHRINK = getattr(__import__("fcntl"), "F_SEAL_SHRINK", 0x0002)
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+_F_SEAL_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
 
 
 def shared_area() -> int | None:
@@ -128,7 +130,7 @@ def size_shared_area(fd: int, nbytes: int) -> bool:
     """Size the area and seal it against shrinking; False when that failed (use the pipe)."""
     try:
         os.ftruncate(fd, nbytes)
-        __import__("fcntl").fcntl(fd, _F_ADD_SEALS, _F_SEAL_SHRINK)
+        fcntl.fcntl(fd, _F_ADD_SEALS, _F_SEAL_SHRINK)
         return True
     except OSError:
         return False
@@ -147,8 +149,6 @@ class SharedWriter:
 
     def reserve(self, nbytes: int) -> tuple[int, int] | None:
         """(offset in the area, address here) of nbytes of room, or None when the area is full."""
-        import ctypes
-
         at = -(-self.used // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
         if nbytes <= 0 or at + nbytes > self.size:
             return None

@@ -49,11 +49,8 @@ def fraction_interval(floor_times: list[float], sub_times: list[float], *, resam
         raise ValueError("need the same, non-zero number of floor and submission samples")
     point = median(floor_times) / median(sub_times)
     rng = random.Random(seed)
-    k = (n - 1) // 2                       # the lower median's rank
     ratios = []
     for _ in range(resamples):
         idx = [rng.randrange(n) for _ in range(n)]
-        f = sorted(floor_times[i] for i in idx)[k]
-        s = sorted(sub_times[i] for i in idx)[k]
-        ratios.append(f / s)
+        ratios.append(median([floor_times[i] for i in idx]) / median([sub_times[i] for i in idx]))
     return Interval(point, quantile(ratios, 0.025), quantile(ratios, 0.975))

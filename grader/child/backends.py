@@ -374,7 +374,7 @@ class EmulatorBackend(Backend):
         if region.floats <= 0:
             return
         word = bits & 0xFFFFFFFF
-        if word in (0, 0xFFFFFFFF) or word == (word & 0xFF) * 0x01010101:
+        if word == (word & 0xFF) * 0x01010101:          # one byte repeated: memset does it
             ctypes.memset(region.ptr, word & 0xFF, region.nbytes)
             return
         head = struct.pack("<I", word) * min(region.floats, 1024)

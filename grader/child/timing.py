@@ -62,12 +62,6 @@ def run_timing(backend, job: Job, files, sender) -> float:
                 backend.reinit(allocated[k][0][b.name], b.init)
         backend.fill(flush, time.perf_counter_ns() % 1000 + 1)
 
-    def timed(fn, start: int, end: int) -> None:
-        """fn between two events on the legacy default stream."""
-        backend.record(start)
-        fn()
-        backend.record(end)
-
     backend.reset_persisting_l2()
     # Probe: one launch on set 0. A kernel far too slow to sample (a printf from every
     # thread, say) is graded from this launch alone: one sample of each copy, set 0's
@@ -75,7 +69,7 @@ def run_timing(backend, job: Job, files, sender) -> float:
     probe = (backend.event(), backend.event())
     before("submission")
     backend.reset_launch_log()
-    timed(submission, *probe)
+    _timed(backend, submission, *probe)
     sync = backend.synchronize()
     if not sync.ok:
         raise RuntimeError(sync.error)
@@ -86,7 +80,7 @@ def run_timing(backend, job: Job, files, sender) -> float:
             if name in ("submission", "chain"):
                 continue
             before(name)
-            timed(fn, *probe)
+            _timed(backend, fn, *probe)
             backend.synchronize()
             samples[name] = [backend.elapsed_ms(*probe)]
         sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
@@ -116,7 +110,7 @@ def run_timing(backend, job: Job, files, sender) -> float:
         for i in range(BATCH):
             for name, fn in variants.items():
                 before(name)
-                timed(fn, *events[name][i])
+                _timed(backend, fn, *events[name][i])
             rounds += 1
             if time.perf_counter() - started >= cfg.hard_budget_s:
                 break
@@ -225,6 +219,13 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
     channel.send(BaselineTimingFrame(cj.name, samples))
 
 
+def _timed(backend, fn, start: int, end: int) -> None:
+    """fn between two events recorded on the legacy default stream."""
+    backend.record(start)
+    fn()
+    backend.record(end)
+
+
 def check(outcome) -> None:
     """A launch that failed stops the timing: the child reports it as a fatal frame."""
     if not outcome.ok:
@@ -255,10 +256,7 @@ def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) 
     for round_ in range(warmup + rounds):
         for name, fn in variants.items():
             before(name, round_)
-            start, end = events[name]
-            backend.record(start)
-            fn()
-            backend.record(end)
+            _timed(backend, fn, *events[name])
         sync = backend.synchronize()
         if not sync.ok:
             raise RuntimeError(sync.error)
