@@ -17,6 +17,7 @@ import yaml
 
 from grader.errors import RubricError
 from grader.locations import rubrics_dir
+from grader.typed import type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / "bias_gelu_fused.yaml"
 
@@ -336,7 +337,7 @@ def _build(cls: type, node: yaml.Node, prefix: str, path: str) -> Any:
     if not isinstance(node, yaml.MappingNode):
         raise RubricError(path, prefix or "<top>", "expected a mapping of keys", _line(node))
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     values: dict[str, Any] = {}
     for key_node, value_node in node.value:
         key = key_node.value
@@ -602,7 +603,7 @@ def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]
         if f.metadata.get("internal"):
             continue
         key = f"{prefix}.{f.name}" if prefix else f.name
-        tp = typing.get_type_hints(cls)[f.name]
+        tp = type_hints(cls)[f.name]
         if dataclasses.is_dataclass(tp):
             rows.append((key, "", f.metadata["doc"]))
             rows.extend(describe(tp, key))

@@ -4,14 +4,22 @@ the child's job. One reader for every dataclass that crosses a file or a process
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """cls's resolved annotations, worked out once a class (typing.get_type_hints evaluates
+    every string annotation again at each call, and a rubric or a result holds dozens)."""
+    return typing.get_type_hints(cls)
+
+
 def from_data(cls: type, data: Any) -> Any:
     """A dataclass (and the dataclasses inside it) from its asdict() form."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
