@@ -18,6 +18,7 @@ from pathlib import Path
 
 from grader.build import demangle
 from grader.contract import CaseFrame, LaunchRecord, TimingFrame
+from grader.objmemo import read_beside
 from grader.results import Launch
 
 
@@ -106,12 +107,15 @@ def _symbols(library: Path | None) -> dict[int, str]:
     nm = shutil.which("nm")
     if library is None or nm is None:
         return {}
-    out = subprocess.run([nm, "--defined-only", str(library)], capture_output=True, text=True).stdout
-    found = {}
-    for row in out.splitlines():
-        parts = row.split()
-        if len(parts) == 3 and parts[1] in "tTwW":
-            found.setdefault(int(parts[0], 16), parts[2])
+
+    def listed() -> list[tuple[int, str]]:
+        out = subprocess.run([nm, "--defined-only", str(library)], capture_output=True, text=True).stdout
+        return [(int(parts[0], 16), parts[2]) for parts in map(str.split, out.splitlines())
+                if len(parts) == 3 and parts[1] in "tTwW"]
+
+    found: dict[int, str] = {}
+    for address, name in read_beside(library, "functions", listed):
+        found.setdefault(address, name)
     return found
 
 

@@ -25,16 +25,14 @@ submission's code: it is read as an ELF file.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.build import find_tool
+from grader.objmemo import read_beside
 from grader.source import Submission
 
 # (pattern on the imported function's plain name, why it is refused, what to do instead)
@@ -99,34 +97,9 @@ def _run(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, check=True).stdout
 
 
-def _read_object(obj: Path, what: str, compute) -> object:
-    """What a binutils tool reads from obj, run once per object: kept beside it (a build's
-    object never changes once written; its size and time are checked all the same), so a warm
-    submission is screened without running nm, c++filt and readelf again."""
-    memo = obj.with_name(obj.name + ".screen.json")
-    st = obj.stat()
-    stamp = [st.st_size, st.st_mtime_ns]
-    try:
-        saved = json.loads(memo.read_text())
-        if saved.get("stamp") != stamp:
-            saved = {"stamp": stamp}
-    except (OSError, ValueError):
-        saved = {"stamp": stamp}
-    if what in saved:
-        return saved[what]
-    saved[what] = compute()
-    try:
-        tmp = memo.with_name(f"{memo.name}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(saved))
-        os.replace(tmp, memo)
-    except OSError:
-        pass                                    # a read-only cache: only slower
-    return saved[what]
-
-
 def _symbols(obj: Path, *, undefined: bool) -> list[tuple[str, str, str]]:
     """(mangled, demangled, type) of the object's defined (or undefined) symbols."""
-    return [tuple(r) for r in _read_object(obj, "undefined" if undefined else "defined",
+    return [tuple(r) for r in read_beside(obj, "undefined" if undefined else "defined",
                                            lambda: _list_symbols(obj, undefined))]
 
 
@@ -147,7 +120,7 @@ def _list_symbols(obj: Path, undefined: bool) -> list[tuple[str, str, str]]:
 
 def _relocation_targets(obj: Path, section: str) -> list[str]:
     """Symbols referenced by relocations of one section ('.init_array', '.text.startup')."""
-    out = _read_object(obj, "relocations", lambda: _run(find_tool("readelf"), "-rW", str(obj)))
+    out = read_beside(obj, "relocations", lambda: _run(find_tool("readelf"), "-rW", str(obj)))
     targets, inside = [], False
     for line in out.splitlines():
         if line.startswith("Relocation section"):
