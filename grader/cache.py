@@ -100,6 +100,29 @@ def prune(*, limit_bytes: int, root: Path | None = None, keep_recent_s: float = 
     return CacheReport(root, len(found) - pruned, total, pruned, freed)
 
 
+STAMP = ".pruned"
+
+
+def prune_if_grown(*, limit_bytes: int, root: Path | None = None, every_s: float = 3600.0) -> CacheReport | None:
+    """prune() when the cache gained an entry since the last prune (or the last is every_s old),
+    else None: sizing every build costs a warm grade more than the grade's own checks, and a grade
+    that built nothing new cannot have pushed the cache past its cap."""
+    root = root or cache_root()
+    stamp = root / STAMP
+    try:
+        last = stamp.stat().st_mtime_ns
+        if root.stat().st_mtime_ns <= last and time.time_ns() - last < every_s * 1e9:
+            return None
+    except OSError:
+        pass
+    done = prune(limit_bytes=limit_bytes, root=root)
+    try:
+        stamp.touch()
+    except OSError:
+        pass                                    # a read-only cache: pruned again next time
+    return done
+
+
 def report(root: Path | None = None) -> CacheReport:
     root = root or cache_root()
     found = entries(root)

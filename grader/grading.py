@@ -88,7 +88,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
     from grader import cache
 
     try:
-        cache.prune(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib))
+        cache.prune_if_grown(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib))
     except OSError:
         pass
 

@@ -60,6 +60,20 @@ def test_cache_prunes_least_recently_used_and_spares_recent_and_busy(tmp_path):
     assert report.pruned == 2 and report.freed_bytes == 6 << 20
     assert cache.report(tmp_path).entries == 2
 
+def test_a_grade_that_added_nothing_to_the_cache_does_not_size_it_again(tmp_path):
+    _entry(tmp_path, "sub-old", 3, 3600)
+    _entry(tmp_path, "sub-older", 3, 7200)
+    first = cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path)
+    assert first is not None and first.pruned == 1
+    assert cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path) is None   # nothing new: not sized
+    _entry(tmp_path, "sub-new", 3, 3600)                                        # a build was added
+    again = cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path)
+    assert again is not None and again.pruned == 1
+    stale = time.time() - 7200                                                  # the last prune long ago
+    os.utime(tmp_path / cache.STAMP, (stale, stale))
+    assert cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path) is not None
+
+
 
 def test_cache_cap_comes_from_the_environment_first(monkeypatch):
     monkeypatch.setenv("GRADER_CACHE_MAX_MIB", "5")
