@@ -165,8 +165,10 @@ class Worker:
         nproc = _process_limit()
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "grader.child.worker", str(write_fd), str(guard_write_fd), backend,
-             str(ready_write_fd)] + (["torch"] if torch else []),
+            # Without torch the child needs nothing of site-packages: -S spares it the site
+            # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
+            [sys.executable, *([] if torch else ["-S"]), "-m", "grader.child.worker", str(write_fd),
+             str(guard_write_fd), backend, str(ready_write_fd)] + (["torch"] if torch else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,

@@ -38,26 +38,37 @@ NOBODY = 65534
 
 
 class InputFiles:
-    """The cases' input files, mapped before the wall (reading them is the job's, not the student's)."""
+    """The cases' input files, mapped before the wall (reading them is the job's, not the student's).
+
+    Read-only and populated at once: page by page, the faults cost more than the copy of the timed
+    shape's 64 MB to the GPU; and a writable private mapping, populated, would copy every page.
+    Mapped through libc, since Python's mmap object offers no address for a read-only mapping."""
 
     def __init__(self, paths: list[str]):
-        self._maps = {}
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        self._maps: dict[str, tuple[int, int]] = {}           # path: (address, bytes)
         for path in paths:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
-                # private (copy on write) and populated at once: page by page, the faults cost more
-                # than the copy of the timed shape's 64 MB to the GPU
-                self._maps[path] = mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
-                                             prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else None
+                if not size:
+                    continue
+                address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
+                                    f.fileno(), 0)
+                if address in (None, ctypes.c_void_p(-1).value):
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"could not map {path}: {os.strerror(err)}")
+                self._maps[path] = (address, size)
 
     def address(self, buf: Buffer) -> int:
         """Where buf's data lies in this process (0 for an empty tensor)."""
-        mm = self._maps.get(buf.file)
-        if buf.floats == 0 or mm is None:
+        address, size = self._maps.get(buf.file, (0, 0))
+        if buf.floats == 0 or not address:
             return 0
-        if buf.offset + 4 * buf.floats > len(mm):
-            raise ValueError(f"{buf.file} holds {len(mm)} bytes; {buf.name} needs {4 * buf.floats} at {buf.offset}")
-        return ctypes.addressof(ctypes.c_char.from_buffer(mm)) + buf.offset
+        if buf.offset + 4 * buf.floats > size:
+            raise ValueError(f"{buf.file} holds {size} bytes; {buf.name} needs {4 * buf.floats} at {buf.offset}")
+        return address + buf.offset
 
 
 def allocate(backend, cj: CaseJob, pad: int, files: InputFiles) -> tuple[dict[str, Region], dict[str, Region]]:

@@ -658,11 +658,22 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
         g_blockIdx.z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
         if (g_fiber_mode) {
             run_block_fibers(n);
+        } else if (!g_reverse) {
+            // x fastest, as set_thread numbers them, without its divisions (a launch of the timed
+            // shape calls the body four million times)
+            for (unsigned z = 0; z < block.z; ++z)
+                for (unsigned y = 0; y < block.y; ++y)
+                    for (unsigned x = 0; x < block.x; ++x) {
+                        g_threadIdx = uint3{x, y, z};
+                        body();
+                    }
         } else {
-            for (unsigned t = 0; t < n; ++t) {
-                set_thread(g_reverse ? n - 1 - t : t);
-                body();
-            }
+            for (unsigned z = block.z; z-- > 0;)
+                for (unsigned y = block.y; y-- > 0;)
+                    for (unsigned x = block.x; x-- > 0;) {
+                        g_threadIdx = uint3{x, y, z};
+                        body();
+                    }
         }
     }
     g_dynamic_shared = nullptr;
