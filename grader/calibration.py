@@ -76,7 +76,8 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
               cases=[], guard_floats=0,
               timing=TimingJob(floor=list(t.floor), informational_floor=t.informational_floor, copy_floats=copy_floats,
                                warmup=3, min_samples=rubric.calibrate.rounds, max_samples=rubric.calibrate.rounds,
-                               target_half_width=0.0, budget_s=0.0, hard_budget_s=0.0, slow_launch_s=0.0, chain=False),
+                               target_half_width=0.0, budget_s=0.0, hard_budget_s=0.0, slow_launch_s=0.0, chain=False,
+                               floor_buffers=t.floor_buffers),
               timed_cases=[cj], calibrate=runs, calibration_rounds=rubric.calibrate.rounds)
     device = device or lanes.default_device()
     with Worker(backend="cuda", output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:

@@ -76,6 +76,7 @@ class TimingJob:
     chain: bool
     baseline: str = ""          # a PyTorch expression of the inputs, timed against the submission
     baseline_rounds: int = 0
+    floor_buffers: int = 1      # buffer pairs each copy rotates over
 
 
 @dataclass

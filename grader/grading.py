@@ -339,7 +339,8 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
             copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
             min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
             budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
-            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds)
+            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds,
+            floor_buffers=t.floor_buffers)
         job.timed_cases = timed
         job.baseline_cases = [resolve(c) for c in extra]
     else:

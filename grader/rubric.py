@@ -170,6 +170,10 @@ class Timing:
         "If one launch of the submission at the timed shape takes longer than this, it is graded from that one "
         "launch (its output verified, one sample of each copy) instead of sampled.", default=2.0)
     input_sets: int = _doc("Input sets the timed launches rotate over; each set's output is verified.", default=2)
+    floor_buffers: int = _doc(
+        "Buffer pairs each floor copy rotates over: where a buffer lies in device memory moves a copy's "
+        "bandwidth by up to 1-2% (seen on an H200 when other processes held memory), so the floor is taken "
+        "over several placements, as the submission's launches are over input_sets.", default=4)
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 
 
@@ -412,6 +416,8 @@ def _check_semantics(r: Rubric, path: str) -> None:
         bad("timing.hard_budget_s", "must be at least timing.budget_s")
     if r.timing.input_sets < 1:
         bad("timing.input_sets", "at least 1")
+    if not 1 <= r.timing.floor_buffers <= 16:
+        bad("timing.floor_buffers", "need 1 <= floor_buffers <= 16")
     if not r.checks.seeds:
         bad("checks.seeds", "name at least one seed")
     known = diagnosis_codes(r)

@@ -10,7 +10,8 @@ Measures what issue "grader submit" promises, each through the real CLI as a use
 - the float4 sample's fraction and tier, and the scalar sample's fraction against the lesson's copy.
 With --batch N it measures `grader batch` instead: N generated submissions (copies of correct and
 incorrect samples, each made distinct so that each compiles), submissions per minute, where the
-time goes, and each kernel's fraction in the batch against a lone `grader submit` of it.
+time goes, and each kernel's fraction in the batch against the median of three lone `grader submit`s of it
+(with each run's submission time and floor bandwidth, to tell which side moved).
 Writes a JSON document (--out) and prints a table last.
 """
 
@@ -75,12 +76,19 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
             for k, v in child_stages(r["phases"]).items():
                 phases.setdefault(f"child {k}", []).append(v)
         summary = list(csv.DictReader((out / "summary.csv").open(newline="")))
-        # Each distinct kernel graded alone, in the same session, against its fractions in the batch.
-        lone = {}
+        # Each distinct kernel graded alone, in the same session, against its fractions in the batch;
+        # the submission's time and the floor's bandwidth of every run, to tell which side moved.
+        lone, lone_runs, batch_timings = {}, {}, {}
+        for r in results:
+            stem = Path(r["submission"]["path"]).name.split("_", 1)[1][:-3]
+            if r.get("timing"):
+                batch_timings.setdefault(stem, []).append(_timing_brief(r["timing"]))
         if backend == "cuda":
             for sample in BATCH_MIX:
-                _, doc = submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)
-                lone[Path(sample).stem] = doc.get("fraction")
+                runs = [submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)[1] for _ in range(LONE_RUNS)]
+                fractions = sorted(doc["fraction"] for doc in runs if doc.get("fraction") is not None)
+                lone[Path(sample).stem] = fractions[len(fractions) // 2] if fractions else None     # the median
+                lone_runs[Path(sample).stem] = [_timing_brief(doc["timing"]) for doc in runs if doc.get("timing")]
         moved, by_kernel, in_batch = [], {}, {}
         for row in summary:
             stem = row["file"].split("_", 1)[1][:-3] if "_" in row["file"] else ""
@@ -94,6 +102,7 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
                    "phases_mean": {k: sum(v) / len(v) for k, v in phases.items()},
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
+                   "lone_timings": lone_runs, "batch_timings": batch_timings,
                    "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
         target = 75.0 * n / 100
         rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",
@@ -104,6 +113,15 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
             rows.append(("largest fraction move, batch vs lone", f"{100 * max(moved):.2f}%", "<= 1% (noise)",
                          max(moved) <= 0.01))
     return figures, rows
+
+
+LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
+
+
+def _timing_brief(t: dict) -> dict:
+    """What one run's timing says of each side of its fraction."""
+    return {"fraction": round(t["fraction"], 4), "submission_ms": round(t["submission_ms"], 5),
+            "floor_gbps": round(t["floor_gbps"], 1), "samples": t["samples"], "stop": t["stop_reason"]}
 
 
 def _edited(path: str, k: int) -> str:

@@ -3,6 +3,9 @@
 Method (the parent turns the samples into medians, a fraction and its interval):
 - the timed shape, inputs in `input_sets` sets; the submission's launches rotate
   over them, each set writing its own output, poisoned before every launch;
+- the floor's copies rotate over `floor_buffers` source and destination pairs: where a
+  buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
+  the next (a batch on an H200), and one pair made that the floor's noise;
 - before every timed launch the L2 is flushed by writing a buffer of twice its size;
 - persisting L2 lines are reset before the warm-up and again before sampling;
 - each sample is one launch between two CUDA events recorded on the legacy default
@@ -15,6 +18,7 @@ Method (the parent turns the samples into medians, a fraction and its interval):
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from grader import protocol
@@ -234,13 +238,20 @@ def check(outcome) -> None:
 
 def _floor_copies(backend, cfg: TimingJob, device: dict) -> tuple[dict, Region]:
     """The copies the floor is measured with (cfg.floor and the informational one), each a launch
-    of cfg.copy_floats floats; and the buffer written before every timed launch to flush the L2
-    (twice its size)."""
+    of cfg.copy_floats floats, each launch on the next of cfg.floor_buffers source and destination
+    pairs; and the buffer written before every timed launch to flush the L2 (twice its size)."""
     n = cfg.copy_floats
-    src, dst = backend.alloc(n, "copy source"), backend.alloc(n, "copy destination")
-    backend.fill(src, 0x3F800000)                   # 1.0 (a copy's time does not depend on the values)
-    copies = {kind: (lambda k: (lambda: check(backend.copy(k, src, dst))))(kind)
-              for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
+    pairs = []
+    for i in range(max(cfg.floor_buffers, 1)):
+        src, dst = backend.alloc(n, f"copy source {i}"), backend.alloc(n, f"copy destination {i}")
+        backend.fill(src, 0x3F800000)               # 1.0 (a copy's time does not depend on the values)
+        pairs.append((src, dst))
+
+    def rotating(kind: str):
+        turn = itertools.count()
+        return lambda: check(backend.copy(kind, *pairs[next(turn) % len(pairs)]))
+
+    copies = {kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
     return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
 
 
