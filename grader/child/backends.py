@@ -321,6 +321,17 @@ class CudaBackend(Backend):
                 "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}"}
 
 
+def _transparent_huge_pages() -> bool:
+    """Whether madvise(MADV_HUGEPAGE) can give an anonymous mapping huge pages here."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
 class EmulatorBackend(Backend):
     """Host buffers, each input ending at an inaccessible page so that a read past it faults."""
 
@@ -331,6 +342,7 @@ class EmulatorBackend(Backend):
     def __init__(self, reference_lib: str):
         super().__init__(reference_lib)
         self._libc = ctypes.CDLL(None)
+        self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
 
@@ -342,14 +354,14 @@ class EmulatorBackend(Backend):
         # Faulting 64 MB in page by page costs more than the copy into it: a large buffer asks for
         # huge pages (filled in 2 MB at a time, about four times faster than populating 4 KiB
         # pages), a small one is populated at once.
-        huge = body >= self.HUGE_FROM and hasattr(mmap, "MADV_HUGEPAGE")
+        huge = body >= self.HUGE_FROM and self._huge_pages
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0 if huge else getattr(mmap, "MAP_POPULATE", 0))
         mm = mmap.mmap(-1, body + 2 * page, flags=flags)
         if huge:
             try:
                 mm.madvise(mmap.MADV_HUGEPAGE)
             except OSError:
-                pass                            # transparent huge pages off: faulted page by page
+                pass                            # refused: faulted page by page
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
         self._libc.mprotect(ctypes.c_void_p(base), page, 0)
         self._libc.mprotect(ctypes.c_void_p(base + page + body), page, 0)
