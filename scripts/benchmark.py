@@ -21,6 +21,7 @@ import argparse
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,18 +81,17 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
         # the submission's time and the floor's bandwidth of every run, to tell which side moved.
         lone, lone_runs, batch_timings = {}, {}, {}
         for r in results:
-            stem = Path(r["submission"]["path"]).name.split("_", 1)[1][:-3]
             if r.get("timing"):
-                batch_timings.setdefault(stem, []).append(_timing_brief(r["timing"]))
+                batch_timings.setdefault(_sample_of(r["submission"]["path"]), []).append(_timing_brief(r["timing"]))
         if backend == "cuda":
             for sample in BATCH_MIX:
                 runs = [submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)[1] for _ in range(LONE_RUNS)]
-                fractions = sorted(doc["fraction"] for doc in runs if doc.get("fraction") is not None)
-                lone[Path(sample).stem] = fractions[len(fractions) // 2] if fractions else None     # the median
+                fractions = [doc["fraction"] for doc in runs if doc.get("fraction") is not None]
+                lone[Path(sample).stem] = statistics.median_low(fractions) if fractions else None
                 lone_runs[Path(sample).stem] = [_timing_brief(doc["timing"]) for doc in runs if doc.get("timing")]
         moved, by_kernel, in_batch = [], {}, {}
         for row in summary:
-            stem = row["file"].split("_", 1)[1][:-3] if "_" in row["file"] else ""
+            stem = _sample_of(row["file"])
             if row["fraction"]:
                 in_batch.setdefault(stem, []).append(float(row["fraction"]))
             if row["fraction"] and lone.get(stem):
@@ -116,6 +116,11 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
 
 
 LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
+
+
+def _sample_of(path: str) -> str:
+    """The sample a generated submission copies: student007_scalar_2d.cu -> scalar_2d."""
+    return Path(path).stem.partition("_")[2]
 
 
 def _timing_brief(t: dict) -> dict:
