@@ -28,7 +28,7 @@ from grader.locations import PACKAGE_DIR, reference_dir
 from grader.render import render
 from grader.exercises.signature import parse_signature
 from grader.rubric import Rubric
-from grader.source import Submission, rewrite_for_emulator, uses_collectives
+from grader.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
@@ -158,7 +158,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         source = rewrite_for_emulator(sub.text)
         compiler = shutil.which("g++") or "g++"
         tool_version("g++")
-        flags = emulator_flags(fibers=uses_collectives(sub))
+        flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tool_version("g++")
         extra = SHIM_HEADER.read_text()
     link_flags = LAUNCH_LOG_LINK_FLAGS if backend == "cuda" else ()
@@ -228,19 +228,27 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
     return result
 
 
-def emulator_flags(*, fibers: bool) -> list[str]:
-    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp collectives).
+def emulator_flags(*, fibers: bool, spread: bool = False) -> list[str]:
+    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp
+    collectives; spread: a large launch may run on several OS threads, source.spreads_over_cores).
 
     DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
     DWARF 5 line table, and the fault report needs the student's file and line.
     -fno-gnu-unique: the shim's inline variables (the thread indices, the fiber switch)
     would otherwise be STB_GNU_UNIQUE, which the dynamic linker shares between the
     reference library and the submission's despite RTLD_LOCAL.
+    TLS descriptors (-mtls-dialect=gnu2) where spread: the thread indices are then thread_local,
+    and a descriptor reads one in a few instructions where __tls_get_addr costs a call (about
+    0.1 s more a one-core run of the timed shape, measured).
     """
     flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fno-gnu-unique", "-U_FORTIFY_SOURCE",
              "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
     if fibers:
         flags.insert(0, "-DGRADER_EMU_FIBERS")
+    elif spread:
+        flags[:0] = ["-DGRADER_EMU_PARALLEL", "-pthread"]
+        if os.uname().machine == "x86_64":          # aarch64 uses descriptors already
+            flags.insert(1, "-mtls-dialect=gnu2")
     return flags
 
 

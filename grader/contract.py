@@ -115,6 +115,7 @@ class Job:
     key: str = ""
     shared_fd: int = -1                 # the memory file large outputs are copied into (protocol.py)
     shared_bytes: int = 0
+    emulator_threads: int = 0           # OS threads a large emulated launch may use; 0: every core the child has
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""

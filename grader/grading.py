@@ -36,7 +36,7 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                      progress: Progress | None = None, audit_syscalls: bool = False,
-                     device: str | None = None) -> Result:
+                     device: str | None = None, emulator_threads: int = 0) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -45,6 +45,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     device names the GPU to run on, as a CUDA_VISIBLE_DEVICES entry (default: the first visible
     one). The child's checks and timing run inside that GPU's lane (lanes.py): no other grader
     times on it meanwhile.
+
+    emulator_threads caps the OS threads a large emulated launch runs on (0: every core the child
+    may use); a batch grading several submissions at once on the emulator gives each one.
 
     audit_syscalls runs the child's filter in audit mode: every system call is allowed and
     recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
@@ -68,7 +71,8 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
             raise InfrastructureError(
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device)
+        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device,
+               emulator_threads)
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
         result.stop("infrastructure_error", str(exc))
     except GraderError:
@@ -94,7 +98,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
-           guard_mode: str, device: str | None) -> None:
+           guard_mode: str, device: str | None, emulator_threads: int = 0) -> None:
     has_gpu = reading is not None
     sub = _vet_source(p, rubric, result)
     if sub is None:
@@ -133,7 +137,8 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
                 "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
         job, cases = child_job(rubric, backend=backend, build=build, reference=reference_future.result(),
-                               guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher)
+                               guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher,
+                               emulator_threads=emulator_threads)
         if backend == "cuda":
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs; the
@@ -302,7 +307,7 @@ def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, 
 
 def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
               reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
-              guard_mode: str = "enforce", draw: bool = False) -> tuple[Job, list[Case]]:
+              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0) -> tuple[Job, list[Case]]:
     """What the child is told to do, and every case whose output it will send back. The reference
     library is built here when not given; draw=True also writes the cases' inputs (grading draws
     them in the background instead)."""
@@ -331,7 +336,7 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
         limits=child_limits(rubric),
         cases=checks, guard_floats=rubric.checks.guard_floats,
         reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
-        order_exact=rubric.checks.order_exact,
+        order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
     )
     if backend == "cuda":
         job.timing = TimingJob(

@@ -210,6 +210,53 @@ def uses_collectives(sub: Submission) -> bool:
     return _COLLECTIVES.search(sub.code) is not None
 
 
+def device_bodies(code: str) -> list[tuple[int, str]]:
+    """Each __global__ or __device__ function's body in code (blanked of comments and strings): where
+    it starts, and its text, braces included."""
+    bodies = []
+    for k in re.finditer(r"__global__|__device__", code):
+        body_start = code.find("{", k.end())
+        semi = code.find(";", k.end())
+        if body_start < 0 or (0 <= semi < body_start):
+            continue                                    # a variable or a declaration
+        depth, i = 1, body_start + 1
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        bodies.append((body_start, code[body_start:i]))
+    return bodies
+
+
+# What lets one emulated thread see another's work other than through the global memory a correct
+# kernel writes once, in the shim's own state: __shared__ arrays (function statics there) and atomics
+# (plain read-modify-writes there) anywhere; in device code, the device heap's account, printf's
+# order and clock64's counter (a launcher's own printf or malloc runs before or after the launch).
+_SHARED_STATE = re.compile(r"\b(__shared__|atomic(?:[A-Z]\w*|_\w+)?)\b")
+_SHARED_STATE_IN_DEVICE_CODE = re.compile(r"\b(malloc|free|printf|clock\w*)\b")
+# A read-modify-write of memory in device code (out[i] += v, ++count[k], *p -= v): where two
+# threads' elements coincide, a race, the result of a spread launch would depend on its timing,
+# and one thread gives every run the same outcome. (A thread's own element updated in place is
+# only emulated on one thread: slower, the same bits.)
+_OP_ASSIGN = r"(?:[-+*/%&|^]|<<|>>)="
+_READ_MODIFY_WRITE = re.compile(
+    rf"\]\s*(?:{_OP_ASSIGN}|\+\+|--)"                         # out[i] += v, out[i]++
+    rf"|(?:\+\+|--)\s*(?:\w+\s*\[|\*|\(\s*\*)"                  # ++out[i], ++*p, --(*p)
+    rf"|(?:^|[^\w)\]\s])\s*\*\s*\w+\s*(?:{_OP_ASSIGN}|\+\+|--)"  # *p += v, *p++ = v
+    rf"|\(\s*\*\s*\w+\s*\)\s*(?:{_OP_ASSIGN}|\+\+|--)"           # (*p) += v
+    rf"|->\s*\w+\s*(?:{_OP_ASSIGN}|\+\+|--)", re.M)              # p->x += v
+
+
+def spreads_over_cores(sub: Submission) -> bool:
+    """Whether the emulator may run a large launch's blocks on several OS threads at once: the file
+    uses no collective, none of _SHARED_STATE, and its device code none of
+    _SHARED_STATE_IN_DEVICE_CODE and no read-modify-write of memory. Any doubt keeps it on one
+    thread, which is only slower: a kernel that is correct on a GPU gives the same bits either way."""
+    if uses_collectives(sub) or _SHARED_STATE.search(sub.code):
+        return False
+    return not any(_SHARED_STATE_IN_DEVICE_CODE.search(body) or _READ_MODIFY_WRITE.search(body)
+                   for _, body in device_bodies(sub.code))
+
+
 def emulator_blockers(sub: Submission) -> list[Finding]:
     found = []
     for pattern, what in _UNSUPPORTED:
@@ -217,16 +264,7 @@ def emulator_blockers(sub: Submission) -> list[Finding]:
         if m:
             found.append(Finding(f"{what} ('{m.group(0).strip()}')", sub.code.count("\n", 0, m.start()) + 1))
     # A launch inside device code is dynamic parallelism.
-    for k in re.finditer(r"__global__|__device__", sub.code):
-        body_start = sub.code.find("{", k.end())
-        semi = sub.code.find(";", k.end())
-        if body_start < 0 or (0 <= semi < body_start):
-            continue
-        depth, i = 1, body_start + 1
-        while i < len(sub.code) and depth:
-            depth += {"{": 1, "}": -1}.get(sub.code[i], 0)
-            i += 1
-        body = sub.code[body_start:i]
+    for body_start, body in device_bodies(sub.code):
         if "<<<" in body:
             off = body.index("<<<")
             found.append(Finding("launches a kernel from device code (dynamic parallelism)",

@@ -72,6 +72,7 @@ class FakeGrader:
         self.calls = []
         self.exercises = set()
         self.devices = {}
+        self.threads = {}
         self.sleep = sleep
         self.running = 0
         self.most_at_once = 0
@@ -80,11 +81,12 @@ class FakeGrader:
         self.infrastructure = set(infrastructure)
         monkeypatch.setattr(grader.grading, "grade_submission", self)
 
-    def __call__(self, path, *, rubric, backend, device=None):
+    def __call__(self, path, *, rubric, backend, device=None, emulator_threads=0):
         with self.lock:
             self.calls.append(path.name)
             self.exercises.add(rubric.exercise)
             self.devices[path.stem] = device
+            self.threads[path.stem] = emulator_threads
             self.running += 1
             self.most_at_once = max(self.most_at_once, self.running)
             interrupt = self.interrupt_at is not None and len(self.calls) == self.interrupt_at
@@ -182,6 +184,19 @@ def test_submissions_overlap_in_flight_and_keep_their_order(tmp_path, monkeypatc
     assert fake.most_at_once >= 2
     assert [g.entry.student for g in outcome.graded] == [f"s{i}" for i in range(6)]
     assert all(d is not None for d in fake.devices.values())      # every cuda grade names its GPU
+
+
+def test_emulator_children_in_flight_share_the_cores(tmp_path, monkeypatch, rubric):
+    """Each emulated child spreads a large launch over its threads: a batch of several at once
+    gives each its share of the cores, a lone one (jobs=1) every core."""
+    from grader.batch.grading import _cores
+
+    fake = FakeGrader(monkeypatch)
+    grade_folder(_class(tmp_path, 4), rubric=rubric, backend="emulator", report_dir=None, jobs=2)
+    assert set(fake.threads.values()) == {max(1, _cores() // 2)}
+    fake = FakeGrader(monkeypatch)
+    grade_folder(_class(tmp_path / "one", 2), rubric=rubric, backend="emulator", report_dir=None, jobs=1)
+    assert set(fake.threads.values()) == {0}
 
 
 def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):

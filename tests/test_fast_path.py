@@ -81,3 +81,22 @@ def test_a_warm_submission_never_imports_torch(tmp_path):
             for _ in range(2)]
     assert runs[0] == {"status": "graded", "correct": True, "torch": True}      # the first draws and computes
     assert runs[1] == {"status": "graded", "correct": True, "torch": False}     # the warm one reads the cache
+
+
+def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_state(tmp_path, monkeypatch):
+    from grader.exercises import load_exercise
+    from grader.grading import grade_submission
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    rubric = load_exercise("bias_gelu_fused")
+    samples = ROOT / "submissions" / "bias_gelu_fused"
+    cores = len(os.sched_getaffinity(0))
+    every = grade_submission(samples / "float4_launcher.cu", rubric=rubric, backend="emulator")
+    assert every.correct and every.sandbox["emulator_threads"] == cores
+    one = grade_submission(samples / "float4_launcher.cu", rubric=rubric, backend="emulator", emulator_threads=1)
+    assert one.correct and one.sandbox["emulator_threads"] == 1
+    atomics = grade_submission(ROOT / "submissions" / "gelu_sum" / "atomic_add.cu", rubric=load_exercise("gelu_sum"),
+                               backend="emulator")
+    assert atomics.correct and atomics.sandbox["emulator_threads"] == 1
+    skipping = grade_submission(samples / "skipped_rows.cu", rubric=rubric, backend="emulator")
+    assert skipping.correct is False and skipping.sandbox["emulator_threads"] == cores

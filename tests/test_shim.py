@@ -2,6 +2,7 @@
 
 import ctypes
 import subprocess
+import sys
 
 import torch
 
@@ -16,11 +17,12 @@ extern "C" int run(const float* in, float* out, int n, int reverse) {
 """
 
 
-def build(tmp_path, body: str, fibers: bool) -> ctypes.CDLL:
+def build(tmp_path, body: str, fibers: bool, spread: bool = False) -> ctypes.CDLL:
     src = tmp_path / "k.cu"
     src.write_text(rewrite_for_emulator(body + COMMON))
     lib = tmp_path / "k.so"
-    proc = subprocess.run(["g++", *emulator_flags(fibers=fibers), "-shared", "-o", str(lib), str(src)], capture_output=True, text=True)
+    proc = subprocess.run(["g++", *emulator_flags(fibers=fibers, spread=spread), "-shared", "-o", str(lib), str(src)],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     dll = ctypes.CDLL(str(lib))
     dll.run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
@@ -145,3 +147,163 @@ void launchAll(const float* in, float* out, int n) { viaDyn<<<1, n, n * sizeof(f
     x = torch.arange(64, dtype=torch.float32)
     code, out = run(dll, x, 64, reverse=True)
     assert code == 0 and torch.equal(out, torch.roll(x + 1, -1))
+
+
+
+# ---------------------------------------------------------------------------
+# A large launch spread over OS threads (builds with spread=True)
+# ---------------------------------------------------------------------------
+
+# Each block writes, into out[block], which OS thread ran it (its thread id less the process id:
+# 0 for the main thread). Block 0 waits (SPIN iterations at most) until some block has run on
+# another OS thread, so a launch that spreads at all shows two ids whatever the scheduling.
+WHO = r"""
+#include <sys/syscall.h>
+static std::atomic<long> gFirst{0};
+static std::atomic<int> gOther{0};
+__global__ void who(const float* in, float* out, int n) {
+    const long me = syscall(SYS_gettid);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        gFirst = me;
+        for (long k = 0; k < SPIN && !gOther; ++k) {}
+    } else if (gFirst != 0 && gFirst != me) {
+        gOther = 1;
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = static_cast<float>(me - getpid());
+}
+void launchAll(const float* in, float* out, int n) {
+    gFirst = 0; gOther = 0;
+    who<<<n, 1024>>>(in, out, n);
+}
+"""
+
+
+def who(spin: int) -> str:
+    return WHO.replace("SPIN", f"{spin}L")
+
+
+def os_threads(out: torch.Tensor) -> int:
+    return len(set(out.tolist()))
+
+
+def test_a_large_launch_runs_on_several_os_threads(tmp_path):
+    dll = build(tmp_path, who(3_000_000_000), fibers=False, spread=True)
+    dll.grader_emu_set_threads(4)
+    assert dll.grader_emu_spread_threads() == 4
+    code, out = run(dll, torch.zeros(1024), 1024)          # 1024 blocks of 1024 threads
+    assert code == 0 and 2 <= os_threads(out) <= 4
+
+
+def test_small_reverse_and_one_core_launches_stay_on_one_thread(tmp_path):
+    dll = build(tmp_path, who(30_000_000), fibers=False,
+                spread=True)
+    dll.grader_emu_set_threads(4)
+    assert os_threads(run(dll, torch.zeros(128), 128)[1]) == 1        # 128 x 1024 threads: below 2^18
+    assert os_threads(run(dll, torch.zeros(1024), 1024, reverse=True)[1]) == 1
+    dll.grader_emu_set_threads(1)
+    assert dll.grader_emu_spread_threads() == 1
+    assert os_threads(run(dll, torch.zeros(1024), 1024)[1]) == 1
+
+
+def test_a_file_built_without_spread_ignores_the_thread_count(tmp_path):
+    dll = build(tmp_path, who(30_000_000), fibers=False)
+    dll.grader_emu_set_threads(4)
+    assert dll.grader_emu_spread_threads() == 1
+    assert os_threads(run(dll, torch.zeros(1024), 1024)[1]) == 1
+
+
+GELU_ROWS = r"""
+__device__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678f)); }
+__global__ void rows(const float* x, float* out, int cols) {
+    const size_t c = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (c < static_cast<size_t>(cols)) out[blockIdx.y * static_cast<size_t>(cols) + c] = gelu(x[blockIdx.y * static_cast<size_t>(cols) + c]);
+}
+void launchAll(const float* in, float* out, int n) {
+    const int cols = 1000;
+    rows<<<dim3((cols + 255) / 256, n / cols), 256>>>(in, out, cols);
+}
+"""
+
+
+def test_a_spread_launch_gives_the_same_bits_as_one_thread(tmp_path):
+    one = build(tmp_path / "one", GELU_ROWS, fibers=False) if (tmp_path / "one").mkdir() is None else None
+    many = build(tmp_path, GELU_ROWS, fibers=False, spread=True)
+    many.grader_emu_set_threads(3)
+    x = torch.randn(1000 * 1000) * 4
+    code1, want = run(one, x, x.numel())
+    code2, got = run(many, x, x.numel())
+    assert code1 == code2 == 0 and torch.equal(got, want)
+    assert not torch.isnan(got).any()
+
+
+def fault_of(dll) -> tuple[int, int, int]:
+    """(signal, is_write, address) of the last fault."""
+    class Info(ctypes.Structure):
+        _fields_ = [("signal", ctypes.c_int), ("is_write", ctypes.c_int), ("address", ctypes.c_size_t)]
+    dll.grader_emu_fault.restype = ctypes.POINTER(Info)
+    f = dll.grader_emu_fault().contents
+    return f.signal, f.is_write, f.address
+
+
+def test_a_fault_on_another_thread_is_caught_and_the_next_launch_runs(tmp_path):
+    # blocks from 700 on write through a wild pointer: whichever OS thread runs them faults
+    dll = build(tmp_path, GELU_ROWS.replace("if (c < static_cast<size_t>(cols))",
+                                            "if (blockIdx.y >= 700) reinterpret_cast<float*>(0x1000)[c] = 1.0f; if (c < static_cast<size_t>(cols))"),
+                fibers=False, spread=True)
+    dll.grader_emu_set_threads(4)
+    x = torch.randn(1000 * 1000)
+    code, out = run(dll, x, x.numel())
+    sig, is_write, address = fault_of(dll)
+    assert code == -1 and sig == 11 and is_write == 1 and 0x1000 <= address < 0x1000 + 4 * 1000
+    good = build(tmp_path / "g", GELU_ROWS, fibers=False, spread=True) if (tmp_path / "g").mkdir() is None else None
+    good.grader_emu_set_threads(4)
+    assert run(good, x, x.numel())[0] == 0
+    # the same library launches again after its fault, and faults again the same way
+    assert run(dll, x, x.numel())[0] == -1 and fault_of(dll)[0] == 11
+
+
+def test_every_thread_faulting_at_once_reports_one_fault(tmp_path):
+    dll = build(tmp_path, GELU_ROWS.replace("if (c < static_cast<size_t>(cols))",
+                                            "reinterpret_cast<float*>(0x40)[threadIdx.x] = 1.0f; if (c < 0)"),
+                fibers=False, spread=True)
+    dll.grader_emu_set_threads(8)
+    for _ in range(3):
+        code, _ = run(dll, torch.zeros(1000 * 1000), 1000 * 1000)
+        assert code == -1 and fault_of(dll)[:2] == (11, 1)
+
+
+def test_a_stack_overflow_on_a_spread_thread_is_caught(tmp_path):
+    dll = build(tmp_path, GELU_ROWS.replace("__global__ void rows", """
+__device__ int deep(int k) { volatile char pad[4096]; pad[0] = static_cast<char>(k); return k ? deep(k - 1) + pad[0] : 0; }
+__global__ void rows""").replace("if (c < static_cast<size_t>(cols))", "if (blockIdx.y >= 500 && deep(1 << 20) == 1) return; if (c < static_cast<size_t>(cols))"),
+                fibers=False, spread=True)
+    dll.grader_emu_set_threads(4)
+    code, _ = run(dll, torch.zeros(1000 * 1000), 1000 * 1000)
+    assert code == -1 and fault_of(dll)[0] == 11
+
+
+SPREAD_UNDER_A_CAP = r"""
+import ctypes, resource, sys
+dll = ctypes.CDLL(sys.argv[1])
+dll.run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+n = 1024
+inp, out = (ctypes.c_float * n)(), (ctypes.c_float * n)()
+dll.grader_emu_set_threads(8)
+with open("/proc/self/status") as f:
+    data = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmData:"))
+cap = data + (4 << 20)              # room for no 8 MiB thread stack
+resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+code = dll.run(inp, out, n, 0)
+print(code, len(set(out)))
+"""
+
+
+def test_threads_that_cannot_start_leave_the_launch_to_one(tmp_path):
+    """Under a memory cap no thread stack can be mapped: the launch still runs, on the calling thread."""
+    dll_path = tmp_path / "k.so"
+    build(tmp_path, who(30_000_000), fibers=False, spread=True)
+    script = tmp_path / "cap.py"
+    script.write_text(SPREAD_UNDER_A_CAP)
+    proc = subprocess.run([sys.executable, str(script), str(dll_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1"]

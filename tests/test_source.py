@@ -3,7 +3,7 @@ from pathlib import Path
 
 from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
                            missing_kernel_message, read_submission, rewrite_for_emulator, signature_problem,
-                           uses_collectives)
+                           spreads_over_cores, uses_collectives)
 
 LAUNCHER = "launchBiasGeluFused"
 
@@ -133,3 +133,70 @@ def test_rewrite_keeps_line_numbers_and_rewrites_launches():
     assert "cuda_runtime.h" not in out
     lines = out.splitlines()
     assert lines[5].strip().startswith("::grader::launch(t<float>")
+
+
+SAMPLES = Path(__file__).parent.parent / "submissions"
+
+
+@pytest.mark.parametrize("text", [
+    # the shapes students write, each sharing nothing between threads but global memory
+    "__global__ void k(const float* x, float* o, size_t n) { size_t i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = x[i]; }",
+    "static __device__ float g(float v) { return v; }\n__global__ void k(float* o) { o[threadIdx.x] = g(1.0f); }",
+    "__host__ __device__ inline float g(float v) { return v; }\n__global__ void k(float* o) { o[0] = g(2.0f); }",
+    "namespace { __device__ float g(float v) { return v; } }\n__global__ void k(float* o) { o[0] = g(1.0f); }",
+    "template <int V> __global__ void k(float4* o) { o[threadIdx.x] = make_float4(V, V, V, V); }",
+    "__global__ void k(float* o, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x * gridDim.x) o[i] = 0; }",
+    "__constant__ float c[4];\n__global__ void k(float* o) { o[0] = c[0]; }",
+    "__global__ void k(float* o) { static const float half = 0.5f; o[0] = half; }",
+    "// atomicAdd would race here, __shared__ would not help, printf(\"...\")\n__global__ void k(float* o) { o[0] = 1; }",
+    "__global__ void k(float* o) { const char* s = \"__syncthreads atomicAdd malloc\"; o[0] = s[0]; }",
+    "__global__ void k(float* atomicity, float* freedom) { atomicity[0] = freedom[0]; }",
+    # a register accumulator, a grid-stride step and loop counters are not memory
+    "__global__ void k(const float* x, float* o, int r, int n) { float acc = 0; for (int k = 0; k < r; ++k) acc += x[k * n]; o[0] = acc; }",
+    "__global__ void k(float* o, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x * gridDim.x) { o[i] = 2 * o[i]; } }",
+    "__global__ void k(const float* x, float* o) { float v = x[threadIdx.x] * -1; v *= 2; o[threadIdx.x] = v; }",
+    # a launcher's own printf, malloc and error check run before or after the launch, on one thread
+    "__global__ void k(float* o) { o[0] = 1; }\nvoid launchK(float* o, cudaStream_t s) {\n  float* h = (float*)malloc(4); free(h);\n"
+    "  k<<<1, 1, 0, s>>>(o);\n  if (cudaGetLastError() != cudaSuccess) printf(\"failed\\n\");\n  int total = 0; total += 1;\n}",
+])
+def test_kernels_that_share_nothing_spread_over_cores(text, write_cu):
+    assert spreads_over_cores(read_submission(write_cu(text + "\n"), LAUNCHER))
+
+
+@pytest.mark.parametrize("text", [
+    "__global__ void k(float* o) { __shared__ float t[32]; t[threadIdx.x] = 1; o[threadIdx.x] = t[31 - threadIdx.x]; }",
+    "__global__ void k(float* o) { extern __shared__ float t[]; o[0] = t[0]; }",
+    "__global__ void k(float* o) { o[threadIdx.x] = 1; __syncthreads(); }",
+    "__global__ void k(float* o) { atomicAdd(o, 1.0f); }",
+    "__global__ void k(unsigned* o) { atomicCAS(o, 0u, 1u); }",
+    "__global__ void k(int* o) { atomicAdd_block(o, 1); }",
+    "__global__ void k(float* o) { float* p = (float*)malloc(4); o[0] = p ? 1 : 0; free(p); }",
+    "__global__ void k(float* o) { printf(\"%f\\n\", o[0]); }",
+    "__global__ void k(long long* o) { o[0] = clock64(); }",
+    "__global__ void k(float* o) { float v = __shfl_down_sync(0xffffffffu, o[0], 1); o[0] = v; }",
+    "#include <cooperative_groups.h>\n__global__ void k(float* o) { cooperative_groups::this_thread_block().sync(); }",
+    # a read-modify-write of memory: a race where two threads' elements coincide
+    "__global__ void k(const float* x, float* o, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; o[i % n] += x[i]; }",
+    "__global__ void k(int* count, const int* key) { count[key[threadIdx.x]]++; }",
+    "__global__ void k(int* count, const int* key) { ++count[key[threadIdx.x]]; }",
+    "__global__ void k(float* o, float v) {\n  *o -= v;\n}",
+    "__global__ void k(float* o, float v) { (*o) *= v; }",
+    "struct Acc { float s; };\n__global__ void k(Acc* a, float v) { a->s += v; }",
+    "__device__ void add(float* o, float v) { o[0] += v; }\n__global__ void k(float* o) { add(o, 1.0f); }",
+])
+def test_kernels_that_share_state_stay_on_one_thread(text, write_cu):
+    assert not spreads_over_cores(read_submission(write_cu(text + "\n"), LAUNCHER))
+
+
+@pytest.mark.parametrize("exercise, name, spreads", [
+    ("bias_gelu_fused", "scalar_2d.cu", True), ("bias_gelu_fused", "device_helper.cu", True),
+    ("bias_gelu_fused", "float4_launcher.cu", True), ("bias_gelu_fused", "skipped_rows.cu", True),
+    ("bias_gelu_fused", "shared_race.cu", False), ("bias_gelu_fused", "repeat_skip_flag.cu", False),
+    ("bias_gelu_fused", "printf_every_thread.cu", False), ("bias_gelu_fused", "device_malloc_leak.cu", False),
+    ("gelu_sum", "atomic_add.cu", False), ("gelu_sum", "racy_accumulate.cu", False),
+    ("gelu_sum", "thread_per_output.cu", True), ("bias_gelu_fused", "occupancy_launcher.cu", True),
+    ("bias_gelu_fused", "iostream_launcher.cu", True), ("rope_half_split", "lesson_half_split.cu", True),
+])
+def test_samples_spread_only_where_nothing_is_shared(exercise, name, spreads):
+    sub = read_submission(SAMPLES / exercise / name, LAUNCHER)
+    assert spreads_over_cores(sub) is spreads

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import struct
 from dataclasses import dataclass
 
@@ -339,8 +340,12 @@ class EmulatorBackend(Backend):
     PAGE = mmap.PAGESIZE
     HUGE_FROM = 4 << 20
 
-    def __init__(self, reference_lib: str):
+    def __init__(self, reference_lib: str, threads: int = 0):
         super().__init__(reference_lib)
+        # A large launch may run on this many OS threads (where the library allows it): every
+        # core this process may run on, unless told fewer.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.threads = max(1, min(threads, cores) if threads > 0 else cores)
         self._libc = ctypes.CDLL(None)
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
@@ -426,6 +431,13 @@ class EmulatorBackend(Backend):
         self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
         self.sub.grader_emu_set_heap.argtypes = [ctypes.c_size_t]
         self.sub.grader_emu_set_heap(self.heap_bytes)
+        self.sub.grader_emu_set_threads.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_set_threads(self.threads)
+
+    def spread_threads(self) -> int:
+        """The OS threads a large launch of the submission runs on (1 where its source shares state
+        between threads: source.spreads_over_cores)."""
+        return self.sub.grader_emu_spread_threads() if self.sub is not None else 1
 
     def set_reverse(self, reverse: bool) -> None:
         self.sub.grader_emu_set_reverse(1 if reverse else 0)

@@ -260,12 +260,15 @@ def main() -> int:
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
     sender = Sender(channel, shared)
     try:
-        if job.backend == "cuda":
-            from grader.child.backends import CudaBackend as B
-        else:
-            from grader.child.backends import EmulatorBackend as B
         files = InputFiles(job.input_files())
-        backend = B(job.reference_library)
+        if job.backend == "cuda":
+            from grader.child.backends import CudaBackend
+
+            backend = CudaBackend(job.reference_library)
+        else:
+            from grader.child.backends import EmulatorBackend
+
+            backend = EmulatorBackend(job.reference_library, threads=job.emulator_threads)
         wall = guard.Guard(job.guard_library)
         sandbox = apply_limits(backend, job.limits)
         # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
@@ -282,6 +285,8 @@ def main() -> int:
         if job.library:                     # `grader calibrate` runs only the grader's own kernels
             backend.load_submission(job.library)
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
+        if job.library and backend.name == "emulator":
+            sandbox["emulator_threads"] = backend.spread_threads()
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0

@@ -6,7 +6,9 @@
 // `extern __shared__ T name[];` into a pointer to the block's dynamic shared
 // memory. Everything else is provided here.
 //
-// Execution model. Blocks run one after another on one OS thread. When the
+// Execution model. Blocks run one after another on one OS thread, except in
+// a large launch of a file that shares nothing between threads but global
+// memory (see Spreading, below). When the
 // file uses no block or warp collective (the grader scans for them and
 // defines GRADER_EMU_FIBERS otherwise), each thread of a block is a plain
 // call of the kernel body. With collectives, each thread of a block is a
@@ -25,6 +27,15 @@
 // whether it was a write and the program counter, and jumps back out, so
 // the launch returns an error and the Python side decides what the address
 // was (past an input, past the output, or wild).
+//
+// Spreading. A build with GRADER_EMU_PARALLEL (the grader defines it when the
+// file has no barrier, warp collective, __shared__ array, atomic, device
+// malloc, printf or clock: nothing that lets one thread see another but the
+// global memory a correct kernel writes once) runs a launch of at least
+// kSpreadFrom threads, in order, on up to grader_emu_set_threads() OS threads:
+// each takes chunks of consecutive blocks from a shared counter. The thread
+// and block indices are then thread_local, and each OS thread has its own
+// fault recovery; the first fault is the one reported, and it stops the rest.
 #pragma once
 
 #include <algorithm>
@@ -38,7 +49,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -103,8 +116,16 @@ enum cudaError_t {
 };
 typedef cudaError_t cudaError;
 
+// The indices are thread_local only where a launch may be spread over OS threads (the build
+// then selects TLS descriptors, -mtls-dialect=gnu2: a few instructions an access).
+#ifdef GRADER_EMU_PARALLEL
+#define GRADER_EMU_TLS thread_local
+#else
+#define GRADER_EMU_TLS
+#endif
+
 namespace grader {
-inline uint3 g_threadIdx, g_blockIdx;
+GRADER_EMU_TLS inline uint3 g_threadIdx, g_blockIdx;
 inline dim3 g_blockDim, g_gridDim;
 inline cudaError_t g_last_error = cudaSuccess;
 inline bool g_reverse = false;
@@ -321,7 +342,8 @@ inline long long clock64() { static long long t = 0; return t += 1; }
 inline unsigned __activemask() { return 0xffffffffu; }
 
 // ---------------------------------------------------------------------------
-// Atomics: blocks and threads never run at the same time, so these are plain
+// Atomics: a file that uses one is never spread over OS threads (see Spreading),
+// so blocks and threads never run at the same time and these are plain
 // read-modify-writes, through volatile so that (as on a GPU) each one is an
 // observable side effect the compiler cannot merge, hoist or delete.
 // ---------------------------------------------------------------------------
@@ -630,10 +652,240 @@ inline int __all_sync(unsigned m, int p) {
     return (bits & live) == live;
 }
 
+namespace grader {
+
+// ---------------------------------------------------------------------------
+// Fault capture
+// ---------------------------------------------------------------------------
+struct FaultInfo {
+    int signal;          // 0 none, else the signal number; -1 an emulator abort
+    int is_write;        // 1 write, 0 read, -1 unknown
+    uintptr_t address;   // faulting data address
+    uintptr_t pc_offset; // program counter relative to the library's base, 0 if unknown
+    char message[256];
+};
+inline FaultInfo g_fault;
+inline sigjmp_buf g_fault_jmp;                       // guarded()'s recovery point
+GRADER_EMU_TLS inline volatile sig_atomic_t g_in_guarded = 0;
+GRADER_EMU_TLS inline sigjmp_buf* g_fault_target = nullptr;   // a spreading thread's own; else g_fault_jmp
+inline std::atomic<int> g_fault_claimed{0};          // set by the first fault (or abort) of a launch
+inline std::atomic<bool> g_stop{false};              // a fault happened: spreading threads stop
+inline uintptr_t g_fault_pc = 0;
+
+// Whether this fault is the launch's first (and so the one g_fault describes).
+inline bool claim_fault() {
+    int none = 0;
+    return g_fault_claimed.compare_exchange_strong(none, 1);
+}
+
+[[noreturn]] inline void leave_after_fault() {
+    g_stop.store(true, std::memory_order_relaxed);
+    g_in_guarded = 0;
+    siglongjmp(g_fault_target ? *g_fault_target : g_fault_jmp, 1);
+}
+
+inline void fault_handler(int sig, siginfo_t* info, void* uctx) {
+    if (!g_in_guarded) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    if (claim_fault()) {
+        g_fault.signal = sig;
+        g_fault.address = reinterpret_cast<uintptr_t>(info->si_addr);
+        g_fault.is_write = -1;
+#if defined(__x86_64__)
+        auto* uc = static_cast<ucontext_t*>(uctx);
+        if (sig == SIGSEGV) g_fault.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+        g_fault_pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+#else
+        (void)uctx;
+#endif
+    }
+    leave_after_fault();
+}
+
+// The handlers are the process's, but each library has its own copy of this shim (its own
+// g_fault, g_in_guarded): they are installed again whenever another library's are in place.
+inline void install_handlers() {
+    static bool stack_done = false;
+    if (!stack_done) {
+        stack_done = true;
+        static std::vector<char> alt(256 * 1024);
+        stack_t ss{};
+        ss.ss_sp = alt.data();
+        ss.ss_size = alt.size();
+        sigaltstack(&ss, nullptr);
+    }
+    struct sigaction now{};
+    if (sigaction(SIGSEGV, nullptr, &now) == 0 && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == fault_handler)
+        return;
+    struct sigaction sa{};
+    sa.sa_sigaction = fault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+    sigaction(SIGFPE, &sa, nullptr);
+}
+
+[[noreturn]] inline void emu_abort(const char* why) {
+    if (claim_fault()) {
+        g_fault.signal = -1;
+        std::snprintf(g_fault.message, sizeof g_fault.message, "%s", why);
+    }
+    leave_after_fault();
+}
+
+// Runs f with faults captured. Returns 0, a cudaError_t from the launch,
+// or -1 when a fault or an emulator abort stopped it (see g_fault).
+template <class F> inline int guarded(F&& f) {
+    install_handlers();
+    std::memset(&g_fault, 0, sizeof g_fault);
+    g_fault_pc = 0;
+    g_fault_claimed.store(0);
+    g_stop.store(false);
+    g_fault_target = nullptr;
+    g_last_error = cudaSuccess;
+    if (sigsetjmp(g_fault_jmp, 1) != 0) {
+        reset_fibers();
+        g_dynamic_shared = nullptr;
+        if (g_fault_pc) {
+            Dl_info di;
+            if (dladdr(reinterpret_cast<void*>(g_fault_pc), &di) && di.dli_fbase)
+                g_fault.pc_offset = g_fault_pc - reinterpret_cast<uintptr_t>(di.dli_fbase);
+        }
+        return -1;
+    }
+    g_in_guarded = 1;
+    f();
+    g_in_guarded = 0;
+    return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace grader
+
 // ---------------------------------------------------------------------------
 // Launch
 // ---------------------------------------------------------------------------
 namespace grader {
+
+inline void set_block(unsigned long long b, dim3 grid) {
+    g_blockIdx.x = static_cast<unsigned>(b % grid.x);
+    g_blockIdx.y = static_cast<unsigned>((b / grid.x) % grid.y);
+    g_blockIdx.z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
+}
+
+// A block's threads, x fastest, as set_thread numbers them, without its divisions (a launch of
+// the timed shape calls the body four million times).
+template <class Body> inline void run_threads_forward(Body& body, dim3 block) {
+    for (unsigned z = 0; z < block.z; ++z)
+        for (unsigned y = 0; y < block.y; ++y)
+            for (unsigned x = 0; x < block.x; ++x) {
+                g_threadIdx = uint3{x, y, z};
+                body();
+            }
+}
+
+template <class Body> inline void run_threads_reverse(Body& body, dim3 block) {
+    for (unsigned z = block.z; z-- > 0;)
+        for (unsigned y = block.y; y-- > 0;)
+            for (unsigned x = block.x; x-- > 0;) {
+                g_threadIdx = uint3{x, y, z};
+                body();
+            }
+}
+
+// ---------------------------------------------------------------------------
+// Spreading a large launch over OS threads (GRADER_EMU_PARALLEL builds only)
+// ---------------------------------------------------------------------------
+constexpr int kMaxThreads = 256;
+constexpr unsigned long long kSpreadFrom = 1ull << 18;   // threads in a launch worth spreading
+constexpr size_t kSpreadStack = 8u << 20;                // each OS thread's stack, as the main thread's
+inline int g_threads = 1;                                 // set by the child: the cores it may use
+
+#ifdef GRADER_EMU_PARALLEL
+template <class Body> struct Spread {
+    Body* body;
+    dim3 grid, block;
+    unsigned long long blocks, chunk;
+    std::atomic<unsigned long long> next{0};
+};
+
+// The first access to a thread_local on a new OS thread may take the dynamic linker's slow path,
+// which some C libraries run without saving the vector registers a kernel keeps live: it is
+// made here, where nothing is live.
+__attribute__((noinline)) inline void touch_thread_locals() {
+    g_threadIdx = uint3{0, 0, 0};
+    g_blockIdx = uint3{0, 0, 0};
+    g_in_guarded = 0;
+    g_fault_target = nullptr;
+}
+
+// Takes chunks of consecutive blocks until none is left or a fault stops the launch. A fault in
+// this thread's blocks comes back here (claimed in g_fault if first), not to guarded()'s point.
+template <class Body> inline void take_chunks(Spread<Body>& s) {
+    sigjmp_buf here;
+    sigjmp_buf* const outer = g_fault_target;
+    const sig_atomic_t was_guarded = g_in_guarded;
+    g_fault_target = &here;
+    if (sigsetjmp(here, 1) == 0) {
+        g_in_guarded = 1;
+        while (!g_stop.load(std::memory_order_relaxed)) {
+            const unsigned long long from = s.next.fetch_add(s.chunk, std::memory_order_relaxed);
+            if (from >= s.blocks) break;
+            const unsigned long long to = std::min(from + s.chunk, s.blocks);
+            for (unsigned long long b = from; b < to; ++b) {
+                set_block(b, s.grid);
+                run_threads_forward(*s.body, s.block);
+            }
+        }
+    }
+    g_in_guarded = was_guarded;
+    g_fault_target = outer;
+}
+
+template <class Body> inline void* spread_thread(void* arg) {
+    touch_thread_locals();
+    // An alternate signal stack of its own (sigaltstack is per thread), so that a kernel that
+    // overflows this thread's stack is still caught.
+    alignas(16) char alt[64 * 1024];
+    stack_t ss{};
+    ss.ss_sp = alt;
+    ss.ss_size = sizeof alt;
+    sigaltstack(&ss, nullptr);
+    take_chunks(*static_cast<Spread<Body>*>(arg));
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+    return nullptr;
+}
+
+// Every block of the launch, over up to g_threads OS threads, this one among them. A thread that
+// cannot be started (a memory cap, a thread limit) leaves its share to the others: at worst,
+// this one runs every block, as an unspread launch does.
+template <class Body> inline void spread(Body& body, dim3 grid, dim3 block, unsigned long long blocks) {
+    Spread<Body> s;
+    s.body = &body;
+    s.grid = grid;
+    s.block = block;
+    s.blocks = blocks;
+    const unsigned long long threads = std::min<unsigned long long>(static_cast<unsigned long long>(g_threads), blocks);
+    s.chunk = std::max<unsigned long long>(1, blocks / (threads * 16));
+    pthread_t started[kMaxThreads];
+    int count = 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, kSpreadStack);
+    for (unsigned long long i = 1; i < threads; ++i) {
+        if (pthread_create(&started[count], &attr, &spread_thread<Body>, &s) != 0) break;
+        ++count;
+    }
+    pthread_attr_destroy(&attr);
+    take_chunks(s);
+    for (int i = 0; i < count; ++i) pthread_join(started[i], nullptr);
+    if (g_fault_claimed.load()) leave_after_fault();     // some thread faulted: the launch did
+}
+#endif
 
 template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, Body& body) {
     unsigned n = block.x * block.y * block.z;
@@ -649,32 +901,23 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
     g_gridDim = grid;
     g_blockDim = block;
     const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
+#ifdef GRADER_EMU_PARALLEL
+    if (!g_fiber_mode && !g_reverse && g_threads > 1 && g_in_guarded && blocks > 1 && blocks * n >= kSpreadFrom) {
+        spread(body, grid, block, blocks);
+        g_dynamic_shared = nullptr;
+        return;
+    }
+#endif
     g_sched.body = [](void* ctx) { (*static_cast<Body*>(ctx))(); };
     g_sched.body_ctx = &body;
     for (unsigned long long k = 0; k < blocks; ++k) {
-        unsigned long long b = g_reverse ? blocks - 1 - k : k;
-        g_blockIdx.x = static_cast<unsigned>(b % grid.x);
-        g_blockIdx.y = static_cast<unsigned>((b / grid.x) % grid.y);
-        g_blockIdx.z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
-        if (g_fiber_mode) {
+        set_block(g_reverse ? blocks - 1 - k : k, grid);
+        if (g_fiber_mode)
             run_block_fibers(n);
-        } else if (!g_reverse) {
-            // x fastest, as set_thread numbers them, without its divisions (a launch of the timed
-            // shape calls the body four million times)
-            for (unsigned z = 0; z < block.z; ++z)
-                for (unsigned y = 0; y < block.y; ++y)
-                    for (unsigned x = 0; x < block.x; ++x) {
-                        g_threadIdx = uint3{x, y, z};
-                        body();
-                    }
-        } else {
-            for (unsigned z = block.z; z-- > 0;)
-                for (unsigned y = block.y; y-- > 0;)
-                    for (unsigned x = block.x; x-- > 0;) {
-                        g_threadIdx = uint3{x, y, z};
-                        body();
-                    }
-        }
+        else if (!g_reverse)
+            run_threads_forward(body, block);
+        else
+            run_threads_reverse(body, block);
     }
     g_dynamic_shared = nullptr;
 }
@@ -739,94 +982,22 @@ inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t s
     return Launch<P...>{kernel, grid, block, shmem};
 }
 
-// ---------------------------------------------------------------------------
-// Fault capture
-// ---------------------------------------------------------------------------
-struct FaultInfo {
-    int signal;          // 0 none, else the signal number; -1 an emulator abort
-    int is_write;        // 1 write, 0 read, -1 unknown
-    uintptr_t address;   // faulting data address
-    uintptr_t pc_offset; // program counter relative to the library's base, 0 if unknown
-    char message[256];
-};
-inline FaultInfo g_fault;
-inline sigjmp_buf g_fault_jmp;
-inline volatile sig_atomic_t g_in_guarded = 0;
-inline uintptr_t g_fault_pc = 0;
-
-inline void fault_handler(int sig, siginfo_t* info, void* uctx) {
-    if (!g_in_guarded) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    g_fault.signal = sig;
-    g_fault.address = reinterpret_cast<uintptr_t>(info->si_addr);
-    g_fault.is_write = -1;
-#if defined(__x86_64__)
-    auto* uc = static_cast<ucontext_t*>(uctx);
-    if (sig == SIGSEGV) g_fault.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-    g_fault_pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
-#else
-    (void)uctx;
-#endif
-    g_in_guarded = 0;
-    siglongjmp(g_fault_jmp, 1);
-}
-
-inline void install_handlers() {
-    static bool done = false;
-    if (done) return;
-    done = true;
-    static std::vector<char> alt(256 * 1024);
-    stack_t ss{};
-    ss.ss_sp = alt.data();
-    ss.ss_size = alt.size();
-    sigaltstack(&ss, nullptr);
-    struct sigaction sa{};
-    sa.sa_sigaction = fault_handler;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, nullptr);
-    sigaction(SIGBUS, &sa, nullptr);
-    sigaction(SIGFPE, &sa, nullptr);
-}
-
-[[noreturn]] inline void emu_abort(const char* why) {
-    g_fault.signal = -1;
-    std::snprintf(g_fault.message, sizeof g_fault.message, "%s", why);
-    g_in_guarded = 0;
-    siglongjmp(g_fault_jmp, 1);
-}
-
-// Runs f with faults captured. Returns 0, a cudaError_t from the launch,
-// or -1 when a fault or an emulator abort stopped it (see g_fault).
-template <class F> inline int guarded(F&& f) {
-    install_handlers();
-    std::memset(&g_fault, 0, sizeof g_fault);
-    g_fault_pc = 0;
-    g_last_error = cudaSuccess;
-    if (sigsetjmp(g_fault_jmp, 1) != 0) {
-        reset_fibers();
-        g_dynamic_shared = nullptr;
-        if (g_fault_pc) {
-            Dl_info di;
-            if (dladdr(reinterpret_cast<void*>(g_fault_pc), &di) && di.dli_fbase)
-                g_fault.pc_offset = g_fault_pc - reinterpret_cast<uintptr_t>(di.dli_fbase);
-        }
-        return -1;
-    }
-    g_in_guarded = 1;
-    f();
-    g_in_guarded = 0;
-    return static_cast<int>(cudaGetLastError());
-}
-
 }  // namespace grader
 
 // Entry points every emulated library exports, whatever it holds. Each
 // library is one translation unit, so these are defined here, once.
 extern "C" void grader_emu_set_reverse(int reverse) { grader::g_reverse = reverse != 0; }
+extern "C" void grader_emu_set_threads(int n) {
+    grader::g_threads = n < 1 ? 1 : (n > grader::kMaxThreads ? grader::kMaxThreads : n);
+}
+// The OS threads a large launch of this library runs on (1: it shares state between threads).
+extern "C" int grader_emu_spread_threads() {
+#ifdef GRADER_EMU_PARALLEL
+    return grader::g_fiber_mode ? 1 : grader::g_threads;
+#else
+    return 1;
+#endif
+}
 extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
 extern "C" int grader_launch_log(grader::LaunchRecord* out, int max) {
