@@ -13,6 +13,7 @@ size; the GPU is driven through the reference library's runtime helpers
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 import struct
@@ -68,6 +69,17 @@ class _DeviceInfo(ctypes.Structure):
 
 
 LAUNCH_LOG_SIZE = 32
+
+
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library, with the calls the child makes itself declared (mmap, mprotect): errno kept."""
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.mmap.restype = ctypes.c_void_p
+    lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    lib.mprotect.restype = ctypes.c_int
+    lib.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return lib
 
 
 def _declare(lib: ctypes.CDLL, reference: bool) -> None:
@@ -346,7 +358,6 @@ class EmulatorBackend(Backend):
         # core this process may run on, unless told fewer.
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.threads = max(1, min(threads, cores) if threads > 0 else cores)
-        self._libc = ctypes.CDLL(None)
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
@@ -368,8 +379,8 @@ class EmulatorBackend(Backend):
             except OSError:
                 pass                            # refused: faulted page by page
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        self._libc.mprotect(ctypes.c_void_p(base), page, 0)
-        self._libc.mprotect(ctypes.c_void_p(base + page + body), page, 0)
+        libc().mprotect(base, page, 0)
+        libc().mprotect(base + page + body, page, 0)
         usable_end = base + page + body
         start = (usable_end - nbytes) & ~255
         self._keep.append(mm)

@@ -32,7 +32,7 @@ from grader import protocol  # noqa: E402
 from grader.contract import (Buffer, CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
                              Output)
 from grader.child import guard  # noqa: E402
-from grader.child.backends import Region, count_differences  # noqa: E402
+from grader.child.backends import Region, count_differences, libc  # noqa: E402
 
 NOBODY = 65534
 
@@ -45,16 +45,13 @@ class InputFiles:
     Mapped through libc, since Python's mmap object offers no address for a read-only mapping."""
 
     def __init__(self, paths: list[str]):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
         self._maps: dict[str, tuple[int, int]] = {}           # path: (address, bytes)
         for path in paths:
             with open(path, "rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 if not size:
                     continue
-                address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
+                address = libc().mmap(None, size, mmap.PROT_READ, mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0),
                                     f.fileno(), 0)
                 if address in (None, ctypes.c_void_p(-1).value):
                     err = ctypes.get_errno()
