@@ -20,7 +20,7 @@ from grader import __version__, gpuinfo, lanes, launches
 from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
-from grader.contract import CaseJob, Job, Limits, TimingJob
+from grader.contract import CaseJob, Job, Limits, TimingJob, spread_threads
 from grader.exercises import Reference, exprs, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job, plan_cases, timed_cases
 from grader.results import Result, SourceNote
@@ -114,7 +114,8 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             device = device or lanes.default_device()
         worker = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
                         cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None,
-                        torch=backend == "cuda" and bool(rubric.timing.baseline))
+                        torch=backend == "cuda" and bool(rubric.timing.baseline),
+                        cpu_threads=spread_threads(emulator_threads) if backend == "emulator" else 1)
     pool = ThreadPoolExecutor(max_workers=2)
     # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict

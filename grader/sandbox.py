@@ -27,7 +27,7 @@ from typing import Callable
 
 from grader import protocol
 from grader.child.guard import Blocked, parse_reports
-from grader.contract import Job
+from grader.contract import Job, spread_threads
 
 
 class CappedOutput:
@@ -146,9 +146,13 @@ class Worker:
     """
 
     def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None,
-                 torch: bool = False):
+                 torch: bool = False, cpu_threads: int = 1):
         """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
-        torch: the job will time a PyTorch baseline, so the child imports torch while it starts."""
+        torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
+        cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
+        cores): its CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is
+        cpu_limit_s times this (else a slow, correct kernel on 16 cores would be killed at a
+        sixteenth of the time limit, as a crash)."""
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
@@ -161,7 +165,7 @@ class Worker:
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
-        cpu = int(cpu_limit_s) + 30                    # + start-up (imports, CUDA context)
+        cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         nproc = _process_limit()
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
@@ -338,7 +342,8 @@ class Worker:
 def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     """Start a child for job.backend, run job in it, and return what came back."""
     with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
-                torch=bool(job.timing and job.timing.baseline)) as worker:
+                torch=bool(job.timing and job.timing.baseline),
+                cpu_threads=spread_threads(job.emulator_threads) if job.backend == "emulator" else 1) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
 
 

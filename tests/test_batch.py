@@ -189,11 +189,11 @@ def test_submissions_overlap_in_flight_and_keep_their_order(tmp_path, monkeypatc
 def test_emulator_children_in_flight_share_the_cores(tmp_path, monkeypatch, rubric):
     """Each emulated child spreads a large launch over its threads: a batch of several at once
     gives each its share of the cores, a lone one (jobs=1) every core."""
-    from grader.batch.grading import _cores
+    from grader.contract import usable_cores
 
     fake = FakeGrader(monkeypatch)
     grade_folder(_class(tmp_path, 4), rubric=rubric, backend="emulator", report_dir=None, jobs=2)
-    assert set(fake.threads.values()) == {max(1, _cores() // 2)}
+    assert set(fake.threads.values()) == {max(1, usable_cores() // 2)}
     fake = FakeGrader(monkeypatch)
     grade_folder(_class(tmp_path / "one", 2), rubric=rubric, backend="emulator", report_dir=None, jobs=1)
     assert set(fake.threads.values()) == {0}

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 from grader import protocol
 from grader.sandbox import CappedOutput
@@ -58,6 +59,45 @@ def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
     finally:
         w.cancel()
     assert w.proc.pid not in leftover_processes()
+
+
+def child_cpu_limit(pid: int) -> int:
+    with open(f"/proc/{pid}/limits") as f:
+        return int(next(line for line in f if line.startswith("Max cpu time")).split()[3])
+
+
+def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
+    """A slow, correct kernel spread over 4 cores burns CPU time 4 times as fast: its backstop
+    limit is 4 times the time limit (+30 s of start-up), not the time limit it would reach first."""
+    from grader.sandbox import Worker
+
+    for threads, want in ((1, 40), (4, 70)):
+        w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10, cpu_threads=threads)
+        try:
+            assert child_cpu_limit(w.proc.pid) == want
+        finally:
+            w.cancel()
+
+
+def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, tmp_path):
+    import grader.grading
+    from grader.contract import spread_threads
+    from grader.exercises import load_exercise
+
+    seen = []
+    real = grader.grading.Worker
+
+    def spy(**kwargs):
+        seen.append(kwargs.get("cpu_threads", 1))
+        return real(**kwargs)
+
+    monkeypatch.setattr(grader.grading, "Worker", spy)
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
+    sample = Path(__file__).parent.parent / "submissions" / "bias_gelu_fused" / "compile_error.cu"
+    for threads in (0, 1):
+        grader.grading.grade_submission(sample, rubric=load_exercise("bias_gelu_fused"), backend="emulator",
+                                        emulator_threads=threads)
+    assert seen == [spread_threads(0), 1]
 
 
 def test_every_frame_kind_survives_the_wire_and_a_malformed_one_is_none():

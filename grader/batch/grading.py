@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from grader.batch.inputs import Entry
+from grader.contract import usable_cores
 from grader.results import Result
 from grader.rubric import Rubric
 
@@ -34,15 +34,11 @@ class BatchOutcome:
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def default_jobs(backend: str) -> int:
     """How many submissions are in flight at once: on a GPU, enough to keep every lane busy while
     others compile and start (at most the cores, less one for the timing's own thread); on the
     emulator, where each child is all CPU, one per core."""
-    cores = _cores()
+    cores = usable_cores()
     return max(1, min(8, cores - 1)) if backend != "emulator" else max(1, cores)
 
 
@@ -78,7 +74,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
         device = devices[index % len(devices)] if devices else None
         kwargs = {"device": device} if device is not None else {}
         if backend == "emulator" and jobs > 1:
-            kwargs["emulator_threads"] = max(1, _cores() // jobs)     # the cores shared among the children
+            kwargs["emulator_threads"] = max(1, usable_cores() // jobs)     # the cores shared among the children
         result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs)
         if report_dir is not None:
             write_reports(result, rubric, report_dir / entry.student)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import mmap
-import os
 import struct
 from dataclasses import dataclass
 
-from grader.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord
+from grader.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord, spread_threads
 
 
 @dataclass
@@ -354,10 +353,7 @@ class EmulatorBackend(Backend):
 
     def __init__(self, reference_lib: str, threads: int = 0):
         super().__init__(reference_lib)
-        # A large launch may run on this many OS threads (where the library allows it): every
-        # core this process may run on, unless told fewer.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = max(1, min(threads, cores) if threads > 0 else cores)
+        self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
