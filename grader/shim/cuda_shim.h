@@ -672,6 +672,16 @@ inline std::atomic<int> g_fault_claimed{0};          // set by the first fault (
 inline std::atomic<bool> g_stop{false};              // a fault happened: spreading threads stop
 inline uintptr_t g_fault_pc = 0;
 
+// The first access to a thread_local on an OS thread (of a spreading build) may take the dynamic
+// linker's slow path, which some C libraries run without saving the vector registers compiled
+// code keeps live: it is made here, where nothing is live, first thing on every thread.
+__attribute__((noinline)) inline void touch_thread_locals() {
+    g_threadIdx = uint3{0, 0, 0};
+    g_blockIdx = uint3{0, 0, 0};
+    g_in_guarded = 0;
+    g_fault_target = nullptr;
+}
+
 // Whether this fault is the launch's first (and so the one g_fault describes).
 inline bool claim_fault() {
     int none = 0;
@@ -740,6 +750,9 @@ inline void install_handlers() {
 // Runs f with faults captured. Returns 0, a cudaError_t from the launch,
 // or -1 when a fault or an emulator abort stopped it (see g_fault).
 template <class F> inline int guarded(F&& f) {
+#ifdef GRADER_EMU_PARALLEL
+    touch_thread_locals();
+#endif
     install_handlers();
     std::memset(&g_fault, 0, sizeof g_fault);
     g_fault_pc = 0;
@@ -811,16 +824,6 @@ template <class Body> struct Spread {
     unsigned long long blocks, chunk;
     std::atomic<unsigned long long> next{0};
 };
-
-// The first access to a thread_local on a new OS thread may take the dynamic linker's slow path,
-// which some C libraries run without saving the vector registers a kernel keeps live: it is
-// made here, where nothing is live.
-__attribute__((noinline)) inline void touch_thread_locals() {
-    g_threadIdx = uint3{0, 0, 0};
-    g_blockIdx = uint3{0, 0, 0};
-    g_in_guarded = 0;
-    g_fault_target = nullptr;
-}
 
 // Takes chunks of consecutive blocks until none is left or a fault stops the launch. A fault in
 // this thread's blocks comes back here (claimed in g_fault if first), not to guarded()'s point.
