@@ -199,6 +199,15 @@ def test_emulator_children_in_flight_share_the_cores(tmp_path, monkeypatch, rubr
     assert set(fake.threads.values()) == {0}
 
 
+@pytest.mark.parametrize("cores, lanes, jobs", [(16, 1, 8), (32, 2, 16), (8, 2, 7), (1, 1, 1), (64, 8, 63)])
+def test_a_batch_keeps_a_few_submissions_in_flight_for_each_gpu(cores, lanes, jobs, monkeypatch):
+    import grader.batch.grading as batch_grading
+
+    monkeypatch.setattr(batch_grading, "usable_cores", lambda: cores)
+    assert batch_grading.default_jobs("cuda", lanes=lanes) == jobs
+    assert batch_grading.default_jobs("emulator") == cores
+
+
 def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
     from grader.batch.grading import grade_entries
     from grader.batch.inputs import find_submissions

@@ -28,7 +28,13 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
     k, n = shard
     entries = find_submissions(directory, file_name=file_name, roster=roster)[k - 1 :: n]
     if jobs is None:
-        jobs = default_jobs(_backend_for(backend))
+        chosen = _backend_for(backend)
+        if chosen == "emulator":
+            jobs = default_jobs(chosen)
+        else:
+            from grader import lanes
+
+            jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
     outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress,
                             jobs=jobs)
     if report_dir is not None and outcome.graded:

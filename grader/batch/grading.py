@@ -34,12 +34,15 @@ class BatchOutcome:
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
 
-def default_jobs(backend: str) -> int:
-    """How many submissions are in flight at once: on a GPU, enough to keep every lane busy while
-    others compile and start (at most the cores, less one for the timing's own thread); on the
-    emulator, where each child is all CPU, one per core."""
+PER_LANE = 8        # in flight for each GPU lane: measured on one H200, its lane stays busy (batch benchmark)
+
+
+def default_jobs(backend: str, lanes: int = 1) -> int:
+    """How many submissions are in flight at once: on GPUs, PER_LANE for each of the lanes, enough
+    to keep every lane busy while others compile and start (at most the cores, less one for the
+    timing's own thread); on the emulator, where each child is all CPU, one per core."""
     cores = usable_cores()
-    return max(1, min(8, cores - 1)) if backend != "emulator" else max(1, cores)
+    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend != "emulator" else max(1, cores)
 
 
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,
