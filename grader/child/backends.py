@@ -441,7 +441,7 @@ class EmulatorBackend(Backend):
         self.sub.grader_emu_set_threads.argtypes = [ctypes.c_int]
         self.sub.grader_emu_set_threads(self.threads)
 
-    def spread_threads(self) -> int:
+    def launch_threads(self) -> int:
         """The OS threads a large launch of the submission runs on (1 where its source shares state
         between threads: source.spreads_over_cores)."""
         return self.sub.grader_emu_spread_threads() if self.sub is not None else 1

@@ -283,7 +283,7 @@ def main() -> int:
             backend.load_submission(job.library)
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
         if job.library and backend.name == "emulator":
-            sandbox["emulator_threads"] = backend.spread_threads()
+            sandbox["emulator_threads"] = backend.launch_threads()
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0
