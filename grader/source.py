@@ -246,14 +246,40 @@ _READ_MODIFY_WRITE = re.compile(
     rf"|->\s*\w+\s*(?:{_OP_ASSIGN}|\+\+|--)", re.M)              # p->x += v
 
 
+def device_variables(code: str) -> list[str]:
+    """The names of the file's __device__ (and __managed__) variables: global memory every thread
+    sees, declared `__device__ unsigned gCount = 0;` or `__device__ float gBuf[64];`."""
+    names: list[str] = []
+    for k in re.finditer(r"\b(?:__device__|__managed__)\b", code):
+        semi = code.find(";", k.end())
+        if semi < 0:
+            continue
+        declaration = code[k.end():semi]
+        head = declaration.split("=", 1)[0]
+        if "(" in head or "{" in head:
+            continue                                    # a function: its declaration or its body
+        while re.search(r"\{[^{}]*\}", declaration):   # initializers' braces, and the commas in them
+            declaration = re.sub(r"\{[^{}]*\}", "", declaration)
+        for part in declaration.split(","):
+            m = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*(?:=.*)?$", part.strip(), re.S)
+            if m and m.group(1) not in ("__device__", "__managed__", "volatile", "const") and m.group(1) not in names:
+                names.append(m.group(1))
+    return names
+
+
 def spreads_over_cores(sub: Submission) -> bool:
     """Whether the emulator may run a large launch's blocks on several OS threads at once: the file
     uses no collective, none of _SHARED_STATE, and its device code none of
-    _SHARED_STATE_IN_DEVICE_CODE and no read-modify-write of memory. Any doubt keeps it on one
-    thread, which is only slower: a kernel that is correct on a GPU gives the same bits either way."""
+    _SHARED_STATE_IN_DEVICE_CODE and no read-modify-write of memory (an array's element, a
+    pointer's target, a __device__ variable). Any doubt keeps it on one thread, which is only
+    slower: a kernel that is correct on a GPU gives the same bits either way."""
     if uses_collectives(sub) or _SHARED_STATE.search(sub.code):
         return False
+    globals_ = device_variables(sub.code)
+    updated = (re.compile(rf"\b(?:{'|'.join(map(re.escape, globals_))})\s*(?:{_OP_ASSIGN}|\+\+|--)|"
+                          rf"(?:\+\+|--)\s*(?:{'|'.join(map(re.escape, globals_))})\b") if globals_ else None)
     return not any(_SHARED_STATE_IN_DEVICE_CODE.search(body) or _READ_MODIFY_WRITE.search(body)
+                   or (updated is not None and updated.search(body))
                    for _, body in device_bodies(sub.code))
 
 

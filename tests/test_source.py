@@ -155,6 +155,9 @@ SAMPLES = Path(__file__).parent.parent / "submissions"
     "__global__ void k(const float* x, float* o, int r, int n) { float acc = 0; for (int k = 0; k < r; ++k) acc += x[k * n]; o[0] = acc; }",
     "__global__ void k(float* o, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x * gridDim.x) { o[i] = 2 * o[i]; } }",
     "__global__ void k(const float* x, float* o) { float v = x[threadIdx.x] * -1; v *= 2; o[threadIdx.x] = v; }",
+    # a __device__ variable only read, and a local named like nothing global, updated
+    "__device__ float gScale = 2.0f;\n__device__ float sc(float v) { return v * gScale; }\n"
+    "__global__ void k(const float* x, float* o) { int n = 0; n++; o[threadIdx.x] = sc(x[threadIdx.x]) + n; }",
     # a launcher's own printf, malloc and error check run before or after the launch, on one thread
     "__global__ void k(float* o) { o[0] = 1; }\nvoid launchK(float* o, cudaStream_t s) {\n  float* h = (float*)malloc(4); free(h);\n"
     "  k<<<1, 1, 0, s>>>(o);\n  if (cudaGetLastError() != cudaSuccess) printf(\"failed\\n\");\n  int total = 0; total += 1;\n}",
@@ -183,6 +186,10 @@ def test_kernels_that_share_nothing_spread_over_cores(text, write_cu):
     "__global__ void k(float* o, float v) { (*o) *= v; }",
     "struct Acc { float s; };\n__global__ void k(Acc* a, float v) { a->s += v; }",
     "__device__ void add(float* o, float v) { o[0] += v; }\n__global__ void k(float* o) { add(o, 1.0f); }",
+    # a __device__ variable every thread sees, updated in place
+    "__device__ unsigned gLaunches = 0;\n__global__ void k(float* o) { gLaunches++; o[0] = 1; }",
+    "__device__ volatile int gSeen;\n__global__ void k(float* o) { ++gSeen; o[0] = gSeen; }",
+    "__device__ float gSum, gMax = 0;\n__global__ void k(const float* x) { gMax += x[threadIdx.x]; }",
 ])
 def test_kernels_that_share_state_stay_on_one_thread(text, write_cu):
     assert not spreads_over_cores(read_submission(write_cu(text + "\n"), LAUNCHER))
