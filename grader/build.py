@@ -32,6 +32,7 @@ from grader.source import Submission, rewrite_for_emulator, spreads_over_cores, 
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
+LAUNCH_LOG_HEADER = PACKAGE_DIR / "shim" / "launch_log.h"    # the harness's and the shim's launch log
 RUNTIME_SOURCE = PACKAGE_DIR / "child" / "runtime.cu"
 GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
 
@@ -161,13 +162,15 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tool_version("g++")
         extra = SHIM_HEADER.read_text()
+    launch_log = LAUNCH_LOG_HEADER.read_text()
     link_flags = LAUNCH_LOG_LINK_FLAGS if backend == "cuda" else ()
     key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
-                  arch if backend == "cuda" else "cpu", extra)
+                  arch if backend == "cuda" else "cpu", extra, launch_log)
     return _build(
         key=f"sub-{key}",
         link_flags=link_flags,
-        files={"submission.cu": source, "harness.cu": harness},
+        # the harness includes the launch log beside it (the shim, from its own folder)
+        files={"submission.cu": source, "harness.cu": harness, **({"launch_log.h": launch_log} if backend == "cuda" else {})},
         main="harness.cu",
         compiler=compiler,
         flags=flags,
@@ -218,7 +221,7 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
         compiler, version = shutil.which("g++") or "g++", tool_version("g++")
         flags = emulator_flags(fibers=False)
-        extra = SHIM_HEADER.read_text()
+        extra = SHIM_HEADER.read_text() + LAUNCH_LOG_HEADER.read_text()
     key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
                   arch if backend == "cuda" else "cpu", extra)
     result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,

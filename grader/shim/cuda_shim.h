@@ -925,43 +925,20 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
     g_dynamic_shared = nullptr;
 }
 
-// The launch log: the configuration each kernel actually got, read by the child after a
-// case (grader_launch_log). The kernel is named by its address relative to the library's
-// base; the parent finds the symbol there. Layout shared with backends.py's _LaunchRecord.
-struct LaunchRecord {
-    char kernel[256];               // the CUDA build fills in the runtime's name; empty here
-    unsigned long long offset;      // the kernel's address less the library's base
-    unsigned grid[3], block[3];
-    unsigned long long shared_bytes;
-    long long launches;
-    int blocks_per_sm;              // the runtime's occupancy; -1 here (the parent computes it)
-};
-constexpr int kLaunchLogSize = 32;
-inline LaunchRecord g_launch_log[kLaunchLogSize];
-inline const void* g_launch_fn[kLaunchLogSize];
-inline int g_launch_count = 0;
+}  // namespace grader
+
+// The launch log (shared with the CUDA harness): a kernel is named by its address relative to
+// its library's base, and the parent finds the symbol there.
+#include "launch_log.h"
+
+namespace grader {
 
 inline void note_launch(const void* fn, dim3 grid, dim3 block, size_t shmem) {
-    for (int i = 0; i < g_launch_count; ++i) {
-        LaunchRecord& r = g_launch_log[i];
-        if (g_launch_fn[i] == fn && r.grid[0] == grid.x && r.grid[1] == grid.y && r.grid[2] == grid.z &&
-            r.block[0] == block.x && r.block[1] == block.y && r.block[2] == block.z && r.shared_bytes == shmem) {
-            ++r.launches;
-            return;
-        }
-    }
-    if (g_launch_count == kLaunchLogSize) return;
-    LaunchRecord& r = g_launch_log[g_launch_count];
-    std::memset(&r, 0, sizeof r);
-    Dl_info di;
-    if (dladdr(fn, &di) && di.dli_fbase)
-        r.offset = reinterpret_cast<uintptr_t>(fn) - reinterpret_cast<uintptr_t>(di.dli_fbase);
-    r.grid[0] = grid.x; r.grid[1] = grid.y; r.grid[2] = grid.z;
-    r.block[0] = block.x; r.block[1] = block.y; r.block[2] = block.z;
-    r.shared_bytes = shmem;
-    r.launches = 1;
-    r.blocks_per_sm = -1;
-    g_launch_fn[g_launch_count++] = fn;
+    grader_launches::note(fn, grid, block, shmem, [fn](grader_launches::Record& r) {
+        Dl_info di;
+        if (dladdr(fn, &di) && di.dli_fbase)
+            r.offset = reinterpret_cast<uintptr_t>(fn) - reinterpret_cast<uintptr_t>(di.dli_fbase);
+    });
 }
 
 template <class... P> struct Launch {
@@ -1003,12 +980,6 @@ extern "C" int grader_emu_spread_threads() {
 }
 extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
-extern "C" int grader_launch_log(grader::LaunchRecord* out, int max) {
-    const int n = grader::g_launch_count < max ? grader::g_launch_count : max;
-    std::memcpy(out, grader::g_launch_log, sizeof(grader::LaunchRecord) * static_cast<size_t>(n));
-    return n;
-}
-extern "C" void grader_launch_log_reset() { grader::g_launch_count = 0; }
 
 // ---------------------------------------------------------------------------
 // malloc and free, in kernels (and in a launcher, which the emulator cannot tell
