@@ -154,23 +154,21 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         compiler = _nvcc()
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
         version = tool_version("nvcc")
-        extra = ""
+        beside = {"launch_log.h": LAUNCH_LOG_HEADER.read_text()}    # the harness includes it from its folder
+        shim = ""
     else:
         source = rewrite_for_emulator(sub.text)
         compiler = shutil.which("g++") or "g++"
-        tool_version("g++")
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tool_version("g++")
-        extra = SHIM_HEADER.read_text()
-    launch_log = LAUNCH_LOG_HEADER.read_text()
+        beside, shim = {}, shim_text()
     link_flags = LAUNCH_LOG_LINK_FLAGS if backend == "cuda" else ()
     key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
-                  arch if backend == "cuda" else "cpu", extra, launch_log)
+                  arch if backend == "cuda" else "cpu", shim, *beside.values())
     return _build(
         key=f"sub-{key}",
         link_flags=link_flags,
-        # the harness includes the launch log beside it (the shim, from its own folder)
-        files={"submission.cu": source, "harness.cu": harness, **({"launch_log.h": launch_log} if backend == "cuda" else {})},
+        files={"submission.cu": source, "harness.cu": harness, **beside},
         main="harness.cu",
         compiler=compiler,
         flags=flags,
@@ -221,7 +219,7 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
         compiler, version = shutil.which("g++") or "g++", tool_version("g++")
         flags = emulator_flags(fibers=False)
-        extra = SHIM_HEADER.read_text() + LAUNCH_LOG_HEADER.read_text()
+        extra = shim_text()
     key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
                   arch if backend == "cuda" else "cpu", extra)
     result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,
@@ -229,6 +227,11 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
     if not result.ok:
         raise InfrastructureError(f"the reference kernels did not build ({result.command}):\n{result.log}")
     return result
+
+
+def shim_text() -> str:
+    """What every emulator build compiles besides its own files: the shim and what it includes."""
+    return SHIM_HEADER.read_text() + LAUNCH_LOG_HEADER.read_text()
 
 
 def emulator_flags(*, fibers: bool, spread: bool = False) -> list[str]:

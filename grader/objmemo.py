@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 
 def read_beside(obj: Path, what: str, compute: Callable[[], Any]) -> Any:
-    """compute()'s value (JSON data) for obj, kept in obj's '<name>.screen.json' under what."""
-    memo = obj.with_name(obj.name + ".screen.json")
+    """compute()'s value (JSON data) for obj, kept in obj's '<name>.binutils.json' under what."""
+    memo = obj.with_name(obj.name + ".binutils.json")
     st = obj.stat()
     stamp = [st.st_size, st.st_mtime_ns]
     try:
