@@ -306,6 +306,11 @@ _CUDA_HEADERS = {
     "cooperative_groups.h",
 }
 _LAUNCH_RE = re.compile(r"([A-Za-z_][\w:]*(?:\s*<[^<>;()]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
+# The cast before the kernel in cudaLaunchKernel((const void*)kernel, ...): dropped for the emulator,
+# whose cudaLaunchKernel takes the kernel's own type (to know what its argument array holds).
+_PACKED_LAUNCH_CAST_RE = re.compile(
+    r"\bcudaLaunch(?:Cooperative)?Kernel\s*\(\s*(\(\s*(?:const\s+)?void\s*\*\s*\)|"
+    r"reinterpret_cast\s*<\s*(?:const\s+)?void\s*\*\s*>)")
 _EXTERN_SHARED_RE = re.compile(
     r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w:\s]*?)\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;"
 )
@@ -324,6 +329,8 @@ def rewrite_for_emulator(text: str) -> str:
         new = f"::grader::launch({kernel}, {config.strip()})("
         new += "\n" * (text[m.start() : m.end()].count("\n") - new.count("\n"))   # keep later lines in place
         edits.append((m.start(), m.end(), new))
+    for m in _PACKED_LAUNCH_CAST_RE.finditer(code):
+        edits.append((m.start(1), m.end(1), ""))
     for m in _EXTERN_SHARED_RE.finditer(code):
         tp, name = " ".join(m.group(1).split()), m.group(2)
         edits.append((m.start(), m.end(), f"{tp}* {name} = static_cast<{tp}*>(::grader::dynamic_shared());"))

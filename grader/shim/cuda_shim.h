@@ -56,6 +56,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 // ---------------------------------------------------------------------------
@@ -962,7 +964,34 @@ inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t s
     return Launch<P...>{kernel, grid, block, shmem};
 }
 
+// A launch with an argument array (cudaLaunchKernel, cudaLaunchCooperativeKernel): each args[i]
+// points to the kernel's i-th parameter, of the type the kernel declares.
+template <class... P, size_t... I>
+inline void launch_packed(void (*kernel)(P...), dim3 grid, dim3 block, void** args, size_t shmem,
+                          std::index_sequence<I...>) {
+    note_launch(reinterpret_cast<const void*>(kernel), grid, block, shmem);
+    auto call = [k = kernel, tup = std::make_tuple(*static_cast<std::decay_t<P>*>(args[I])...)]() mutable {
+        std::apply(k, tup);
+    };
+    run_grid(grid, block, shmem, call);
+}
+
 }  // namespace grader
+
+// The runtime's launch with an argument array. The rewrite (source.rewrite_for_emulator) drops
+// the `(const void*)` cast students write before the kernel, so its parameter types are known here.
+template <class... P>
+inline cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, size_t shmem = 0,
+                                    cudaStream_t = nullptr) {
+    grader::launch_packed(kernel, grid, block, args, shmem, std::index_sequence_for<P...>{});
+    return cudaSuccess;
+}
+template <class... P>
+inline cudaError_t cudaLaunchCooperativeKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                                               size_t shmem = 0, cudaStream_t = nullptr) {
+    grader::launch_packed(kernel, grid, block, args, shmem, std::index_sequence_for<P...>{});
+    return cudaSuccess;
+}
 
 // Entry points every emulated library exports, whatever it holds. Each
 // library is one translation unit, so these are defined here, once.
