@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -37,11 +38,13 @@ RUNTIME_SOURCE = PACKAGE_DIR / "child" / "runtime.cu"
 GUARD_SOURCE = PACKAGE_DIR / "child" / "guard.c"
 
 
-# The runtime's launch entry points, wrapped at link time so that the harness's launch log sees
-# every launch of the submission's kernels (<<<>>> compiles to __cudaLaunchKernel).
+# The runtime's launch entry points and kernel attribute setters, wrapped at link time so that the
+# harness's recorder sees every launch of the submission's kernels (<<<>>> compiles to
+# __cudaLaunchKernel) and runs none (grader/child/replay.py).
 _WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
-            "cudaLaunchCooperativeKernel")
-LAUNCH_LOG_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
+            "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaFuncSetAttribute",
+            "cudaFuncSetCacheConfig")
+RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
 
 
 @dataclass(frozen=True)
@@ -154,15 +157,14 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         compiler = _nvcc()
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
         version = tool_version("nvcc")
-        beside = {"launch_log.h": LAUNCH_LOG_HEADER.read_text()}    # the harness includes it from its folder
-        shim = ""
+        beside, shim = {}, ""
     else:
         source = rewrite_for_emulator(sub.text)
         compiler = shutil.which("g++") or "g++"
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tool_version("g++")
         beside, shim = {}, shim_text()
-    link_flags = LAUNCH_LOG_LINK_FLAGS if backend == "cuda" else ()
+    link_flags = RECORDER_LINK_FLAGS if backend == "cuda" else ()
     key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
                   arch if backend == "cuda" else "cpu", shim, *beside.values())
     return _build(
@@ -176,6 +178,52 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         user_path=str(sub.path),
         limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib),
     )
+
+
+FATBIN_MAGIC = 0xBA55ED50
+
+
+def device_code(library: Path) -> list[Path]:
+    """The fatbinaries in a built library's .nv_fatbin section, each written to a file beside it
+    (once): what the measuring process loads with the driver instead of the library itself.
+
+    Read here, in the parent, from the build's own output, before any process that runs the
+    submission's host code has seen the library. nvcc's library holds two (an empty one, then the
+    submission's); every one is kept, and the measuring process looks kernels up in all of them."""
+    kept = sorted(library.parent.glob("device-*.fatbin"))
+    if kept:
+        return kept
+    data = library.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise InfrastructureError(f"{library} is not a 64-bit ELF library: its device code cannot be read")
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    entsize, count, names_at = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names_offset = sections[names_at][4]
+
+    def name(section) -> bytes:
+        start = names_offset + section[0]
+        return data[start: data.index(b"\0", start)]
+
+    blob = next((data[s[4]: s[4] + s[5]] for s in sections if name(s) == b".nv_fatbin"), b"")
+    pieces, at = [], 0
+    while at + 16 <= len(blob):
+        magic, _version, header, size = struct.unpack_from("<IHHQ", blob, at)
+        if magic != FATBIN_MAGIC:
+            at += 8                                   # padding between two fatbinaries
+            continue
+        pieces.append(blob[at: at + header + size])
+        at += header + size
+    if not pieces:
+        raise InfrastructureError(f"{library} holds no device code (.nv_fatbin): was it built by nvcc?")
+    paths = []
+    for i, piece in enumerate(pieces):
+        path = library.parent / f"device-{i}.fatbin"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(piece)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
 
 
 def baseline_source(rubric: Rubric) -> str:

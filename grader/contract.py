@@ -48,6 +48,7 @@ class Call:
     grid: list[int] = field(default_factory=lambda: [1, 1, 1])
     block: list[int] = field(default_factory=lambda: [1, 1, 1])
     kernel: str = ""            # a reference kernel's name; "" for the submission
+    key: str = ""               # the submission's: the case it launches for (the recording's key)
 
 
 @dataclass
@@ -130,6 +131,14 @@ class Job:
     shared_fd: int = -1                 # the memory file large outputs are copied into (protocol.py)
     shared_bytes: int = 0
     emulator_threads: int = 0           # OS threads a large emulated launch may use; 0: every core the child has
+    # How the submission runs (replay.py): "run", its library loaded and its launches made in this
+    # process (the emulator); "record", its library loaded and its launcher called on stand-in
+    # buffers, every launch recorded and none run; "replay", the recorded launches run from its
+    # device code alone, its library never loaded.
+    role: str = "run"
+    device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
+    recording: "Recording | None" = None                   # replay: what the recorder saw
+    layout_seed: int = 0                # replay: where the buffers lie in device memory this run
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""
@@ -219,6 +228,7 @@ class CaseFrame:
     second_fault: Fault | None = None
     second_outputs: list[Output] = field(default_factory=list)
     chain_error: str = ""
+    clobbered: list[str] = field(default_factory=list)  # grader buffers (inputs) the launch changed
 
 
 @dataclass
@@ -230,6 +240,9 @@ class TimingFrame:
     launches: list[LaunchRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     baseline_max_abs_diff: float | None = None
+    clobbered: list[str] = field(default_factory=list)   # grader buffers changed during the timing
+    # each timed set's output checksum after every timed launch of it (replay: bit-exact exercises)
+    output_checksums: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -242,6 +255,49 @@ class BaselineTimingFrame:
 class CalibrationFrame:
     samples_ms: dict = field(default_factory=dict)
     device: dict = field(default_factory=dict)
+
+
+@dataclass
+class RecordedOp:
+    """One thing a launcher did to a kernel during a call, as the recorder saw it (claimed data:
+    the replay checks it against the device code before running any of it)."""
+
+    kind: str = "launch"             # launch | cooperative | attribute | cache_config
+    kernel: str = ""                 # the kernel's (mangled) device name
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    shared_bytes: int = 0
+    stream: str = "given"            # given (or the legacy default) | per_thread | other
+    thread: str = "caller"           # caller | other (another thread, during the call) | outside (no call open)
+    attribute: int = 0               # attribute, cache_config: the cudaFuncAttribute or cudaFuncCache
+    value: int = 0
+    args: str = ""                   # the kernel's parameter buffer, hex
+    error: str = ""                  # what the recorder could not read of the launch
+
+
+@dataclass
+class Recording:
+    """Every call the recorder made, by the call's key: for each call, the index of its list of ops
+    in `ops`, the index of the stand-in buffers it was given in `views` (tensor -> address), and the
+    cudaError_t the launcher left. `late` holds launches made while no call was open."""
+
+    calls: dict = field(default_factory=dict)          # key -> [[ops index, views index, error], ...]
+    ops: list[list[RecordedOp]] = field(default_factory=list)
+    views: list[dict] = field(default_factory=list)
+    late: list[RecordedOp] = field(default_factory=list)
+    errors: dict = field(default_factory=dict)         # cudaError_t -> its text, for the errors in calls
+
+
+@dataclass
+class RecordingFrame:
+    recording: Recording = field(default_factory=Recording)
+
+
+@dataclass
+class RefusedFrame:
+    """The replay refused the recording before running it (a pointer into no buffer, say)."""
+
+    reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -259,7 +315,8 @@ class DoneFrame:
 
 
 FRAME_TYPES = {"hello": HelloFrame, "case": CaseFrame, "timing": TimingFrame, "baseline_timing": BaselineTimingFrame,
-               "calibration": CalibrationFrame, "fatal": FatalFrame, "done": DoneFrame}
+               "calibration": CalibrationFrame, "fatal": FatalFrame, "done": DoneFrame, "recording": RecordingFrame,
+               "refused": RefusedFrame}
 _KINDS = {cls: kind for kind, cls in FRAME_TYPES.items()}
 
 

@@ -25,7 +25,7 @@ from grader.exercises import Reference, exprs, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job, plan_cases, timed_cases
 from grader.results import Result, SourceNote
 from grader.rubric import Rubric, dims_values
-from grader.sandbox import Worker
+from grader.sandbox import Worker, record_then_replay
 from grader.screening import refusal_message, screen_object
 from grader.source import (Submission, SourceProblem, emulator_blockers, missing_kernel_message, read_submission,
                            signature_problem, source_refusals, uses_collectives)
@@ -106,12 +106,15 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
     phases = result.phases
     clock = time.perf_counter()
-    worker = None
+    worker = recorder = None
     if backend == "emulator" or has_gpu:
         # Started now so its imports and CUDA context overlap the build; it loads nothing of
-        # the student's until it is handed the job.
+        # the student's until it is handed the job. On a GPU, two: the recorder, which runs the
+        # submission's host code, and the measuring process, which runs none (child/replay.py).
         if backend == "cuda":
             device = device or lanes.default_device()
+            recorder = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
+                              cpu_limit_s=rubric.limits.time_limit_s, device=device)
         worker = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
                         cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None,
                         torch=backend == "cuda" and bool(rubric.timing.baseline),
@@ -151,8 +154,12 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             f.result()
 
         say(f"running {len(job.cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
-        # The child's start-up (imports, CUDA context) stays out of the GPU's lane.
-        phases["child_start_wait_s"] = round(worker.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
+        device_code = pool.submit(_device_code, build) if backend == "cuda" else None
+        # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
+        waited = worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
+        if recorder is not None:
+            waited = max(waited, recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
+        phases["child_start_wait_s"] = round(waited, 3)
         with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
             clock = time.perf_counter()
@@ -161,15 +168,26 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 lane.release()
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
-            run = worker.run(job, time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on if lane else None)
+            if recorder is not None:
+                both = record_then_replay(recorder, worker, job, device_code=device_code.result(),
+                                          time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
+                                          launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
+                phases["record_s"] = round(both.recorder.seconds, 3)
+                run = both.judged
+            else:
+                both = None
+                run = worker.run(job, time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on if lane else None)
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend == "cuda":
             result.device["gpu"] = device
             result.device["after"] = gpuinfo.snapshot()
-        result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text(),
-                         "stdout_bytes": run.stdout.total, "stderr_bytes": run.stderr.total,
-                         "dropped_bytes": run.stdout.dropped + run.stderr.dropped}
+        result.output = _output_of([both.recorder] + ([both.measurer] if both.measurer else []) if both else [run])
         clock = time.perf_counter()
+        if both is not None and both.refusals:
+            _refused_by_replay(both.refusals, p, result)
+            return
+        if both is not None and both.measurer is not None:
+            _recorder_sandbox(both.recorder, result)
         verdict.read_run(run, cases, references, rubric, exercise, build, p, result)
         log, timed_shape = launches.pick_log([f.data for f in run.frames], {c.name for c in cases if c.timed})
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
@@ -178,9 +196,41 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         _add_findings(result, sass_future, rubric, arch)
         result.device.setdefault("nvcc" if backend == "cuda" else "compiler", build.compiler)
     finally:
-        if worker is not None:
-            worker.cancel()
+        for child in (recorder, worker):
+            if child is not None:
+                child.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _device_code(build: BuildResult) -> list[str]:
+    from grader.build import device_code
+
+    return [str(p) for p in device_code(build.library)]
+
+
+def _output_of(runs: list) -> dict:
+    """What the submission printed: the recorder's (its host code) then the measuring process's
+    (device printf)."""
+    return {"stdout": "".join(r.stdout.text() for r in runs), "stderr": "".join(r.stderr.text() for r in runs),
+            "stdout_bytes": sum(r.stdout.total for r in runs), "stderr_bytes": sum(r.stderr.total for r in runs),
+            "dropped_bytes": sum(r.stdout.dropped + r.stderr.dropped for r in runs)}
+
+
+def _recorder_sandbox(run, result: Result) -> None:
+    """The recorder's sandbox as result.sandbox['recorder'] (the measuring process's is the main one)."""
+    from grader.contract import HelloFrame
+
+    hello = next((f.data for f in run.frames if isinstance(f.data, HelloFrame)), None)
+    if hello is not None and isinstance(hello.sandbox, dict):
+        result.sandbox["recorder"] = {k: hello.sandbox[k] for k in ("seccomp", "privileges", "host_memory_mib")
+                                      if k in hello.sandbox}
+
+
+def _refused_by_replay(reasons: list[str], p: Path, result: Result) -> None:
+    """A recording the grader will not replay: the launches it holds cannot be timed fairly."""
+    result.stop("rejected", "\n".join(f"{p.name}: {r}" for r in reasons))
+    result.flags.append("refused_by_replay")
+    result.notes += [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons]
 
 
 def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:

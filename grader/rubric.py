@@ -34,6 +34,8 @@ CORE_CODES = (
     "near_miss",
     "wrong_values",
     "launch_error",
+    "writes_into_input",
+    "timed_outputs_differ",
 )
 TIER_NAMES = ("gold", "silver", "below")
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

@@ -15,7 +15,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import mmap
+import random
 import struct
+import zlib
 from dataclasses import dataclass
 
 from grader.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord, spread_threads
@@ -97,10 +99,11 @@ def _declare(lib: ctypes.CDLL, reference: bool) -> None:
         lib.grader_submission_launch.restype = i
         lib.grader_error_string.argtypes = [i]
         lib.grader_error_string.restype = ctypes.c_char_p
-        lib.grader_launch_log.argtypes = [ctypes.POINTER(_LaunchRecord), i]
-        lib.grader_launch_log.restype = i
-        lib.grader_launch_log_reset.argtypes = []
-        lib.grader_launch_log_reset.restype = None
+        if hasattr(lib, "grader_launch_log"):         # the emulator's (the GPU's recorder keeps none)
+            lib.grader_launch_log.argtypes = [ctypes.POINTER(_LaunchRecord), i]
+            lib.grader_launch_log.restype = i
+            lib.grader_launch_log_reset.argtypes = []
+            lib.grader_launch_log_reset.restype = None
 
 
 def count_differences(a: bytes, b: bytes) -> int:
@@ -121,6 +124,7 @@ class Backend:
     load_submission(), which the worker calls once the guard is in place."""
 
     name = "base"
+    measures = True            # False for the recorder, whose buffers are stand-ins and whose kernels never run
 
     def __init__(self, reference_lib: str):
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
@@ -165,6 +169,21 @@ class Backend:
     def reinit(self, view: Region, init: str) -> None:
         """An output back to how it starts, before a launch."""
         self.fill(view, POISON_BITS if init == "poison" else 0)
+
+    def checksums(self, regions: list[Region]) -> list[int]:
+        """A checksum of each region's words (the emulator: their bytes hashed on the host)."""
+        return [zlib.crc32(self.read(r)) for r in regions]
+
+    def chooser(self) -> random.Random | None:
+        """Where the measurement draws what a submission must not predict (which timed rounds are
+        checked); None where nothing is measured."""
+        return None
+
+    def baseline(self, expression: str):
+        """The rubric's PyTorch baseline as a function of a case's views (timing._baseline)."""
+        from grader.child.timing import torch_baseline
+
+        return torch_baseline(expression)
 
     def set_reverse(self, reverse: bool) -> None:
         """Run blocks and threads in reverse order (only the CPU emulator can)."""
@@ -239,7 +258,10 @@ class Backend:
 class CudaBackend(Backend):
     name = "cuda"
 
-    def __init__(self, reference_lib: str):
+    def __init__(self, reference_lib: str, layout_seed: int = 0):
+        """layout_seed: where this run's buffers lie. Not 0: a random amount of device memory is
+        held first, and every buffer starts a random multiple of 256 bytes into its allocation, so
+        that a kernel cannot find a buffer of an earlier run (or a stash of its own) where it was."""
         super().__init__(reference_lib)
         rt = self.ref
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
@@ -253,8 +275,14 @@ class CudaBackend(Backend):
             f = getattr(rt, f"grader_rt_{fn}")
             f.argtypes, f.restype = args, ctypes.c_int
         rt.grader_rt_error_string.argtypes, rt.grader_rt_error_string.restype = [ctypes.c_int], ctypes.c_char_p
+        rt.grader_rt_checksum32.argtypes, rt.grader_rt_checksum32.restype = [vp, sz, vp], ctypes.c_int
         self._call("init")
         self._allocated: list[int] = []
+        self._slots: Region | None = None
+        self._layout = random.Random(layout_seed) if layout_seed else None
+        if self._layout is not None:
+            held = ctypes.c_void_p()
+            self._call("malloc", ctypes.byref(held), (1 + self._layout.randrange(32)) << 21)
 
     def _call(self, fn: str, *args) -> None:
         code = getattr(self.ref, f"grader_rt_{fn}")(*args)
@@ -265,10 +293,36 @@ class CudaBackend(Backend):
         return self.ref.grader_rt_error_string(code).decode(errors="replace")
 
     def alloc(self, floats: int, name: str) -> Region:
+        shift = 256 * self._layout.randrange(16) if self._layout is not None else 0
+        p = ctypes.c_void_p()
+        self._call("malloc", ctypes.byref(p), max(4 * floats, 4) + shift)
+        self._allocated.append(p.value)
+        return Region((p.value or 0) + shift, floats)
+
+    def chooser(self) -> random.Random | None:
+        return random.Random(self._layout.getrandbits(64)) if self._layout is not None else None
+
+    def checksums(self, regions: list[Region]) -> list[int]:
+        """Each region's checksum, taken on the GPU (runtime.cu's checksum32)."""
+        if not regions:
+            return []
+        if self._slots is None or self._slots.floats < 2 * len(regions):
+            self._slots = self.kept(max(2 * len(regions), 512))
+        for i, r in enumerate(regions):
+            self.checksum_into(r, self._slots, i)
+        out = (ctypes.c_uint64 * len(regions))()
+        self._call("copy_out", out, self._slots.ptr, 8 * len(regions))
+        return list(out)
+
+    def kept(self, floats: int) -> Region:
+        """Device memory of the grader's own that outlives the case (release_case leaves it)."""
         p = ctypes.c_void_p()
         self._call("malloc", ctypes.byref(p), max(4 * floats, 4))
-        self._allocated.append(p.value)
         return Region(p.value or 0, floats)
+
+    def checksum_into(self, region: Region, slots: Region, index: int) -> None:
+        """region's checksum into the index-th 64-bit word of slots, asynchronously."""
+        self._call("checksum32", region.ptr, region.floats, slots.ptr + 8 * index)
 
     def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
         region = Region(self.alloc(floats, name).ptr, floats, shape)

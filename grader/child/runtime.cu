@@ -17,6 +17,25 @@ __global__ void fill32(unsigned* __restrict__ p, unsigned value, size_t n) {
     }
 }
 
+// A checksum of n 32-bit words, added into *sum: each word mixed with its index (so a moved
+// word changes it too), the mixes summed. The measuring process takes one of every grader buffer
+// a kernel must not change, before and after, and of each timed output after every timed launch.
+__global__ void checksum32(const unsigned* __restrict__ p, size_t n, unsigned long long* sum) {
+    unsigned long long mine = 0;
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        unsigned long long x = (static_cast<unsigned long long>(i) << 32) | p[i];
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdULL;
+        x ^= x >> 33;
+        x *= 0xc4ceb9fe1a85ec53ULL;
+        x ^= x >> 33;
+        mine += x;
+    }
+    for (int d = 16; d > 0; d >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, d);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sum, mine);
+}
+
 }  // namespace
 
 struct GraderDeviceInfo {
@@ -45,6 +64,18 @@ extern "C" int grader_rt_fill32(void* p, unsigned value, size_t n) {
     size_t blocks = (n + 255) / 256;
     if (blocks > 65535) blocks = 65535;
     fill32<<<static_cast<unsigned>(blocks), 256>>>(static_cast<unsigned*>(p), value, n);
+    return static_cast<int>(cudaGetLastError());
+}
+
+// The checksum of n words at p into the device word at sum (set to zero first), on the legacy
+// default stream (asynchronously).
+extern "C" int grader_rt_checksum32(const void* p, size_t n, void* sum) {
+    cudaError_t err = cudaMemsetAsync(sum, 0, sizeof(unsigned long long), nullptr);
+    if (err != cudaSuccess || n == 0) return static_cast<int>(err);
+    size_t blocks = (n + 255) / 256;
+    if (blocks > 1024) blocks = 1024;
+    checksum32<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const unsigned*>(p), n,
+                                                        static_cast<unsigned long long*>(sum));
     return static_cast<int>(cudaGetLastError());
 }
 

@@ -13,7 +13,14 @@ Method (the parent turns the samples into medians, a fraction and its interval):
   stream (screening refuses stream creation anyway) is still inside the timed region;
 - rounds interleave the kernels (submission, the copies, the chain), A B A B, so a
   clock or thermal drift touches them alike and the samples can be paired;
-- after the last round, each set's output is sent back for verification.
+- after the last round, each set's output is sent back for verification;
+- the grader's buffers a kernel must not change (every set's inputs, the copies' buffers) are
+  checksummed before and after, and each set's output after every timed launch, so that a launch
+  that did less than the others (a launcher that skips calls) shows.
+
+In the recording child (backend.measures is False) the same code runs over stand-in buffers, and
+the sampling runs to max_samples rounds without the stopping rule: the recording then holds every
+call the measuring process can make, in its order.
 """
 
 from __future__ import annotations
@@ -27,6 +34,12 @@ from grader.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, Ca
 from grader.stats import fraction_interval, median
 
 BATCH = 10    # rounds between two looks at the stopping rule
+VERIFY_CALLS = 4        # untimed calls of each set after the sampling, each output checksummed
+# A sampled round's output is checksummed with this chance, the rounds drawn from the measuring
+# process's own seed (never shown to the recorder): a checksum after every timed launch, though
+# outside the events, made the samples noisy enough on an H200 that the sampling ran to its
+# budget (3 s) instead of converging in 0.1 s.
+SAMPLED_SUMS = 1 / 16
 
 
 def run_timing(backend, job: Job, files, sender) -> float:
@@ -55,7 +68,9 @@ def run_timing(backend, job: Job, files, sender) -> float:
     variants = {"submission": submission, **copies}
     if cfg.chain and sets[0].chain is not None:
         variants["chain"] = chain
-    baseline = _baseline(cfg.baseline) if cfg.baseline else None
+    baseline = backend.baseline(cfg.baseline) if cfg.baseline else None
+    guarded = _Untouched(backend, sets, allocated, copies)
+    sums = _OutputSums(backend, sets, allocated, outputs, cfg.warmup + cfg.max_samples + VERIFY_CALLS + 2)
     if baseline is not None:
         variants["baseline"] = lambda: baseline(allocated[0][0])
 
@@ -78,6 +93,7 @@ def run_timing(backend, job: Job, files, sender) -> float:
     if not sync.ok:
         raise RuntimeError(sync.error)
     probe_ms = backend.elapsed_ms(*probe)
+    sums.take(0)
     if probe_ms / 1000 > cfg.slow_launch_s:
         samples = {"submission": [probe_ms]}
         for name, fn in variants.items():
@@ -88,7 +104,8 @@ def run_timing(backend, job: Job, files, sender) -> float:
             backend.synchronize()
             samples[name] = [backend.elapsed_ms(*probe)]
         sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
-                                 [c.name for c in sets[1:]]))
+                                 [c.name for c in sets[1:]], clobbered=guarded.changed(),
+                                 output_checksums=sums.read()))
         sampled = time.perf_counter()
         _send_outputs(backend, sender, sets[0], allocated[0][1], outputs[0], pad)
         return sampled
@@ -97,6 +114,8 @@ def run_timing(backend, job: Job, files, sender) -> float:
         for name, fn in variants.items():
             before(name)
             fn()
+            if name == "submission":
+                sums.take((set_index[0] - 1) % len(sets))
         sync = backend.synchronize()
         if not sync.ok:
             raise RuntimeError(sync.error)
@@ -115,8 +134,10 @@ def run_timing(backend, job: Job, files, sender) -> float:
             for name, fn in variants.items():
                 before(name)
                 _timed(backend, fn, *events[name][i])
+                if name == "submission" and sums.now():
+                    sums.take((set_index[0] - 1) % len(sets))
             rounds += 1
-            if time.perf_counter() - started >= cfg.hard_budget_s:
+            if backend.measures and time.perf_counter() - started >= cfg.hard_budget_s:
                 break
         sync = backend.synchronize()
         if not sync.ok:
@@ -128,6 +149,8 @@ def run_timing(backend, job: Job, files, sender) -> float:
         # time budget is spent, or max_samples rounds were taken. A kernel so slow that
         # hard_budget_s passes first stops there, with the rounds it got.
         elapsed = time.perf_counter() - started
+        if not backend.measures:                     # the recorder: every round the sampling may take
+            continue
         if elapsed >= cfg.hard_budget_s:
             stop_reason = "hard_budget"
             break
@@ -142,9 +165,18 @@ def run_timing(backend, job: Job, files, sender) -> float:
         if elapsed >= cfg.budget_s:
             stop_reason = "budget"
             break
-    sender.channel.send(TimingFrame(samples, stop_reason, time.perf_counter() - started, device,
-                             backend.launch_log(),
-                             baseline_max_abs_diff=_baseline_gap(baseline, sets[0], allocated[0][0]) if baseline else None))
+    seconds = time.perf_counter() - started
+    # A few more calls of every set, untimed, each output checksummed: with the sampled rounds'
+    # checks, a launcher that does less on some calls shows, whichever calls those are.
+    for _ in range(VERIFY_CALLS):
+        for _ in sets:
+            before("submission")
+            submission()
+            sums.take((set_index[0] - 1) % len(sets))
+    sender.channel.send(TimingFrame(samples, stop_reason, seconds, device, backend.launch_log(),
+                                    baseline_max_abs_diff=(_baseline_gap(baseline, sets[0], allocated[0][0])
+                                                           if baseline and backend.measures else None),
+                                    clobbered=guarded.changed(), output_checksums=sums.read()))
     if baseline is not None:
         for cj in job.baseline_cases:
             _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, sender.channel)
@@ -170,7 +202,77 @@ def _as_torch(views: dict[str, Region]) -> dict:
     return {name: torch.as_tensor(_CudaArray(r), device="cuda") for name, r in views.items()}
 
 
-def _baseline(expression: str):
+class _Untouched:
+    """The grader's buffers no kernel may change during the timing: every set's inputs and the
+    copies' sources, checksummed now and compared by changed(); each copy's destination must then
+    hold its source's words (the copies wrote it last, unless a kernel did)."""
+
+    def __init__(self, backend, sets: list[CaseJob], allocated, copies: dict):
+        self.backend = backend
+        self.named = [(f"{b.name} ({cj.name})", views[b.name]) for cj, (views, _) in zip(sets, allocated)
+                      for b in cj.buffers if b.role == "in" and b.floats]
+        self.pairs = copies.pairs
+        self.before = backend.checksums([r for _, r in self.named] + [src for src, _ in self.pairs])
+
+    def changed(self) -> list[str]:
+        sync = self.backend.synchronize()
+        if not sync.ok:
+            return []
+        srcs = [src for src, _ in self.pairs]
+        now = self.backend.checksums([r for _, r in self.named] + srcs + [dst for _, dst in self.pairs])
+        n = len(self.named)
+        changed = [name for (name, _), a, b in zip(self.named, self.before, now) if a != b]
+        pairs = len(self.pairs)
+        for i in range(pairs):
+            if self.before[n + i] != now[n + i]:
+                changed.append(f"the floor copy's source buffer {i}")
+            elif now[n + pairs + i] != now[n + i]:
+                changed.append(f"the floor copy's destination buffer {i}")
+        return changed
+
+
+class _OutputSums:
+    """Each timed set's outputs (guards included) checksummed after every timed launch of the set,
+    into device memory (read once at the end): the parent checks that every launch left the same
+    output as the one it verifies."""
+
+    def __init__(self, backend, sets: list[CaseJob], allocated, outputs, most: int):
+        self.backend = backend
+        self.fulls = [[(b.name, fulls[b.name]) for b in outs] for (_, fulls), outs in zip(allocated, outputs)]
+        self.names = [cj.name for cj in sets]
+        self.most = most
+        self.slots = [[backend.kept(2 * most) for _ in outs] for outs in self.fulls]
+        self.count = [0] * len(sets)
+        self.chooser = backend.chooser()
+
+    def now(self) -> bool:
+        """Whether to checksum this sampled round's output (SAMPLED_SUMS of them, unpredictably)."""
+        return self.chooser is not None and self.chooser.random() < SAMPLED_SUMS
+
+    def take(self, k: int) -> None:
+        if self.count[k] >= self.most:
+            return
+        for (_, full), slots in zip(self.fulls[k], self.slots[k]):
+            self.backend.checksum_into(full, slots, self.count[k])
+        self.count[k] += 1
+
+    def read(self) -> dict:
+        import ctypes
+
+        if not self.backend.measures:
+            return {}
+        out: dict = {}
+        for name, fulls, slots, count in zip(self.names, self.fulls, self.slots, self.count):
+            per = {}
+            for (output, _), slot in zip(fulls, slots):
+                host = ctypes.create_string_buffer(8 * count)
+                self.backend.read_into(Region(slot.ptr, 2 * count), ctypes.addressof(host))
+                per[output] = list(memoryview(host.raw).cast("Q"))
+            out[name] = per
+        return out
+
+
+def torch_baseline(expression: str):
     """The rubric's PyTorch expression of the inputs, as a function of a case's views (trusted:
     the exercise's own text, evaluated by the grader, not the student's code). Only here does the
     child use torch, which the worker imported before the wall for a job with a baseline."""
@@ -251,8 +353,15 @@ def _floor_copies(backend, cfg: TimingJob, device: dict) -> tuple[dict, Region]:
         turn = itertools.count()
         return lambda: check(backend.copy(kind, *pairs[next(turn) % len(pairs)]))
 
-    copies = {kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])}
+    copies = _Copies({kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])})
+    copies.pairs = pairs
     return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
+
+
+class _Copies(dict):
+    """The floor's copies by kind, with the buffer pairs they rotate over."""
+
+    pairs: list = []
 
 
 def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) -> dict[str, list[float]]:

@@ -30,7 +30,7 @@ T0 = time.perf_counter()
 
 from grader import protocol  # noqa: E402
 from grader.contract import (Buffer, CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
-                             Output)
+                             Output, RecordingFrame, RefusedFrame)
 from grader.child import guard  # noqa: E402
 from grader.child.backends import Region, count_differences, libc  # noqa: E402
 
@@ -87,6 +87,20 @@ def output_meta(fulls: dict[str, Region], pad: int) -> list[Output]:
 SHARED_FROM = 1 << 20       # payloads this large go through the shared area; smaller ones, the pipe
 
 
+class _Discard:
+    def send(self, *_args, **_kw) -> None:
+        pass
+
+
+class NullSender:
+    """The recorder's: it has no outputs to send (its buffers are stand-ins), only the recording."""
+
+    channel = _Discard()
+
+    def send(self, backend, frame, regions) -> None:
+        pass
+
+
 class Sender:
     """Sends frames with outputs: their bytes (guards included, one output after another) copied
     into the shared area where there is room, else in the frame's payload on the pipe."""
@@ -113,6 +127,9 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     pad = job.guard_floats
     views, fulls = allocate(backend, cj, pad, files)
     frame = CaseFrame(cj.name)
+    # The grader's buffers the kernel is given but must not change (its inputs), checked after.
+    kept = [b.name for b in cj.buffers if b.role == "in" and b.floats]
+    kept_sums = backend.checksums([views[n] for n in kept])
     backend.reset_launch_log()
     outcome = backend.launch_submission(cj.launch, views)
     if outcome.ok:
@@ -156,6 +173,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
             sent.update({b.name: fulls[b.name] for b in cj.buffers if b.role == "out" and b.chain})
         else:
             frame.chain_error = res.error
+    frame.clobbered = [n for n, a, b in zip(kept, kept_sums, backend.checksums([views[n] for n in kept])) if a != b]
     frame.outputs = output_meta(sent, pad)
     regions = list(sent.values())
     if second_fulls and not job.order_exact:
@@ -182,7 +200,11 @@ def preload(backend: str, with_torch: bool) -> None:
     # Everything the grader imports later, imported now: after the wall nothing may be
     # written (no .pyc), and after privileges are dropped the package may be unreadable.
     import grader.child.timing  # noqa: F401
+    import grader.child.replay  # noqa: F401
     import grader.stats  # noqa: F401
+    if backend == "cuda":
+        import grader.child.measurer  # noqa: F401
+        import grader.child.recorder  # noqa: F401
 
 
 def _vm_data_bytes() -> int | None:
@@ -257,8 +279,23 @@ def main() -> int:
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
     sender = Sender(channel, shared)
     try:
-        files = InputFiles(job.input_files())
-        if job.backend == "cuda":
+        files = InputFiles(job.input_files() if job.role != "record" else [])
+        if job.role == "record":
+            from grader.child.recorder import RecordingBackend
+
+            backend = RecordingBackend(job.reference_library)
+            sender = NullSender()
+        elif job.role == "replay":
+            from grader.child.measurer import ReplayBackend
+            from grader.child.replay import call_sizes
+
+            backend = ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
+                                    layout_seed=job.layout_seed,
+                                    sizes=call_sizes(job.cases + job.timed_cases + job.baseline_cases))
+        elif job.backend == "cuda":
+            if job.library:
+                raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
+                                 "its library's launches record and never run")
             from grader.child.backends import CudaBackend
 
             backend = CudaBackend(job.reference_library)
@@ -279,8 +316,14 @@ def main() -> int:
             sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = backend.memory()
         sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         t_load = time.perf_counter()
-        if job.library:                     # `grader calibrate` runs only the grader's own kernels
-            backend.load_submission(job.library)
+        if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
+            from grader.child.replay import Refused
+
+            try:
+                backend.load_submission(job.library)
+            except Refused as refused:
+                channel.send(RefusedFrame([str(refused)]))
+                return 0
         sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
         if job.library and backend.name == "emulator":
             sandbox["emulator_threads"] = backend.launch_threads()
@@ -310,6 +353,8 @@ def main() -> int:
         for cj in job.verify_cases:
             if not run_case(backend, cj, job, files, sender, False):
                 return 0
+    if job.role == "record":
+        channel.send(RecordingFrame(backend.finish()))
     done.t = time.perf_counter() - T0
     channel.send(done)
     # Everything is sent: closing the channel now lets the parent hand the GPU's lane on while

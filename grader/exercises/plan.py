@@ -93,10 +93,11 @@ def case_job(rubric: Rubric, case: Case, *, has_launcher: bool, files: dict[str,
     names = {t.name for t in present}
     if has_launcher:
         params = parse_signature(rubric.kernel.launcher).params[:-1]
-        launch = Call(_call(params, values, names))
+        launch = Call(_call(params, values, names), key=case.name)
     else:
         grid, block = default_launch(rubric, values)
-        launch = Call(_call(parse_signature(rubric.kernel.signature).params, values, names), grid=grid, block=block)
+        launch = Call(_call(parse_signature(rubric.kernel.signature).params, values, names), grid=grid, block=block,
+                      key=case.name)
     chain = None
     if case.chain and rubric.chain.kernel:
         chain = Call([Arg(tensor=a) if a in names else Arg(value=int(exprs.evaluate(a, values)))

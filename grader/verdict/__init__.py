@@ -115,6 +115,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             c.passed is None and not c.note.startswith("skipped") for c in result.cases)
 
     if result.status == "graded" and timing_frame is not None:
+        _untouched_during_timing(timing_frame, rubric, result)
         t = result.timing = judge_timing(timing_frame, rubric, baseline_frames)
         result.fraction, result.fraction_ci, result.gbps = t.fraction, t.fraction_ci, t.submission_gbps
         result.floor = {"kind": t.floor_kind, "gbps": t.floor_gbps, "copies": {c.kind: c.gbps for c in t.copies}}
@@ -130,3 +131,28 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             result.feedback = "Fix correctness first: only a correct kernel is timed against the floor and gets a tier."
     for d in result.diagnosis:
         d.advice = rubric.feedback.diagnosis.get(d.code, "")
+
+
+def _untouched_during_timing(frame: TimingFrame, rubric: Rubric, result: Result) -> None:
+    """What the measuring process saw of the timed launches besides their time: a grader buffer the
+    kernels changed, or timed launches of one set that left different outputs (a launcher or a
+    kernel that does less on some calls; only where the exercise's outputs are bit-exact)."""
+    found = []
+    if frame.clobbered:
+        found.append(DiagnosisEntry("writes_into_input", f"during the timing the kernel changed "
+                                    f"{', '.join(frame.clobbered)}, which it may only read", "", "timing"))
+    if rubric.checks.order_exact:
+        for case, outputs in (frame.output_checksums or {}).items():
+            for output, sums in outputs.items():
+                if not sums:
+                    continue
+                differ = sum(1 for s in sums if s != sums[-1])
+                if differ:
+                    found.append(DiagnosisEntry(
+                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random among the timed ones) left {output} "
+                        "different from the last one, which was verified: each timed call must do the whole work",
+                        "", case))
+    for entry in found:
+        result.correct = False
+        if all(e.code != entry.code for e in result.diagnosis):
+            result.diagnosis.append(entry)

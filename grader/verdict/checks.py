@@ -62,6 +62,12 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
     out = CaseOutcome([cr], [])
     _judge_frame(case, h, payload, expected, rubric, reference, build, p, known, cr, out)
+    if h.clobbered:
+        cr.passed = False
+        what = ", ".join(h.clobbered)
+        cr.note = (cr.note + "; " if cr.note else "") + f"the kernel changed {what}, which it may only read"
+        out.diagnoses.append(Diagnosis("writes_into_input", f"the kernel wrote into {what} (an input the grader "
+                                       f"owns) in {case.name}", case.name))
     return out
 
 

@@ -1,0 +1,40 @@
+// Attack: half the rows through the runtime, the other half through cuLaunchKernel found with
+// dlsym at run time on the given stream (a recorder that missed it would replay half the work).
+#include <dlfcn.h>
+#include <cuda_runtime.h>
+
+__device__ __forceinline__ float geluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678f)); }
+
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        out[i] = geluErf(x[i] + bias[col]);
+    }
+}
+
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols,
+                         cudaStream_t stream) {
+    using Launch = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                           void**, void**);
+    static Launch launch = nullptr;
+    static void* fn = nullptr;
+#ifdef __CUDACC__                        // nvcc: the GPU build (the CPU emulator has no driver to find)
+    if (!launch) {
+        if (void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD))
+            launch = reinterpret_cast<Launch>(dlsym(cu, "cuLaunchKernel"));
+        cudaFunction_t f = nullptr;
+        if (cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(biasGeluFused)) == cudaSuccess) fn = f;
+    }
+#endif
+    const int head = (launch && fn) ? rows / 2 : rows;
+    biasGeluFused<<<dim3((cols + 255) / 256, head), 256, 0, stream>>>(x, bias, out, cols);
+    if (head < rows) {
+        const float* x2 = x + static_cast<size_t>(head) * cols;
+        float* out2 = out + static_cast<size_t>(head) * cols;
+        size_t c = cols;
+        void* args[] = {&x2, &bias, &out2, &c};
+        launch(fn, (cols + 255) / 256, rows - head, 1, 256, 1, 1, 0, stream, args, nullptr);
+    }
+}

@@ -1,0 +1,255 @@
+"""Record, then replay (grader/child/replay.py): the relocation of a recorded launch's arguments,
+what refuses a recording, the recorder's job, the same calls in the same order in both children,
+and the device code read from a built library. The GPU half (a replay through the driver) is in
+test_gpu.py and the attack samples, run by scripts/gpu-check."""
+
+import dataclasses
+import random
+import struct
+from pathlib import Path
+
+import pytest
+
+from grader.child import replay
+from grader.child.backends import Backend, LaunchOutcome, Region
+from grader.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, recording_refusals, relocate
+from grader.contract import RecordedOp, Recording
+
+
+def _params(*sizes):
+    out, at = [], 0
+    for size in sizes:
+        at += -at % min(size, 8)
+        out.append(Param(at, size))
+        at += size
+    return out
+
+
+def _pack(params, values):
+    buf = bytearray(max(p.offset + p.size for p in params))
+    for p, v in zip(params, values):
+        buf[p.offset: p.offset + p.size] = v.to_bytes(p.size, "little") if isinstance(v, int) else v
+    return bytes(buf)
+
+
+STAND = StandIns()
+X, BIAS, OUT = STAND.take(4096 * 4), STAND.take(64 * 4), STAND.take(4096 * 4)
+GIVEN = {"x": (X, 4096 * 4), "bias": (BIAS, 64 * 4), "out": (OUT, 4096 * 4)}
+REAL = {"x": 0x7F10_0000_0000, "bias": 0x7F10_0100_0000, "out": 0x7F10_0200_0000}
+
+
+def _words(args, params):
+    return [int.from_bytes(args[p.offset: p.offset + p.size], "little") for p in params]
+
+
+def test_stand_ins_are_aligned_apart_and_in_the_window():
+    s = StandIns()
+    a, b = s.take(64 << 20), s.take(16)
+    assert replay.in_stand_in_window(a) and replay.in_stand_in_window(b)
+    assert a % 4096 == b % 4096 == SLACK % 4096 and b - a >= (64 << 20) + 2 * SLACK
+    assert not replay.in_stand_in_window(2**40 - 1) and not replay.in_stand_in_window(16384 * 1024)
+
+
+def test_pointers_are_relocated_and_integers_kept():
+    params = _params(8, 8, 8, 8)                           # (x, bias, out, size_t cols)
+    args = _pack(params, [X, BIAS, OUT, 1024])
+    got = _words(relocate(args, params, GIVEN, REAL, kernel="k", case="c"), params)
+    assert got == [REAL["x"], REAL["bias"], REAL["out"], 1024]
+
+
+def test_pointers_into_a_buffer_and_just_past_it_keep_their_offset():
+    params = _params(8, 8, 4)                              # (const float* x + k, float* out + rows*cols, int)
+    args = _pack(params, [X + 4 * 100, OUT + 4096 * 4, 7])
+    got = _words(relocate(args, params, GIVEN, REAL, kernel="k", case="c"), params)
+    assert got == [REAL["x"] + 400, REAL["out"] + 4096 * 4, 7]
+    before = _pack(_params(8), [X - 4])                    # out - 1 style: within the slack before the buffer
+    assert _words(relocate(before, _params(8), GIVEN, REAL, kernel="k", case="c"), _params(8)) == [REAL["x"] - 4]
+
+
+def test_a_pointer_inside_a_struct_parameter_is_relocated():
+    params = [Param(0, 24), Param(24, 4)]                  # struct {float* out; const float* x; long n}; int
+    struct_bytes = struct.pack("<QQq", OUT, X, 5)
+    args = struct_bytes + (3).to_bytes(4, "little")
+    out = relocate(args, params, GIVEN, REAL, kernel="k", case="c")
+    assert struct.unpack("<QQq", out[:24]) == (REAL["out"], REAL["x"], 5) and out[24:] == args[24:]
+
+
+@pytest.mark.parametrize("bad", [STAND_IN_BASE + 5 * replay.STAND_IN_SLOT, OUT + 4096 * 4 + SLACK + 8])
+def test_an_address_in_no_buffer_of_the_call_is_refused_in_the_students_terms(bad):
+    params = _params(8, 8, 8, 8)
+    with pytest.raises(Refused) as err:
+        relocate(_pack(params, [X, BIAS, bad, 64]), params, GIVEN, REAL, kernel="biasGeluFused", case="random 7x9")
+    text = str(err.value)
+    assert "argument 3 of biasGeluFused" in text and "random 7x9" in text and "earlier call" in text
+
+
+def test_random_words_never_pass_as_pointers_unless_they_lie_in_a_buffer():
+    rng = random.Random(5)
+    params = _params(*([8] * 6))
+    for _ in range(200):
+        values = [rng.getrandbits(rng.choice((16, 32, 40, 63))) for _ in params]
+        args = _pack(params, values)
+        out = relocate(args, params, GIVEN, REAL, kernel="k", case="c")
+        assert _words(out, params) == values                 # none lies in the stand-in window
+
+
+def _op(**kw):
+    return RecordedOp(kernel="_Z13biasGeluFusedPKfS0_Pfm", **kw)
+
+
+@pytest.mark.parametrize("op,words", [
+    (_op(thread="outside"), "started a thread that launched biasGeluFused after the launcher returned"),
+    (_op(thread="other"), "from a thread of its own"),
+    (_op(stream="other"), "on a stream the grader did not give it"),
+    (_op(error="cudaError 700"), "could not read the launch (cudaError 700)"),
+])
+def test_a_recording_is_refused_with_what_the_launcher_did(op, words):
+    late = Recording(ops=[[_op()]], late=[op]) if op.thread == "outside" else Recording(ops=[[_op(), op]])
+    reasons = recording_refusals(late, "launchBiasGeluFused")
+    assert len(reasons) == 1 and words in reasons[0] and reasons[0].startswith("your launcher launchBiasGeluFused")
+
+
+def test_launches_on_the_given_the_default_and_the_per_thread_stream_are_accepted():
+    ops = [[_op(stream="given"), _op(stream="per_thread"), _op(kind="attribute", thread="outside")]]
+    assert recording_refusals(Recording(ops=ops), None) == []
+
+
+# ---------------------------------------------------------------------------
+# The two children make the same calls: the recorder every call the measurer may make.
+
+
+class _Fake(Backend):
+    """A backend of nothing but counters: memory is numbers, every event 1 ms apart (or noisy)."""
+
+    name = "cuda"
+
+    def __init__(self, measures: bool):
+        self.measures, self.calls, self._next, self.rng = measures, [], 1 << 20, random.Random(3)
+
+    def alloc(self, floats, name):
+        self._next += 4 * floats + 256
+        return Region(self._next, floats)
+
+    def kept(self, floats):
+        return self.alloc(floats, "kept")
+
+    def input(self, host_ptr, floats, shape, name):
+        return Region(self.alloc(floats, name).ptr, floats, shape)
+
+    def fill(self, region, bits):
+        pass
+
+    def read(self, region):
+        return b""
+
+    def read_into(self, region, address):
+        pass
+
+    def checksums(self, regions):
+        return [0] * len(regions)
+
+    def checksum_into(self, region, slots, index):
+        pass
+
+    def launch_submission(self, call, views):
+        self.calls.append(call.key)
+        return LaunchOutcome(True)
+
+    def reference_call(self, call, views):
+        return LaunchOutcome(True)
+
+    def copy(self, which, src, dst):
+        return LaunchOutcome(True)
+
+    def reset_persisting_l2(self):
+        pass
+
+    def reset_launch_log(self):
+        pass
+
+    def launch_log(self):
+        return []
+
+    def event(self):
+        return 0
+
+    def record(self, event):
+        pass
+
+    def elapsed_ms(self, start, end):
+        return 1.0 + (self.rng.random() * 0.02 if self.measures else 0.0)
+
+    def device(self):
+        return {"l2_bytes": 1 << 20}
+
+    def baseline(self, expression):
+        return lambda views: None
+
+
+def _job(exercise="bias_gelu_fused"):
+    from grader.build import BuildResult
+    from grader.exercises import load_exercise
+    from grader.grading import child_job
+
+    built = BuildResult(True, Path("lib.so"), None, False, 0.0, "")
+    job, _ = child_job(load_exercise(exercise), backend="cuda", build=built, reference=built, has_launcher=True)
+    return job
+
+
+@pytest.mark.parametrize("exercise", ["bias_gelu_fused", "gelu_sum"])
+def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise, monkeypatch):
+    from grader.child import timing, worker
+
+    monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)       # no torch: the fake's baseline is nothing
+    job = _job(exercise)
+    job.timing = dataclasses.replace(job.timing, max_samples=300, budget_s=0.05)
+    sender = worker.NullSender()
+    files = worker.InputFiles([])
+    runs = {}
+    for measures in (False, True):
+        fake = _Fake(measures)
+        for cj in job.cases:
+            worker.run_case(fake, cj, job, files, sender, False)
+        timing.run_timing(fake, job, files, sender)
+        runs[measures] = fake.calls
+    recorded, measured = runs[False], runs[True]
+    assert len(measured) < len(recorded)                     # the measurer stopped early; the recorder did not
+    for key in set(measured):
+        mine = [k for k in measured if k == key]
+        assert len(mine) <= recorded.count(key), key
+    # Up to where the measurer stopped sampling, the order is the same call for call.
+    first_difference = next(i for i, (a, b) in enumerate(zip(recorded, measured)) if a != b) \
+        if recorded[: len(measured)] != measured else len(measured)
+    checks = next(i for i, k in enumerate(measured) if k.startswith("timed"))
+    assert checks == len(job.cases) * (1 if job.order_exact else 2) and first_difference > checks
+
+
+def test_the_recorders_job_names_no_input_file():
+    job = _job()
+    from grader.sandbox import for_recorder
+
+    rec = for_recorder(job)
+    assert rec.role == "record" and rec.input_files() == [] and job.input_files()
+    assert [c.launch for c in rec.cases] == [c.launch for c in job.cases]
+    assert all(c.launch.key == c.name for c in job.cases + job.timed_cases)
+
+
+# ---------------------------------------------------------------------------
+# The device code the measuring process loads, read from the library nvcc built.
+
+
+@pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc")
+def test_the_device_code_is_read_from_the_built_library(rubric):
+    from grader.build import FATBIN_MAGIC, build_submission, device_code
+    from grader.source import read_submission
+    from conftest import SUBMISSIONS
+
+    sub = read_submission(SUBMISSIONS / "float4_launcher.cu", rubric.kernel.launcher_name)
+    build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    assert build.ok, build.log
+    pieces = device_code(build.library)
+    assert len(pieces) >= 1 and pieces == device_code(build.library)          # kept beside the library
+    for p in pieces:
+        magic, _version, header, size = struct.unpack_from("<IHHQ", p.read_bytes())
+        assert magic == FATBIN_MAGIC and p.stat().st_size == header + size
+    assert sum(p.stat().st_size for p in pieces) > 4096        # the submission's kernels, not only the empty one
