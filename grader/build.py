@@ -25,6 +25,9 @@ from pathlib import Path
 
 from grader import __version__
 from grader.errors import InfrastructureError
+from grader import processes
+from grader.limits import set_clamped
+from grader.processes import set_death_signal
 from grader.locations import PACKAGE_DIR, reference_dir
 from grader.render import render
 from grader.exercises.signature import parse_signature
@@ -404,14 +407,27 @@ def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.Compl
 
     def preexec() -> None:
         os.setsid()
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
+        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
 
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    processes.started(proc.pid, proc)
+    try:
+        return _wait_build(proc, args, limits)
+    finally:
+        processes.ended(proc.pid)
+        if proc.poll() is None:                       # interrupted while it ran
+            end_build(proc)
+
+
+def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+    import signal
+
     try:
         out, err = proc.communicate(timeout=limits.time_s)
     except subprocess.TimeoutExpired:
         stage = _running_stage(proc.pid)
-        os.killpg(proc.pid, signal.SIGKILL)
+        end_build(proc)
         out, err = proc.communicate()
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
                + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
@@ -425,6 +441,22 @@ def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.Compl
                + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
         return subprocess.CompletedProcess(args, proc.returncode, out, err), why
     return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
+
+
+def end_build(proc: subprocess.Popen) -> None:
+    """Stop a build: ninja runs each command in a process group of its own and, on SIGTERM, ends
+    them; then SIGKILL for ninja's own group."""
+    import signal
+
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _running_stage(pgid: int) -> str:

@@ -7,6 +7,7 @@ error; 3 not gradable (compile error, rejected, crashed, timeout);
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -188,7 +189,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
                       row["fraction"] or "-", row["diagnosis"] or "-",
                       (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
     Console(highlight=False, width=max(Console().width, 120)).print(table)
-    if report_dir is not None:
+    if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
         err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'}, gradebook.csv, junit.xml, results.jsonl and a "
                   "report directory for each student[/dim]")
     if outcome.interrupted:
@@ -434,8 +435,25 @@ def rubric_keys() -> None:
         click.echo(f"{key}\n    {doc}" + (f"\n    default: {default}" if default else ""))
 
 
+def _interrupted(signum, _frame) -> None:
+    """SIGTERM (what Slurm, CI runners and `timeout` send) handled as Ctrl-C: the same clean stop."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> None:
-    cli(prog_name="grader")
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        code = cli.main(prog_name="grader", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        from grader import processes
+
+        processes.end_all()
+        click.echo("grader: interrupted; nothing unfinished was kept.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ a missing file, a bad rubric, a machine without the tools.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import time
@@ -78,13 +79,28 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
-        result.stop("infrastructure_error", "internal error in the grader (please report it): "
-                    + "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                    + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
+        if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
+            result.stop("infrastructure_error", _no_room(exc))      # the machine's limit, said as such
+        else:
+            result.stop("infrastructure_error", "internal error in the grader (please report it): "
+                        + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                        + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
     return result
+
+
+def _no_room(exc: OSError) -> str:
+    """What to do when the grader cannot write its own files: a file-size limit, a full disk."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    why = (f"the file-size limit this grader inherited ({limit} bytes: `ulimit -f`)" if exc.errno == errno.EFBIG
+           else "the disk (or its quota)")
+    return (f"the grader could not write {exc.filename or 'its data'}: {why} is too small for what it writes "
+            "(the timed shape's inputs are 64 MiB a set). Raise it, or set GRADER_CACHE_DIR to a folder with "
+            "room, and grade again.")
 
 
 def _keep_cache_in_bounds(rubric: Rubric) -> None:
@@ -189,6 +205,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if both is not None and both.measurer is not None:
             _recorder_sandbox(both.recorder, result)
         verdict.read_run(run, cases, references, rubric, exercise, build, p, result)
+        _note_lowered_limits(rubric, worker, result)
         log, timed_shape = launches.pick_log([f.data for f in run.frames], {c.name for c in cases if c.timed})
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=arch)
@@ -200,6 +217,18 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             if child is not None:
                 child.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _note_lowered_limits(rubric: Rubric, worker: Worker, result: Result) -> None:
+    """result.sandbox['lowered_limits']: the grader's limits an inherited hard limit lowered (each
+    only stricter: grader/limits.py)."""
+    import resource
+
+    from grader.limits import lowered
+
+    found = {**lowered({resource.RLIMIT_AS: rubric.limits.build_memory_mib << 20}), **worker.lowered}
+    if found:
+        result.sandbox["lowered_limits"] = found
 
 
 def _device_code(build: BuildResult) -> list[str]:

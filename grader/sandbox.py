@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Callable
 
 from grader import protocol
+from grader import processes
+from grader.limits import lowered, set_clamped
+from grader.processes import set_death_signal
 from grader.child.guard import Blocked, parse_reports
 from grader.contract import Job, spread_threads
 
@@ -97,17 +100,29 @@ def _limits(cpu_seconds: int, nproc: int) -> None:
     """Runs in the child between fork and exec: its own process group, resource limits, no network.
     Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
+    # Each clamped to the inherited hard limit (grader/limits.py): a lower one stands.
+    set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+    set_clamped(resource.RLIMIT_FSIZE, CHILD_FILE_BYTES)
+    set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
     if os.geteuid() != 0:
         try:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+            set_clamped(resource.RLIMIT_NPROC, nproc)
         except (ValueError, OSError):
             pass
     elif _UNSHARE is not None:
         _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
+
+
+CHILD_FILE_BYTES = 256 * 1024 * 1024
+CHILD_OPEN_FILES = 1024
+
+
+def lowered_limits(cpu_seconds: int) -> dict:
+    """The child's limits that an inherited hard limit lowers (limits.lowered), for result.json."""
+    return lowered({resource.RLIMIT_CPU: cpu_seconds + 5, resource.RLIMIT_FSIZE: CHILD_FILE_BYTES,
+                    resource.RLIMIT_NOFILE: CHILD_OPEN_FILES})
 
 
 STARTED_GROUPS: set[int] = set()
@@ -167,6 +182,7 @@ class Worker:
             os.chmod(self._workdir, 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
+        self.lowered = lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         nproc = _process_limit()
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
@@ -183,6 +199,7 @@ class Worker:
         os.close(guard_write_fd)
         os.close(ready_write_fd)
         STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
+        processes.started(self.proc.pid)
         self.output_cap = output_cap
         self._done = False
         self._max_rss_kib = 0
@@ -297,6 +314,7 @@ class Worker:
             _kill_group(proc)
             returncode = self._reap(timeout=None)
         _kill_group(proc)                               # anything it left behind in its group
+        processes.ended(proc.pid)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 if stream:

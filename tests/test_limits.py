@@ -109,3 +109,61 @@ def test_a_memory_hog_does_not_disturb_the_grader_or_a_grade_beside_it(rubric):
 def _rss_mib() -> float:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+# Hard limits inherited from the environment (an HPC login node, a container, `ulimit`): the
+# grader's own limits are clamped to them (grader/limits.py), the grade goes on, and result.json
+# says which were lowered. Each grade builds afresh (its own cache), so the builds run under the
+# limit too.
+INHERITED = {
+    "address space": (["--as=7500000000"], "address space (builds)"),
+    "CPU seconds": (["--cpu=100"], "CPU seconds (the child)"),
+    "open files": (["--nofile=512"], "open files (the child)"),
+    "file size": ([f"--fsize={200 * 1024 * 1024}"], "file size (the child)"),
+}
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None or shutil.which("g++") is None, reason="needs prlimit and g++")
+@pytest.mark.parametrize("kind", list(INHERITED))
+def test_a_grade_under_a_low_inherited_hard_limit_is_graded_and_says_so(kind, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    flags, name = INHERITED[kind]
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run(["prlimit", *flags, sys.executable, "-m", "grader", "submit",
+                           str(SUBMISSIONS / "float4_launcher.cu"), "--backend", "emulator", "--format", "json", "-q"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    result = json.loads(proc.stdout)
+    assert result["status"] == "graded" and result["correct"] is True, (result["status"], result["message"])
+    assert name in result["sandbox"]["lowered_limits"], result["sandbox"].get("lowered_limits")
+
+
+def test_clamp_never_asks_above_the_inherited_hard_limit():
+    import resource
+
+    from grader.limits import clamp, lowered
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert clamp(resource.RLIMIT_NOFILE, hard + 100) == (hard, hard) if hard != resource.RLIM_INFINITY else True
+    assert clamp(resource.RLIMIT_NOFILE, 16) == (16, 16)
+    assert lowered({resource.RLIMIT_NOFILE: 16}) == {}
+    if hard != resource.RLIM_INFINITY:
+        assert lowered({resource.RLIMIT_NOFILE: hard + 1}) == {"open files (the child)": {"wanted": hard + 1,
+                                                                                          "inherited": hard}}
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
+def test_a_file_size_limit_below_the_graders_own_data_is_said_as_such(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run(["prlimit", f"--fsize={16 * 1024 * 1024}", sys.executable, "-m", "grader", "submit",
+                           str(SUBMISSIONS / "float4_launcher.cu"), "--backend", "emulator", "--format", "json", "-q"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    result = json.loads(proc.stdout)
+    assert result["status"] == "infrastructure_error" and "internal error" not in result["message"]
+    assert "ulimit -f" in result["message"] and "GRADER_CACHE_DIR" in result["message"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from grader import processes
 from grader.batch.inputs import Entry
 from grader.contract import usable_cores
 from grader.results import Result
@@ -63,8 +65,12 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
         devices = lanes.visible_devices()
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
+    stopping = threading.Event()            # set by an interruption: nothing finishing after it is kept
+    processes.reopen()
 
-    def one(index: int, entry: Entry) -> Graded:
+    def one(index: int, entry: Entry) -> Graded | None:
+        if stopping.is_set():
+            return None
         if entry.path is None or entry.problem:
             return Graded(entry, None)
         key = grade_key(entry.path, rubric, backend)
@@ -79,13 +85,17 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
         if backend == "emulator" and jobs > 1:
             kwargs["emulator_threads"] = max(1, usable_cores() // jobs)     # the cores shared among the children
         result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs)
+        if stopping.is_set():               # interrupted while it ran: its result is not a grade
+            return None
         if report_dir is not None:
             write_reports(result, rubric, report_dir / entry.student)
         if store is not None:
             store.add(entry.student, entry.path, key, result)
         return Graded(entry, result)
 
-    def finished(index: int, g: Graded) -> None:
+    def finished(index: int, g: Graded | None) -> None:
+        if g is None:
+            return
         done_by_index[index] = g
         if progress:
             progress(g, len(done_by_index), len(entries))
@@ -100,10 +110,14 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
             for future in as_completed(futures):
                 finished(futures[future], future.result())
     except KeyboardInterrupt:
+        # SIGINT, or SIGTERM (the CLI turns it into the same): the grades in flight are stopped,
+        # their builds and children ended, and none of them is stored (a rerun grades them).
         outcome.interrupted = True
+        stopping.set()
+        processes.end_all()
     finally:
         if pool is not None:
-            pool.shutdown(wait=not outcome.interrupted, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
     outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
     outcome.not_reached = len(entries) - len(outcome.graded)
     return outcome

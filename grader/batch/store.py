@@ -43,9 +43,10 @@ class ResultStore:
                     continue           # a line cut short by an interruption: that one is graded again
 
     def reusable(self, student: str, key: str) -> Result | None:
-        """The stored result of this student's submission when nothing that decides it changed."""
+        """The stored result of this student's submission when nothing that decides it changed. An
+        infrastructure_error is never reused: it says the machine failed, so it is graded again."""
         kept = self._kept.get(student)
-        return kept[2] if kept and kept[0] == key else None
+        return kept[2] if kept and kept[0] == key and kept[2].status != "infrastructure_error" else None
 
     def results(self) -> dict[str, tuple[Path, Result]]:
         """Every student's latest stored result, with its file."""

@@ -29,6 +29,7 @@ import traceback
 T0 = time.perf_counter()
 
 from grader import protocol  # noqa: E402
+from grader.limits import clamp  # noqa: E402
 from grader.contract import (Buffer, CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
                              Output, RecordingFrame, RefusedFrame)
 from grader.child import guard  # noqa: E402
@@ -236,7 +237,10 @@ def apply_limits(backend, limits: Limits) -> dict:
     if cap_mib and base is not None:
         cap = base + cap_mib * 1024 * 1024
         try:
-            resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+            soft, _ = clamp(resource.RLIMIT_DATA, cap)
+            if soft < cap:
+                report["host_memory_lowered_to_mib"] = round((soft - base) / 2**20)
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
             report["host_memory_mib"] = cap_mib
             report["host_memory_base_mib"] = round(base / 2**20)
         except (ValueError, OSError) as exc:

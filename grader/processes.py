@@ -1,0 +1,81 @@
+"""Every process group the grader starts (builds, grading children), so that none outlives it.
+
+Each is started in a process group of its own (setsid) and, through PR_SET_PDEATHSIG, is sent a
+signal when the grader dies, even by SIGKILL: a grading child SIGKILL (it holds nothing worth
+saving), ninja SIGTERM (it then ends the compilers it started, in their own groups). An
+interruption the grader survives (SIGINT, SIGTERM) ends them all through end_all().
+
+Only os and ctypes calls in set_death_signal(): it runs between fork and exec.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+
+PR_SET_PDEATHSIG = 1
+try:
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl      # resolved here: no dlsym between fork and exec
+except (OSError, AttributeError):
+    _PRCTL = None
+
+_live: dict[int, object] = {}             # pgid -> its Popen (a build's, which ends by SIGTERM) or None
+_lock = threading.Lock()
+_closed = False                            # after end_all(): a group started late is ended at once
+
+
+def set_death_signal(sig: int) -> None:
+    """In a child, before exec: be sent sig when the parent dies (Linux; elsewhere nothing)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def started(pgid: int, build=None) -> None:
+    """A process group the grader started; build: a build's ninja (its Popen), ended by SIGTERM
+    first so that it ends the compilers in their own groups."""
+    with _lock:
+        _live[pgid] = build
+        late = _closed
+    if late:
+        end_all()
+
+
+def reopen() -> None:
+    """Start anew after end_all() (a batch begins)."""
+    global _closed
+    with _lock:
+        _closed = False
+
+
+def ended(pgid: int) -> None:
+    with _lock:
+        _live.pop(pgid, None)
+
+
+def end_all() -> int:
+    """End every live process group the grader started (builds: SIGTERM to ninja, which ends its
+    compilers; then SIGKILL to each group); how many there were."""
+    global _closed
+    with _lock:
+        groups = dict(_live)
+        _live.clear()
+        _closed = True
+    for pgid, build in groups.items():
+        if build is not None:
+            try:
+                os.kill(pgid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for pgid, build in groups.items():
+        if build is not None:
+            try:
+                build.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - it is killed below either way
+                pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(groups)

@@ -1,0 +1,127 @@
+"""Interruptions from outside (SIGINT from Ctrl-C, SIGTERM from Slurm, CI or `timeout`, SIGKILL):
+nothing unfinished is kept, a rerun grades exactly what is missing, and no build or child outlives
+the grader."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SUBMISSIONS
+
+CLASS = {"ana": "scalar_2d.cu", "ben": "float4_launcher.cu", "cy": "int_cols.cu", "dee": "tanh_gelu.cu",
+         "eve": "missing_bias.cu", "fay": "device_helper.cu"}
+
+
+def _class(tmp_path: Path) -> Path:
+    folder = tmp_path / "class"
+    for student, sample in CLASS.items():
+        (folder / student).mkdir(parents=True)
+        shutil.copy(SUBMISSIONS / sample, folder / student / "kernel.cu")
+    return folder
+
+
+def _batch(folder: Path, out: Path, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--report-dir", str(out),
+                             "--backend", "emulator", "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _stored(out: Path) -> dict:
+    path = out / "results.jsonl"
+    if not path.exists():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {r["student"]: r["result"]["status"] for r in rows}
+
+
+def _ours(marker: str) -> list[int]:
+    """Live processes whose command line or working directory names marker (a test's own folder)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] == "Z":
+                    continue
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            continue
+        if marker in cmd or marker in cwd:
+            found.append(int(entry))
+    return found
+
+
+def _none_left(marker: str, within_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while (left := _ours(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (the emulator)")
+@pytest.mark.parametrize("sig,after_s", [(signal.SIGINT, 1.0), (signal.SIGTERM, 4.0), (signal.SIGINT, 9.0)],
+                         ids=["int-during-builds", "term-while-grading", "int-late"])
+def test_an_interrupted_batch_keeps_only_what_finished_and_the_rerun_grades_the_rest(tmp_path, sig, after_s):
+    folder, out = _class(tmp_path), tmp_path / "out"
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    first = _batch(folder, out, env)
+    time.sleep(after_s)
+    first.send_signal(sig)
+    _, err = first.communicate(timeout=120)
+    kept = _stored(out)
+    assert first.returncode in (0, 130), err
+    assert "infrastructure_error" not in kept.values() and "internal error" not in err, err
+    if first.returncode == 130:
+        assert "interrupted" in err
+        if not kept:
+            assert "wrote" not in err                           # it names only the files it wrote
+    assert _none_left(str(tmp_path)) == []
+
+    second = _batch(folder, out, env)
+    _, err2 = second.communicate(timeout=600)
+    assert second.returncode == 0, err2
+    assert err2.count("(kept from the last run)") == len(kept)
+    final = _stored(out)
+    assert set(final) == set(CLASS) and set(final.values()) == {"graded"}
+    summary = (out / "summary.csv").read_text()
+    assert all(student in summary for student in CLASS) and "infrastructure_error" not in summary
+
+
+def test_a_stored_infrastructure_error_is_graded_again(tmp_path):
+    from grader.batch.store import ResultStore
+    from grader.results import Result
+
+    store = ResultStore(tmp_path / "results.jsonl")
+    broken = Result(exercise="e", submission={}, backend="emulator", status="infrastructure_error", grader_version="0")
+    fine = Result(exercise="e", submission={}, backend="emulator", status="graded", grader_version="0")
+    store.add("bob", tmp_path / "b.cu", "k1", broken)
+    store.add("ann", tmp_path / "a.cu", "k2", fine)
+    again = ResultStore(tmp_path / "results.jsonl")
+    assert again.reusable("bob", "k1") is None and again.reusable("ann", "k2").status == "graded"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (a build long enough to kill)")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_grader_killed_mid_build_leaves_no_compiler_running(tmp_path, sig):
+    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "submit", str(SUBMISSIONS / "unrolled_build_bomb.cu"),
+                             "--backend", "emulator", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env)
+    deadline = time.monotonic() + 60
+    while not any("cicc" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+                  or "cc1plus" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+                  for p in _ours(str(tmp_path)) if Path(f"/proc/{p}").exists()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the build never started"
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert _none_left(str(tmp_path)) == []
