@@ -137,13 +137,18 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
 @click.option("--array-parallelism", type=click.IntRange(min=1), default=None,
               help="With --slurm: at most this many tasks at once (default: all).")
 @click.option("--gres", default="gpu:1", show_default=True, help="With --slurm: each task's --gres.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
+              help="With --slurm: each task's cores (default: 8, or a node's cores where the partition's nodes "
+                   "have fewer, from sinfo).")
+@click.option("--mem", "mem_mb", type=click.IntRange(min=1), default=None, metavar="MB",
+              help="With --slurm: each task's memory in MB (default: 8192, or a node's where less, from sinfo).")
 @click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
               help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
                    "to try a setup without a cluster.")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
           jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
           slurm: bool, slurm_tasks: int, partition: str | None, time_min: int, array_parallelism: int | None,
-          gres: str, slurm_cluster: str) -> None:
+          gres: str, cpus_per_task: int | None, mem_mb: int | None, slurm_cluster: str) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -174,6 +179,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
                             roster=roster, jobs=jobs, shard=shard, err=err,
                             options=SlurmOptions(tasks=slurm_tasks, partition=partition, time_min=time_min,
                                                  parallelism=array_parallelism, gres=gres or None,
+                                                 cpus_per_task=cpus_per_task, mem_mb=mem_mb,
                                                  cluster=slurm_cluster))
             return
         with _BatchProgress(err) as progress:
@@ -215,16 +221,22 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
 
     def submitted(ids: list[str], logs: Path) -> None:
         err.print(f"grader: submitted {len(ids)} task(s) ({options.cluster}): job {', '.join(ids[:3])}"
-                  f"{' ...' if len(ids) > 3 else ''}; logs in {logs}. Waiting for them (Ctrl-C stops waiting, "
-                  "not the tasks: `grader merge` combines their folders later).")
+                  f"{' ...' if len(ids) > 3 else ''}; logs in {logs}. Waiting for them (Ctrl-C cancels the array "
+                  "and keeps what finished).")
 
-    try:
-        outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
-                                 backend="cuda" if backend == "auto" and options.cluster == "slurm" else backend,
-                                 file_name=file_name, roster=roster, jobs=jobs, submitted=submitted)
-    except KeyboardInterrupt:
-        err.print(f"grader: stopped waiting; the tasks go on. Combine their folders with `grader merge {report_dir} "
-                  f"{report_dir}/shards/*`.")
+    last: list = []
+
+    def waiting(counts: dict) -> None:
+        if counts != (last[0] if last else None):          # a line when the counts change, not every poll
+            last[:] = [counts]
+            err.print(f"grader: {counts['pending']} pending, {counts['running']} running, {counts['done']} done")
+
+    outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
+                             backend="cuda" if backend == "auto" and options.cluster == "slurm" else backend,
+                             file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting)
+    if outcome.interrupted:
+        err.print(f"grader: interrupted; the array was cancelled, {len(outcome.graded)} student(s) that finished "
+                  f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
         sys.exit(130)
     err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
               "gradebook.csv, junit.xml and class.html[/dim]")

@@ -1,5 +1,7 @@
 """`grader batch --slurm`: a job array through submitit, one shard a task, merged when done. Driven
-here by submitit's local executor (the tasks run as processes of this machine), on the emulator."""
+by submitit's local executor (the tasks run as processes of this machine), by a fake executor for
+what is asked of Slurm, and by a real one-node Slurm on localhost (tests/slurm_cluster.py), all on
+the emulator."""
 
 import csv
 import shutil
@@ -39,6 +41,9 @@ class _Job:
     def __init__(self, k, fail):
         self.job_id, self.fail = f"100_{k}", fail
         self.paths = type("P", (), {"stderr": Path(f"/logs/100_{k}.err")})()
+
+    def done(self):
+        return True
 
     def result(self):
         if self.fail:
@@ -80,3 +85,91 @@ def test_slurm_needs_a_report_folder_and_cuts_the_shards_itself(tmp_path):
     r = CliRunner().invoke(cli, ["batch", str(folder), "--slurm", "--report-dir", str(tmp_path / "o"),
                                  "--shard", "1/2"])
     assert r.exit_code == 2 and "leave out --shard" in r.output
+
+
+# ---------------------------------------------------------------------------
+# A real Slurm: a one-node cluster on localhost (tests/slurm_cluster.py), started for this module
+# and stopped by process id. CI installs slurm-wlm and munge; elsewhere these skip with the reason.
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    import os
+
+    from slurm_cluster import OneNodeCluster, missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"needs Slurm and munge ({', '.join(missing)} missing): apt-get install slurm-wlm munge")
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster runs its daemons as root (as CI does)")
+    with OneNodeCluster(tmp_path_factory.mktemp("slurm"), cpus=2, memory_mib=4096) as c:
+        yield c
+
+
+def _grader(*args: str, timeout: float = 600):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _queue() -> str:
+    import subprocess
+
+    return subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip()
+
+
+def _summary(out: Path) -> dict:
+    return {row["student"]: (row["status"], row["correct"], row["diagnosis"])
+            for row in csv.DictReader((out / "summary.csv").open(newline=""))}
+
+
+def test_a_class_graded_on_a_real_slurm_matches_a_local_batch(cluster, tmp_path):
+    folder = _class(tmp_path / "class")
+    on_slurm = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "slurm"),
+                       "--slurm", "--slurm-tasks", "2", "--gres", "")
+    assert on_slurm.returncode == 0, on_slurm.stderr + cluster.logs()
+    local = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr
+    assert _summary(tmp_path / "slurm") == _summary(tmp_path / "local")
+    assert sorted(_summary(tmp_path / "slurm")) == ["ann", "bob", "cat"]
+    assert " pending, " in on_slurm.stderr and "2 done" in on_slurm.stderr         # progress while it waited
+    assert "sacct" not in on_slurm.stderr and "accounting" not in on_slurm.stderr  # no warning spam
+    assert _queue() == ""
+
+
+def test_a_job_that_can_never_start_fails_at_once_with_slurms_reason(cluster, tmp_path):
+    import time
+
+    folder = _class(tmp_path / "class")
+    start = time.monotonic()
+    r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+                "--slurm-tasks", "2", "--gres", "", "--cpus-per-task", "64", timeout=120)
+    assert r.returncode == 4, r.stderr
+    assert "Reason=PartitionConfig" in r.stderr and "--cpus-per-task" in r.stderr
+    assert time.monotonic() - start < 60
+    assert _queue() == ""                                                       # the array was cancelled
+
+
+def test_ctrl_c_cancels_the_array_and_keeps_what_finished(cluster, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = _class(tmp_path / "class")
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--backend", "emulator",
+                             "--report-dir", str(tmp_path / "out"), "--slurm", "--slurm-tasks", "3", "--gres", "",
+                             "--time-limit", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _queue() == "" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _queue(), "the array never reached the queue"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "the array was cancelled" in err
+    deadline = time.monotonic() + 30
+    while _queue() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _queue() == ""

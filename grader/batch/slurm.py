@@ -8,12 +8,17 @@ the merge is `grader merge`'s. The report folder must be on a filesystem every n
 
 from __future__ import annotations
 
+import logging
+import shutil
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
-from grader.errors import UsageError
+from grader.errors import InfrastructureError, UsageError
 from grader.rubric import Rubric
 
 CLUSTERS = ("slurm", "local")
@@ -28,8 +33,18 @@ class SlurmOptions:
     time_min: int = 60                     # each task's time limit, minutes
     parallelism: int | None = None         # tasks running at once (Slurm's --array=...%N); no cap when None
     gres: str | None = "gpu:1"             # Slurm's --gres for each task (None: no GPU, the emulator)
-    cpus_per_task: int = 8                 # cores for each task's compiles
+    cpus_per_task: int | None = None       # cores for each task's compiles; None: WANT_CPUS, or a node's if fewer
+    mem_mb: int | None = None              # memory for each task; None: WANT_MEM_MB, or a node's if less
     cluster: str = "slurm"                 # submitit's executor: slurm, or local (the tasks on this machine)
+    poll_s: float = 2.0                    # how often the queue is asked while waiting
+
+
+WANT_CPUS = 8           # a task's compiles and children overlap on this many cores
+WANT_MEM_MB = 8192      # a build may take 8 GiB of address space, a child 2 GiB beyond what it holds
+# Reasons a pending job can never start without someone changing the cluster or the request.
+NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "ReqNodeNotAvail", "InvalidAccount",
+                "InvalidQOS", "BadConstraints", "QOSMax", "AssocMax", "AccountNotAllowed", "NodeDown",
+                "PartitionDown", "PartitionInactive")
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,7 @@ class SlurmOutcome:
     graded: list[Graded]                                   # the merged class
     job_ids: list[str]
     failed_tasks: list[str] = field(default_factory=list)  # which task, its job id, why and its log
+    interrupted: bool = False                              # Ctrl-C: the array cancelled, what finished merged
 
     @property
     def infrastructure_failures(self) -> list[Graded]:
@@ -73,11 +89,70 @@ def shard_folder(report_dir: Path, k: int, n: int) -> Path:
     return report_dir / "shards" / f"{k}-of-{n}"
 
 
+def node_shape(partition: str | None) -> tuple[int, int] | None:
+    """(CPUs, memory in MB) of the smallest node of the partition (the default one when None), from
+    sinfo; None when sinfo cannot say."""
+    if shutil.which("sinfo") is None:
+        return None
+    args = ["sinfo", "-h", "-o", "%c|%m"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    shapes = []
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        cpus, _, mem = line.strip().partition("|")
+        try:
+            shapes.append((int(cpus.rstrip("+")), int(mem.rstrip("+"))))
+        except ValueError:
+            continue
+    return (min(c for c, _ in shapes), min(m for _, m in shapes)) if shapes else None
+
+
+def task_resources(options: SlurmOptions) -> tuple[int, int | None]:
+    """What each task asks for: the options' values, else what grading wants cut to the partition's
+    nodes (a request larger than every node stays pending for ever, Reason=PartitionConfig)."""
+    shape = node_shape(options.partition) if options.cluster == "slurm" else None
+    cpus = options.cpus_per_task or (min(WANT_CPUS, shape[0]) if shape else WANT_CPUS)
+    mem = options.mem_mb or (min(WANT_MEM_MB, shape[1]) if shape else None)
+    return cpus, mem
+
+
+def queue_states(ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """squeue's (state, reason) for each listed array task still in the queue; None when squeue
+    cannot say."""
+    base = sorted({i.split("_")[0] for i in ids})
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(base)], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None if "Invalid job id" not in out.stderr else {}
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3:
+            states[parts[0]] = (parts[1], parts[2])
+    return states
+
+
+class NeverStarts(Exception):
+    pass
+
+
 def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions,
                    backend: str = "cuda", file_name: str | None = None, roster: Path | None = None,
-                   jobs: int | None = None, submitted=None) -> SlurmOutcome:
+                   jobs: int | None = None, submitted=None,
+                   waiting: Callable[[dict[str, int]], None] | None = None) -> SlurmOutcome:
     """Submit the class as a job array, wait for every task, merge their folders into report_dir.
-    submitted(job_ids, log_folder) is called once the array is queued (to tell the user)."""
+    submitted(job_ids, log_folder) is called once the array is queued (to tell the user);
+    waiting(counts) while it waits, with how many tasks are pending, running and done.
+
+    Stopping rule of the wait: until every task has left the queue (done, failed or cancelled); a
+    task pending for a reason that never clears (NEVER_STARTS: more CPUs than any node has, an
+    invalid account) cancels the array at once and raises InfrastructureError with Slurm's reason;
+    Ctrl-C cancels the array (scancel) and merges what finished."""
     try:
         import submitit
     except ImportError:
@@ -86,14 +161,18 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
         raise UsageError(f"unknown cluster {options.cluster!r}: use one of {', '.join(CLUSTERS)}")
     if not rubric.path:
         raise UsageError("--slurm needs a rubric read from a file (every task reads it again)")
+    # submitit asks sacct for states and warns every few seconds where accounting is off; the wait
+    # below asks squeue instead.
+    logging.getLogger("submitit").setLevel(logging.ERROR)
     n = options.tasks
     report_dir = report_dir.resolve()
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
-    params: dict = {"name": f"grader-{rubric.exercise}", "timeout_min": options.time_min,
-                    "cpus_per_task": options.cpus_per_task}
+    cpus, mem = task_resources(options)
+    params: dict = {"name": f"grader-{rubric.exercise}", "timeout_min": options.time_min, "cpus_per_task": cpus}
     if options.cluster == "slurm":
-        params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or n)
+        params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or n,
+                      slurm_mem=f"{mem}M" if mem else None)
         if options.gres and backend != "emulator":
             params["slurm_gres"] = options.gres
         params = {k: v for k, v in params.items() if v is not None}
@@ -101,12 +180,26 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend,
                        str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
              for k in range(1, n + 1)]
-    array = executor.map_array(run_shard, tasks)
+    try:
+        array = executor.map_array(run_shard, tasks)
+    except Exception as exc:  # noqa: BLE001 - sbatch refused the array: say what Slurm said
+        raise InfrastructureError(f"Slurm refused the job array: {str(exc).strip()[-600:]}") from None
     ids = [str(j.job_id) for j in array]
     if submitted is not None:
         submitted(ids, logs)
+    interrupted = False
+    try:
+        _wait(array, ids, options, waiting)
+    except NeverStarts as never:
+        _cancel(ids, options)
+        raise InfrastructureError(str(never)) from None
+    except KeyboardInterrupt:
+        interrupted = True
+        _cancel(ids, options)
     failed = []
     for task, job in zip(tasks, array):
+        if interrupted and not (Path(task.report_dir) / "results.jsonl").is_file():
+            continue
         try:
             job.result()
         except Exception as exc:  # noqa: BLE001 - a task that failed is listed, the others still merge
@@ -114,4 +207,42 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
             failed.append(f"shard {task.shard[0]}/{n} (job {job.job_id}): {first[:300]} (log: {job.paths.stderr})")
     folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
     graded = merge_reports(folders, out=report_dir, rubric=rubric) if folders else []
-    return SlurmOutcome(graded, ids, failed)
+    return SlurmOutcome(graded, ids, failed, interrupted)
+
+
+def _wait(array, ids: list[str], options: SlurmOptions, waiting) -> None:
+    """Until every task has left the queue (see grade_on_slurm's stopping rule)."""
+    while True:
+        states = queue_states(ids) if options.cluster == "slurm" else None
+        if states is None:                      # no squeue (the local executor): ask the jobs
+            done = sum(1 for j in array if j.done())
+            counts = {"pending": 0, "running": len(ids) - done, "done": done}
+        else:
+            for task, (state, reason) in states.items():
+                if state == "PENDING" and reason.startswith(NEVER_STARTS):
+                    raise NeverStarts(f"Slurm will not start task {task}: it is pending with Reason={reason}. "
+                                      f"{_advice(reason)} The array was cancelled.")
+            pending = sum(1 for s, _ in states.values() if s in ("PENDING", "CONFIGURING", "REQUEUED"))
+            running = len(states) - pending
+            counts = {"pending": pending, "running": running, "done": len(ids) - len(states)}
+        if waiting is not None:
+            waiting(counts)
+        if counts["done"] >= len(ids):
+            return
+        time.sleep(options.poll_s)
+
+
+def _advice(reason: str) -> str:
+    if reason.startswith(("PartitionConfig", "PartitionNodeLimit")):
+        return ("The request is larger than any node of the partition: lower --cpus-per-task or --mem, "
+                "or choose another --partition (sinfo lists them).")
+    if reason.startswith("PartitionTimeLimit"):
+        return "The time limit is above the partition's: lower --time-limit."
+    if reason.startswith(("InvalidAccount", "InvalidQOS", "AccountNotAllowed")):
+        return "The account or QOS is not valid here: ask the cluster's administrators which to use."
+    return "Check the partition's nodes with sinfo."
+
+
+def _cancel(ids: list[str], options: SlurmOptions) -> None:
+    if options.cluster == "slurm" and shutil.which("scancel"):
+        subprocess.run(["scancel", *sorted({i.split("_")[0] for i in ids})], capture_output=True, timeout=60)
