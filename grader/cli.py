@@ -23,7 +23,8 @@ FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prai
 
 
 def _err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    # soft_wrap: never hard-wrapped at 80 columns where stderr is not a terminal (a CI log)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(exc: GraderError) -> None:
@@ -40,7 +41,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", default=None, metavar="NAME",
               help="The exercise to grade against (`grader exercises` lists them; default: the one whose kernel "
                    "FILE defines).")

@@ -59,6 +59,8 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     p = Path(path)
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    if p.is_dir():
+        raise UsageError(f"{path}: a folder, not a .cu file (`grader batch {path}` grades a folder of submissions)")
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
     reading = gpuinfo.probe() if backend != "emulator" else None
@@ -169,7 +171,10 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         for f in inputs.values():
             f.result()
 
-        say(f"running {len(job.cases)} checks{' and the timing' if backend == 'cuda' else ''} in a child process")
+        # The count the verdict will report: every case whose output comes back, and each check's chain.
+        checks = len(cases) + sum(1 for cj in job.cases if cj.chain is not None)
+        say(f"running {checks} checks{' and the timing' if backend == 'cuda' else ''}"
+            f"{' in two child processes' if backend == 'cuda' else ' in a child process'}")
         device_code = pool.submit(_device_code, build) if backend == "cuda" else None
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
         waited = worker.wait_ready(timeout_s=rubric.limits.time_limit_s)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Literal
 
 import yaml
 
-from grader.errors import RubricError
+from grader.errors import RubricError, UsageError
 from grader.locations import rubrics_dir
 from grader.typed import type_hints
 
@@ -317,8 +317,9 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
     shown = str(path) if path is not None else str(p)
     try:
         text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RubricError(shown, "<file>", "no such file") from None
+    except (FileNotFoundError, IsADirectoryError):
+        raise UsageError(f"rubric file not found: {shown}"
+                         + (" (a folder; name the rubric's .yaml)" if p.is_dir() else "")) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RubricError(shown, "<file>", f"cannot read it: {exc}") from None
     try:

@@ -113,8 +113,12 @@ def test_a_launcher_must_end_with_the_stream(tmp_path):
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
-    with pytest.raises(RubricError, match="no such file"):
+    from grader.errors import UsageError
+
+    with pytest.raises(UsageError, match=f"^rubric file not found: {tmp_path / 'nope.yaml'}$"):
         load_rubric(tmp_path / "nope.yaml")
+    with pytest.raises(UsageError, match="rubric file not found: .*a folder"):
+        load_rubric(tmp_path)
     with pytest.raises(RubricError, match="not valid YAML"):
         load_rubric(write(tmp_path, "exercise: [\n"))
 
