@@ -48,7 +48,9 @@ def cli() -> None:
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML to grade against instead of a named exercise.")
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write report.md, report.html and result.json into this directory.")
+              help="Write report.md, report.html and result.json into this directory (default: FILE's name with "
+                   "-report, beside FILE; $GRADER_REPORTS_ROOT/<name> where that is set).")
+@click.option("--no-report", is_flag=True, help="Write no report files (the summary is still printed).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="What to print: a summary, the result.json document, the Markdown report, JUnit XML, GitHub "
                    "Classroom's result line (also appended to $GITHUB_OUTPUT), Gradescope's or PrairieLearn's "
@@ -62,14 +64,14 @@ def cli() -> None:
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
-def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, fmt: str, output_path: Path | None,
-           github: bool | None, backend: str, quiet: bool) -> None:
+def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
+           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool) -> None:
     """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
     from grader.grading import grade_submission
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
     from grader.exercises import choose
-    from grader.report import render_json, render_markdown, render_text, write_reports
+    from grader.report import default_report_dir, render_json, render_markdown, render_text, write_reports
 
     err = _err_console()
     try:
@@ -78,10 +80,17 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress)
     except GraderError as exc:
         _fail(exc)
-    if report_dir is not None:
-        for path in write_reports(result, rubric, report_dir):
+    if not no_report:
+        folder = report_dir or default_report_dir(file)
+        try:
+            written = write_reports(result, rubric, folder)
+        except OSError as exc:                  # a read-only folder: the grade stands, the report is skipped
+            err.print(f"grader: could not write the report into {folder} ({exc.strerror or exc}); "
+                      "name another folder with --report-dir")
+        else:
             if not quiet:
-                err.print(f"[dim]grader: wrote {path}[/dim]")
+                html = next(p for p in written if p.name == "report.html")
+                err.print(f"grader: report: {html}")
     if github if github is not None else gh.in_actions():
         for line in gh.publish(result, render_markdown(result, rubric)):
             click.echo(line)

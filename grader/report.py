@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,14 @@ def render_html(result: Result, rubric: Rubric) -> str:
 
 def render_json(result: Result) -> str:
     return json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+
+
+def default_report_dir(file: Path) -> Path:
+    """Where `grader submit FILE` writes its reports unless told: beside FILE, FILE's name with
+    -report (kernel.cu: kernel-report/); under $GRADER_REPORTS_ROOT where that is set."""
+    root = os.environ.get("GRADER_REPORTS_ROOT")
+    name = f"{Path(file).stem}-report"
+    return Path(root) / name if root else Path(file).parent / name
 
 
 def write_reports(result: Result, rubric: Rubric, directory: Path) -> list[Path]:

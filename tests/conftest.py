@@ -38,6 +38,8 @@ def _build_cache(tmp_path_factory):
     """One build cache for the whole run, never the user's."""
     if "GRADER_TEST_KEEP_CACHE" not in os.environ:
         os.environ["GRADER_CACHE_DIR"] = str(tmp_path_factory.mktemp("grader-cache"))
+    # `grader submit` writes its reports beside the file by default: never into submissions/ here
+    os.environ["GRADER_REPORTS_ROOT"] = str(tmp_path_factory.mktemp("grader-reports"))
     yield
 
 

@@ -67,3 +67,30 @@ def test_stderr_is_not_hard_wrapped_when_it_is_not_a_terminal(tmp_path):
                           capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "COLUMNS": ""})
     line = next(x for x in proc.stderr.splitlines() if "grading against" in x)
     assert len(line) > 80 and line.endswith("--exercise names another)"), proc.stderr
+
+
+def test_submit_writes_its_report_beside_the_file_by_default_and_says_where(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("GRADER_REPORTS_ROOT", raising=False)
+    mine = tmp_path / "my_kernel.cu"
+    shutil.copy(SUBMISSIONS / "scalar_2d.cu", mine)
+    r = CliRunner().invoke(cli, ["submit", str(mine), "--backend", "emulator"])
+    assert r.exit_code == 0, r.output
+    html = tmp_path / "my_kernel-report" / "report.html"
+    assert html.is_file() and (html.parent / "result.json").is_file()
+    assert f"grader: report: {html}" in r.output
+
+
+def test_no_report_writes_nothing_and_an_unwritable_folder_does_not_fail_the_grade(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("GRADER_REPORTS_ROOT", raising=False)
+    mine = tmp_path / "k.cu"
+    shutil.copy(SUBMISSIONS / "scalar_2d.cu", mine)
+    r = CliRunner().invoke(cli, ["submit", str(mine), "--backend", "emulator", "--no-report"])
+    assert r.exit_code == 0 and not (tmp_path / "k-report").exists() and "report:" not in r.output
+    blocked = tmp_path / "a-file"                 # a folder that cannot be made, whoever runs it (root too)
+    blocked.write_text("")
+    r = CliRunner().invoke(cli, ["submit", str(mine), "--backend", "emulator", "--report-dir", str(blocked / "out")])
+    assert r.exit_code == 0 and "could not write the report" in r.output and "--report-dir" in r.output
