@@ -111,7 +111,47 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
             output_path.parent.mkdir(parents=True, exist_ok=True)
             output_path.write_text(document)
         Console(highlight=False, soft_wrap=True).print(render_text(result, rubric), end="")
+    _remember(result, file, err, quiet)
     sys.exit(result.exit_code)
+
+
+def _remember(result, file: Path, err: Console, quiet: bool) -> None:
+    """Keep this attempt (grader/history.py) and say what changed since the last one of the file."""
+    from grader import history
+
+    try:
+        previous, now = history.record(result, file)
+    except OSError as exc:
+        if not quiet:
+            err.print(f"grader: could not keep this attempt ({exc.strerror or exc})")
+        return
+    said = history.change(previous, now)
+    if said and not quiet:
+        err.print(f"grader: {said}")
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--clear", is_flag=True, help="Forget FILE's attempts.")
+def history(file: Path, clear: bool) -> None:
+    """List FILE's attempts (every `grader submit` of it): when, outcome, fraction, tier, what was named."""
+    from rich.table import Table
+
+    from grader import history as attempts_of
+
+    if clear:
+        n = attempts_of.clear(file)
+        click.echo(f"grader: forgot {n} attempt(s) of {file}")
+        return
+    rows = attempts_of.attempts(file)
+    if not rows:
+        click.echo(f"grader: no attempts of {file} yet (`grader submit {file}` grades it)")
+        return
+    table = Table("#", "when", "outcome", "fraction", "tier", "named")
+    for i, a in enumerate(rows, 1):
+        table.add_row(str(i), attempts_of.when_text(a.time), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
+                      a.tier or "-", ", ".join(a.diagnoses + a.findings) or "-")
+    Console(highlight=False, width=max(Console().width, 100)).print(table)
 
 
 @cli.command()
