@@ -64,9 +64,55 @@ def cli() -> None:
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+@click.option("--watch", is_flag=True,
+              help="Grade FILE again each time it is saved, the terminal redrawn; Ctrl-C ends it (exit 0).")
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
-           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool) -> None:
+           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, watch: bool) -> None:
     """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
+    once = dict(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report, fmt=fmt,
+                output_path=output_path, github=github, backend=backend, quiet=quiet)
+    if not watch:
+        sys.exit(_submit_once(file, **once).exit_code)
+    _watch(file, once)
+
+
+def _watch(file: Path, once: dict) -> None:
+    """Grade, then wait for FILE to be saved again (watchfiles: the folder is watched, so an editor
+    that saves by renaming a new file over it is seen too), redraw, grade again."""
+    from watchfiles import watch
+
+    out = Console(highlight=False, soft_wrap=True)
+    target = file.resolve()
+
+    def stamp():
+        try:
+            st = target.stat()
+            return st.st_mtime_ns, st.st_size
+        except OSError:
+            return None
+
+    try:
+        while True:
+            if out.is_terminal:
+                out.clear()
+            graded = stamp()
+            _submit_once(file, **once)
+            if stamp() != graded:               # saved while it was being graded: grade the new one now
+                continue
+            out.print(f"[dim]grader: watching {file}; save it to grade again, Ctrl-C to stop[/dim]")
+            for _changes in watch(str(target.parent), watch_filter=lambda _change, path: Path(path) == target,
+                                  raise_interrupt=True, rust_timeout=500, yield_on_timeout=False):
+                if target.is_file():
+                    break
+    except KeyboardInterrupt:
+        out.print("grader: stopped watching")
+        sys.exit(0)
+
+
+def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, report_dir: Path | None,
+                 no_report: bool, fmt: str, output_path: Path | None, github: bool | None, backend: str,
+                 quiet: bool):
+    """One grade of FILE, its reports, its output and its attempt kept; the Result."""
     from grader.grading import grade_submission
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
@@ -112,7 +158,7 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
             output_path.write_text(document)
         Console(highlight=False, soft_wrap=True).print(render_text(result, rubric), end="")
     _remember(result, file, err, quiet)
-    sys.exit(result.exit_code)
+    return result
 
 
 def _remember(result, file: Path, err: Console, quiet: bool) -> None:

@@ -94,3 +94,40 @@ def test_no_report_writes_nothing_and_an_unwritable_folder_does_not_fail_the_gra
     blocked.write_text("")
     r = CliRunner().invoke(cli, ["submit", str(mine), "--backend", "emulator", "--report-dir", str(blocked / "out")])
     assert r.exit_code == 0 and "could not write the report" in r.output and "--report-dir" in r.output
+
+
+def test_watch_grades_again_on_each_save_and_ctrl_c_ends_it_with_exit_0(tmp_path):
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mine = tmp_path / "kernel.cu"
+    shutil.copy(SUBMISSIONS / "missing_bias.cu", mine)
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "submit", str(mine), "--watch", "--backend", "emulator",
+                             "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+
+    def wait_for(text, timeout=240):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            seen.append(line)
+            if text in line:
+                return
+        raise AssertionError(f"never printed {text!r}: {''.join(seen)[-2000:]}")
+
+    try:
+        wait_for("watching")
+        shutil.copy(SUBMISSIONS / "scalar_2d.cu", tmp_path / "new.cu")
+        os.replace(tmp_path / "new.cu", mine)                  # as an editor saves: a new file renamed over it
+        wait_for("CORRECT  18 of 18")
+        wait_for("watching")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert sum("INCORRECT" in line for line in seen) == 1
