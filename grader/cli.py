@@ -100,9 +100,11 @@ def _watch(file: Path, once: dict) -> None:
             if stamp() != graded:               # saved while it was being graded: grade the new one now
                 continue
             out.print(f"[dim]grader: watching {file}; save it to grade again, Ctrl-C to stop[/dim]")
+            # Stopping rule: the file differs from the one graded. The watcher's events wake it at once;
+            # its half-second timeouts catch a save made before the watcher had started.
             for _changes in watch(str(target.parent), watch_filter=lambda _change, path: Path(path) == target,
-                                  raise_interrupt=True, rust_timeout=500, yield_on_timeout=False):
-                if target.is_file():
+                                  raise_interrupt=True, rust_timeout=500, yield_on_timeout=True):
+                if target.is_file() and stamp() != graded:
                     break
     except KeyboardInterrupt:
         out.print("grader: stopped watching")
