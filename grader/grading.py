@@ -232,6 +232,9 @@ def _note_lowered_limits(rubric: Rubric, worker: Worker, result: Result) -> None
     from grader.limits import lowered
 
     found = {**lowered({resource.RLIMIT_AS: rubric.limits.build_memory_mib << 20}), **worker.lowered}
+    if "host_memory_lowered_to_mib" in result.sandbox:         # the child's own cap, clamped where it is set
+        found["private memory (the child)"] = {"wanted_mib": rubric.limits.host_memory_mib,
+                                               "got_mib": result.sandbox["host_memory_lowered_to_mib"]}
     if found:
         result.sandbox["lowered_limits"] = found
 

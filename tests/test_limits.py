@@ -120,6 +120,7 @@ INHERITED = {
     "CPU seconds": (["--cpu=100"], "CPU seconds (the child)"),
     "open files": (["--nofile=512"], "open files (the child)"),
     "file size": ([f"--fsize={200 * 1024 * 1024}"], "file size (the child)"),
+    "private memory": (["--data=2000000000"], "private memory (the child)"),
 }
 
 
