@@ -113,10 +113,10 @@ def _grader(*args: str, timeout: float = 600):
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def _queue() -> str:
+def _queue(fmt: str = "%i %T") -> str:
     import subprocess
 
-    return subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["squeue", "-h", "-o", fmt], capture_output=True, text=True).stdout.strip()
 
 
 def _summary(out: Path) -> dict:
@@ -158,17 +158,20 @@ def test_ctrl_c_cancels_the_array_and_keeps_what_finished(cluster, tmp_path):
     import time
 
     folder = _class(tmp_path / "class")
+    deadline = time.monotonic() + 60
+    while _queue() and time.monotonic() < deadline:              # an earlier test's jobs leaving the queue
+        time.sleep(0.5)
     proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--backend", "emulator",
                              "--report-dir", str(tmp_path / "out"), "--slurm", "--slurm-tasks", "3", "--gres", "",
                              "--time-limit", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while _queue() == "" and time.monotonic() < deadline:
+    while "grader-bias_gelu_fused" not in _queue("%j") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _queue(), "the array never reached the queue"
+    assert "grader-bias_gelu_fused" in _queue("%j"), "the array never reached the queue"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "the array was cancelled" in err
+    assert "grader: submitted 3 task(s)" in err and "interrupted; the array was cancelled" in err, err
     deadline = time.monotonic() + 30
     while _queue() and time.monotonic() < deadline:
         time.sleep(0.5)
