@@ -143,28 +143,13 @@ def test_a_grade_under_a_low_inherited_hard_limit_is_graded_and_says_so(kind, tm
 
 def test_clamp_never_asks_above_the_inherited_hard_limit():
     import resource
-
-    from grader.limits import clamp, lowered
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert clamp(resource.RLIMIT_NOFILE, hard + 100) == (hard, hard) if hard != resource.RLIM_INFINITY else True
-    assert clamp(resource.RLIMIT_NOFILE, 16) == (16, 16)
-    assert lowered({resource.RLIMIT_NOFILE: 16}) == {}
-    if hard != resource.RLIM_INFINITY:
-        assert lowered({resource.RLIMIT_NOFILE: hard + 1}) == {"open files (the child)": {"wanted": hard + 1,
-                                                                                          "inherited": hard}}
-
-
-@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
-def test_a_file_size_limit_below_the_graders_own_data_is_said_as_such(tmp_path):
-    import json
     import subprocess
     import sys
 
-    env = {**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run(["prlimit", f"--fsize={16 * 1024 * 1024}", sys.executable, "-m", "grader", "submit",
-                           str(SUBMISSIONS / "float4_launcher.cu"), "--backend", "emulator", "--format", "json", "-q"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    result = json.loads(proc.stdout)
-    assert result["status"] == "infrastructure_error" and "internal error" not in result["message"]
-    assert "ulimit -f" in result["message"] and "GRADER_CACHE_DIR" in result["message"]
+    # In a child with a known hard limit of 64 open files, whatever this process has.
+    code = ("import resource; from grader.limits import clamp, lowered; K = resource.RLIMIT_NOFILE; "
+            "print(clamp(K, 1024), clamp(K, 16), lowered({K: 16}), lowered({K: 1024}))")
+    out = subprocess.run(["prlimit", "--nofile=64:64", sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == ("(64, 64) (16, 16) {} {'open files (the child)': {'wanted': 1024, 'inherited': 64}}")
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)                       # this process untouched

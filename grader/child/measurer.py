@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 
 from grader.child.backends import CudaBackend, LaunchOutcome, Region
-from grader.child.replay import Param, Refused, relocate
+from grader.child.replay import Param, Refused, recording_stand_ins, relocate
 from grader.contract import Call, LaunchRecord, RecordedOp, Recording
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -105,8 +105,6 @@ class ReplayBackend(CudaBackend):
     def _check(self) -> None:
         """Every recorded call replayable: its kernels in the device code, each parameter buffer of
         its kernel's size, every address inside a buffer given to that call."""
-        from grader.child.replay import recording_stand_ins
-
         for key, rows in self.recording.calls.items():
             for ops_at, views_at, _error in rows:
                 stand_ins = recording_stand_ins(self.recording.views[views_at], self._sizes.get(key, {}))
@@ -148,8 +146,6 @@ class ReplayBackend(CudaBackend):
         return LaunchOutcome(True)
 
     def _prepare(self, ops: list[RecordedOp], given: dict, real: dict[str, int], case: str) -> list:
-        from grader.child.replay import recording_stand_ins
-
         stand_ins = recording_stand_ins(given, self._sizes.get(case, {}))
         lib, steps = self.driver.lib, []
         for op in ops:
