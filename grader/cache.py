@@ -36,6 +36,9 @@ class CacheReport:
     freed_bytes: int = 0
 
 
+RUNS = "runs"          # the folders of runs in progress (their private inputs), never pruned as a build
+
+
 def _size(path: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(path):
@@ -53,6 +56,8 @@ def entries(root: Path | None = None) -> list[Entry]:
         return []
     found = []
     for child in root.iterdir():
+        if child.name == RUNS:                    # runs in progress: each removes its own (exercises/data.py)
+            continue
         if child.is_dir() and not child.is_symlink():
             try:
                 found.append(Entry(child, _size(child), child.stat().st_mtime))

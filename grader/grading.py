@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import time
 import traceback
@@ -141,12 +142,18 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict
     from grader.build import cache_root
+    from grader.exercises.data import Store
 
+    # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this
+    # process (exercises/plan.py): the emulator runs the student's host code beside the device
+    # code, so there they are the rubric's seeds, reproducible and public.
+    store = None
     try:
+        store = Store(cache_root(), secret=secrets.randbits(64) if backend == "cuda" and worker else None)
         exercise = load_reference(rubric)
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
-        inputs = _draw_inputs(pool, rubric, exercise, backend) if worker else {}
+        inputs = _draw_inputs(pool, rubric, exercise, backend, store) if worker else {}
         guard_future = pool.submit(build_guard) if worker else None
         built = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
@@ -160,13 +167,16 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
         job, cases = child_job(rubric, backend=backend, build=build, reference=reference_future.result(),
                                guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher,
-                               emulator_threads=emulator_threads)
+                               emulator_threads=emulator_threads, store=store)
+        if store.secret is not None:
+            result.sandbox["inputs"] = ("random cases drawn from a seed chosen for this run, never shown to "
+                                        "a process that runs the submission's code")
         if backend == "cuda":
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs; the
         # inputs (drawn before, during the build) are on disk before the child is told to start.
         references = {c.name: pool.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
-                                                                           cache_root()))
+                                                                           store.folder_for(c)))
                       for c in cases}
         for f in inputs.values():
             f.result()
@@ -222,6 +232,8 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             if child is not None:
                 child.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+        if store is not None:
+            store.close()
 
 
 def _note_lowered_limits(rubric: Rubric, worker: Worker, result: Result) -> None:
@@ -362,13 +374,15 @@ def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> Non
     result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 
 
-def _all_cases(rubric: Rubric, backend: str) -> list[Case]:
+def _all_cases(rubric: Rubric, backend: str, secret: int | None = None) -> list[Case]:
     """Every case whose output the child sends back: the checks, then the timed sets (on the
-    emulator, the first set verified, when the rubric asks for it)."""
-    cases = plan_cases(rubric)
+    emulator, the first set verified, when the rubric asks for it); with a secret, the random
+    ones private."""
+    cases = plan_cases(rubric, secret=secret)
     if backend == "cuda":
-        return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes))
-    return cases + (timed_cases(rubric)[:1] if rubric.emulator.verify_timed_shape else [])
+        return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes),
+                                   secret=secret)
+    return cases + (timed_cases(rubric, secret=secret)[:1] if rubric.emulator.verify_timed_shape else [])
 
 
 def _baseline_cases(rubric: Rubric, backend: str) -> list[Case]:
@@ -383,37 +397,39 @@ def child_limits(rubric: Rubric) -> Limits:
                   drop_privileges=lim.drop_privileges)
 
 
-def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str) -> dict:
+def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str, store) -> dict:
     """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
-    from grader.build import cache_root
     from grader.exercises import data
 
     extra = _baseline_cases(rubric, backend)
-    return {c.name: pool.submit(data.materialize, rubric, exercise, c, cache_root())
-            for c in _all_cases(rubric, backend) + extra}
+    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c))
+            for c in _all_cases(rubric, backend, store.secret) + extra}
 
 
 def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
               reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
-              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0) -> tuple[Job, list[Case]]:
+              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0,
+              store=None) -> tuple[Job, list[Case]]:
     """What the child is told to do, and every case whose output it will send back. The reference
     library is built here when not given; draw=True also writes the cases' inputs (grading draws
-    them in the background instead)."""
+    them in the background instead). store (exercises/data.Store): where the cases lie, and the
+    run's secret; by default the shared cache and the rubric's seeds."""
     from grader.build import cache_root
     from grader.exercises import data
 
+    store = store or data.Store(cache_root())
     exercise = load_reference(rubric)
-    every = _all_cases(rubric, backend)
+    every = _all_cases(rubric, backend, store.secret)
     if reference is None:
         reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
     extra = _baseline_cases(rubric, backend)
     if draw:
         for c in every + extra:
-            data.materialize(rubric, exercise, c, cache_root())
+            data.materialize(rubric, exercise, c, store.folder_for(c))
 
     def resolve(case: Case) -> CaseJob:
         return case_job(rubric, case, has_launcher=has_launcher,
-                        files=data.files_of(rubric, exercise, case, cache_root()))
+                        files=data.files_of(rubric, exercise, case, store.folder_for(case)))
 
     checks = [resolve(c) for c in every if not c.timed]
     timed = [resolve(c) for c in every if c.timed]

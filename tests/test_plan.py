@@ -62,3 +62,21 @@ def test_the_chain_runs_only_where_a_case_asks_and_the_timed_sets_are_distinct()
     assert alone.chain is None and {b.name for b in alone.buffers} == {"x", "bias", "out"}
     sets = timed_cases(bias)
     assert len({s.seed for s in sets}) == len(sets) == bias.timing.input_sets and all(s.timed for s in sets)
+
+
+def test_a_gpu_runs_random_cases_are_private_to_the_run_and_its_lesson_cases_are_not():
+    """With a run's secret, every seeded check and every timed set draws from a seed that mixes
+    the secret in (a kernel cannot recognise seed 1000's inputs); a generator without a seed is
+    public. The names students read keep the rubric's seeds."""
+    bias = load_exercise("bias_gelu_fused")
+    public, one, two = plan_cases(bias), plan_cases(bias, secret=0xABCDEF), plan_cases(bias, secret=0x123456)
+    assert [c.name for c in one] == [c.name for c in public]
+    for p, a, b in zip(public, one, two):
+        if p.inputs == "lesson":
+            assert not a.private and a.draw_seed == p.draw_seed == 0
+        else:
+            assert a.private and b.private and not p.private
+            assert p.draw_seed == p.seed and len({p.draw_seed, a.draw_seed, b.draw_seed}) == 3
+    timed = timed_cases(bias, secret=7)
+    assert all(t.private and t.draw_seed not in (1000, 1001) for t in timed)
+    assert len({t.draw_seed for t in timed}) == len(timed)

@@ -72,14 +72,27 @@ def test_random_inputs_are_deterministic_and_span_knee_and_tails(rubric):
 
 
 def test_inputs_are_the_bits_the_grader_has_always_drawn():
-    """Pinned: the counter hash gives these bits on every machine and version (a change would
-    move every student's inputs)."""
+    """Pinned: the keyed generator gives these bits on every machine and version (a change would
+    move every student's inputs, and every cached case)."""
     from grader.exercises.inputs import hashes, uniform
 
     assert hashes(3, 7, 1).tolist() == PINNED_HASHES
     assert uniform(2, 1, 2, -2.0, 2.0).tolist() == PINNED_UNIFORM
 
 
-# drawn with the grader's original make_inputs (grader/cases.py before exercises became data)
-PINNED_HASHES = [1683120970, 2858978302, 2959636933]
-PINNED_UNIFORM = [-1.4243459701538086, -0.9797167778015137]
+def test_a_stream_depends_on_all_of_its_seed_and_on_its_stream():
+    """A run's secret seed is 64 bits: every bit of it, and the stream, changes the values (the
+    old counter hash folded the seed into 32 bits, so two seeds 2**32 apart drew the same inputs)."""
+    from grader.exercises.inputs import hashes
+
+    base = hashes(64, 2**40 + 5, 0)
+    assert not torch.equal(base, hashes(64, 5, 0))
+    assert not torch.equal(base, hashes(64, 2**40 + 5, 1))
+    assert torch.equal(base, hashes(64, 2**40 + 5, 0))
+    assert torch.equal(base[:10], hashes(10, 2**40 + 5, 0))          # a prefix: the index is a counter
+    assert int(base.min()) >= 0 and int(base.max()) < 2**32
+
+
+# drawn by Philox-4x32-10 keyed by BLAKE2b("grader inputs <seed> <stream>") (grader/exercises/inputs.py)
+PINNED_HASHES = [1577764644, 1324906097, 2572811477]
+PINNED_UNIFORM = [0.028104305267333984, -1.2349705696105957]

@@ -7,6 +7,11 @@ build cache (named by the reference's digest and the case), so warm runs and a c
 draw and compute each case once. The child maps the inputs read-only; nothing crosses the pipe.
 Only a miss runs the reference (and imports torch, which it is written with): a warm
 submission reads numpy arrays from these files.
+
+A private case (plan.py: a GPU run's random checks and timed sets, drawn from the run's secret)
+is drawn afresh every run into the run's own folder (private_folder): under the cache's runs/,
+which no one may list, named by 128 random bits, and removed when the grade ends. Its answers
+are computed in memory and never written anywhere.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import contextlib
 import hashlib
 import math
 import os
+import secrets
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +38,7 @@ def draw(rubric: Rubric, reference: Reference, case: Case) -> dict:
     """The case's input tensors (torch, float32, contiguous), checked against the rubric's shapes."""
     import torch
 
-    drawn = reference.generate(case.inputs, dict(case.dims), case.seed)
+    drawn = reference.generate(case.inputs, dict(case.dims), case.draw_seed)
     values = dims_values(rubric, case.dims)
     out = {}
     for t in tensors_of(rubric, case):
@@ -55,7 +63,7 @@ _SHARED = hashlib.sha256(b"".join((Path(__file__).parent / f).read_bytes()
 
 def _key(rubric: Rubric, reference: Reference, case: Case) -> str:
     parts = [rubric.exercise, reference.digest, _SHARED, case.inputs, repr(sorted(case.dims.items())),
-             str(case.seed), str(case.chain)]
+             str(case.draw_seed), str(case.chain)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -126,12 +134,53 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     """The case's inputs (float32), from its file when an earlier run wrote it, else drawn and written."""
     path = input_file(rubric, reference, case, cache)
     shapes = _shapes(rubric, case, "in")
-    found = _read(path, shapes, np.float32)
+    found = None if case.private else _read(path, shapes, np.float32)
     if found is not None:
         return found
     tensors = {name: t.numpy() for name, t in draw(rubric, reference, case).items()}
     _write(path, [tensors[name] for name in shapes])
     return tensors
+
+
+def private_folder(cache: Path, *, stale_after_s: float = 3600.0) -> Path:
+    """A new folder for this run's private inputs: cache/runs/<128 random bits>. runs/ may be
+    entered but not listed (0711), so a process that runs student code cannot find the folder
+    (and cannot chmod: the wall refuses it); a folder a killed grader left is swept after an hour.
+    The caller removes it (remove_private) when the grade ends."""
+    runs = cache / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(runs, 0o711)
+        now = time.time()
+        for old in os.scandir(runs):
+            if old.is_dir(follow_symlinks=False) and now - old.stat().st_mtime > stale_after_s:
+                shutil.rmtree(old.path, ignore_errors=True)
+    folder = runs / secrets.token_hex(16)
+    folder.mkdir(mode=0o711)
+    return folder
+
+
+class Store:
+    """Where a run's cases lie: the shared cache, and, for a run with a secret, the run's private
+    folder (made now, removed by close()). One per grade; every step that reads or writes a
+    case asks it (folder_for)."""
+
+    def __init__(self, cache: Path, *, secret: int | None = None):
+        self.cache = cache
+        self.secret = secret
+        self.private = private_folder(cache) if secret is not None else None
+
+    def folder_for(self, case: Case) -> Path:
+        if not case.private:
+            return self.cache
+        if self.private is None:
+            raise ValueError(f"{case.name} is private, and this run has no private folder")
+        return self.private
+
+    def close(self) -> None:
+        if self.private is not None:
+            shutil.rmtree(self.private, ignore_errors=True)
+            self.private = None
 
 
 def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
@@ -140,7 +189,7 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
     them, else computed by the exercise's expected() and written."""
     path = input_file(rubric, reference, case, cache).with_name("answers.f64")
     shapes = _shapes(rubric, case, "out")
-    found = _read(path, shapes, np.float64)
+    found = None if case.private else _read(path, shapes, np.float64)
     if found is not None:
         return found
     import torch
@@ -156,7 +205,8 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
             raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave {name} as {tuple(value.shape)} "
                                 f"for {case.name}; the rubric says {shape}")
         out[name] = value.reshape(shape).contiguous().numpy()
-    _write(path, [out[name] for name in shapes])
+    if not case.private:                            # a private case's answers stay in this process
+        _write(path, [out[name] for name in shapes])
     return out
 
 
@@ -172,9 +222,10 @@ def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want
     shapes = {}
     for name, w in want.items():
         shapes[f"{name} want"] = shapes[f"{name} limit"] = tuple(w.shape)
-    found = _read(path, shapes, np.float32)
+    found = None if case.private else _read(path, shapes, np.float32)
     if found is not None:
         return {name: Prepared(found[f"{name} want"], found[f"{name} limit"]) for name in want}
     out = {name: prepare(w, rtol=rtol, atol=atol) for name, w in want.items()}
-    _write(path, [a for p in out.values() for a in (p.want32, p.limit32)])
+    if not case.private:
+        _write(path, [a for p in out.values() for a in (p.want32, p.limit32)])
     return out

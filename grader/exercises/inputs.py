@@ -1,27 +1,37 @@
-"""Deterministic inputs for exercises' generators: the same bits on every machine and version.
+"""Inputs for exercises' generators: the same bits on every machine and version, and nothing to
+predict without the seed.
 
-An exercise's reference.py draws its inputs from these (its GENERATORS). They are counter
-hashes, not torch's generators, which change between versions and devices: a case's inputs
-are a pure function of (seed, stream, index), so a result can be reproduced anywhere.
+An exercise's reference.py draws its inputs from these (its GENERATORS). They are a keyed
+counter generator, not torch's generators (which change between versions and devices): a case's
+inputs are a pure function of (seed, stream, index), so a result can be reproduced anywhere.
+
+The key is Philox-4x32-10's 128 bits, taken from a BLAKE2b digest of (seed, stream): knowing
+some values of a stream tells nothing usable about the others, and a seed of any size is taken
+whole. On a GPU the grader draws the random cases' seeds afresh for every run and never shows
+them to a process that runs student code (exercises/plan.py), so a kernel cannot recognise its
+inputs and regenerate them instead of reading them. numpy's bit generators keep their streams
+stable across versions (NEP 19).
 """
 
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
 import torch
 
 _MASK = 0xFFFFFFFF
 
 
-def hashes(n: int, seed: int, stream: int) -> torch.Tensor:
-    """n 32-bit hashes (in int64) of (index, seed, stream).
+def _key(seed: int, stream: int) -> int:
+    digest = hashlib.blake2b(f"grader inputs {int(seed)} {int(stream)}".encode(), digest_size=16).digest()
+    return int.from_bytes(digest, "little")
 
-    Wellons' two-multiply mixer with constants below 2^31, so every product fits in int64.
-    """
-    key = (seed * 0x5BD1E995 + stream * 0x27D4EB2F + 0x165667B1) & _MASK
-    h = torch.arange(n, dtype=torch.int64).add_(key).bitwise_and_(_MASK)
-    h.bitwise_xor_(h >> 16).mul_(0x21F0AAAD).bitwise_and_(_MASK)
-    h.bitwise_xor_(h >> 15).mul_(0x735A2D97).bitwise_and_(_MASK)
-    return h.bitwise_xor_(h >> 15)
+
+def hashes(n: int, seed: int, stream: int) -> torch.Tensor:
+    """n uniformly distributed 32-bit values (in int64) of (index, seed, stream)."""
+    raw = np.random.Philox(key=_key(seed, stream)).random_raw((n + 1) // 2)
+    return torch.from_numpy(raw.view(np.int32)[:n]).to(torch.int64).bitwise_and_(_MASK)
 
 
 def unit(h: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,11 @@
 A case is a point in the exercise's dimensions with an input generator and a seed; its
 inputs are a pure function of those (and of the reference's source), so the parent draws
 them once, keeps them on disk (data.py) and both sides read the same bytes.
+
+A private case (a GPU run's random checks and timed sets) also carries the run's secret: its
+generator seed mixes the rubric's seed with 64 bits drawn for this run alone, which no process
+running student code is ever given. Its inputs lie in the run's own folder and its answers
+never touch the disk (data.py), so there is nothing to recognise, regenerate or read back.
 """
 
 from __future__ import annotations
@@ -24,10 +29,20 @@ class Case:
     seed: int = 0
     chain: bool = False          # also run the chain after the submission
     timed: bool = False          # an input set of the timed shape (verified after timing)
+    secret: int | None = None    # the run's secret (a private case), else None: the seed alone
 
     @property
     def shape_text(self) -> str:
         return shape_text(self.dims)
+
+    @property
+    def private(self) -> bool:
+        return self.secret is not None
+
+    @property
+    def draw_seed(self) -> int:
+        """The seed the generator is given: the rubric's, or mixed with the run's secret."""
+        return self.seed if self.secret is None else (self.secret << 32) + self.seed
 
 
 def shape_text(dims: dict) -> str:
@@ -35,24 +50,27 @@ def shape_text(dims: dict) -> str:
     return "x".join(str(v) for v in dims.values())
 
 
-def plan_cases(rubric: Rubric) -> list[Case]:
-    """The correctness cases, in the order they run."""
+def plan_cases(rubric: Rubric, *, secret: int | None = None) -> list[Case]:
+    """The correctness cases, in the order they run; with a secret, the seeded ones are private
+    (a generator without a seed is the same for everyone, and has nothing to hide)."""
     cases = []
     for spec in rubric.checks.cases:
         dims = {d: spec.dims[d] for d in rubric.dims}
         shape = shape_text(dims)
         if spec.seeded:
-            cases += [Case(f"{spec.inputs} {shape} seed {s}", dims, spec.inputs, s, spec.chain)
+            cases += [Case(f"{spec.inputs} {shape} seed {s}", dims, spec.inputs, s, spec.chain, secret=secret)
                       for s in rubric.checks.seeds]
         else:
             cases.append(Case(f"{spec.inputs} {shape}", dims, spec.inputs, 0, spec.chain))
     return cases
 
 
-def timed_cases(rubric: Rubric, *, chain: bool = False) -> list[Case]:
-    """One case per input set the timed launches rotate over (random inputs, seeds 1000 on)."""
+def timed_cases(rubric: Rubric, *, chain: bool = False, secret: int | None = None) -> list[Case]:
+    """One case per input set the timed launches rotate over (random inputs, seeds 1000 on;
+    private with a secret)."""
     dims = {d: rubric.timing.dims[d] for d in rubric.dims}
-    return [Case(f"timed {shape_text(dims)} set {k}", dims, "random", 1000 + k, chain=chain, timed=True)
+    return [Case(f"timed {shape_text(dims)} set {k}", dims, "random", 1000 + k, chain=chain, timed=True,
+                 secret=secret)
             for k in range(rubric.timing.input_sets)]
 
 

@@ -1,0 +1,102 @@
+"""A GPU run's private cases (exercises/data.py): drawn afresh into the run's own folder, which
+nobody can list, their answers never written, the folder gone when the run ends."""
+
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from grader import cache
+from grader.exercises import data, load_exercise, load_reference
+from grader.exercises.plan import plan_cases
+
+
+@pytest.fixture()
+def bias():
+    rubric = load_exercise("bias_gelu_fused")
+    return rubric, load_reference(rubric)
+
+
+def _small_random(rubric, secret):
+    return next(c for c in plan_cases(rubric, secret=secret) if c.inputs == "random" and c.dims["rows"] == 7)
+
+
+def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_memory(bias, tmp_path):
+    rubric, ref = bias
+    store = data.Store(tmp_path, secret=0x5EC2E7)
+    case = _small_random(rubric, store.secret)
+    folder = store.folder_for(case)
+    assert folder.parent == tmp_path / cache.RUNS and len(folder.name) == 32
+    assert stat.S_IMODE(os.stat(folder.parent).st_mode) == 0o711          # enter, never list
+    assert stat.S_IMODE(os.stat(folder).st_mode) & 0o044 == 0               # the same for the run's own
+
+    inputs = data.materialize(rubric, ref, case, folder)
+    want = data.answers(rubric, ref, case, folder, inputs)
+    data.prepared(rubric, ref, case, folder, want, rtol=1e-5, atol=1e-6)
+    written = sorted(p.name for p in folder.rglob("*") if p.is_file())
+    assert written == ["inputs.f32"]                                        # no answers.f64, no prepared
+    assert not any(p.name.startswith("in-") for p in tmp_path.iterdir())   # nothing in the shared cache
+    on_disk = np.fromfile(data.input_file(rubric, ref, case, folder), dtype=np.float32)
+    assert np.array_equal(on_disk[: inputs["x"].size], np.asarray(inputs["x"]).reshape(-1))
+
+    assert [e.path.name for e in cache.entries(tmp_path)] == []             # runs/ is never pruned as a build
+    store.close()
+    assert not folder.exists() and store.private is None
+
+
+def test_each_run_draws_new_inputs_and_a_public_case_is_cached_as_before(bias, tmp_path):
+    rubric, ref = bias
+    first, second = data.Store(tmp_path, secret=1), data.Store(tmp_path, secret=2)
+    a = data.materialize(rubric, ref, _small_random(rubric, 1), first.private)
+    b = data.materialize(rubric, ref, _small_random(rubric, 2), second.private)
+    assert not np.array_equal(a["x"], b["x"])
+    again = data.materialize(rubric, ref, _small_random(rubric, 1), second.private)
+    assert np.array_equal(a["x"], again["x"])                              # the secret decides, not the folder
+    public = _small_random(rubric, None)
+    assert data.Store(tmp_path).folder_for(public) == tmp_path
+    with pytest.raises(ValueError, match="private"):
+        data.Store(tmp_path).folder_for(_small_random(rubric, 3))
+    data.answers(rubric, ref, public, tmp_path, data.materialize(rubric, ref, public, tmp_path))
+    assert data.input_file(rubric, ref, public, tmp_path).with_name("answers.f64").is_file()
+
+
+def test_a_run_folder_a_killed_grader_left_is_swept(tmp_path):
+    old = data.private_folder(tmp_path)
+    os.utime(old, (1, 1))
+    new = data.private_folder(tmp_path, stale_after_s=60)
+    assert new.exists() and not old.exists()
+
+
+def test_the_emulator_grades_with_the_rubrics_public_seeds(tmp_path):
+    """The emulator runs the student's host code beside the device code: nothing there could keep
+    a seed from it, so it uses the rubric's (reproducible), and says nothing of private inputs."""
+    from grader.grading import _all_cases
+
+    rubric = load_exercise("bias_gelu_fused")
+    assert not any(c.private for c in _all_cases(rubric, "emulator"))
+    assert all(c.private for c in _all_cases(rubric, "cuda", 99) if c.inputs == "random")
+
+
+def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_told_nothing(bias, tmp_path):
+    """The job for a GPU run: the measuring process maps each private case from the run's folder
+    (drawn there, not in the shared cache); the recorder's job names no file at all."""
+    from types import SimpleNamespace
+
+    from grader.grading import child_job
+    from grader.sandbox import for_recorder
+
+    rubric, _ref = bias
+    store = data.Store(tmp_path, secret=0xC0FFEE)
+    lib = SimpleNamespace(library=tmp_path / "lib.so")
+    job, cases = child_job(rubric, backend="cuda", build=lib, reference=lib, has_launcher=False, store=store)
+    by_name = {c.name: c for c in cases}
+    for cj in job.cases + job.timed_cases:
+        files = {b.file for b in cj.buffers if b.role == "in"}
+        where = store.private if by_name[cj.name].private else tmp_path
+        assert files and all(f.startswith(str(where) + os.sep) for f in files), cj.name
+    assert any(by_name[cj.name].private for cj in job.cases) and all(by_name[cj.name].private
+                                                                    for cj in job.timed_cases)
+    recorded = for_recorder(job)
+    assert all(b.file == "" for cj in recorded.cases + recorded.timed_cases for b in cj.buffers)
+    store.close()
