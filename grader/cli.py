@@ -125,7 +125,7 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
-        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress)
+        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True)
     except GraderError as exc:
         _fail(exc)
     if not no_report:

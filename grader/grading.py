@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import shutil
 import time
 import traceback
@@ -38,7 +37,7 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                      progress: Progress | None = None, audit_syscalls: bool = False,
-                     device: str | None = None, emulator_threads: int = 0) -> Result:
+                     device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -54,6 +53,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     audit_syscalls runs the child's filter in audit mode: every system call is allowed and
     recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
     never for grading students, and the command line does not offer it.
+
+    draw_ahead: after a GPU grade, start the detached process that draws the next run's private
+    cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
@@ -91,6 +93,10 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
+    if draw_ahead and chosen == "cuda" and rubric.path and result.status != "infrastructure_error":
+        from grader.exercises.pool import start_drawing_ahead
+
+        start_drawing_ahead(rubric.path)
     return result
 
 
@@ -149,8 +155,9 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     # code, so there they are the rubric's seeds, reproducible and public.
     store = None
     try:
-        store = Store(cache_root(), secret=secrets.randbits(64) if backend == "cuda" and worker else None)
         exercise = load_reference(rubric)
+        store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: _all_cases(rubric, backend, s))
+                 if backend == "cuda" and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
         inputs = _draw_inputs(pool, rubric, exercise, backend, store) if worker else {}
@@ -169,8 +176,9 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                                guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher,
                                emulator_threads=emulator_threads, store=store)
         if store.secret is not None:
-            result.sandbox["inputs"] = ("random cases drawn from a seed chosen for this run, never shown to "
-                                        "a process that runs the submission's code")
+            result.sandbox["inputs"] = {"private": True, "drawn_ahead": store.drawn_ahead,
+                                        "about": "random cases drawn from a seed chosen for this run, never shown "
+                                                 "to a process that runs the submission's code"}
         if backend == "cuda":
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs; the

@@ -150,7 +150,7 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
                 path = Path(scratch) / exp.file
                 line = b"// generated filler: this sample is a source file far over the size limit\n"
                 path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
-            result = grade_submission(path, rubric=r, backend=concrete)
+            result = grade_submission(path, rubric=r, backend=concrete, draw_ahead=True)
         problems = judge(exp, result)
         left = leftover_processes()
         if left:

@@ -21,6 +21,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,8 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def submit(path: str, cache: str, backend: str = "cuda") -> tuple[float, dict]:
-    env = dict(os.environ, GRADER_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
+def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = True) -> tuple[float, dict]:
+    """One `grader submit` as a student runs it; on a GPU, then the wait a student spends reading
+    the result, until the next run's private cases are drawn ahead (grader/exercises/pool.py)."""
+    env = dict(os.environ, GRADER_CACHE_DIR=cache, PYTHONPATH=str(ROOT), GRADER_DRAW_AHEAD="1" if draw_ahead else "0")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "submit", path, "--backend", backend, "--format", "json", "-q"],
                           capture_output=True, text=True, env=env, cwd=ROOT)
@@ -41,7 +44,19 @@ def submit(path: str, cache: str, backend: str = "cuda") -> tuple[float, dict]:
         doc = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"grader submit {path} printed no JSON (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    if backend == "cuda" and draw_ahead:
+        doc["drawn_ahead_after_s"] = _drawn_ahead(Path(cache))
     return wall, doc
+
+
+def _drawn_ahead(cache: Path, limit_s: float = 60.0) -> float:
+    """Seconds until a ready folder of the next run's cases exists (at most limit_s)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        if any((cache / "runs").glob("ready-*")):
+            break
+        time.sleep(0.1)
+    return round(time.perf_counter() - start, 2)
 
 
 # What a generated class is made of: correct kernels of several speeds, and incorrect ones.
@@ -169,6 +184,16 @@ def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int
     warms = [submit(sample, cache, backend) for _ in range(runs)]
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     cold, warm = median([w for w, _ in colds]), median([w for w, _ in warms])
+    if backend == "cuda":           # a grade right after another: nothing drawn ahead, it draws its own
+        for ready in (Path(cache) / "runs").glob("ready-*"):
+            shutil.rmtree(ready, ignore_errors=True)
+        own = [submit(sample, cache, backend, draw_ahead=False) for _ in range(runs)]
+        figures.update(warm_own_draw_s=[w for w, _ in own], drawn_ahead_after_s=[d.get("drawn_ahead_after_s")
+                                                                                for _, d in warms])
+        rows.append((f"submit warm, drawing its own private cases, median of {runs}",
+                     f"{median([w for w, _ in own]):.2f} s", "", None))
+        rows.append(("  next run's cases drawn ahead after (s)",
+                     " ".join(str(d.get("drawn_ahead_after_s")) for _, d in warms), "", None))
     figures.update(first_s=first_s, cold_s=[w for w, _ in colds], warm_s=[w for w, _ in warms],
                    cold_phases=[d.get("phases") for _, d in colds], warm_phases=[d.get("phases") for _, d in warms],
                    device=first.get("device", {}), cpus=os.cpu_count())

@@ -3,6 +3,7 @@ nobody can list, their answers never written, the folder gone when the run ends.
 
 import os
 import stat
+import time
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_mem
     store = data.Store(tmp_path, secret=0x5EC2E7)
     case = _small_random(rubric, store.secret)
     folder = store.folder_for(case)
-    assert folder.parent == tmp_path / cache.RUNS and len(folder.name) == 32
+    assert folder.parent == tmp_path / cache.RUNS and len(folder.name) == len("run-") + 32
     assert stat.S_IMODE(os.stat(folder.parent).st_mode) == 0o711          # enter, never list
     assert stat.S_IMODE(os.stat(folder).st_mode) & 0o044 == 0               # the same for the run's own
 
@@ -62,10 +63,63 @@ def test_each_run_draws_new_inputs_and_a_public_case_is_cached_as_before(bias, t
 
 
 def test_a_run_folder_a_killed_grader_left_is_swept(tmp_path):
-    old = data.private_folder(tmp_path)
+    from grader.exercises import pool
+
+    old, ready = pool.new_folder(tmp_path), pool.new_folder(tmp_path, "ready-k-")
     os.utime(old, (1, 1))
-    new = data.private_folder(tmp_path, stale_after_s=60)
-    assert new.exists() and not old.exists()
+    os.utime(ready, (time.time() - 7200,) * 2)          # a ready folder is kept longer than a run's
+    new = pool.new_folder(tmp_path)
+    assert new.exists() and not old.exists() and ready.exists()
+
+
+def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_would_draw(bias, tmp_path):
+    """pool.py: the detached process draws every private case of a run (inputs, answers, prepared)
+    with a secret of its own into a ready folder; the next grade claims it (one grade only),
+    reads the same inputs it would have drawn from that secret, and removes it when done."""
+    from grader.exercises import pool
+    from grader.grading import _all_cases
+    from grader.verdict.checks import expected_for
+
+    rubric, ref = bias
+    rubric = _small_timing(rubric)
+    ready = pool.draw_ahead(rubric, ref, tmp_path)
+    assert ready is not None and ready.name.startswith("ready-")
+    assert pool.draw_ahead(rubric, ref, tmp_path) is None                 # one is ready: nothing more drawn
+    cases_for = lambda s: _all_cases(rubric, "cuda", s)                   # noqa: E731
+    store = data.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
+    assert store.drawn_ahead and store.private.name.startswith("run-") and not ready.exists()
+    again = data.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
+    assert not again.drawn_ahead and again.secret != store.secret       # claimed once: the next draws its own
+    for case in (c for c in cases_for(store.secret) if c.private):
+        got = data.materialize(rubric, ref, case, store.private)
+        assert isinstance(got["x"], np.memmap)                             # read, not drawn again
+        fresh = {k: v.numpy() for k, v in data.draw(rubric, ref, case).items()}
+        assert all(np.array_equal(got[k], fresh[k]) for k in fresh), case.name
+        assert expected_for(case, rubric, ref, got, store.private).want["out"].dtype == np.float64
+    folder = store.private
+    store.close()
+    again.close()
+    assert not folder.exists() and list((tmp_path / cache.RUNS).glob("run-*")) == []
+
+
+def test_a_folder_drawn_for_other_cases_is_never_used(bias, tmp_path):
+    from grader.exercises import pool
+    from grader.grading import _all_cases
+
+    rubric, ref = bias
+    small = _small_timing(rubric)
+    pool.draw_ahead(small, ref, tmp_path)
+    other = _small_timing(rubric, rows=48)
+    store = data.Store.for_gpu_run(tmp_path, other, ref, lambda s: _all_cases(other, "cuda", s))
+    assert not store.drawn_ahead
+    store.close()
+
+
+def _small_timing(rubric, rows: int = 32):
+    """The rubric with a small timed shape, so drawing ahead takes a moment here."""
+    import dataclasses
+
+    return dataclasses.replace(rubric, timing=dataclasses.replace(rubric.timing, dims={"rows": rows, "cols": 64}))
 
 
 def test_the_emulator_grades_with_the_rubrics_public_seeds(tmp_path):
@@ -100,3 +154,27 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     recorded = for_recorder(job)
     assert all(b.file == "" for cj in recorded.cases + recorded.timed_cases for b in cj.buffers)
     store.close()
+
+
+def test_a_grade_starts_a_detached_process_that_draws_the_next_runs_cases(tmp_path, monkeypatch):
+    """What `grader submit` starts after a GPU grade: a process of its own session, which leaves a
+    ready folder for the next grade; GRADER_DRAW_AHEAD=0 starts none."""
+    from grader.exercises import pool
+
+    rubric_file = tmp_path / "small.yaml"
+    text = open(load_exercise("bias_gelu_fused").path).read()
+    rubric_file.write_text(text.replace("dims: {rows: 16384, cols: 1024}", "dims: {rows: 64, cols: 64}"))
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("GRADER_DRAW_AHEAD", "0")
+    pool.start_drawing_ahead(str(rubric_file))
+    time.sleep(1.0)
+    assert not (cache_dir / cache.RUNS).exists()
+    monkeypatch.setenv("GRADER_DRAW_AHEAD", "1")
+    pool.start_drawing_ahead(str(rubric_file))
+    deadline = time.time() + 90
+    while time.time() < deadline and not list((cache_dir / cache.RUNS).glob("ready-*")):
+        time.sleep(0.2)
+    ready = list((cache_dir / cache.RUNS).glob("ready-*"))
+    assert len(ready) == 1 and (ready[0] / pool.SECRET_FILE).is_file()
+    assert any(ready[0].rglob("answers.f64")) and not list((cache_dir / cache.RUNS).glob(".drawing-*"))

@@ -9,9 +9,10 @@ Only a miss runs the reference (and imports torch, which it is written with): a 
 submission reads numpy arrays from these files.
 
 A private case (plan.py: a GPU run's random checks and timed sets, drawn from the run's secret)
-is drawn afresh every run into the run's own folder (private_folder): under the cache's runs/,
-which no one may list, named by 128 random bits, and removed when the grade ends. Its answers
-are computed in memory and never written anywhere.
+lies in the run's own folder (Store): under the cache's runs/, which no one else may list, named
+by 128 random bits, removed when the grade ends. It was drawn ahead by the previous grade's
+detached process (pool.py), answers included; else the grade draws it itself, and then its answers
+are computed in memory and never written.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import os
 import secrets
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +134,7 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     """The case's inputs (float32), from its file when an earlier run wrote it, else drawn and written."""
     path = input_file(rubric, reference, case, cache)
     shapes = _shapes(rubric, case, "in")
-    found = None if case.private else _read(path, shapes, np.float32)
+    found = _read(path, shapes, np.float32)          # a private case's: drawn ahead into the run's folder
     if found is not None:
         return found
     tensors = {name: t.numpy() for name, t in draw(rubric, reference, case).items()}
@@ -142,33 +142,29 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     return tensors
 
 
-def private_folder(cache: Path, *, stale_after_s: float = 3600.0) -> Path:
-    """A new folder for this run's private inputs: cache/runs/<128 random bits>. runs/ may be
-    entered but not listed (0711), so a process that runs student code cannot find the folder
-    (and cannot chmod: the wall refuses it); a folder a killed grader left is swept after an hour.
-    The caller removes it (remove_private) when the grade ends."""
-    runs = cache / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        os.chmod(runs, 0o711)
-        now = time.time()
-        for old in os.scandir(runs):
-            if old.is_dir(follow_symlinks=False) and now - old.stat().st_mtime > stale_after_s:
-                shutil.rmtree(old.path, ignore_errors=True)
-    folder = runs / secrets.token_hex(16)
-    folder.mkdir(mode=0o711)
-    return folder
-
-
 class Store:
     """Where a run's cases lie: the shared cache, and, for a run with a secret, the run's private
-    folder (made now, removed by close()). One per grade; every step that reads or writes a
-    case asks it (folder_for)."""
+    folder (a ready one drawn ahead by exercises/pool.py when there is one, else a new one),
+    removed by close(). One per grade; every step that reads or writes a case asks it (folder_for)."""
 
-    def __init__(self, cache: Path, *, secret: int | None = None):
+    def __init__(self, cache: Path, *, secret: int | None = None, private: Path | None = None):
+        from grader.exercises import pool
+
         self.cache = cache
         self.secret = secret
-        self.private = private_folder(cache) if secret is not None else None
+        self.drawn_ahead = private is not None
+        self.private = private if private is not None else pool.new_folder(cache) if secret is not None else None
+
+    @classmethod
+    def for_gpu_run(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
+        """A GPU run's store: the folder drawn ahead for these cases when one is ready, else a new
+        secret and an empty folder. cases_for(secret) lists the run's cases."""
+        from grader.exercises import pool
+
+        claimed = pool.claim(cache, pool.key_of(rubric, reference, cases_for(0)))
+        if claimed is not None:
+            return cls(cache, secret=claimed[1], private=claimed[0])
+        return cls(cache, secret=secrets.randbits(64))
 
     def folder_for(self, case: Case) -> Path:
         if not case.private:
@@ -184,12 +180,13 @@ class Store:
 
 
 def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
-            inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            inputs: dict[str, np.ndarray], *, keep: bool = False) -> dict[str, np.ndarray]:
     """The case's outputs in float64, from the file beside its inputs when an earlier run computed
-    them, else computed by the exercise's expected() and written."""
+    them (or the process that drew a private case ahead), else computed by the exercise's
+    expected() and written; a private case's only when keep (drawing ahead)."""
     path = input_file(rubric, reference, case, cache).with_name("answers.f64")
     shapes = _shapes(rubric, case, "out")
-    found = None if case.private else _read(path, shapes, np.float64)
+    found = _read(path, shapes, np.float64)
     if found is not None:
         return found
     import torch
@@ -205,13 +202,13 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
             raise ExerciseError(f"{reference.folder / 'reference.py'}: expected() gave {name} as {tuple(value.shape)} "
                                 f"for {case.name}; the rubric says {shape}")
         out[name] = value.reshape(shape).contiguous().numpy()
-    if not case.private:                            # a private case's answers stay in this process
+    if keep or not case.private:                    # a private case's answers stay in this process
         _write(path, [out[name] for name in shapes])
     return out
 
 
 def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want: dict[str, np.ndarray], *,
-             rtol: float, atol: float) -> dict:
+             rtol: float, atol: float, keep: bool = False) -> dict:
     """Each output's answers made ready for the fast float32 check (checking.prepare), kept beside
     the answers for this tolerance: preparing the timed shape's 16M values took longer than the
     rest of a warm check."""
@@ -222,10 +219,10 @@ def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want
     shapes = {}
     for name, w in want.items():
         shapes[f"{name} want"] = shapes[f"{name} limit"] = tuple(w.shape)
-    found = None if case.private else _read(path, shapes, np.float32)
+    found = _read(path, shapes, np.float32)
     if found is not None:
         return {name: Prepared(found[f"{name} want"], found[f"{name} limit"]) for name in want}
     out = {name: prepare(w, rtol=rtol, atol=atol) for name, w in want.items()}
-    if not case.private:
+    if keep or not case.private:
         _write(path, [a for p in out.values() for a in (p.want32, p.limit32)])
     return out

@@ -34,13 +34,14 @@ class Expected:
 
 
 def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, inputs: dict[str, np.ndarray],
-                 cache: Path) -> Expected:
+                 cache: Path, *, keep: bool = False) -> Expected:
     """The case's answers from the exercise's reference, read from the cache when an earlier run
-    computed them (in the parent, while the child runs)."""
-    want = data.answers(rubric, reference, case, cache, inputs)
+    computed them (in the parent, while the child runs); keep: write a private case's too (drawing ahead)."""
+    want = data.answers(rubric, reference, case, cache, inputs, keep=keep)
     scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
     rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
-    return Expected(inputs, want, data.prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol), rtol, atol)
+    return Expected(inputs, want, data.prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol, keep=keep),
+                    rtol, atol)
 
 
 # ---------------------------------------------------------------------------
