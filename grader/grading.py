@@ -144,7 +144,10 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                         cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None,
                         torch=backend == "cuda" and bool(rubric.timing.baseline),
                         cpu_threads=spread_threads(emulator_threads) if backend == "emulator" else 1)
-    pool = ThreadPoolExecutor(max_workers=2)
+    pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
+    # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
+    # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
+    draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
     # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict
     from grader.build import cache_root
@@ -160,7 +163,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                  if backend == "cuda" and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
-        inputs = _draw_inputs(pool, rubric, exercise, backend, store) if worker else {}
+        inputs = _draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
         guard_future = pool.submit(build_guard) if worker else None
         built = _build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
@@ -183,7 +186,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             result.device["before"] = reading
         # The float64 references are computed here, in the parent, while the child runs; the
         # inputs (drawn before, during the build) are on disk before the child is told to start.
-        references = {c.name: pool.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
+        references = {c.name: draws.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
                                                                            store.folder_for(c)))
                       for c in cases}
         for f in inputs.values():
@@ -240,6 +243,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             if child is not None:
                 child.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+        draws.shutdown(wait=False, cancel_futures=True)
         if store is not None:
             store.close()
 

@@ -28,6 +28,7 @@ import secrets
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grader.cache import RUNS
@@ -119,10 +120,13 @@ def draw_ahead(rubric, reference, cache: Path) -> Path | None:
         if any(e.name.startswith(f"ready-{key}-") for e in os.scandir(runs)):
             return None
         folder = new_folder(cache, ".drawing-")
+
+        def draw(case: Case) -> None:
+            expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)
+
         try:
-            for case in cases:
-                inputs = data.materialize(rubric, reference, case, folder)
-                expected_for(case, rubric, reference, inputs, folder, keep=True)
+            with ThreadPoolExecutor(max_workers=max(2, min(4, (os.cpu_count() or 2) // 2))) as threads:
+                list(threads.map(draw, sorted(cases, key=lambda c: not c.timed)))     # the large ones first
             secret_file = folder / SECRET_FILE
             secret_file.write_text(str(secret))
             if os.geteuid() == 0:       # the children run as nobody: what they never need stays the grader's
