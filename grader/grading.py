@@ -37,7 +37,8 @@ BACKENDS = ("auto", "cuda", "emulator")
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                      progress: Progress | None = None, audit_syscalls: bool = False,
-                     device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False) -> Result:
+                     device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
+                     inputs=None) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -53,6 +54,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     audit_syscalls runs the child's filter in audit mode: every system call is allowed and
     recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
     never for grading students, and the command line does not offer it.
+
+    inputs: a batch's store of cases (exercises/data.SharedStore), made by its first GPU grade,
+    shared by the rest and closed by the batch; by default a grade makes its own.
 
     draw_ahead: after a GPU grade, start the detached process that draws the next run's private
     cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
@@ -78,7 +82,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
         _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device,
-               emulator_threads)
+               emulator_threads, inputs)
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
         result.stop("infrastructure_error", str(exc))
     except GraderError:
@@ -123,7 +127,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
-           guard_mode: str, device: str | None, emulator_threads: int = 0) -> None:
+           guard_mode: str, device: str | None, emulator_threads: int = 0, shared=None) -> None:
     has_gpu = reading is not None
     sub = _vet_source(p, rubric, result)
     if sub is None:
@@ -159,8 +163,11 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     store = None
     try:
         exercise = load_reference(rubric)
-        store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: _all_cases(rubric, backend, s))
-                 if backend == "cuda" and worker else Store(cache_root()))
+        if shared is not None and backend == "cuda" and worker:
+            store = shared.get()
+        else:
+            store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: _all_cases(rubric, backend, s))
+                     if backend == "cuda" and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
         inputs = _draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
@@ -179,7 +186,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                                guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher,
                                emulator_threads=emulator_threads, store=store)
         if store.secret is not None:
-            result.sandbox["inputs"] = {"private": True, "drawn_ahead": store.drawn_ahead,
+            result.sandbox["inputs"] = {"private": True, "drawn_ahead": store.drawn_ahead, "batch": store.keep,
                                         "about": "random cases drawn from a seed chosen for this run, never shown "
                                                  "to a process that runs the submission's code"}
         if backend == "cuda":
@@ -187,7 +194,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         # The float64 references are computed here, in the parent, while the child runs; the
         # inputs (drawn before, during the build) are on disk before the child is told to start.
         references = {c.name: draws.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
-                                                                           store.folder_for(c)))
+                                                                           store.folder_for(c), keep=store.keep))
                       for c in cases}
         for f in inputs.values():
             f.result()
@@ -244,7 +251,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 child.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
         draws.shutdown(wait=False, cancel_futures=True)
-        if store is not None:
+        if store is not None and not store.keep:          # a batch's store is the batch's to close
             store.close()
 
 

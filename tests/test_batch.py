@@ -81,7 +81,7 @@ class FakeGrader:
         self.infrastructure = set(infrastructure)
         monkeypatch.setattr(grader.grading, "grade_submission", self)
 
-    def __call__(self, path, *, rubric, backend, device=None, emulator_threads=0):
+    def __call__(self, path, *, rubric, backend, device=None, emulator_threads=0, inputs=None):
         with self.lock:
             self.calls.append(path.name)
             self.exercises.add(rubric.exercise)

@@ -178,3 +178,25 @@ def test_a_grade_starts_a_detached_process_that_draws_the_next_runs_cases(tmp_pa
     ready = list((cache_dir / cache.RUNS).glob("ready-*"))
     assert len(ready) == 1 and (ready[0] / pool.SECRET_FILE).is_file()
     assert any(ready[0].rglob("answers.f64")) and not list((cache_dir / cache.RUNS).glob(".drawing-*"))
+
+
+def test_a_batch_draws_its_private_cases_once_and_every_grade_reads_them(bias, tmp_path):
+    """Store.for_batch: one secret for the class, every private case (answers too) drawn before
+    the first grade, so that no grade of the batch draws the timed sets again; closed, it is gone."""
+    from grader.grading import _all_cases
+
+    rubric, ref = bias
+    rubric = _small_timing(rubric)
+    cases_for = lambda s: _all_cases(rubric, "cuda", s)                   # noqa: E731
+    shared = data.Store.shared(tmp_path, rubric, ref, cases_for)
+    assert not (tmp_path / cache.RUNS).exists()                           # made by the first grade that asks
+    store = shared.get()
+    assert shared.get() is store and store.keep and not store.drawn_ahead
+    private = [c for c in cases_for(store.secret) if c.private]
+    answers = list(store.private.rglob("answers.f64"))
+    assert len(answers) == len(private) and len(list(store.private.rglob("inputs.f32"))) == len(private)
+    for case in private:
+        assert isinstance(data.materialize(rubric, ref, case, store.private)["x"], np.memmap)
+    folder = store.private
+    shared.close()
+    assert not folder.exists()

@@ -47,6 +47,26 @@ def default_jobs(backend: str, lanes: int = 1) -> int:
     return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend != "emulator" else max(1, cores)
 
 
+def _on_gpu(backend: str) -> bool:
+    if backend != "auto":
+        return backend == "cuda"
+    from grader import gpuinfo
+
+    return gpuinfo.probe() is not None
+
+
+def _batch_inputs(rubric: Rubric):
+    """The batch's private cases, drawn once, by its first GPU grade: one secret for the class
+    (exercises/data.Store.for_batch), so that a hundred submissions do not draw the timed sets a
+    hundred times."""
+    from grader.build import cache_root
+    from grader.exercises import load_reference
+    from grader.exercises.data import Store
+    from grader.grading import _all_cases
+
+    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: _all_cases(rubric, "cuda", s))
+
+
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,
                   progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
@@ -66,6 +86,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
     stopping = threading.Event()            # set by an interruption: nothing finishing after it is kept
+    kwargs_all: dict = {}                   # what every grade of the batch is given (its store of cases)
     processes.reopen()
 
     def one(index: int, entry: Entry) -> Graded | None:
@@ -84,7 +105,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
         kwargs = {"device": device} if device is not None else {}
         if backend == "emulator" and jobs > 1:
             kwargs["emulator_threads"] = max(1, usable_cores() // jobs)     # the cores shared among the children
-        result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs)
+        result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs, **kwargs_all)
         if stopping.is_set():               # interrupted while it ran: its result is not a grade
             return None
         if report_dir is not None:
@@ -101,7 +122,12 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
             progress(g, len(done_by_index), len(entries))
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
+    shared = None
     try:
+        if _on_gpu(backend) and any(e.path is not None and not e.problem for e in entries):
+            shared = _batch_inputs(rubric)
+        if shared is not None:
+            kwargs_all["inputs"] = shared
         if pool is None:
             for i, entry in enumerate(entries):
                 finished(i, one(i, entry))
@@ -118,6 +144,8 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if shared is not None:
+            shared.close()
     outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
     outcome.not_reached = len(entries) - len(outcome.graded)
     return outcome

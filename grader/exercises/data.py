@@ -147,13 +147,30 @@ class Store:
     folder (a ready one drawn ahead by exercises/pool.py when there is one, else a new one),
     removed by close(). One per grade; every step that reads or writes a case asks it (folder_for)."""
 
-    def __init__(self, cache: Path, *, secret: int | None = None, private: Path | None = None):
+    def __init__(self, cache: Path, *, secret: int | None = None, private: Path | None = None, keep: bool = False):
+        """keep: a private case's answers are written into the private folder too (a batch's
+        store, which every submission of the batch reads)."""
         from grader.exercises import pool
 
         self.cache = cache
         self.secret = secret
+        self.keep = keep
         self.drawn_ahead = private is not None
         self.private = private if private is not None else pool.new_folder(cache) if secret is not None else None
+
+    @classmethod
+    def for_batch(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
+        """A GPU batch's store: one secret for the whole batch (no submission is shown it, and every
+        one is timed on the same inputs), its private cases drawn once, now."""
+        from grader.exercises import pool
+
+        store = cls(cache, secret=secrets.randbits(64), keep=True)
+        try:
+            pool.draw_into(store.private, rubric, reference, cases_for(store.secret), threads=8)
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @classmethod
     def for_gpu_run(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
@@ -166,6 +183,11 @@ class Store:
             return cls(cache, secret=claimed[1], private=claimed[0])
         return cls(cache, secret=secrets.randbits(64))
 
+    @classmethod
+    def shared(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "SharedStore":
+        """A batch's store, made (and its cases drawn) by the first grade that needs it."""
+        return SharedStore(lambda: cls.for_batch(cache, rubric, reference, cases_for))
+
     def folder_for(self, case: Case) -> Path:
         if not case.private:
             return self.cache
@@ -177,6 +199,26 @@ class Store:
         if self.private is not None:
             shutil.rmtree(self.private, ignore_errors=True)
             self.private = None
+
+
+class SharedStore:
+    """A Store made once, on first use, by whichever thread asks first; closed by its owner."""
+
+    def __init__(self, make):
+        import threading
+
+        self._make, self._lock, self._store = make, threading.Lock(), None
+
+    def get(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = self._make()
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
 
 def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,

@@ -101,12 +101,22 @@ def claim(cache: Path, key: str) -> tuple[Path, int] | None:
     return None
 
 
+def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: int = 4) -> None:
+    """Every private case's inputs, answers and prepared answers, written into folder (the large ones first)."""
+    from grader.exercises import data
+    from grader.verdict.checks import expected_for
+
+    def draw(case: Case) -> None:
+        expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)
+
+    with ThreadPoolExecutor(max_workers=max(2, min(threads, (os.cpu_count() or 2) // 2))) as pool:
+        list(pool.map(draw, sorted((c for c in cases if c.private), key=lambda c: not c.timed)))
+
+
 def draw_ahead(rubric, reference, cache: Path) -> Path | None:
     """Draw the next run's private cases into a ready folder (what the detached process does);
     None when one is ready already or another process is drawing it."""
-    from grader.exercises import data
     from grader.grading import _all_cases
-    from grader.verdict.checks import expected_for
 
     secret = secrets.randbits(64)
     cases = [c for c in _all_cases(rubric, "cuda", secret) if c.private]
@@ -120,13 +130,8 @@ def draw_ahead(rubric, reference, cache: Path) -> Path | None:
         if any(e.name.startswith(f"ready-{key}-") for e in os.scandir(runs)):
             return None
         folder = new_folder(cache, ".drawing-")
-
-        def draw(case: Case) -> None:
-            expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)
-
         try:
-            with ThreadPoolExecutor(max_workers=max(2, min(4, (os.cpu_count() or 2) // 2))) as threads:
-                list(threads.map(draw, sorted(cases, key=lambda c: not c.timed)))     # the large ones first
+            draw_into(folder, rubric, reference, cases)
             secret_file = folder / SECRET_FILE
             secret_file.write_text(str(secret))
             if os.geteuid() == 0:       # the children run as nobody: what they never need stays the grader's
