@@ -32,9 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = True) -> tuple[float, dict]:
-    """One `grader submit` as a student runs it; on a GPU, then the wait a student spends reading
-    the result, until the next run's private cases are drawn ahead (grader/exercises/pool.py)."""
+def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = True,
+           wait: bool = False) -> tuple[float, dict]:
+    """One `grader submit` as a student runs it; with wait, on a GPU, then the time a student spends
+    reading the result, until the next run's private cases are drawn ahead (grader/exercises/pool.py)."""
     env = dict(os.environ, GRADER_CACHE_DIR=cache, PYTHONPATH=str(ROOT), GRADER_DRAW_AHEAD="1" if draw_ahead else "0")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "submit", path, "--backend", backend, "--format", "json", "-q"],
@@ -44,8 +45,9 @@ def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = T
         doc = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"grader submit {path} printed no JSON (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-    if backend == "cuda" and draw_ahead:
+    if backend == "cuda" and draw_ahead and wait:
         doc["drawn_ahead_after_s"] = _drawn_ahead(Path(cache))
+    print(f"  {path}: {wall:.2f} s, {doc.get('status')}, fraction {doc.get('fraction')}", file=sys.stderr, flush=True)
     return wall, doc
 
 
@@ -179,9 +181,9 @@ def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int
     changed file (its build not cached, the reference library cached), and the same file again
     (warm); the median wall time of `runs` each, with the phases result.json reports."""
     sample = "submissions/bias_gelu_fused/float4_launcher.cu"
-    first_s, first = submit(sample, cache, backend)
-    colds = [submit(_edited(sample, k), cache, backend) for k in range(runs)]
-    warms = [submit(sample, cache, backend) for _ in range(runs)]
+    first_s, first = submit(sample, cache, backend, wait=True)
+    colds = [submit(_edited(sample, k), cache, backend, wait=True) for k in range(runs)]
+    warms = [submit(sample, cache, backend, wait=True) for _ in range(runs)]
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     cold, warm = median([w for w, _ in colds]), median([w for w, _ in warms])
     if backend == "cuda":           # a grade right after another: nothing drawn ahead, it draws its own
