@@ -128,10 +128,11 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True)
     except GraderError as exc:
         _fail(exc)
+    said, attempts = _remember(result, file, err, quiet)
     if not no_report:
         folder = report_dir or default_report_dir(file)
         try:
-            written = write_reports(result, rubric, folder)
+            written = write_reports(result, rubric, folder, attempts=attempts)
         except OSError as exc:                  # a read-only folder: the grade stands, the report is skipped
             err.print(f"grader: could not write the report into {folder} ({exc.strerror or exc}); "
                       "name another folder with --report-dir")
@@ -158,13 +159,16 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
         if document is not None:
             output_path.parent.mkdir(parents=True, exist_ok=True)
             output_path.write_text(document)
-        Console(highlight=False, soft_wrap=True).print(render_text(result, rubric), end="")
-    _remember(result, file, err, quiet)
+        out = Console(highlight=False, soft_wrap=True)
+        out.print(render_text(result, rubric, colour=out.color_system is not None), end="")
+    if said and not quiet:
+        err.print(f"grader: {said}")
     return result
 
 
-def _remember(result, file: Path, err: Console, quiet: bool) -> None:
-    """Keep this attempt (grader/history.py) and say what changed since the last one of the file."""
+def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None, list]:
+    """Keep this attempt (grader/history.py): what changed since the last one of the file, and the
+    file's attempts (this one last) for the report's chart."""
     from grader import history
 
     try:
@@ -172,10 +176,12 @@ def _remember(result, file: Path, err: Console, quiet: bool) -> None:
     except OSError as exc:
         if not quiet:
             err.print(f"grader: could not keep this attempt ({exc.strerror or exc})")
-        return
-    said = history.change(previous, now)
-    if said and not quiet:
-        err.print(f"grader: {said}")
+        return None, []
+    try:
+        kept = history.attempts(file)
+    except OSError:
+        kept = [now]
+    return history.change(previous, now), kept
 
 
 @cli.command()

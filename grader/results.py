@@ -47,6 +47,44 @@ class CaseResult:
     kind: str = "check"            # check | chain | timed
 
 
+LEGEND_TEXT = "green: right; red: wrong; grey: never written (darker: more of the cell)"
+
+
+@dataclass
+class MapGrid:
+    """Cells over a window of a 2-D slice: each cell's share of wrong and of never-written
+    elements, in tenths (a digit per cell; 1 at least where there is any, 9 where all are)."""
+
+    row0: int                      # the window's first row and column, in elements
+    col0: int
+    cell_rows: int                 # elements a cell covers, down and across
+    cell_cols: int
+    wrong: list[str]               # a string per row of cells, a digit per cell
+    unwritten: list[str]
+
+    def cells(self) -> int:
+        return sum(len(row) for row in self.wrong)
+
+
+@dataclass
+class MistakeMap:
+    """Where a failed check's output went wrong (built by verdict/maps.py, drawn by the reports):
+    the whole slice (downsampled when large) and, where that is downsampled, the elements around
+    the first wrong one at full size."""
+
+    case: str
+    tensor: str
+    rows_axis: str                 # the dimension down the map ("" for a 1-D output)
+    cols_axis: str                 # the dimension across it
+    rows: int                      # the slice's extent down and across, in elements
+    cols: int
+    at: str                        # the other dimensions' indices ("batch 0, heads 2"; "" for 2-D)
+    whole: MapGrid
+    zoom: MapGrid | None = None
+    before: int = 0                # floats written just before the output (its guard region)
+    after: int = 0                 # ... and past its end
+
+
 @dataclass
 class DiagnosisEntry:
     code: str
@@ -168,6 +206,7 @@ class Result:
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
     launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
+    maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
     seconds: float = 0.0
     schema: str = SCHEMA
 

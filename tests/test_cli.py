@@ -239,8 +239,10 @@ def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
     assert rows["scalar_2d.cu"]["status"] == "graded" and rows["scalar_2d.cu"]["correct"] == "true"
     assert rows["compile_error.cu"]["status"] == "compile_error" and "colls" in rows["compile_error.cu"]["message"]
     assert rows["missing_bias.cu"]["diagnosis"] == "bias_missing"
-    assert sorted(p.name for p in (out / "missing_bias").iterdir()) == ["gradescope.json", "report.html", "report.md",
-                                                                        "result.json"]
+    names = sorted(p.name for p in (out / "missing_bias").iterdir())
+    maps = [n for n in names if n.startswith("map-")]        # a picture of each failed check, for report.md
+    assert [n for n in names if n not in maps] == ["gradescope.json", "report.html", "report.md", "result.json"]
+    assert len(maps) == len(json.loads((out / "missing_bias" / "result.json").read_text())["maps"]) > 0
     assert (out / "junit.xml").is_file()
 
 

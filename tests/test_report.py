@@ -56,3 +56,23 @@ def test_backticked_advice_becomes_code_and_stays_escaped(rubric):
     r.diagnosis.append(DiagnosisEntry("writes_past_output", "m", "guard with `if (col < cols)` <b>now</b>"))
     html = render_html(r, rubric)
     assert "<code>if (col &lt; cols)</code>" in html and "&lt;b&gt;now&lt;/b&gt;" in html
+
+
+def test_the_html_report_charts_the_fraction_over_the_files_attempts(rubric):
+    """Two or more timed attempts: a line of the fraction, a point each, this one last; one
+    attempt, or attempts without a fraction (the emulator), draw nothing."""
+    from grader.history import Attempt
+    from grader.report import attempts_chart
+
+    def at(fraction, t):
+        return Attempt("/s.cu", "ab", t, "graded", True, fraction, None, "cuda")
+
+    tries = [at(0.59, 1.0), at(None, 2.0), at(0.94, 3.0)]
+    html = render_html(graded(), rubric, attempts=tries)
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="attempts"') == 1
+    assert "0.59" in html.split('class="attempts"')[1] and "0.94" in html.split('class="attempts"')[1]
+    geo = attempts_chart(tries)
+    (x1, y1, _), (x3, y3, _) = geo["points"]
+    assert x3 > x1 and y3 < y1                       # later is right, faster is higher
+    assert attempts_chart(tries[:1]) is None and attempts_chart([at(None, 1.0), at(None, 2.0)]) is None
+    assert 'class="attempts"' not in render_html(graded(), rubric, attempts=tries[:1])

@@ -41,6 +41,7 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
             outcome = check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p,
                                  {d.code for d in result.diagnosis})
             result.cases += outcome.rows
+            result.maps += outcome.maps
             for d in outcome.diagnoses:
                 if all(e.code != d.code for e in result.diagnosis):    # the first case that shows a mistake names it
                     result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +18,9 @@ from grader.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises import data, exprs
 from grader.exercises.plan import Case, shape_of
-from grader.results import CaseResult
+from grader.results import CaseResult, MistakeMap
 from grader.rubric import Rubric, dims_values
+from grader.verdict.maps import build_map
 
 
 @dataclass
@@ -53,6 +54,7 @@ class CaseOutcome:
 
     rows: list[CaseResult]
     diagnoses: list[Diagnosis]
+    maps: list[MistakeMap] = field(default_factory=list)
 
 
 def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
@@ -146,11 +148,16 @@ def _judge_frame(case: Case, h: CaseFrame, payload: bytes, expected: Future, rub
             if first_failure is None:
                 first_failure = (name, tensor, got, cmp, guards)
     cr.passed = passed
+    if first_failure is not None:
+        name, tensor, got, cmp, guards = first_failure
+        out.maps.append(build_map(case.name, name, _axes(rubric, tensor), got, ref.want[name], rtol=ref.rtol,
+                                  atol=ref.atol, init=tensor.init, guards=guards,
+                                  first=cmp.first.index if cmp.first else None))
     # A named mistake, or outputs never written, explains the later cases' failures too.
     named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
     if first_failure is not None and not named and not (case.timed and known):
         name, tensor, got, cmp, guards = first_failure
-        axes = [d if d in rubric.dims else f"axis {k}" for k, d in enumerate(tensor.shape)]
+        axes = _axes(rubric, tensor)
         mistakes = reference.mistakes if name == _first_output(rubric) else {}
         for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol, atol=ref.atol,
                           axes=axes, mistakes=mistakes, init=tensor.init):
@@ -198,6 +205,11 @@ def _fault_words(fault: Fault) -> str:
     verb = "wrote" if fault.is_write == 1 else "read"
     return (f"{verb} past the end of {fault.buffer}" if fault.where == "past"
             else f"{verb} before the start of {fault.buffer}")
+
+
+def _axes(rubric: Rubric, tensor) -> list[str]:
+    """The output's dimensions by name (an expression's axis by its position)."""
+    return [d if d in rubric.dims else f"axis {k}" for k, d in enumerate(tensor.shape)]
 
 
 def _first_output(rubric: Rubric) -> str:

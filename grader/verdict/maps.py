@@ -1,0 +1,87 @@
+"""A picture of a failed check: where in the output the wrong elements are.
+
+Where the wrong elements lie (a band of rows never written, every column past a boundary,
+stripes from a bias read by the row, the edge a missing guard overruns) is the clearest clue a
+student gets. A map covers a 2-D slice of the output: the last dimension across, down the
+largest of the others; an output of more dimensions is shown at the indices of its first wrong
+element in the rest (RoPE: position by head dimension, at that batch and head). The whole slice is
+downsampled to at most MAX_ROWS x MAX_COLS cells, each holding its share of wrong and of
+never-written (still the poison) elements; when it is, a window of ZOOM_ROWS x ZOOM_COLS
+elements from the first wrong one is kept at full size too (every other row skipped is a grey
+half in the whole map, and stripes in the window). Floats written outside the output (into the
+guard regions on either side) are counted beside it.
+
+The map is built once, here, from the comparison's own masks (results.MistakeMap); the reports
+only draw it (a block map in the terminal, inline SVG in HTML, an SVG file beside report.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from grader.checking import GuardDamage, unwritten_mask
+from grader.results import MapGrid, MistakeMap
+
+MAX_ROWS, MAX_COLS = 32, 64
+ZOOM_ROWS, ZOOM_COLS = 16, 64
+
+
+def _slice_axes(shape: tuple[int, ...]) -> tuple[int | None, int]:
+    """(the axis down, the axis across): the last across, the largest of the others down."""
+    cols = len(shape) - 1
+    if cols == 0:
+        return None, 0
+    return max(range(cols), key=lambda k: (shape[k], -k)), cols
+
+
+def _sum_cells(mask: np.ndarray, cr: int, cc: int) -> np.ndarray:
+    """Per cell of cr x cc elements, how many of mask's are set (the edges' cells are partial)."""
+    r, c = mask.shape
+    padded = np.zeros((math.ceil(r / cr) * cr, math.ceil(c / cc) * cc), dtype=np.int64)
+    padded[:r, :c] = mask
+    return padded.reshape(padded.shape[0] // cr, cr, padded.shape[1] // cc, cc).sum(axis=(1, 3))
+
+
+def _tenths(count: np.ndarray, total: np.ndarray) -> list[str]:
+    share = np.where(count > 0, np.clip(np.floor(9 * count / total), 1, 9), 0).astype(int)
+    return ["".join(str(v) for v in row) for row in share]
+
+
+def _grid(wrong: np.ndarray, unwritten: np.ndarray, row0: int, col0: int, cr: int, cc: int) -> MapGrid:
+    total = _sum_cells(np.ones(wrong.shape, dtype=bool), cr, cc)
+    return MapGrid(row0, col0, cr, cc, _tenths(_sum_cells(wrong, cr, cc), total),
+                   _tenths(_sum_cells(unwritten, cr, cc), total))
+
+
+def build_map(case: str, tensor: str, axes: list[str], got: np.ndarray, want: np.ndarray, *, rtol: float,
+              atol: float, init: str, guards: GuardDamage, first: list[int] | None) -> MistakeMap:
+    """The map of one failed output: got (float32) against want (float64), both of the output's shape."""
+    shape = tuple(got.shape)
+    down, across = _slice_axes(shape)
+    keep = {across} | ({down} if down is not None else set())
+    index: list[object] = list(first or [0] * len(shape))
+    for k in keep:
+        index[k] = slice(None)
+    g, w = got[tuple(index)], want[tuple(index)]          # (down, across): numpy keeps the axes' order
+    if g.ndim == 1:
+        g, w = g[None, :], w[None, :]
+    with np.errstate(invalid="ignore", over="ignore"):
+        unwritten = unwritten_mask(g, w, init, atol)
+        wrong = ~(np.abs(g.astype(np.float64) - w) <= np.abs(w) * rtol + atol) & ~unwritten
+    rows, cols = g.shape
+    cr, cc = math.ceil(rows / MAX_ROWS), math.ceil(cols / MAX_COLS)
+    whole = _grid(wrong, unwritten, 0, 0, cr, cc)
+    zoom = None
+    if cr > 1 or cc > 1:
+        bad = wrong | unwritten
+        hits = np.argwhere(bad)
+        r0, c0 = (int(hits[0][0]), int(hits[0][1])) if len(hits) else (0, 0)
+        r0 = max(0, min(r0, rows - ZOOM_ROWS))
+        c0 = max(0, min(c0 - c0 % 8, cols - ZOOM_COLS))          # from a multiple of 8: a vector's edge shows
+        window = (slice(r0, r0 + ZOOM_ROWS), slice(c0, c0 + ZOOM_COLS))
+        zoom = _grid(wrong[window], unwritten[window], r0, c0, 1, 1)
+    at = ", ".join(f"{axes[k]} {first[k]}" for k in range(len(shape)) if k not in keep) if first else ""
+    return MistakeMap(case, tensor, axes[down] if down is not None else "", axes[across], rows, cols, at, whole, zoom,
+                      guards.before, guards.after)
