@@ -145,10 +145,20 @@ def notices(result: Result) -> list[str]:
     return found
 
 
+def shown_message(result: Result) -> str:
+    """The verdict's message as a student reads it: an internal error's traceback (there for the
+    maintainers, in result.json) left out, with where to find it."""
+    lines = result.message.splitlines()
+    cut = next((i for i, line in enumerate(lines) if line.startswith("  File \"") or line.startswith("Traceback")), None)
+    if cut is None:
+        return result.message
+    return "\n".join(lines[:cut] + ["(where it happened in the grader is in result.json's message, for the report)"])
+
+
 def _context(result: Result, rubric: Rubric, attempts: list | None = None) -> dict:
 
     return {"r": result, "rubric": rubric, "status_text": STATUS_TEXT[result.status], "chart": chart(result, rubric),
-            "notices": notices(result), "maps": [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
+            "notices": notices(result), "message": shown_message(result), "maps": [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
             "right": RIGHT, "shades": SHADES, "attempts": attempts_chart(attempts or []), "standalone": False,
             "failed_cases": [c for c in result.cases if c.passed is False],
             "passed_count": sum(1 for c in result.cases if c.passed),

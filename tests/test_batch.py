@@ -345,6 +345,46 @@ def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_pat
     assert "gold 0.9" in page and "silver 0.75" in page
 
 
+def test_the_class_report_names_every_student_in_a_sortable_table_linked_to_their_reports(tmp_path):
+    """Every student a row (by name): outcome, tier, fraction (a correct kernel's only), what was
+    named; the name links to the student's report.html where the batch wrote one; each column
+    sorts by the value in its cells' data-value (the outcome by its rank, best first)."""
+    import re
+    from pathlib import Path
+
+    from grader.batch.classreport import write_class_report
+    from grader.batch.grading import Graded
+    from grader.batch.inputs import Entry
+    from grader.exercises import load_exercise
+    from grader.results import DiagnosisEntry
+
+    def graded(name, **kw):
+        r = Result(exercise="e", submission={"path": name, "sha256": "0" * 64}, backend="cuda", status="graded",
+                   grader_version="t", **kw)
+        return Graded(Entry(name, Path(name + ".cu")), r)
+
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / "report.html").write_text("<html></html>")
+    g = [graded("zed", correct=True, tier="below", fraction=0.59),
+         graded("ann", correct=True, tier="gold", fraction=0.95),
+         graded("dee", correct=False, fraction=0.7, diagnosis=[DiagnosisEntry("bias_missing", "m", "a")]),
+         Graded(Entry("eve", None, "missing", "eve/ holds no .cu file"), None)]
+    s = write_class_report(g, load_exercise("bias_gelu_fused"), tmp_path / "class.html")
+    assert [r.student for r in s.rows] == ["ann", "dee", "eve", "zed"]
+    by = {r.student: r for r in s.rows}
+    assert (by["ann"].outcome, by["ann"].tier, by["ann"].fraction, by["ann"].report) == ("gold", "gold", 0.95,
+                                                                                        "ann/report.html")
+    assert by["dee"].fraction is None and by["dee"].named == "bias_missing" and by["dee"].report == ""
+    assert by["ann"].rank < by["zed"].rank < by["dee"].rank < by["eve"].rank
+    page = (tmp_path / "class.html").read_text()
+    table = page.split('<table id="students">')[1].split("</table>")[0]
+    assert '<a href="ann/report.html">ann</a>' in table and "<a " not in table.split("zed")[0].split("ann</a>")[1]
+    assert re.findall(r'<th data-type="(\w+)">(\w+)</th>', table) == [
+        ("text", "student"), ("num", "outcome"), ("num", "tier"), ("num", "fraction"), ("text", "diagnosis")]
+    assert 'data-value="0.95" class="num">0.950</td>' in table and 'data-value="-1" class="num">-</td>' in table
+    assert 'addEventListener("click"' in page
+
+
 def test_a_batch_writes_the_class_report(tmp_path, monkeypatch):
     folder, out = _class(tmp_path, 2), tmp_path / "out"
     FakeGrader(monkeypatch)

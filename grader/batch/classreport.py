@@ -1,8 +1,9 @@
 """The class report: one HTML page that shows how a class did (report_dir/class.html).
 
-Tier counts, a histogram of the correct kernels' fractions with the tier lines, each GPU's floor, the most common
-diagnoses and findings with the students who got them, and the submissions that were not graded
-with why. The numbers are gathered here into a small typed object; the page is a template.
+Tier counts, a table of every student (outcome, tier, fraction, diagnosis; sortable by each, each
+row linked to that student's report.html), a histogram of the correct kernels' fractions with the
+tier lines, each GPU's floor, the most common diagnoses and findings with the students who got
+them, and the submissions that were not graded with why. The numbers are gathered here into a small typed object; the page is a template.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ class Bar:
 
 
 @dataclass
+class StudentRow:
+    student: str
+    outcome: str                 # gold, silver, below, correct untimed, incorrect, or why not graded
+    rank: int                    # the outcome's order, best first (what sorting by outcome uses)
+    tier: str
+    fraction: float | None
+    named: str                   # the diagnoses' codes
+    report: str                  # the student's report.html, relative to class.html ("" when none)
+
+
+OUTCOME_ORDER = ["gold", "silver", "below", "correct, untimed", "incorrect"]
+
+
+@dataclass
 class ClassSummary:
     title: str
     students: int
@@ -40,26 +55,43 @@ class ClassSummary:
     diagnoses: list[tuple[str, list[str]]]       # (code, students), most common first
     findings: list[tuple[str, list[str]]]
     not_graded: list[tuple[str, str, str]] = field(default_factory=list)   # (student, status, first line)
+    rows: list[StudentRow] = field(default_factory=list)                     # every student, by name
 
 
-def summarise(graded: list[Graded], rubric: Rubric) -> ClassSummary:
+def _row(g: Graded, outcome: str, folder: Path | None) -> StudentRow:
+    r = g.result
+    report = folder / g.entry.student / "report.html" if folder is not None else None
+    rank = OUTCOME_ORDER.index(outcome) if outcome in OUTCOME_ORDER else len(OUTCOME_ORDER)
+    return StudentRow(g.entry.student, outcome, rank, (r.tier if r and r.correct and r.tier else ""),
+                      r.fraction if r is not None and r.correct else None,
+                      ", ".join(d.code for d in r.diagnosis) if r is not None else "",
+                      f"{g.entry.student}/report.html" if report is not None and report.is_file() else "")
+
+
+def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) -> ClassSummary:
+    """folder: where class.html goes, beside each student's folder of reports (for the links)."""
     outcomes: Counter = Counter()
     fractions: list[tuple[float, str]] = []
     floors: dict[str, list[float]] = {}
     diag: dict[str, list[str]] = {}
     find: dict[str, list[str]] = {}
     not_graded = []
+    rows = []
     for g in graded:
         r, who = g.result, g.entry.student
         if r is None:
             outcomes[g.entry.problem] += 1
             not_graded.append((who, g.entry.problem, first_line(g.entry.detail)))
+            rows.append(_row(g, g.entry.problem, folder))
             continue
         if r.status != "graded":
             outcomes[STATUS_TEXT[r.status]] += 1
             not_graded.append((who, STATUS_TEXT[r.status], first_line(r.message)))
+            rows.append(_row(g, STATUS_TEXT[r.status], folder))
             continue
-        outcomes[r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")] += 1
+        outcome = r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")
+        outcomes[outcome] += 1
+        rows.append(_row(g, outcome, folder))
         if r.fraction is not None and r.correct:          # an incorrect kernel's speed means nothing
             fractions.append((r.fraction, who))
         if r.floor and r.floor.get("gbps"):
@@ -75,17 +107,18 @@ def summarise(graded: list[Graded], rubric: Rubric) -> ClassSummary:
         bar = bars[min(int(f / BIN), bins - 1)]
         bar.count += 1
         bar.students.append(who)
-    order = ["gold", "silver", "below", "correct, untimed", "incorrect"]
+    order = OUTCOME_ORDER
     by_outcome = sorted(outcomes.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0]))
     return ClassSummary(
         title=rubric.title, students=len(graded), by_outcome=by_outcome, bars=bars,
         bar_max=max((b.count for b in bars), default=0) or 1, gold=rubric.tiers.gold, silver=rubric.tiers.silver,
         floors=[(gpu, sorted(v)[len(v) // 2]) for gpu, v in sorted(floors.items())],
         diagnoses=sorted(diag.items(), key=lambda kv: (-len(kv[1]), kv[0])),
-        findings=sorted(find.items(), key=lambda kv: (-len(kv[1]), kv[0])), not_graded=not_graded)
+        findings=sorted(find.items(), key=lambda kv: (-len(kv[1]), kv[0])), not_graded=not_graded,
+        rows=sorted(rows, key=lambda row: row.student))
 
 
 def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:
-    summary = summarise(graded, rubric)
+    summary = summarise(graded, rubric, path.parent)
     path.write_text(render("class.html.j2", s=summary, bin=BIN), encoding="utf-8")
     return summary
