@@ -11,7 +11,6 @@ same source for the CPU emulator.
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.errors import InfrastructureError
-from grader import processes
+from grader import processes, tools
 from grader.limits import set_clamped
 from grader.processes import set_death_signal
 from grader.locations import PACKAGE_DIR, reference_dir
@@ -102,39 +101,17 @@ def cache_root() -> Path:
     return Path(base) / "grader"
 
 
-_INSTALL_HINTS = {
-    "nvcc": "install the CUDA toolkit and put its bin/ on PATH (or set CUDA_HOME)",
-    "g++": "install g++ (apt-get install g++)",
-    "ninja": "pip install ninja",
-    "nm": "install binutils; screening reads the compiled submission with it",
-    "readelf": "install binutils; screening reads the compiled submission with it",
-}
-
-
 def find_tool(tool: str) -> str:
-    """The tool's path; InfrastructureError saying how to install it when it is missing."""
-    exe = shutil.which(tool)
-    if exe is None:
-        raise InfrastructureError(f"'{tool}' was not found on PATH: {_INSTALL_HINTS.get(tool, 'install it')}.")
-    return exe
+    """The tool's path (grader/tools.py); InfrastructureError saying how to install it when it is missing."""
+    return tools.require(tool)
 
 
-@functools.lru_cache(maxsize=None)
 def tool_version(tool: str) -> str:
-    """First meaningful line of `tool --version`; raises when the tool is missing."""
-    out = subprocess.run([find_tool(tool), "--version"], capture_output=True, text=True).stdout
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    if tool == "nvcc":
-        return next((ln.strip() for ln in lines if "release" in ln), lines[-1] if lines else "nvcc")
-    return lines[0].strip() if lines else tool
+    return tools.version(tool)
 
 
 def _nvcc() -> str:
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda_home and (Path(cuda_home) / "bin" / "nvcc").exists():
-        return str(Path(cuda_home) / "bin" / "nvcc")
-    tool_version("nvcc")
-    return shutil.which("nvcc") or "nvcc"
+    return tools.require("nvcc")
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -163,7 +140,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         beside, shim = {}, ""
     else:
         source = rewrite_for_emulator(sub.text)
-        compiler = shutil.which("g++") or "g++"
+        compiler = tools.require("g++")
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tool_version("g++")
         beside, shim = {}, shim_text()
@@ -268,7 +245,7 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
         extra = ""
     else:
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
-        compiler, version = shutil.which("g++") or "g++", tool_version("g++")
+        compiler, version = tools.require("g++"), tool_version("g++")
         flags = emulator_flags(fibers=False)
         extra = shim_text()
     key = _digest(__version__, backend, *files.values(), " ".join(flags), version,

@@ -15,9 +15,8 @@ import click
 from rich.console import Console
 
 from grader import __version__
-from grader.errors import GraderError, UsageError
+from grader.errors import Exit, GraderError, UsageError
 from grader.grading import BACKENDS
-from grader.results import EXIT_INFRASTRUCTURE
 
 FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prairielearn")
 
@@ -108,7 +107,7 @@ def _watch(file: Path, once: dict) -> None:
                     break
     except KeyboardInterrupt:
         out.print("grader: stopped watching")
-        sys.exit(0)
+        sys.exit(Exit.CORRECT)
 
 
 def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, report_dir: Path | None,
@@ -271,8 +270,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     try:
         entries = find_submissions(directory, file_name=file_name, roster=roster)
         if not entries:
-            click.echo(f"grader: {directory} holds no .cu files and no student folders", err=True)
-            sys.exit(2)
+            raise UsageError(f"{directory} holds no .cu files and no student folders")
         picked = None if rubric_path or exercise else exercise_for_class([e.path for e in entries if e.path])
         rubric = picked or choose(rubric_path=rubric_path, exercise=exercise)
         if picked is not None:
@@ -305,12 +303,12 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     if outcome.interrupted:
         err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
                   "again to grade only those.")
-        sys.exit(130)
+        sys.exit(Exit.INTERRUPTED)
     failed = outcome.infrastructure_failures
     if failed:
         err.print(f"grader: {len(failed)} submission(s) could not be graded on this machine (status "
                   "infrastructure_error): " + ", ".join(g.entry.student for g in failed))
-        sys.exit(EXIT_INFRASTRUCTURE)
+        sys.exit(Exit.INFRASTRUCTURE)
 
 
 def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend: str, file_name: str | None,
@@ -341,14 +339,14 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
     if outcome.interrupted:
         err.print(f"grader: interrupted; the array was cancelled, {len(outcome.graded)} student(s) that finished "
                   f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
-        sys.exit(130)
+        sys.exit(Exit.INTERRUPTED)
     err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
               "gradebook.csv, junit.xml and class.html[/dim]")
     problems = outcome.failed_tasks + [f"{g.entry.student}: infrastructure_error"
                                        for g in outcome.infrastructure_failures]
     if problems:
         err.print("grader: not everything was graded:\n  " + "\n  ".join(problems))
-        sys.exit(EXIT_INFRASTRUCTURE)
+        sys.exit(Exit.INFRASTRUCTURE)
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -451,7 +449,7 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
         json_out.write_text(json.dumps({o.expectation.file: o.result.to_json() for o in outcomes}, indent=1))
     bad = [o for o in outcomes if not o.ok]
     click.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
-    sys.exit(1 if bad else 0)
+    sys.exit(Exit.INCORRECT if bad else Exit.CORRECT)
 
 
 @cli.command()
@@ -475,7 +473,7 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
     except GraderError as exc:
         _fail(exc)
     click.echo(render(ex, file.name), nl=False)
-    sys.exit(3 if ex.problem else 0)
+    sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
 
 
 @cli.command()
@@ -565,7 +563,7 @@ def main() -> None:
 
         processes.end_all()
         click.echo("grader: interrupted; nothing unfinished was kept.", err=True)
-        sys.exit(130)
+        sys.exit(Exit.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -8,17 +8,30 @@ turns each into an exit code (cli.py); nothing in the library exits.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Every exit code of the command line, in one table (README "Exit codes")."""
+
+    CORRECT = 0              # graded and correct (and any command that did what it was asked)
+    INCORRECT = 1            # graded and incorrect; `grader samples`: a sample missed its outcome
+    USAGE = 2                # a usage or rubric error
+    NOT_GRADABLE = 3         # compile_error, rejected, crashed, timeout; `grader explain`: could not build
+    INFRASTRUCTURE = 4       # the machine: no nvcc or g++, no GPU, a full disk
+    INTERRUPTED = 130        # Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)
+
 
 class GraderError(Exception):
     """Base of every error the grader raises on purpose."""
 
-    exit_code = 4
+    exit_code = Exit.INFRASTRUCTURE
 
 
 class UsageError(GraderError):
     """The command was asked for something it cannot do (a missing file)."""
 
-    exit_code = 2
+    exit_code = Exit.USAGE
 
 
 class RubricError(UsageError):
@@ -33,7 +46,7 @@ class RubricError(UsageError):
 class InfrastructureError(GraderError):
     """The machine lacks what grading needs (nvcc, a GPU, a C++ compiler)."""
 
-    exit_code = 4
+    exit_code = Exit.INFRASTRUCTURE
 
 
 class NoGPUError(InfrastructureError):

@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import __version__, gpuinfo, lanes, launches
+from grader import __version__, gpuinfo, lanes, launches, tools
 from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
@@ -334,7 +333,8 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
     code the findings read; None where nvcc is missing). None (and result stopped) on an error
     or a refusal."""
     nvcc_build = None
-    if backend == "emulator" and shutil.which("nvcc"):
+    has_nvcc = tools.locate("nvcc") is not None
+    if backend == "emulator" and has_nvcc:
         # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
         # errors), and its object is what gets screened, before the CPU build.
         say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
@@ -363,7 +363,7 @@ def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, ar
         return None
     if _too_much_device_memory(build, rubric, p, result):
         return None
-    if backend == "emulator" and not shutil.which("nvcc"):
+    if backend == "emulator" and not has_nvcc:
         baseline = build_baseline(rubric, fibers=uses_collectives(sub))
         if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
             return None

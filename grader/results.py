@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.errors import Exit
 from grader.typed import from_data
 
 SCHEMA = "grader.result/1"
@@ -23,11 +24,6 @@ STATUS_TEXT = {
     "infrastructure_error": "could not be graded on this machine",
 }
 
-EXIT_CORRECT = 0
-EXIT_INCORRECT = 1
-EXIT_USAGE = 2
-EXIT_NOT_GRADABLE = 3
-EXIT_INFRASTRUCTURE = 4
 
 
 @dataclass
@@ -221,10 +217,10 @@ class Result:
     @property
     def exit_code(self) -> int:
         if self.status == "graded":
-            return EXIT_CORRECT if self.correct else EXIT_INCORRECT
+            return Exit.CORRECT if self.correct else Exit.INCORRECT
         if self.status == "infrastructure_error":
-            return EXIT_INFRASTRUCTURE
-        return EXIT_NOT_GRADABLE
+            return Exit.INFRASTRUCTURE
+        return Exit.NOT_GRADABLE
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

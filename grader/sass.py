@@ -15,7 +15,6 @@ and the report says so.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -47,22 +46,10 @@ class KernelCode:
 
 
 def tool(name: str) -> str | None:
-    """cuobjdump or nvdisasm: on PATH, in CUDA_HOME, or from NVIDIA's pip packages."""
-    found = shutil.which(name)
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (Path(home) / "bin" / name).exists():
-            return str(Path(home) / "bin" / name)
-    try:
-        import nvidia  # the nvidia-cuda-* wheels install into this namespace package
-    except ImportError:
-        return None
-    for root in getattr(nvidia, "__path__", []):
-        for candidate in sorted(Path(root).glob(f"*/bin/{name}")):
-            if os.access(candidate, os.X_OK):
-                return str(candidate)
-    return None
+    """cuobjdump or nvdisasm, wherever grader/tools.py finds CUDA's tools."""
+    from grader.tools import locate
+
+    return locate(name)
 
 
 def _width(opcode: str) -> int:

@@ -75,3 +75,34 @@ def test_ptxas_parsing():
     assert (k.name, k.registers, k.stack_bytes, k.spill_stores, k.spill_loads, k.shared_bytes) == (
         "biasGeluFused", 40, 16, 4, 8, 1024)
     assert demangle("_Z13biasGeluFusedPKfS0_Pfm") == "biasGeluFused"
+
+
+def test_every_tool_is_found_in_one_place_and_cuda_home_is_honoured_everywhere(tmp_path, monkeypatch):
+    """grader/tools.py: a CUDA tool under $CUDA_HOME wins over PATH, for the builds (build._nvcc),
+    the SASS reader (sass.tool) and the emulator's check that nvcc is there (grading) alike; a
+    missing tool is an InfrastructureError that says how to install it."""
+    import os
+
+    import pytest
+
+    from grader import build, sass, tools
+    from grader.errors import InfrastructureError
+
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    for name in ("nvcc", "cuobjdump"):
+        exe = home / "bin" / name
+        exe.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 99.9, V99.9.1'\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    tools.version.cache_clear()
+    assert build._nvcc() == str(home / "bin" / "nvcc") == tools.locate("nvcc")
+    assert sass.tool("cuobjdump") == str(home / "bin" / "cuobjdump")
+    assert tools.version("nvcc") == "Cuda compilation tools, release 99.9, V99.9.1"
+    tools.version.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(InfrastructureError, match="'g\\+\\+' was not found on PATH: install g\\+\\+"):
+        tools.require("g++")
+    assert tools.locate("nvcc") == str(home / "bin" / "nvcc")           # still found: not on PATH
+    monkeypatch.delenv("CUDA_HOME")
+    assert os.environ["PATH"] and tools.locate("definitely-not-a-tool") is None

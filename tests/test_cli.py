@@ -249,3 +249,20 @@ def test_batch_grades_a_folder_with_reports_and_summary(tmp_path):
 def test_batch_of_an_empty_folder_is_a_usage_error(tmp_path):
     r = invoke("batch", str(tmp_path))
     assert r.exit_code == 2 and "no .cu files and no student folders" in r.output
+
+
+def test_every_exit_code_comes_from_the_one_table():
+    """grader.errors.Exit is the only table of exit codes: the command line never exits with a bare
+    number (results.Result.exit_code and every error's exit_code are its members too)."""
+    import ast
+    import inspect
+
+    from grader import cli as cli_module
+    from grader.errors import Exit, GraderError, InfrastructureError, UsageError
+
+    tree = ast.parse(inspect.getsource(cli_module))
+    bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "exit" and any(isinstance(a, ast.Constant) for a in node.args)]
+    assert bare == []
+    assert [UsageError.exit_code, InfrastructureError.exit_code, GraderError.exit_code] == [Exit.USAGE] + [Exit.INFRASTRUCTURE] * 2
+    assert [e.value for e in Exit] == [0, 1, 2, 3, 4, 130]
