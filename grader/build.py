@@ -27,7 +27,7 @@ from grader.errors import InfrastructureError
 from grader import processes, tools
 from grader.limits import set_clamped
 from grader.processes import set_death_signal
-from grader.locations import PACKAGE_DIR, reference_dir
+from grader.locations import PACKAGE_DIR, cache_root, reference_dir  # noqa: F401 - cache_root: where it was
 from grader.render import render
 from grader.exercises.signature import parse_signature
 from grader.rubric import Rubric
@@ -91,14 +91,6 @@ class BuildResult:
     resources: list[KernelResources] = field(default_factory=list)
     compiler: str = ""
     static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
-
-
-def cache_root() -> Path:
-    env = os.environ.get("GRADER_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "grader"
 
 
 def find_tool(tool: str) -> str:

@@ -22,7 +22,7 @@ from grader.build import (BuildResult, build_baseline, build_guard, build_refere
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.contract import CaseJob, Job, Limits, TimingJob, spread_threads
 from grader.exercises import Reference, exprs, load_reference
-from grader.exercises.plan import Case, baseline_cases, case_job, plan_cases, timed_cases
+from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.results import Result, SourceNote
 from grader.rubric import Rubric, dims_values
 from grader.sandbox import Worker, record_then_replay
@@ -54,7 +54,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
     never for grading students, and the command line does not offer it.
 
-    inputs: a batch's store of cases (exercises/data.SharedStore), made by its first GPU grade,
+    inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
     shared by the rest and closed by the batch; by default a grade makes its own.
 
     draw_ahead: after a GPU grade, start the detached process that draws the next run's private
@@ -154,7 +154,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict
     from grader.build import cache_root
-    from grader.exercises.data import Store
+    from grader.exercises.pool import Store
 
     # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this
     # process (exercises/plan.py): the emulator runs the student's host code beside the device
@@ -165,7 +165,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         if shared is not None and backend == "cuda" and worker:
             store = shared.get()
         else:
-            store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: _all_cases(rubric, backend, s))
+            store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: run_cases(rubric, backend, s))
                      if backend == "cuda" and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
@@ -393,17 +393,6 @@ def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> Non
     result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 
 
-def _all_cases(rubric: Rubric, backend: str, secret: int | None = None) -> list[Case]:
-    """Every case whose output the child sends back: the checks, then the timed sets (on the
-    emulator, the first set verified, when the rubric asks for it); with a secret, the random
-    ones private."""
-    cases = plan_cases(rubric, secret=secret)
-    if backend == "cuda":
-        return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes),
-                                   secret=secret)
-    return cases + (timed_cases(rubric, secret=secret)[:1] if rubric.emulator.verify_timed_shape else [])
-
-
 def _baseline_cases(rubric: Rubric, backend: str) -> list[Case]:
     """The shapes timed against the exercise's PyTorch baseline (a GPU only)."""
     return baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
@@ -422,7 +411,7 @@ def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, 
 
     extra = _baseline_cases(rubric, backend)
     return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c))
-            for c in _all_cases(rubric, backend, store.secret) + extra}
+            for c in run_cases(rubric, backend, store.secret) + extra}
 
 
 def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
@@ -431,14 +420,15 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
               store=None) -> tuple[Job, list[Case]]:
     """What the child is told to do, and every case whose output it will send back. The reference
     library is built here when not given; draw=True also writes the cases' inputs (grading draws
-    them in the background instead). store (exercises/data.Store): where the cases lie, and the
+    them in the background instead). store (exercises/pool.Store): where the cases lie, and the
     run's secret; by default the shared cache and the rubric's seeds."""
     from grader.build import cache_root
     from grader.exercises import data
+    from grader.exercises.pool import Store
 
-    store = store or data.Store(cache_root())
+    store = store or Store(cache_root())
     exercise = load_reference(rubric)
-    every = _all_cases(rubric, backend, store.secret)
+    every = run_cases(rubric, backend, store.secret)
     if reference is None:
         reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
     extra = _baseline_cases(rubric, backend)

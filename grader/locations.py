@@ -1,4 +1,5 @@
-"""Where the grader's data lives: the exercises (rubrics/) and the reference kernels (reference/).
+"""Where the grader's data lives: the exercises (rubrics/) and the reference kernels (reference/),
+and the cache of builds and cases (cache_root).
 
 In a checkout (an editable install, or PYTHONPATH=. on a GPU machine) they are the folders at
 the top of the repository; an installed wheel carries the same files as grader/data/ (see
@@ -7,6 +8,7 @@ pyproject.toml). The checkout wins when the package runs from one.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -26,3 +28,11 @@ def rubrics_dir() -> Path:
 
 def reference_dir() -> Path:
     return _data_dir("reference")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("GRADER_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "grader"

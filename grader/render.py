@@ -33,7 +33,7 @@ class _BytecodeCache(jinja2.FileSystemBytecodeCache):
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    from grader.build import cache_root
+    from grader.locations import cache_root
 
     folder = cache_root() / "templates"
     try:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from grader import cache
-from grader.exercises import data, load_exercise, load_reference
+from grader.exercises import data, load_exercise, load_reference, pool
 from grader.exercises.plan import plan_cases
 
 
@@ -25,7 +25,7 @@ def _small_random(rubric, secret):
 
 def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_memory(bias, tmp_path):
     rubric, ref = bias
-    store = data.Store(tmp_path, secret=0x5EC2E7)
+    store = pool.Store(tmp_path, secret=0x5EC2E7)
     case = _small_random(rubric, store.secret)
     folder = store.folder_for(case)
     assert folder.parent == tmp_path / cache.RUNS and len(folder.name) == len("run-") + 32
@@ -48,16 +48,16 @@ def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_mem
 
 def test_each_run_draws_new_inputs_and_a_public_case_is_cached_as_before(bias, tmp_path):
     rubric, ref = bias
-    first, second = data.Store(tmp_path, secret=1), data.Store(tmp_path, secret=2)
+    first, second = pool.Store(tmp_path, secret=1), pool.Store(tmp_path, secret=2)
     a = data.materialize(rubric, ref, _small_random(rubric, 1), first.private)
     b = data.materialize(rubric, ref, _small_random(rubric, 2), second.private)
     assert not np.array_equal(a["x"], b["x"])
     again = data.materialize(rubric, ref, _small_random(rubric, 1), second.private)
     assert np.array_equal(a["x"], again["x"])                              # the secret decides, not the folder
     public = _small_random(rubric, None)
-    assert data.Store(tmp_path).folder_for(public) == tmp_path
+    assert pool.Store(tmp_path).folder_for(public) == tmp_path
     with pytest.raises(ValueError, match="private"):
-        data.Store(tmp_path).folder_for(_small_random(rubric, 3))
+        pool.Store(tmp_path).folder_for(_small_random(rubric, 3))
     data.answers(rubric, ref, public, tmp_path, data.materialize(rubric, ref, public, tmp_path))
     assert data.input_file(rubric, ref, public, tmp_path).with_name("answers.f64").is_file()
 
@@ -77,18 +77,18 @@ def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_w
     with a secret of its own into a ready folder; the next grade claims it (one grade only),
     reads the same inputs it would have drawn from that secret, and removes it when done."""
     from grader.exercises import pool
-    from grader.grading import _all_cases
-    from grader.verdict.checks import expected_for
+    from grader.exercises.plan import run_cases
+    from grader.exercises.data import expected_for
 
     rubric, ref = bias
     rubric = _small_timing(rubric)
     ready = pool.draw_ahead(rubric, ref, tmp_path)
     assert ready is not None and ready.name.startswith("ready-")
     assert pool.draw_ahead(rubric, ref, tmp_path) is None                 # one is ready: nothing more drawn
-    cases_for = lambda s: _all_cases(rubric, "cuda", s)                   # noqa: E731
-    store = data.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
+    cases_for = lambda s: run_cases(rubric, "cuda", s)                   # noqa: E731
+    store = pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
     assert store.drawn_ahead and store.private.name.startswith("run-") and not ready.exists()
-    again = data.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
+    again = pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
     assert not again.drawn_ahead and again.secret != store.secret       # claimed once: the next draws its own
     for case in (c for c in cases_for(store.secret) if c.private):
         got = data.materialize(rubric, ref, case, store.private)
@@ -104,13 +104,13 @@ def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_w
 
 def test_a_folder_drawn_for_other_cases_is_never_used(bias, tmp_path):
     from grader.exercises import pool
-    from grader.grading import _all_cases
+    from grader.exercises.plan import run_cases
 
     rubric, ref = bias
     small = _small_timing(rubric)
     pool.draw_ahead(small, ref, tmp_path)
     other = _small_timing(rubric, rows=48)
-    store = data.Store.for_gpu_run(tmp_path, other, ref, lambda s: _all_cases(other, "cuda", s))
+    store = pool.Store.for_gpu_run(tmp_path, other, ref, lambda s: run_cases(other, "cuda", s))
     assert not store.drawn_ahead
     store.close()
 
@@ -125,11 +125,11 @@ def _small_timing(rubric, rows: int = 32):
 def test_the_emulator_grades_with_the_rubrics_public_seeds(tmp_path):
     """The emulator runs the student's host code beside the device code: nothing there could keep
     a seed from it, so it uses the rubric's (reproducible), and says nothing of private inputs."""
-    from grader.grading import _all_cases
+    from grader.exercises.plan import run_cases
 
     rubric = load_exercise("bias_gelu_fused")
-    assert not any(c.private for c in _all_cases(rubric, "emulator"))
-    assert all(c.private for c in _all_cases(rubric, "cuda", 99) if c.inputs == "random")
+    assert not any(c.private for c in run_cases(rubric, "emulator"))
+    assert all(c.private for c in run_cases(rubric, "cuda", 99) if c.inputs == "random")
 
 
 def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_told_nothing(bias, tmp_path):
@@ -141,7 +141,7 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     from grader.sandbox import for_recorder
 
     rubric, _ref = bias
-    store = data.Store(tmp_path, secret=0xC0FFEE)
+    store = pool.Store(tmp_path, secret=0xC0FFEE)
     lib = SimpleNamespace(library=tmp_path / "lib.so")
     job, cases = child_job(rubric, backend="cuda", build=lib, reference=lib, has_launcher=False, store=store)
     by_name = {c.name: c for c in cases}
@@ -183,12 +183,12 @@ def test_a_grade_starts_a_detached_process_that_draws_the_next_runs_cases(tmp_pa
 def test_a_batch_draws_its_private_cases_once_and_every_grade_reads_them(bias, tmp_path):
     """Store.for_batch: one secret for the class, every private case (answers too) drawn before
     the first grade, so that no grade of the batch draws the timed sets again; closed, it is gone."""
-    from grader.grading import _all_cases
+    from grader.exercises.plan import run_cases
 
     rubric, ref = bias
     rubric = _small_timing(rubric)
-    cases_for = lambda s: _all_cases(rubric, "cuda", s)                   # noqa: E731
-    shared = data.Store.shared(tmp_path, rubric, ref, cases_for)
+    cases_for = lambda s: run_cases(rubric, "cuda", s)                   # noqa: E731
+    shared = pool.Store.shared(tmp_path, rubric, ref, cases_for)
     assert not (tmp_path / cache.RUNS).exists()                           # made by the first grade that asks
     store = shared.get()
     assert shared.get() is store and store.keep and not store.drawn_ahead

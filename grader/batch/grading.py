@@ -62,9 +62,9 @@ def _batch_inputs(rubric: Rubric):
     from grader.build import cache_root
     from grader.exercises import load_reference
     from grader.exercises.data import Store
-    from grader.grading import _all_cases
+    from grader.exercises.plan import run_cases
 
-    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: _all_cases(rubric, "cuda", s))
+    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, "cuda", s))
 
 
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,

@@ -181,7 +181,7 @@ class Backend:
 
     def baseline(self, expression: str):
         """The rubric's PyTorch baseline as a function of a case's views (timing._baseline)."""
-        from grader.child.timing import torch_baseline
+        from grader.child.baseline import torch_baseline
 
         return torch_baseline(expression)
 

@@ -30,6 +30,8 @@ import time
 
 from grader import protocol
 from grader.child.backends import Region
+from grader.child.baseline import as_torch
+from grader.child.buffers import allocate, output_meta
 from grader.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, Job, TimingFrame, TimingJob
 from grader.stats import fraction_interval, median
 
@@ -45,7 +47,6 @@ SAMPLED_SUMS = 1 / 16
 def run_timing(backend, job: Job, files, sender) -> float:
     """Time the submission against the floor copies (and the chain, and the baseline); send the
     samples, then each timed set's output. Returns when the sampling ended (time.perf_counter)."""
-    from grader.child.worker import allocate
 
     cfg: TimingJob = job.timing
     sets = job.timed_cases
@@ -187,21 +188,6 @@ def run_timing(backend, job: Job, files, sender) -> float:
     return sampled
 
 
-class _CudaArray:
-    """A Region as torch sees device memory it does not own (__cuda_array_interface__, version 3)."""
-
-    def __init__(self, region: Region):
-        shape = region.shape or (region.floats,)
-        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": "<f4", "data": (region.ptr or 0, False),
-                                         "version": 3, "strides": None, "stream": None}
-
-
-def _as_torch(views: dict[str, Region]) -> dict:
-    import torch
-
-    return {name: torch.as_tensor(_CudaArray(r), device="cuda") for name, r in views.items()}
-
-
 class _Untouched:
     """The grader's buffers no kernel may change during the timing: every set's inputs and the
     copies' sources, checksummed now and compared by changed(); each copy's destination must then
@@ -272,32 +258,11 @@ class _OutputSums:
         return out
 
 
-def torch_baseline(expression: str):
-    """The rubric's PyTorch expression of the inputs, as a function of a case's views (trusted:
-    the exercise's own text, evaluated by the grader, not the student's code). Only here does the
-    child use torch, which the worker imported before the wall for a job with a baseline."""
-    import torch
-    import torch.nn.functional as F
-
-    if torch.cuda.current_stream().cuda_stream != 0:
-        raise RuntimeError("timing expects the legacy default stream (torch built with per-thread default streams?)")
-    code = compile(expression, "<timing.baseline>", "eval")
-    cache: dict = {}
-
-    def run(views: dict[str, Region]):
-        key = tuple(sorted((k, v.ptr) for k, v in views.items()))
-        if key not in cache:
-            cache.clear()
-            cache[key] = _as_torch(views)
-        return eval(code, {"torch": torch, "F": F}, dict(cache[key]))  # noqa: S307
-    return run
-
-
 def _baseline_gap(baseline, cj: CaseJob, views: dict[str, Region]) -> float:
     """The largest difference between the submission's output (set 0's last) and PyTorch's."""
     out = next(b for b in cj.buffers if b.role == "out" and not b.chain)
     theirs = baseline(views).float().reshape(-1)
-    ours = _as_torch({out.name: views[out.name]})[out.name].reshape(-1)
+    ours = as_torch({out.name: views[out.name]})[out.name].reshape(-1)
     return float((ours - theirs).abs().max()) if theirs.numel() else 0.0
 
 
@@ -305,7 +270,6 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
                            channel: protocol.Channel) -> None:
     """The submission and the PyTorch baseline at one more shape: a fixed number of interleaved
     rounds, the L2 flushed before each launch, the output reset before each of the submission's."""
-    from grader.child.worker import allocate
 
     views, _ = allocate(backend, cj, pad, files)
     outs = [b for b in cj.buffers if b.role == "out" and not b.chain]
@@ -392,7 +356,6 @@ def run_calibration(backend, job: Job, files, sender) -> None:
     Stopping rule: a fixed number of rounds (job.calibration_rounds) after three warm-up rounds,
     every run and copy once a round, interleaved, the L2 flushed before each, one event pair each.
     """
-    from grader.child.worker import allocate
 
     cfg: TimingJob = job.timing
     views, _ = allocate(backend, job.timed_cases[0], 0, files)
@@ -407,7 +370,6 @@ def run_calibration(backend, job: Job, files, sender) -> None:
 
 
 def _send_outputs(backend, sender, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
-    from grader.child.worker import output_meta
 
     sent = {b.name: fulls[b.name] for b in outs}
     sender.send(backend, CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)), list(sent.values()))

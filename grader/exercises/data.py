@@ -21,15 +21,16 @@ import contextlib
 import hashlib
 import math
 import os
-import secrets
-import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from grader.checking import Prepared, prepare
 from grader.errors import ExerciseError
 from grader.exercises import Reference
+from grader.exercises import exprs
 from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.rubric import Rubric, dims_values
 
@@ -142,85 +143,6 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     return tensors
 
 
-class Store:
-    """Where a run's cases lie: the shared cache, and, for a run with a secret, the run's private
-    folder (a ready one drawn ahead by exercises/pool.py when there is one, else a new one),
-    removed by close(). One per grade; every step that reads or writes a case asks it (folder_for)."""
-
-    def __init__(self, cache: Path, *, secret: int | None = None, private: Path | None = None, keep: bool = False):
-        """keep: a private case's answers are written into the private folder too (a batch's
-        store, which every submission of the batch reads)."""
-        from grader.exercises import pool
-
-        self.cache = cache
-        self.secret = secret
-        self.keep = keep
-        self.drawn_ahead = private is not None
-        self.private = private if private is not None else pool.new_folder(cache) if secret is not None else None
-
-    @classmethod
-    def for_batch(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
-        """A GPU batch's store: one secret for the whole batch (no submission is shown it, and every
-        one is timed on the same inputs), its private cases drawn once, now."""
-        from grader.exercises import pool
-
-        store = cls(cache, secret=secrets.randbits(64), keep=True)
-        try:
-            pool.draw_into(store.private, rubric, reference, cases_for(store.secret), threads=8)
-        except BaseException:
-            store.close()
-            raise
-        return store
-
-    @classmethod
-    def for_gpu_run(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
-        """A GPU run's store: the folder drawn ahead for these cases when one is ready, else a new
-        secret and an empty folder. cases_for(secret) lists the run's cases."""
-        from grader.exercises import pool
-
-        claimed = pool.claim(cache, pool.key_of(rubric, reference, cases_for(0)))
-        if claimed is not None:
-            return cls(cache, secret=claimed[1], private=claimed[0])
-        return cls(cache, secret=secrets.randbits(64))
-
-    @classmethod
-    def shared(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "SharedStore":
-        """A batch's store, made (and its cases drawn) by the first grade that needs it."""
-        return SharedStore(lambda: cls.for_batch(cache, rubric, reference, cases_for))
-
-    def folder_for(self, case: Case) -> Path:
-        if not case.private:
-            return self.cache
-        if self.private is None:
-            raise ValueError(f"{case.name} is private, and this run has no private folder")
-        return self.private
-
-    def close(self) -> None:
-        if self.private is not None:
-            shutil.rmtree(self.private, ignore_errors=True)
-            self.private = None
-
-
-class SharedStore:
-    """A Store made once, on first use, by whichever thread asks first; closed by its owner."""
-
-    def __init__(self, make):
-        import threading
-
-        self._make, self._lock, self._store = make, threading.Lock(), None
-
-    def get(self) -> Store:
-        with self._lock:
-            if self._store is None:
-                self._store = self._make()
-            return self._store
-
-    def close(self) -> None:
-        with self._lock:
-            if self._store is not None:
-                self._store.close()
-
-
 def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
             inputs: dict[str, np.ndarray], *, keep: bool = False) -> dict[str, np.ndarray]:
     """The case's outputs in float64, from the file beside its inputs when an earlier run computed
@@ -254,8 +176,6 @@ def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want
     """Each output's answers made ready for the fast float32 check (checking.prepare), kept beside
     the answers for this tolerance: preparing the timed shape's 16M values took longer than the
     rest of a warm check."""
-    from grader.checking import Prepared, prepare
-
     tag = hashlib.sha256(repr((float(rtol), float(atol))).encode()).hexdigest()[:12]
     path = input_file(rubric, reference, case, cache).with_name(f"prepared-{tag}.f32")
     shapes = {}
@@ -268,3 +188,25 @@ def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want
     if keep or not case.private:
         _write(path, [a for p in out.values() for a in (p.want32, p.limit32)])
     return out
+
+
+@dataclass
+class Expected:
+    """A case's inputs and its float64 answers, with the tolerance at its dimensions."""
+
+    inputs: dict[str, np.ndarray]
+    want: dict[str, np.ndarray]
+    prepared: dict[str, Prepared]
+    rtol: float
+    atol: float
+
+
+def expected_for(case: Case, rubric: Rubric, reference: Reference, inputs: dict[str, np.ndarray],
+                 cache: Path, *, keep: bool = False) -> Expected:
+    """The case's answers from the exercise's reference, read from the cache when an earlier run
+    computed them (in the parent, while the child runs); keep: write a private case's too (drawing ahead)."""
+    want = answers(rubric, reference, case, cache, inputs, keep=keep)
+    scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
+    rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
+    return Expected(inputs, want, prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol, keep=keep),
+                    rtol, atol)

@@ -74,6 +74,17 @@ def timed_cases(rubric: Rubric, *, chain: bool = False, secret: int | None = Non
             for k in range(rubric.timing.input_sets)]
 
 
+def run_cases(rubric: Rubric, backend: str, secret: int | None = None) -> list[Case]:
+    """Every case whose output the child sends back: the checks, then the timed sets (on the
+    emulator, the first set verified, when the rubric asks for it); with a secret, the random
+    ones private."""
+    cases = plan_cases(rubric, secret=secret)
+    if backend == "cuda":
+        return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes),
+                                   secret=secret)
+    return cases + (timed_cases(rubric, secret=secret)[:1] if rubric.emulator.verify_timed_shape else [])
+
+
 def baseline_cases(rubric: Rubric) -> list[Case]:
     """The shapes where the submission is timed against the PyTorch baseline only (not verified)."""
     cases = []

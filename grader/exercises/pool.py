@@ -1,4 +1,4 @@
-"""The next GPU run's private cases, drawn ahead of it.
+"""Where a run's cases lie (Store), and the next GPU run's private cases, drawn ahead of it.
 
 A GPU run's random cases come from a secret of its own (plan.py), so they cannot be cached the
 way public cases are; drawing them needs torch in the grading process (the generators and the
@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +34,8 @@ from pathlib import Path
 
 from grader.cache import RUNS
 from grader.exercises.plan import Case
+from grader.exercises import Reference
+from grader.rubric import Rubric
 
 SECRET_FILE = "secret"
 STALE_S = 3600.0          # a claimed or half-drawn folder older than this was left by a killed grader
@@ -104,10 +107,9 @@ def claim(cache: Path, key: str) -> tuple[Path, int] | None:
 def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: int = 4) -> None:
     """Every private case's inputs, answers and prepared answers, written into folder (the large ones first)."""
     from grader.exercises import data
-    from grader.verdict.checks import expected_for
 
     def draw(case: Case) -> None:
-        expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)
+        data.expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)
 
     with ThreadPoolExecutor(max_workers=max(2, min(threads, (os.cpu_count() or 2) // 2))) as pool:
         list(pool.map(draw, sorted((c for c in cases if c.private), key=lambda c: not c.timed)))
@@ -116,10 +118,10 @@ def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: in
 def draw_ahead(rubric, reference, cache: Path) -> Path | None:
     """Draw the next run's private cases into a ready folder (what the detached process does);
     None when one is ready already or another process is drawing it."""
-    from grader.grading import _all_cases
+    from grader.exercises.plan import run_cases
 
     secret = secrets.randbits(64)
-    cases = [c for c in _all_cases(rubric, "cuda", secret) if c.private]
+    cases = [c for c in run_cases(rubric, "cuda", secret) if c.private]
     key = key_of(rubric, reference, cases)
     runs = runs_folder(cache)
     with open(runs / f".draw-{key}.lock", "a") as lock:
@@ -143,6 +145,79 @@ def draw_ahead(rubric, reference, cache: Path) -> Path | None:
         except BaseException:
             _remove(folder)
             raise
+
+
+class Store:
+    """Where a run's cases lie: the shared cache, and, for a run with a secret, the run's private
+    folder (a ready one drawn ahead by exercises/pool.py when there is one, else a new one),
+    removed by close(). One per grade; every step that reads or writes a case asks it (folder_for)."""
+
+    def __init__(self, cache: Path, *, secret: int | None = None, private: Path | None = None, keep: bool = False):
+        """keep: a private case's answers are written into the private folder too (a batch's
+        store, which every submission of the batch reads)."""
+        self.cache = cache
+        self.secret = secret
+        self.keep = keep
+        self.drawn_ahead = private is not None
+        self.private = private if private is not None else new_folder(cache) if secret is not None else None
+
+    @classmethod
+    def for_batch(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
+        """A GPU batch's store: one secret for the whole batch (no submission is shown it, and every
+        one is timed on the same inputs), its private cases drawn once, now."""
+        store = cls(cache, secret=secrets.randbits(64), keep=True)
+        try:
+            draw_into(store.private, rubric, reference, cases_for(store.secret), threads=8)
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    @classmethod
+    def for_gpu_run(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "Store":
+        """A GPU run's store: the folder drawn ahead for these cases when one is ready, else a new
+        secret and an empty folder. cases_for(secret) lists the run's cases."""
+        claimed = claim(cache, key_of(rubric, reference, cases_for(0)))
+        if claimed is not None:
+            return cls(cache, secret=claimed[1], private=claimed[0])
+        return cls(cache, secret=secrets.randbits(64))
+
+    @classmethod
+    def shared(cls, cache: Path, rubric: Rubric, reference: Reference, cases_for) -> "SharedStore":
+        """A batch's store, made (and its cases drawn) by the first grade that needs it."""
+        return SharedStore(lambda: cls.for_batch(cache, rubric, reference, cases_for))
+
+    def folder_for(self, case: Case) -> Path:
+        if not case.private:
+            return self.cache
+        if self.private is None:
+            raise ValueError(f"{case.name} is private, and this run has no private folder")
+        return self.private
+
+    def close(self) -> None:
+        if self.private is not None:
+            shutil.rmtree(self.private, ignore_errors=True)
+            self.private = None
+
+
+class SharedStore:
+    """A Store made once, on first use, by whichever thread asks first; closed by its owner."""
+
+    def __init__(self, make):
+        import threading
+
+        self._make, self._lock, self._store = make, threading.Lock(), None
+
+    def get(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = self._make()
+            return self._store
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
 
 
 def start_drawing_ahead(rubric_path: str) -> None:

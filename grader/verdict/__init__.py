@@ -18,7 +18,8 @@ from grader.exercises.plan import Case
 from grader.results import CaseResult, DiagnosisEntry, Result
 from grader.rubric import Rubric
 from grader.sandbox import ChildRun
-from grader.verdict.checks import Expected, check_case, expected_for
+from grader.exercises.data import Expected, expected_for
+from grader.verdict.checks import check_case
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import stopped_by_wall
 

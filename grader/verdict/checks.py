@@ -12,37 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from grader.build import BuildResult
-from grader.checking import Prepared, compare, read_guards
+from grader.checking import compare, read_guards
 from grader.contract import CaseFrame, Fault
 from grader.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
-from grader.exercises import data, exprs
+from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
 from grader.results import CaseResult, MistakeMap
 from grader.rubric import Rubric, dims_values
 from grader.verdict.maps import build_map
-
-
-@dataclass
-class Expected:
-    """A case's inputs and its float64 answers, with the tolerance at its dimensions."""
-
-    inputs: dict[str, np.ndarray]
-    want: dict[str, np.ndarray]
-    prepared: dict[str, Prepared]
-    rtol: float
-    atol: float
-
-
-def expected_for(case: Case, rubric: Rubric, reference: ExerciseReference, inputs: dict[str, np.ndarray],
-                 cache: Path, *, keep: bool = False) -> Expected:
-    """The case's answers from the exercise's reference, read from the cache when an earlier run
-    computed them (in the parent, while the child runs); keep: write a private case's too (drawing ahead)."""
-    want = data.answers(rubric, reference, case, cache, inputs, keep=keep)
-    scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
-    rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
-    return Expected(inputs, want, data.prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol, keep=keep),
-                    rtol, atol)
 
 
 # ---------------------------------------------------------------------------
