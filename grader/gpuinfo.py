@@ -62,6 +62,14 @@ def cuda_available() -> bool:
     return probe() is not None
 
 
+def resolve_backend(backend: str, *, has_gpu: bool | None = None) -> str:
+    """The backend a run uses: 'auto' is 'cuda' where a GPU is visible, else 'emulator' (the one
+    place 'auto' is decided; has_gpu: a probe already made)."""
+    if backend != "auto":
+        return backend
+    return "cuda" if (cuda_available() if has_gpu is None else has_gpu) else "emulator"
+
+
 def arch(reading: dict | None = None) -> str:
     """sm_XY of the first GPU, from a reading when one is at hand."""
     cap = (reading if reading is not None else snapshot()).get("compute_cap")

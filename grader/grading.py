@@ -71,7 +71,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
         raise UsageError(f"{path}: no such file")
     reading = gpuinfo.probe() if backend != "emulator" else None
     has_gpu = reading is not None
-    chosen = "emulator" if backend == "emulator" or (backend == "auto" and not has_gpu) else "cuda"
+    chosen = gpuinfo.resolve_backend(backend, has_gpu=has_gpu)
 
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen,
                     status="graded", grader_version=__version__)

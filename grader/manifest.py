@@ -128,10 +128,10 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
                 progress=None) -> list[SampleOutcome]:
     from grader.grading import grade_submission
 
-    from grader.gpuinfo import cuda_available
+    from grader.gpuinfo import resolve_backend
 
     outcomes = []
-    concrete = backend if backend != "auto" else ("cuda" if cuda_available() else "emulator")
+    concrete = resolve_backend(backend)
     for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
         if only and exp.file not in only:
             continue

@@ -199,3 +199,15 @@ def test_findings_name_the_weakest_launch_together(rubric):
                                                                       when=[dataclasses.replace(rubric.findings[0].when[0],
                                                                                                 fact="occupancy", op="<", value=0.6)])])
     assert len(findings.explain(findings.with_launches([a, b], logged, sms=132), mine, None, "")) == 1
+
+
+def test_auto_is_decided_in_one_place(monkeypatch):
+    """gpuinfo.resolve_backend: 'auto' is the GPU where one is visible, else the emulator; a named
+    backend is kept (a cuda run without a GPU is then said as such, never silently emulated)."""
+    from grader import gpuinfo
+
+    monkeypatch.setattr(gpuinfo, "cuda_available", lambda: False)
+    assert [gpuinfo.resolve_backend(b) for b in ("auto", "cuda", "emulator")] == ["emulator", "cuda", "emulator"]
+    monkeypatch.setattr(gpuinfo, "cuda_available", lambda: True)
+    assert gpuinfo.resolve_backend("auto") == "cuda"
+    assert gpuinfo.resolve_backend("auto", has_gpu=False) == "emulator"

@@ -46,8 +46,6 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
 
 
 def _backend_for(backend: str) -> str:
-    if backend != "auto":
-        return backend
-    from grader import gpuinfo
+    from grader.gpuinfo import resolve_backend
 
-    return "cuda" if gpuinfo.probe() is not None else "emulator"
+    return resolve_backend(backend)

@@ -48,20 +48,18 @@ def default_jobs(backend: str, lanes: int = 1) -> int:
 
 
 def _on_gpu(backend: str) -> bool:
-    if backend != "auto":
-        return backend == "cuda"
-    from grader import gpuinfo
+    from grader.gpuinfo import resolve_backend
 
-    return gpuinfo.probe() is not None
+    return resolve_backend(backend) == "cuda"
 
 
 def _batch_inputs(rubric: Rubric):
     """The batch's private cases, drawn once, by its first GPU grade: one secret for the class
-    (exercises/data.Store.for_batch), so that a hundred submissions do not draw the timed sets a
+    (exercises/pool.Store.for_batch), so that a hundred submissions do not draw the timed sets a
     hundred times."""
     from grader.build import cache_root
     from grader.exercises import load_reference
-    from grader.exercises.data import Store
+    from grader.exercises.pool import Store
     from grader.exercises.plan import run_cases
 
     return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, "cuda", s))
