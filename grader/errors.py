@@ -12,7 +12,7 @@ from enum import IntEnum
 
 
 class Exit(IntEnum):
-    """Every exit code of the command line, in one table (README "Exit codes")."""
+    """Every exit code of the command line, in one table (docs/instructors.md, "Exit codes")."""
 
     CORRECT = 0              # graded and correct (and any command that did what it was asked)
     INCORRECT = 1            # graded and incorrect; `grader samples`: a sample missed its outcome

@@ -606,7 +606,7 @@ def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str]
 
 
 def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, description) for every key, for the README and `grader rubric-keys`."""
+    """(key, default, description) for every key, for docs/rubric-keys.md (scripts/docs.py) and `grader rubric-keys`."""
     rows = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("internal"):

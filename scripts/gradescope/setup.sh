@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image. The zip a course
-# uploads holds this file, run_autograder, and the grader's checkout as grader/ (README:
+# uploads holds this file, run_autograder, and the grader's checkout as grader/ (docs/instructors.md:
 # "Gradescope"). Gradescope's machines have no GPU: the grader checks correctness on its
 # CPU emulator there, and tiers need a GPU (or a course that forwards to a GPU host).
 set -euo pipefail
