@@ -140,6 +140,9 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         # the student's until it is handed the job. On a GPU, two: the recorder, which runs the
         # submission's host code, and the measuring process, which runs none (child/replay.py).
         if backend == "cuda":
+            from grader.processes import close_to_children
+
+            close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
             device = device or lanes.default_device()
             recorder = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
                               cpu_limit_s=rubric.limits.time_limit_s, device=device)

@@ -16,6 +16,7 @@ import signal
 import threading
 
 PR_SET_PDEATHSIG = 1
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl      # resolved here: no dlsym between fork and exec
 except (OSError, AttributeError):
@@ -24,6 +25,18 @@ except (OSError, AttributeError):
 _live: dict[int, object] = {}             # pgid -> its Popen (a build's, which ends by SIGTERM) or None
 _lock = threading.Lock()
 _closed = False                            # after end_all(): a group started late is ended at once
+
+
+def close_to_children() -> bool:
+    """Make this process undumpable (PR_SET_DUMPABLE 0): its /proc files (mem, maps, fd, environ)
+    then belong to root, so a child running as the same user (a GPU grade's recorder runs the
+    student's host code) cannot read this process's memory or find the run's private folder in its
+    maps. Children start dumpable again (exec resets it); only this process is closed. Returns
+    whether it is closed (False where prctl is missing)."""
+    if _PRCTL is None:
+        return False
+    _PRCTL(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return _PRCTL(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def set_death_signal(sig: int) -> None:

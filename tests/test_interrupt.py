@@ -125,3 +125,27 @@ def test_a_grader_killed_mid_build_leaves_no_compiler_running(tmp_path, sig):
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert _none_left(str(tmp_path)) == []
+
+
+def test_the_grader_can_close_its_proc_files_to_a_child_of_the_same_user():
+    """processes.close_to_children (what a GPU grade does before its recorder starts): this process
+    becomes undumpable, so /proc/<grader>/mem and maps are root's; a child it starts is dumpable
+    again (exec resets it) and runs as before."""
+    import ctypes
+    import subprocess
+    import sys
+
+    from grader import processes
+
+    code = ("import ctypes, subprocess, sys\n"
+            "from grader import processes\n"
+            "assert processes.close_to_children()\n"
+            "prctl = ctypes.CDLL(None).prctl\n"
+            "assert prctl(3, 0, 0, 0, 0) == 0\n"
+            "out = subprocess.run([sys.executable, '-c', 'import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))'],"
+            " capture_output=True, text=True).stdout.strip()\n"
+            "print('child', out)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "child 1"
+    assert processes._PRCTL is not None and ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1    # this one untouched
