@@ -29,7 +29,7 @@ from grader.limits import set_clamped
 from grader.processes import set_death_signal
 from grader.locations import PACKAGE_DIR, cache_root, reference_dir  # noqa: F401 - cache_root: where it was
 from grader.render import render
-from grader.exercises.signature import parse_signature
+from grader.signature import parse_signature
 from grader.rubric import Rubric
 from grader.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
 
@@ -390,8 +390,6 @@ def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.Compl
 
 
 def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
-    import signal
-
     try:
         out, err = proc.communicate(timeout=limits.time_s)
     except subprocess.TimeoutExpired:

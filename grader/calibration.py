@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from grader import gpuinfo, lanes
 from grader.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, TimingJob
 from grader.errors import InfrastructureError
-from grader.exercises import exprs, load_reference
+from grader import exprs
+from grader.exercises import load_reference
 from grader.exercises.plan import buffer_of, case_job, timed_cases
 from grader.rubric import Rubric, dims_values
 from grader.stats import median

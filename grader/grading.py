@@ -21,7 +21,8 @@ from grader.build import (BuildResult, build_baseline, build_guard, build_refere
                           compile_message)
 from grader.errors import GraderError, InfrastructureError, UsageError
 from grader.contract import CaseJob, Job, Limits, TimingJob, spread_threads
-from grader.exercises import Reference, exprs, load_reference
+from grader import exprs
+from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.results import Result, SourceNote
 from grader.rubric import Rubric, dims_values

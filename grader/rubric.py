@@ -71,7 +71,7 @@ class Kernel:
 
     @property
     def launcher_name(self) -> str:
-        from grader.exercises.signature import parse_signature
+        from grader.signature import parse_signature
 
         return parse_signature(self.launcher).name if self.launcher else ""
 
@@ -456,8 +456,8 @@ def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
 
 def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
     """The exercise's contract: every name resolves, every case gives a launchable grid."""
-    from grader.exercises import exprs
-    from grader.exercises.signature import parse_signature
+    from grader import exprs
+    from grader.signature import parse_signature
 
     if not r.dims:
         bad("dims", "name at least one dimension")
@@ -543,7 +543,7 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
 
 
 def _expr_ok(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
-    from grader.exercises import exprs
+    from grader import exprs
 
     try:
         unknown = exprs.names(text) - names
@@ -567,7 +567,7 @@ def _params_ok(key: str, params, tensors: dict, names: set[str], bad: Callable[[
 
 def dims_values(r: Rubric, dims: dict[str, int]) -> dict[str, int]:
     """The dimensions of a case with the derived values added."""
-    from grader.exercises import exprs
+    from grader import exprs
 
     values = dict(dims)
     for key, text in r.derived.items():
@@ -577,7 +577,7 @@ def dims_values(r: Rubric, dims: dict[str, int]) -> dict[str, int]:
 
 def default_launch(r: Rubric, values: dict[str, int]) -> tuple[list[int], list[int]]:
     """The default launch's grid and block at these dimensions, each padded to (x, y, z) with 1."""
-    from grader.exercises import exprs
+    from grader import exprs
 
     def three(exprs_: list[str]) -> list[int]:
         return ([int(exprs.evaluate(e, values)) for e in exprs_] + [1, 1, 1])[:3]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.exercises.signature import parse_param, parse_signature, split_params
+from grader.signature import parse_param, parse_signature, split_params
 
 MAX_SOURCE_BYTES = 256 * 1024
 

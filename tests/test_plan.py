@@ -2,7 +2,8 @@
 
 import pytest
 
-from grader.exercises import exprs, load_exercise
+from grader import exprs
+from grader.exercises import load_exercise
 from grader.exercises.plan import case_job, plan_cases, timed_cases
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from grader.checking import Prepared, prepare
 from grader.errors import ExerciseError
 from grader.exercises import Reference
-from grader.exercises import exprs
+from grader import exprs
 from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.rubric import Rubric, dims_values
 

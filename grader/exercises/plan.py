@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 
 from grader.contract import Arg, Buffer, Call, CaseJob
-from grader.exercises import exprs
-from grader.exercises.signature import parse_signature
+from grader import exprs
+from grader.signature import parse_signature
 from grader.rubric import Rubric, Tensor, default_launch, dims_values
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grader.contract import BaselineTimingFrame, TimingFrame
-from grader.exercises import exprs
+from grader import exprs
 from grader.exercises.plan import baseline_cases
 from grader.results import BaselineTiming, CopyTiming, TimingResult
 from grader.rubric import Rubric, dims_values
