@@ -47,7 +47,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     """Time the exercise's calibration runs and the copies on a GPU; InfrastructureError without one."""
     from grader.build import build_guard, build_reference, cache_root
     from grader.exercises import data
-    from grader.grading import child_limits
+    from grader.jobs import child_limits
     from grader.sandbox import Worker
 
     reading = gpuinfo.probe()

@@ -16,20 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import __version__, gpuinfo, lanes, launches, tools
-from grader.build import (BuildResult, build_baseline, build_guard, build_reference, build_submission,
-                          compile_message)
+from grader import __version__, gpuinfo, lanes, launches
+from grader.build import BuildResult, build_guard, build_reference
+from grader.contract import spread_threads
 from grader.errors import GraderError, InfrastructureError, UsageError
-from grader.contract import CaseJob, Job, Limits, TimingJob, spread_threads
-from grader import exprs
-from grader.exercises import Reference, load_reference
-from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
+from grader.exercises import load_reference
+from grader.exercises.plan import run_cases
+from grader.jobs import child_job, draw_inputs
 from grader.results import Result, SourceNote
-from grader.rubric import Rubric, dims_values
+from grader.rubric import Rubric
 from grader.sandbox import Worker, record_then_replay
-from grader.screening import refusal_message, screen_object
-from grader.source import (Submission, SourceProblem, emulator_blockers, missing_kernel_message, read_submission,
-                           signature_problem, source_refusals, uses_collectives)
+from grader.source import Submission
+from grader.steps import build_and_screen, vet_source
 
 Progress = Callable[[str], None]
 BACKENDS = ("auto", "cuda", "emulator")
@@ -129,7 +127,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
            guard_mode: str, device: str | None, emulator_threads: int = 0, shared=None) -> None:
     has_gpu = reading is not None
-    sub = _vet_source(p, rubric, result)
+    sub = vet_source(p, rubric, result)
     if sub is None:
         return
     arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
@@ -173,9 +171,9 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                      if backend == "cuda" and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
-        inputs = _draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
+        inputs = draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
         guard_future = pool.submit(build_guard) if worker else None
-        built = _build_and_screen(p, sub, rubric, backend, arch, result, say)
+        built = build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
         if built is None:
             return
@@ -304,76 +302,6 @@ def _refused_by_replay(reasons: list[str], p: Path, result: Result) -> None:
     result.notes += [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons]
 
 
-def _vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
-    """Read the file and check what can be checked on its text; None (and result stopped) if refused."""
-    scanned = read_submission(p, rubric.kernel.launcher_name, rubric.kernel.signature)
-    if isinstance(scanned, SourceProblem):
-        result.stop("rejected", scanned.message)
-        result.notes.append(SourceNote(str(p), scanned.line, "not a gradable source file", scanned.message))
-        return None
-    sub: Submission = scanned
-    result.submission["sha256"] = sub.sha256
-    refused = source_refusals(sub)
-    if refused:
-        result.stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused))
-        result.notes += [SourceNote(str(p), f.line, "not accepted for grading", f.what) for f in refused]
-        return None
-    kernel = sub.kernel(rubric.kernel.name)
-    if kernel is None:
-        result.stop("rejected", missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature))
-        result.notes.append(SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", result.message))
-        return None
-    problem = None if sub.has_launcher else signature_problem(kernel, rubric.kernel)
-    if problem:
-        result.stop("rejected", problem)
-        result.notes.append(SourceNote(str(p), kernel.line, "the kernel's parameters", problem))
-        return None
-    return sub
-
-
-def _build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, arch: str, result: Result,
-                      say: Progress) -> tuple[BuildResult, BuildResult | None] | None:
-    """Compile for backend and screen the object: the build to run, and nvcc's build (whose GPU
-    code the findings read; None where nvcc is missing). None (and result stopped) on an error
-    or a refusal."""
-    nvcc_build = None
-    has_nvcc = tools.locate("nvcc") is not None
-    if backend == "emulator" and has_nvcc:
-        # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
-        # errors), and its object is what gets screened, before the CPU build.
-        say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
-        nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
-        if not nvcc_build.ok:
-            result.build = _build_summary(nvcc_build)
-            _stop_compile_error(nvcc_build, p, result)
-            return None
-        if _refused(nvcc_build, sub, rubric, "nvcc", p, result) or _too_much_device_memory(nvcc_build, rubric, p, result):
-            return None
-    if backend == "emulator":
-        blockers = emulator_blockers(sub)
-        if blockers:
-            b = blockers[0]
-            result.stop("rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check "
-                        "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
-            result.notes.append(SourceNote(str(p), b.line, "needs a GPU", f"{b.what}: the CPU emulator cannot run this"))
-            return None
-    say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
-    build = build_submission(sub, rubric, backend=backend, arch=arch)
-    result.build = _build_summary(build)
-    if not build.ok:
-        _stop_compile_error(build, p, result)
-        return None
-    if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
-        return None
-    if _too_much_device_memory(build, rubric, p, result):
-        return None
-    if backend == "emulator" and not has_nvcc:
-        baseline = build_baseline(rubric, fibers=uses_collectives(sub))
-        if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
-            return None
-    return build, (build if backend == "cuda" else nvcc_build)
-
-
 def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
     from grader import sass
 
@@ -397,117 +325,3 @@ def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> Non
     result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
 
 
-def _baseline_cases(rubric: Rubric, backend: str) -> list[Case]:
-    """The shapes timed against the exercise's PyTorch baseline (a GPU only)."""
-    return baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
-
-
-def child_limits(rubric: Rubric) -> Limits:
-    """The rubric's limits as the child applies them."""
-    lim = rubric.limits
-    return Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
-                  drop_privileges=lim.drop_privileges)
-
-
-def _draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str, store) -> dict:
-    """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
-    from grader.exercises import data
-
-    extra = _baseline_cases(rubric, backend)
-    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c))
-            for c in run_cases(rubric, backend, store.secret) + extra}
-
-
-def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
-              reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
-              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0,
-              store=None) -> tuple[Job, list[Case]]:
-    """What the child is told to do, and every case whose output it will send back. The reference
-    library is built here when not given; draw=True also writes the cases' inputs (grading draws
-    them in the background instead). store (exercises/pool.Store): where the cases lie, and the
-    run's secret; by default the shared cache and the rubric's seeds."""
-    from grader.build import cache_root
-    from grader.exercises import data
-    from grader.exercises.pool import Store
-
-    store = store or Store(cache_root())
-    exercise = load_reference(rubric)
-    every = run_cases(rubric, backend, store.secret)
-    if reference is None:
-        reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
-    extra = _baseline_cases(rubric, backend)
-    if draw:
-        for c in every + extra:
-            data.materialize(rubric, exercise, c, store.folder_for(c))
-
-    def resolve(case: Case) -> CaseJob:
-        return case_job(rubric, case, has_launcher=has_launcher,
-                        files=data.files_of(rubric, exercise, case, store.folder_for(case)))
-
-    checks = [resolve(c) for c in every if not c.timed]
-    timed = [resolve(c) for c in every if c.timed]
-    t = rubric.timing
-    job = Job(
-        backend=backend, library=str(build.library), reference_library=str(reference.library),
-        guard_library=str(guard) if guard else None, guard_mode=guard_mode,
-        limits=child_limits(rubric),
-        cases=checks, guard_floats=rubric.checks.guard_floats,
-        reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
-        order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
-    )
-    if backend == "cuda":
-        job.timing = TimingJob(
-            floor=list(t.floor), informational_floor=t.informational_floor,
-            copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
-            min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
-            budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
-            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds,
-            floor_buffers=t.floor_buffers)
-        job.timed_cases = timed
-        job.baseline_cases = [resolve(c) for c in extra]
-    else:
-        job.verify_cases = timed
-    return job, every
-
-
-def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path, result: Result) -> bool:
-    """Refuse static __device__ memory beyond the rubric's limit (it would take the GPU's memory
-    from the next grader); True when refused."""
-    limit = rubric.limits.static_device_mib << 20
-    if build.static_device_bytes <= limit:
-        return False
-    result.stop("rejected", f"{p.name} declares {build.static_device_bytes / 2**20:.1f} MiB of static __device__ "
-                f"memory; a submission may declare at most {rubric.limits.static_device_mib} MiB "
-                "(limits.static_device_mib). This exercise needs none: work in the buffers you are given.")
-    result.notes.append(SourceNote(str(p), None, "too much static device memory", result.message))
-    result.flags.append("screened_out")
-    return True
-
-
-def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str, p: Path, result: Result,
-             baseline: Path | None = None) -> bool:
-    """Screen the compiled object; refuse the submission (status rejected) when it would cheat the
-    timing or cannot be graded."""
-    refusals = screen_object(build.object, sub=sub, toolchain=toolchain, baseline=baseline)
-    if refusals:
-        result.stop("rejected", refusal_message(p.name, refusals))
-        result.flags.append("screened_out")
-        result.notes += [SourceNote(str(p), r.line, "not accepted for grading", f"{r.what} {r.reason}")
-                         for r in refusals]
-    return bool(refusals)
-
-
-def _build_summary(build: BuildResult) -> dict:
-    return {
-        "ok": build.ok, "cached": build.cached, "seconds": round(build.seconds, 3), "compiler": build.compiler,
-        "resources": [vars(r) for r in build.resources],
-        "messages": [vars(m) for m in build.messages],
-    }
-
-
-def _stop_compile_error(build: BuildResult, p: Path, result: Result) -> None:
-    result.stop("compile_error", compile_message(build, p))
-    errors = [m for m in build.messages if m.severity == "error"]
-    result.notes += [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
-    if not result.notes:
-        result.notes.append(SourceNote(str(p), None, "did not compile", result.message[:2000]))

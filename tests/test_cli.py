@@ -211,12 +211,12 @@ def test_out_of_bounds_read_names_the_buffer_and_source_line():
 
 
 def test_an_internal_error_still_gives_a_valid_result(monkeypatch, tmp_path):
-    import grader.grading
+    import grader.steps
 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(grader.grading, "build_submission", boom)
+    monkeypatch.setattr(grader.steps, "build_submission", boom)
     r = invoke("submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "emulator", "-q", "--format", "json",
                "--report-dir", str(tmp_path))
     doc = json.loads(r.output)

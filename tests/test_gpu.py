@@ -26,7 +26,7 @@ def test_sample_on_the_gpu(folder, name):
 def _outputs(name, rubric, backend):
     from grader import gpuinfo
 
-    from grader.grading import child_job
+    from grader.jobs import child_job
 
     sub = read_submission(SUBMISSIONS / name, rubric.kernel.launcher_name)
     arch = gpuinfo.arch()

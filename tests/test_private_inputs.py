@@ -137,7 +137,7 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     (drawn there, not in the shared cache); the recorder's job names no file at all."""
     from types import SimpleNamespace
 
-    from grader.grading import child_job
+    from grader.jobs import child_job
     from grader.sandbox import for_recorder
 
     rubric, _ref = bias

@@ -189,7 +189,7 @@ class _Fake(Backend):
 def _job(exercise="bias_gelu_fused"):
     from grader.build import BuildResult
     from grader.exercises import load_exercise
-    from grader.grading import child_job
+    from grader.jobs import child_job
 
     built = BuildResult(True, Path("lib.so"), None, False, 0.0, "")
     job, _ = child_job(load_exercise(exercise), backend="cuda", build=built, reference=built, has_launcher=True)

@@ -61,7 +61,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     from grader.exercises import load_reference
     from grader.build import cache_root
     from grader.exercises.data import materialize
-    from grader.grading import child_job
+    from grader.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     arch = os.environ.get("GRADER_CUDA_ARCH", "sm_90")
