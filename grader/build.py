@@ -27,7 +27,7 @@ from grader.errors import InfrastructureError
 from grader import processes, tools
 from grader.limits import set_clamped
 from grader.processes import set_death_signal
-from grader.locations import PACKAGE_DIR, cache_root, reference_dir  # noqa: F401 - cache_root: where it was
+from grader.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.render import render
 from grader.signature import parse_signature
 from grader.rubric import Rubric
@@ -93,19 +93,6 @@ class BuildResult:
     static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
 
 
-def find_tool(tool: str) -> str:
-    """The tool's path (grader/tools.py); InfrastructureError saying how to install it when it is missing."""
-    return tools.require(tool)
-
-
-def tool_version(tool: str) -> str:
-    return tools.version(tool)
-
-
-def _nvcc() -> str:
-    return tools.require("nvcc")
-
-
 def _digest(*parts: str | bytes) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -126,15 +113,15 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
     )
     if backend == "cuda":
         source = sub.text
-        compiler = _nvcc()
+        compiler = tools.require("nvcc")
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
-        version = tool_version("nvcc")
+        version = tools.version("nvcc")
         beside, shim = {}, ""
     else:
         source = rewrite_for_emulator(sub.text)
         compiler = tools.require("g++")
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
-        version = tool_version("g++")
+        version = tools.version("g++")
         beside, shim = {}, shim_text()
     link_flags = RECORDER_LINK_FLAGS if backend == "cuda" else ()
     key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
@@ -232,12 +219,12 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
         # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
         files["runtime.cu"] = RUNTIME_SOURCE.read_text()
         files["reference.cu"] += '#include "runtime.cu"\n'
-        compiler, version = _nvcc(), tool_version("nvcc")
+        compiler, version = tools.require("nvcc"), tools.version("nvcc")
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
         extra = ""
     else:
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
-        compiler, version = tools.require("g++"), tool_version("g++")
+        compiler, version = tools.require("g++"), tools.version("g++")
         flags = emulator_flags(fibers=False)
         extra = shim_text()
     key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
@@ -339,16 +326,16 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
                             description=f"{backend} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
-        proc, over = _run_limited([find_tool("ninja"), "-C", str(directory), "--quiet"], limits)
+        proc, over = _run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
         if over:
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=over + "\n" + log, messages=messages,
-                               compiler=tool_version("nvcc" if backend == "cuda" else "g++"))
+                               compiler=tools.version("nvcc" if backend == "cuda" else "g++"))
         messages = parse_messages(log, directory, user_path)
         resources = parse_ptxas(log) if backend == "cuda" else []
-        version = tool_version("nvcc" if backend == "cuda" else "g++")
+        version = tools.version("nvcc" if backend == "cuda" else "g++")
         if proc.returncode != 0 or not library.exists():
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=log, messages=messages, resources=resources, compiler=version)

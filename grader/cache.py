@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.build import cache_root
+from grader.locations import cache_root
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ class Calibration:
 
 def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     """Time the exercise's calibration runs and the copies on a GPU; InfrastructureError without one."""
-    from grader.build import build_guard, build_reference, cache_root
+    from grader.build import build_guard, build_reference
+    from grader.locations import cache_root
     from grader.exercises import data
     from grader.jobs import child_limits
     from grader.sandbox import Worker

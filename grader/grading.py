@@ -155,7 +155,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
     # Imported only now, with the child already starting: numpy's import overlaps its start-up.
     from grader import verdict
-    from grader.build import cache_root
+    from grader.locations import cache_root
     from grader.exercises.pool import Store
 
     # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this

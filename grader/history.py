@@ -52,7 +52,7 @@ class Attempt:
 
 
 def store_path() -> Path:
-    from grader.build import cache_root
+    from grader.locations import cache_root
 
     return cache_root() / FILE_NAME
 

@@ -45,7 +45,7 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
     library is built here when not given; draw=True also writes the cases' inputs (grading draws
     them in the background instead). store (exercises/pool.Store): where the cases lie, and the
     run's secret; by default the shared cache and the rubric's seeds."""
-    from grader.build import cache_root
+    from grader.locations import cache_root
     from grader.exercises import data
     from grader.exercises.pool import Store
 

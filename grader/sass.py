@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from grader.tools import locate
 
 _FORMAT = 2                       # bump when the cached analysis changes shape
 
@@ -43,13 +44,6 @@ class KernelCode:
     launched: bool
     facts: dict = field(default_factory=dict)
     costly: list[tuple[str, Instruction]] = field(default_factory=list)     # (what it costs, the instruction)
-
-
-def tool(name: str) -> str | None:
-    """cuobjdump or nvdisasm, wherever grader/tools.py finds CUDA's tools."""
-    from grader.tools import locate
-
-    return locate(name)
 
 
 def _width(opcode: str) -> int:
@@ -195,7 +189,7 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str, resources: 
                 return [_kernel_from_json(k) for k in data["kernels"]]
         except (ValueError, KeyError, TypeError):
             pass
-    cuobjdump, nvdisasm, objdump = tool("cuobjdump"), tool("nvdisasm"), shutil.which("objdump")
+    cuobjdump, nvdisasm, objdump = locate("cuobjdump"), locate("nvdisasm"), locate("objdump")
     if not cuobjdump or not nvdisasm:
         return ("the CUDA disassemblers (cuobjdump, nvdisasm) are not installed: install the CUDA toolkit, or "
                 "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`")

@@ -31,7 +31,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.build import find_tool
+from grader.tools import require as find_tool
 from grader.objmemo import read_beside
 from grader.source import Submission
 

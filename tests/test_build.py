@@ -79,13 +79,13 @@ def test_ptxas_parsing():
 
 def test_every_tool_is_found_in_one_place_and_cuda_home_is_honoured_everywhere(tmp_path, monkeypatch):
     """grader/tools.py: a CUDA tool under $CUDA_HOME wins over PATH, for the builds (build._nvcc),
-    the SASS reader (sass.tool) and the emulator's check that nvcc is there (grading) alike; a
+    the SASS reader and the emulator's check that nvcc is there (grading) alike; a
     missing tool is an InfrastructureError that says how to install it."""
     import os
 
     import pytest
 
-    from grader import build, sass, tools
+    from grader import tools
     from grader.errors import InfrastructureError
 
     home = tmp_path / "cuda"
@@ -96,8 +96,8 @@ def test_every_tool_is_found_in_one_place_and_cuda_home_is_honoured_everywhere(t
         exe.chmod(0o755)
     monkeypatch.setenv("CUDA_HOME", str(home))
     tools.version.cache_clear()
-    assert build._nvcc() == str(home / "bin" / "nvcc") == tools.locate("nvcc")
-    assert sass.tool("cuobjdump") == str(home / "bin" / "cuobjdump")
+    assert tools.require("nvcc") == str(home / "bin" / "nvcc") == tools.locate("nvcc")
+    assert tools.locate("cuobjdump") == str(home / "bin" / "cuobjdump")
     assert tools.version("nvcc") == "Cuda compilation tools, release 99.9, V99.9.1"
     tools.version.cache_clear()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))

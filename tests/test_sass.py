@@ -6,7 +6,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from grader import findings, sass
+from grader import findings, sass, tools
 from grader.build import build_submission
 from grader.cli import cli
 from grader.errors import RubricError
@@ -33,7 +33,7 @@ def launched(path, rubric):
 
 
 def test_the_disassemblers_are_found():
-    assert sass.tool("cuobjdump") and sass.tool("nvdisasm")
+    assert tools.locate("cuobjdump") and tools.locate("nvdisasm")
 
 
 @pytest.mark.parametrize("name, fact, at_least", [
@@ -140,6 +140,6 @@ def test_without_objdump_the_findings_say_why_and_the_grade_goes_on(rubric, monk
     obj = tmp_path / "main.o"                      # a copy, so no cached analysis answers
     obj.write_bytes(build.object.read_bytes())
     real_which = shutil.which
-    monkeypatch.setattr(sass.shutil, "which", lambda name: None if name == "objdump" else real_which(name))
+    monkeypatch.setattr(tools.shutil, "which", lambda name: None if name == "objdump" else real_which(name))
     why = sass.analyse(obj, launcher=None, default_kernel="biasGeluFused", resources=[])
     assert isinstance(why, str) and "objdump" in why

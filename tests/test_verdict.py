@@ -10,7 +10,7 @@ from grader import protocol
 from grader.build import BuildResult
 from grader.checking import GUARD_BITS
 from grader.exercises import load_reference
-from grader.build import cache_root
+from grader.locations import cache_root
 from grader.exercises.data import materialize
 from grader.exercises.plan import plan_cases, timed_cases
 from grader.results import Result

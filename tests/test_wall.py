@@ -59,7 +59,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     """Grade path as grade_submission would, minus every screen (tests only)."""
     from grader import verdict
     from grader.exercises import load_reference
-    from grader.build import cache_root
+    from grader.locations import cache_root
     from grader.exercises.data import materialize
     from grader.jobs import child_job
 

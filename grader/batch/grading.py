@@ -57,7 +57,7 @@ def _batch_inputs(rubric: Rubric):
     """The batch's private cases, drawn once, by its first GPU grade: one secret for the class
     (exercises/pool.Store.for_batch), so that a hundred submissions do not draw the timed sets a
     hundred times."""
-    from grader.build import cache_root
+    from grader.locations import cache_root
     from grader.exercises import load_reference
     from grader.exercises.pool import Store
     from grader.exercises.plan import run_cases

@@ -232,7 +232,7 @@ def start_drawing_ahead(rubric_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from grader.build import cache_root
+    from grader.locations import cache_root
     from grader.exercises import load_reference
     from grader.rubric import load_rubric
 
