@@ -177,6 +177,7 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = device
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), env.get("PYTHONPATH", "")] if p)
         env["PYTHONUNBUFFERED"] = "1"
+        env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
         self._workdir = tempfile.mkdtemp(prefix="grader-run-")
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o755)

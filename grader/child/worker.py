@@ -18,10 +18,12 @@ authenticated result channel and the parent decides.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
 
@@ -140,6 +142,10 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
 
 def preload(backend: str, with_torch: bool) -> None:
     """What every job needs, done before the job arrives (the parent is still building)."""
+    # numpy (the stopping rule's bootstrap, grader/stats.py) imported beside the driver's start:
+    # ctypes lets go of the interpreter while cuInit runs.
+    numpy_import = threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True)
+    numpy_import.start()
     if backend == "cuda":
         # The device's primary context, created now rather than at the first check: the
         # reference library's runtime (and torch, where loaded) use this same context.
@@ -151,6 +157,7 @@ def preload(backend: str, with_torch: bool) -> None:
             import torch
 
             torch.empty(1, device="cuda")
+    numpy_import.join()
     # Everything the grader imports later, imported now: after the wall nothing may be
     # written (no .pyc), and after privileges are dropped the package may be unreadable.
     import grader.child.timing  # noqa: F401
