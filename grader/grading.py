@@ -102,6 +102,13 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     return result
 
 
+def _answers(case, rubric: Rubric, exercise, drawn, store):
+    """One case's float64 answers (verdict.expected_for), from its inputs once they are drawn."""
+    from grader import verdict
+
+    return verdict.expected_for(case, rubric, exercise, drawn.result(), store.folder_for(case), keep=store.keep)
+
+
 def _no_room(exc: OSError) -> str:
     """What to do when the grader cannot write its own files: a file-size limit, a full disk."""
     import resource
@@ -172,6 +179,11 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
         inputs = draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
+        # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
+        # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
+        # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
+        references = {c.name: draws.submit(_answers, c, rubric, exercise, inputs[c.name], store)
+                      for c in run_cases(rubric, backend, store.secret)} if worker else {}
         guard_future = pool.submit(build_guard) if worker else None
         built = build_and_screen(p, sub, rubric, backend, arch, result, say)
         phases["build_s"] = round(time.perf_counter() - clock, 3)
@@ -192,13 +204,12 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                                                  "to a process that runs the submission's code"}
         if backend == "cuda":
             result.device["before"] = reading
-        # The float64 references are computed here, in the parent, while the child runs; the
-        # inputs (drawn before, during the build) are on disk before the child is told to start.
-        references = {c.name: draws.submit(lambda c=c: verdict.expected_for(c, rubric, exercise, inputs[c.name].result(),
-                                                                           store.folder_for(c), keep=store.keep))
-                      for c in cases}
+        # The inputs are on disk before the child is told to start; the answers may still be
+        # being computed while it runs.
+        wait = time.perf_counter()
         for f in inputs.values():
             f.result()
+        phases["inputs_wait_s"] = round(time.perf_counter() - wait, 3)
 
         # The count the verdict will report: every case whose output comes back, and each check's chain.
         checks = len(cases) + sum(1 for cj in job.cases if cj.chain is not None)
