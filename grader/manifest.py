@@ -126,34 +126,47 @@ def judge(exp: Expectation, result: Result) -> list[str]:
 
 def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
                 progress=None) -> list[SampleOutcome]:
-    from grader.grading import grade_submission
-
+    from grader.exercises.pool import class_store
     from grader.gpuinfo import resolve_backend
 
     outcomes = []
     concrete = resolve_backend(backend)
-    for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
-        if only and exp.file not in only:
-            continue
-        r = rubric
-        if exp.time_limit_s is not None:
-            r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, time_limit_s=exp.time_limit_s))
-        if exp.build_time_s is not None:
-            r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, build_time_s=exp.build_time_s))
-        if progress:
-            progress(f"{exp.file}")
-        if exp.must_not_create:
-            Path(exp.must_not_create).unlink(missing_ok=True)
-        with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch:
-            path = directory / exp.file
-            if exp.generate_bytes is not None:
-                path = Path(scratch) / exp.file
-                line = b"// generated filler: this sample is a source file far over the size limit\n"
-                path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
-            result = grade_submission(path, rubric=r, backend=concrete, draw_ahead=True)
-        problems = judge(exp, result)
-        left = leftover_processes()
-        if left:
-            problems.append(f"left grading processes behind: {left}")
-        outcomes.append(SampleOutcome(exp, result, problems))
+    # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
+    # batch does): every sample is graded on the same secret inputs, none drawing its own.
+    shared = class_store(rubric) if concrete == "cuda" else None
+    try:
+        for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
+            if only and exp.file not in only:
+                continue
+            outcomes.append(_run_sample(directory, exp, rubric, concrete, shared, progress))
+    finally:
+        if shared is not None:
+            shared.close()
     return outcomes
+
+
+def _run_sample(directory: Path, exp, rubric: Rubric, concrete: str, shared, progress) -> "SampleOutcome":
+    """Grade one sample as its manifest entry says, and judge its result against the entry."""
+    from grader.grading import grade_submission
+
+    r = rubric
+    if exp.time_limit_s is not None:
+        r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, time_limit_s=exp.time_limit_s))
+    if exp.build_time_s is not None:
+        r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, build_time_s=exp.build_time_s))
+    if progress:
+        progress(f"{exp.file}")
+    if exp.must_not_create:
+        Path(exp.must_not_create).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch:
+        path = directory / exp.file
+        if exp.generate_bytes is not None:
+            path = Path(scratch) / exp.file
+            line = b"// generated filler: this sample is a source file far over the size limit\n"
+            path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
+        result = grade_submission(path, rubric=r, backend=concrete, inputs=shared)
+    problems = judge(exp, result)
+    left = leftover_processes()
+    if left:
+        problems.append(f"left grading processes behind: {left}")
+    return SampleOutcome(exp, result, problems)

@@ -53,18 +53,6 @@ def _on_gpu(backend: str) -> bool:
     return resolve_backend(backend) == "cuda"
 
 
-def _batch_inputs(rubric: Rubric):
-    """The batch's private cases, drawn once, by its first GPU grade: one secret for the class
-    (exercises/pool.Store.for_batch), so that a hundred submissions do not draw the timed sets a
-    hundred times."""
-    from grader.locations import cache_root
-    from grader.exercises import load_reference
-    from grader.exercises.pool import Store
-    from grader.exercises.plan import run_cases
-
-    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, "cuda", s))
-
-
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,
                   progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
@@ -123,7 +111,9 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
     shared = None
     try:
         if _on_gpu(backend) and any(e.path is not None and not e.problem for e in entries):
-            shared = _batch_inputs(rubric)
+            from grader.exercises.pool import class_store
+
+            shared = class_store(rubric)
         if shared is not None:
             kwargs_all["inputs"] = shared
         if pool is None:

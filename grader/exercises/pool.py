@@ -220,6 +220,17 @@ class SharedStore:
                 self._store.close()
 
 
+def class_store(rubric: Rubric) -> SharedStore:
+    """The store of a run of many grades on a GPU (a batch, the samples): one secret for all of
+    them (none is shown it, and every one is timed on the same inputs), its private cases drawn
+    once, by the first grade that needs them; the caller closes it."""
+    from grader.exercises import load_reference
+    from grader.exercises.plan import run_cases
+    from grader.locations import cache_root
+
+    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, "cuda", s))
+
+
 def start_drawing_ahead(rubric_path: str) -> None:
     """Start the detached process that draws the next run's private cases; never fails a grade.
     GRADER_DRAW_AHEAD=0 turns it off (every GPU grade then draws its own)."""
