@@ -10,8 +10,9 @@ Measures what issue "grader submit" promises, each through the real CLI as a use
 - the float4 sample's fraction and tier, and the scalar sample's fraction against the lesson's copy.
 With --batch N it measures `grader batch` instead: N generated submissions (copies of correct and
 incorrect samples, each made distinct so that each compiles), submissions per minute, where the
-time goes, and each kernel's fraction in the batch against the median of three lone `grader submit`s of it
-(with each run's submission time and floor bandwidth, to tell which side moved).
+time goes, and each kernel's fraction in the batch against the median of three lone grades of it
+(a batch of one job: one at a time, nothing else building), with each run's submission time and
+floor bandwidth, to tell which side moved.
 Writes a JSON document (--out) and prints a table last.
 """
 
@@ -67,25 +68,39 @@ BATCH_MIX = ("float4_launcher.cu", "scalar_2d.cu", "flat_index_mod.cu", "templat
              "compile_error.cu")
 
 
+def _class_of(folder: Path, n: int, copies: int = 1) -> None:
+    """n generated submissions of the mix (each distinct, so each compiles), each copied `copies` times."""
+    folder.mkdir()
+    for i in range(n):
+        sample = BATCH_MIX[i % len(BATCH_MIX)]
+        text = (ROOT / "submissions" / "bias_gelu_fused" / sample).read_text()
+        for k in range(copies):
+            name = f"student{i:03d}_{Path(sample).stem}.cu" if copies == 1 else f"run{k}_{Path(sample).stem}.cu"
+            (folder / name).write_text(f"// student {i} copy {k}\n" + text)
+
+
+def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None) -> tuple[float, list, list]:
+    """`grader batch` of folder: its wall time, results.jsonl and summary.csv."""
+    env = dict(os.environ, GRADER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "grader", "batch", str(folder), "--backend", backend, "--report-dir", str(out)]
+    if jobs:
+        cmd += ["--jobs", str(jobs)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"grader batch exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    results = [json.loads(line)["result"] for line in (out / "results.jsonl").read_text().splitlines()]
+    print(f"  batch of {len(results)} ({jobs or 'default'} jobs): {wall:.1f} s", file=sys.stderr, flush=True)
+    return wall, results, list(csv.DictReader((out / "summary.csv").open(newline="")))
+
+
 def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
     rows: list = []
     with tempfile.TemporaryDirectory(prefix="grader-bench-batch-") as tmp:
-        folder, out, cache = Path(tmp) / "class", Path(tmp) / "out", Path(tmp) / "cache"
-        folder.mkdir()
-        for i in range(n):
-            sample = BATCH_MIX[i % len(BATCH_MIX)]
-            text = (ROOT / "submissions" / "bias_gelu_fused" / sample).read_text()
-            (folder / f"student{i:03d}_{Path(sample).stem}.cu").write_text(f"// student {i}\n" + text)
-        env = dict(os.environ, GRADER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
-        cmd = [sys.executable, "-m", "grader", "batch", str(folder), "--backend", backend, "--report-dir", str(out)]
-        if jobs:
-            cmd += ["--jobs", str(jobs)]
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise SystemExit(f"grader batch exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-        results = [json.loads(line)["result"] for line in (out / "results.jsonl").read_text().splitlines()]
+        tmp = Path(tmp)
+        _class_of(tmp / "class", n)
+        wall, results, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
         phases: dict[str, list[float]] = {}
         for r in results:
             for k, v in r["phases"].items():
@@ -93,19 +108,22 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
                     phases.setdefault(k, []).append(v)
             for k, v in child_stages(r["phases"]).items():
                 phases.setdefault(f"child {k}", []).append(v)
-        summary = list(csv.DictReader((out / "summary.csv").open(newline="")))
-        # Each distinct kernel graded alone, in the same session, against its fractions in the batch;
-        # the submission's time and the floor's bandwidth of every run, to tell which side moved.
+        # Each distinct kernel graded alone (one at a time, nothing else building: a batch of one
+        # job), LONE_RUNS times, against its fractions in the batch; the submission's time and the
+        # floor's bandwidth of every run, to tell which side moved.
         lone, lone_runs, batch_timings = {}, {}, {}
         for r in results:
             if r.get("timing"):
                 batch_timings.setdefault(_sample_of(r["submission"]["path"]), []).append(_timing_brief(r["timing"]))
         if backend == "cuda":
-            for sample in BATCH_MIX:
-                runs = [submit(f"submissions/bias_gelu_fused/{sample}", str(cache), backend)[1] for _ in range(LONE_RUNS)]
-                fractions = [doc["fraction"] for doc in runs if doc.get("fraction") is not None]
-                lone[Path(sample).stem] = statistics.median_low(fractions) if fractions else None
-                lone_runs[Path(sample).stem] = [_timing_brief(doc["timing"]) for doc in runs if doc.get("timing")]
+            _class_of(tmp / "lone", len(BATCH_MIX), copies=LONE_RUNS)
+            _, alone, _ = _batch(tmp / "lone", tmp / "lone-out", tmp / "cache", backend, 1)
+            for doc in alone:
+                stem = _sample_of(doc["submission"]["path"])
+                if doc.get("timing"):
+                    lone_runs.setdefault(stem, []).append(_timing_brief(doc["timing"]))
+            for stem, runs in lone_runs.items():
+                lone[stem] = statistics.median_low([t["fraction"] for t in runs])
         moved, by_kernel, in_batch = [], {}, {}
         for row in summary:
             stem = _sample_of(row["file"])
