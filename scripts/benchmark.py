@@ -188,7 +188,7 @@ def child_stages(p: dict) -> dict[str, float]:
 
 def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
-    keys = ("build_s", "child_start_wait_s", "lane_wait_s", "child_s", "check_s")
+    keys = ("build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "record_s", "child_s", "check_s")
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
     return (" ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p)
             + f" | in-process {doc['seconds']:.2f}" + (f" | child: {stages}" if stages else ""))
