@@ -15,8 +15,8 @@ import click
 from rich.console import Console
 
 from grader import __version__
-from grader.errors import Exit, GraderError, UsageError
-from grader.grading import BACKENDS
+from grader.core.errors import Exit, GraderError, UsageError
+from grader.grade.pipeline import BACKENDS
 
 FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prairielearn")
 
@@ -114,11 +114,11 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
                  no_report: bool, fmt: str, output_path: Path | None, github: bool | None, backend: str,
                  quiet: bool):
     """One grade of FILE, its reports, its output and its attempt kept; the Result."""
-    from grader.grading import grade_submission
+    from grader.grade.pipeline import grade_submission
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
     from grader.exercises import choose
-    from grader.report import default_report_dir, render_json, render_markdown, render_text, write_reports
+    from grader.report.files import default_report_dir, render_json, render_markdown, render_text, write_reports
 
     err = _err_console()
     try:
@@ -166,9 +166,9 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
 
 
 def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None, list]:
-    """Keep this attempt (grader/history.py): what changed since the last one of the file, and the
+    """Keep this attempt (grader/report/history.py): what changed since the last one of the file, and the
     file's attempts (this one last) for the report's chart."""
-    from grader import history
+    from grader.report import history
 
     try:
         previous, now = history.record(result, file)
@@ -190,7 +190,7 @@ def history(file: Path, clear: bool) -> None:
     """List FILE's attempts (every `grader submit` of it): when, outcome, fraction, tier, what was named."""
     from rich.table import Table
 
-    from grader import history as attempts_of
+    from grader.report import history as attempts_of
 
     if clear:
         n = attempts_of.clear(file)
@@ -427,7 +427,7 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
 
     from rich.table import Table
 
-    from grader.manifest import run_samples
+    from grader.batch.manifest import run_samples
     from grader.exercises import choose
 
     err = _err_console()
@@ -461,8 +461,8 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
 @click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
 def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None) -> None:
     """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
-    from grader import gpuinfo
-    from grader.explain import explain_submission, render
+    from grader.toolchain import gpuinfo
+    from grader.analysis.explain import explain_submission, render
     from grader.exercises import choose
 
     try:
@@ -484,7 +484,7 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
               help="Rubric whose limits.cache_max_mib is the default cap.")
 def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
     """Show the build cache's size; with --prune, shrink it to its cap."""
-    from grader import cache as build_cache
+    from grader.toolchain import cache as build_cache
     from grader.exercises import choose
 
     try:
@@ -529,7 +529,7 @@ def exercises() -> None:
               help="The exercise to calibrate (repeatable; default: every exercise with calibrate runs).")
 def calibrate(names: tuple[str, ...]) -> None:
     """Time the lessons' own reference kernels and the copies on this GPU: where the tier lines sit."""
-    from grader.calibration import calibrate as run, render
+    from grader.grade.calibration import calibrate as run, render
     from grader.exercises import load_all, load_exercise
 
     try:
@@ -543,7 +543,7 @@ def calibrate(names: tuple[str, ...]) -> None:
 @cli.command("rubric-keys")
 def rubric_keys() -> None:
     """List every rubric key with its default and what it means."""
-    from grader.rubric import describe
+    from grader.exercises.rubric import describe
 
     for key, default, doc in describe():
         click.echo(f"{key}\n    {doc}" + (f"\n    default: {default}" if default else ""))
@@ -559,7 +559,7 @@ def main() -> None:
     try:
         code = cli.main(prog_name="grader", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        from grader import processes
+        from grader.core import processes
 
         processes.end_all()
         click.echo("grader: interrupted; nothing unfinished was kept.", err=True)

@@ -4,7 +4,7 @@
 Grades samples with the child's seccomp filter in audit mode (every call allowed, and
 recorded by the filter's handler) and prints, per sample, each system call and how often
 it was made after the CUDA context existed, and the files it opened. This is how the
-filter's list in grader/child/guard.c was checked on the H200; it never grades students.
+filter's list in grader/run/child/guard.c was checked on the H200; it never grades students.
 
     PYTHONPATH=. python3 scripts/audit-syscalls.py [--backend cuda] [SAMPLE ...] [--json OUT]
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader.grading import grade_submission  # noqa: E402
-from grader.rubric import load_rubric  # noqa: E402
+from grader.grade.pipeline import grade_submission  # noqa: E402
+from grader.exercises.rubric import load_rubric  # noqa: E402
 
 
 def allowed_by_policy() -> set[str]:

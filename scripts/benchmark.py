@@ -68,6 +68,9 @@ BATCH_MIX = ("float4_launcher.cu", "scalar_2d.cu", "flat_index_mod.cu", "templat
              "compile_error.cu")
 
 
+LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
+
+
 def _class_of(folder: Path, n: int, copies: int = 1) -> None:
     """n generated submissions of the mix (each distinct, so each compiles), each copied `copies` times."""
     folder.mkdir()
@@ -95,7 +98,7 @@ def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None)
     return wall, results, list(csv.DictReader((out / "summary.csv").open(newline="")))
 
 
-def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
+def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RUNS) -> tuple[dict, list]:
     rows: list = []
     with tempfile.TemporaryDirectory(prefix="grader-bench-batch-") as tmp:
         tmp = Path(tmp)
@@ -115,8 +118,8 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
         for r in results:
             if r.get("timing"):
                 batch_timings.setdefault(_sample_of(r["submission"]["path"]), []).append(_timing_brief(r["timing"]))
-        if backend == "cuda":
-            _class_of(tmp / "lone", len(BATCH_MIX), copies=LONE_RUNS)
+        if backend == "cuda" and lone_runs:
+            _class_of(tmp / "lone", len(BATCH_MIX), copies=lone_runs)
             _, alone, _ = _batch(tmp / "lone", tmp / "lone-out", tmp / "cache", backend, 1)
             for doc in alone:
                 stem = _sample_of(doc["submission"]["path"])
@@ -150,7 +153,6 @@ def bench_batch(n: int, backend: str, jobs: int | None) -> tuple[dict, list]:
     return figures, rows
 
 
-LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
 
 
 def _sample_of(path: str) -> str:
@@ -236,9 +238,11 @@ def main() -> int:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--batch", type=int, default=0, metavar="N", help="time `grader batch` on N generated submissions")
     ap.add_argument("--jobs", type=int, default=None, help="--jobs for the batch (default: the batch's own)")
+    ap.add_argument("--lone-runs", type=int, default=LONE_RUNS,
+                    help="lone grades of each kernel of the batch's mix, to compare fractions with (0: none)")
     args = ap.parse_args()
     if args.batch:
-        figures, rows = bench_batch(args.batch, args.backend, args.jobs)
+        figures, rows = bench_batch(args.batch, args.backend, args.jobs, args.lone_runs)
         return _finish(args, figures, rows)
 
     rows = []

@@ -45,7 +45,7 @@ def _build_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def rubric():
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     return load_rubric()
 

@@ -8,10 +8,10 @@ import time
 import pytest
 from click.testing import CliRunner
 
-import grader.grading
+import grader.grade.pipeline
 from grader.batch import find_submissions, grade_folder
 from grader.cli import cli
-from grader.results import CaseResult, Result
+from grader.core.results import CaseResult, Result
 
 
 def _tree(root, files: dict[str, str]):
@@ -79,7 +79,7 @@ class FakeGrader:
         self.lock = threading.Lock()
         self.interrupt_at = interrupt_at
         self.infrastructure = set(infrastructure)
-        monkeypatch.setattr(grader.grading, "grade_submission", self)
+        monkeypatch.setattr(grader.grade.pipeline, "grade_submission", self)
 
     def __call__(self, path, *, rubric, backend, device=None, emulator_threads=0, inputs=None):
         with self.lock:
@@ -189,7 +189,7 @@ def test_submissions_overlap_in_flight_and_keep_their_order(tmp_path, monkeypatc
 def test_emulator_children_in_flight_share_the_cores(tmp_path, monkeypatch, rubric):
     """Each emulated child spreads a large launch over its threads: a batch of several at once
     gives each its share of the cores, a lone one (jobs=1) every core."""
-    from grader.contract import usable_cores
+    from grader.core.contract import usable_cores
 
     fake = FakeGrader(monkeypatch)
     grade_folder(_class(tmp_path, 4), rubric=rubric, backend="emulator", report_dir=None, jobs=2)
@@ -220,7 +220,7 @@ def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
 
 def test_a_gpu_lane_is_held_by_one_grader_at_a_time(tmp_path, monkeypatch):
     """Threads here, but the lock is a file lock: another process's grader waits the same way."""
-    from grader import lanes
+    from grader.run import lanes
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
     spans = {"0": [], "1": []}
@@ -248,10 +248,10 @@ def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
     import subprocess
     import sys
 
-    from grader import lanes
+    from grader.run import lanes
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
-    holder = subprocess.Popen([sys.executable, "-c", "import time, sys; from grader import lanes\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import time, sys; from grader.run import lanes\n"
                                "with lanes.gpu_lane('0'):\n    print('held', flush=True); time.sleep(0.6)"],
                               stdout=subprocess.PIPE, text=True, env={**__import__('os').environ})
     assert holder.stdout.readline().strip() == "held"
@@ -262,7 +262,7 @@ def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
 
 def test_a_lane_released_early_lets_the_next_grader_in(tmp_path, monkeypatch):
     """The grader hands the lane on once the child has sent everything, before it has exited."""
-    from grader import lanes
+    from grader.run import lanes
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
     got = []
@@ -319,7 +319,7 @@ def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_pat
     from grader.batch.classreport import BIN, write_class_report
     from grader.batch.grading import Graded
     from grader.batch.inputs import Entry
-    from grader.results import DiagnosisEntry, FindingEntry
+    from grader.core.results import DiagnosisEntry, FindingEntry
 
     def graded(name, **kw):
         r = Result(exercise="e", submission={"path": name, "sha256": "0" * 64}, backend="cuda", status="graded",
@@ -356,7 +356,7 @@ def test_the_class_report_names_every_student_in_a_sortable_table_linked_to_thei
     from grader.batch.grading import Graded
     from grader.batch.inputs import Entry
     from grader.exercises import load_exercise
-    from grader.results import DiagnosisEntry
+    from grader.core.results import DiagnosisEntry
 
     def graded(name, **kw):
         r = Result(exercise="e", submission={"path": name, "sha256": "0" * 64}, backend="cuda", status="graded",

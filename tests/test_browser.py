@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from grader.exercises import load_exercise
-from grader.grading import grade_submission
-from grader.history import Attempt
-from grader.report import write_reports
+from grader.grade.pipeline import grade_submission
+from grader.report.history import Attempt
+from grader.report.files import write_reports
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 if CHROMIUM is None:
@@ -74,12 +74,12 @@ def test_a_failed_grades_report_draws_its_maps_and_chart_without_sideways_scroll
 def test_an_internal_error_shows_the_student_no_traceback(tmp_path):
     """A bug of the grader's own is an infrastructure error whose message carries a traceback for
     the report to the maintainers; the student's report says what happened, without it."""
-    from grader.results import Result
+    from grader.core.results import Result
 
     r = Result(exercise="bias_gelu_fused", submission={"path": "k.cu", "sha256": None}, backend="cuda",
                status="graded", grader_version="t")
     r.stop("infrastructure_error", "internal error in the grader (please report it): KeyError: 'x'\n"
-           '  File "/grader/grading.py", line 10, in _grade\n    x = d["x"]\n')
+           '  File "/grader/grade/pipeline.py", line 10, in _grade\n    x = d["x"]\n')
     write_reports(r, load_exercise("bias_gelu_fused"), tmp_path)
     got = measure(tmp_path / "report.html")
     assert not got["traceback"] and got["scrollWidth"] <= got["clientWidth"]
@@ -89,7 +89,7 @@ def test_the_class_page_sorts_by_fraction_and_links_each_students_report(tmp_pat
     from grader.batch.classreport import write_class_report
     from grader.batch.grading import Graded
     from grader.batch.inputs import Entry
-    from grader.results import Result
+    from grader.core.results import Result
 
     graded = []
     for who, fraction in (("ann", 0.59), ("bo", 0.95), ("cy", 0.77)):

@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
-from grader.build import build_reference, build_submission, demangle, parse_ptxas
-from grader.source import read_submission
+from grader.toolchain.build import build_reference, build_submission, demangle, parse_ptxas
+from grader.core.source import read_submission
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
 GOOD = """#include <cuda_runtime.h>
@@ -78,15 +78,15 @@ def test_ptxas_parsing():
 
 
 def test_every_tool_is_found_in_one_place_and_cuda_home_is_honoured_everywhere(tmp_path, monkeypatch):
-    """grader/tools.py: a CUDA tool under $CUDA_HOME wins over PATH, for the builds (build._nvcc),
+    """grader/toolchain/tools.py: a CUDA tool under $CUDA_HOME wins over PATH, for the builds (build._nvcc),
     the SASS reader and the emulator's check that nvcc is there (grading) alike; a
     missing tool is an InfrastructureError that says how to install it."""
     import os
 
     import pytest
 
-    from grader import tools
-    from grader.errors import InfrastructureError
+    from grader.toolchain import tools
+    from grader.core.errors import InfrastructureError
 
     home = tmp_path / "cuda"
     (home / "bin").mkdir(parents=True)

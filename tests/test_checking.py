@@ -4,9 +4,9 @@ exercises write them, turned into numpy at the boundary as the grader does."""
 import numpy as np
 import torch
 
-from grader.checking import GUARD_BITS, POISON_BITS, bits_array, compare, read_guards
-from grader.diagnosis import diagnose
-from grader.checking import GuardDamage
+from grader.core.checking import GUARD_BITS, POISON_BITS, bits_array, compare, read_guards
+from grader.verdict.diagnosis import diagnose
+from grader.core.checking import GuardDamage
 import pytest
 
 TOL = dict(rtol=1e-5, atol=1e-6)
@@ -111,7 +111,7 @@ def test_diagnoses_unwritten_rows_and_columns():
 
 
 def test_unwritten_slices_are_found_along_any_axis_of_a_4d_output():
-    from grader.checking import compare as cmp_
+    from grader.core.checking import compare as cmp_
     want = np.random.default_rng(1).standard_normal((2, 3, 4, 8))
     got = want.astype(np.float32)
     got[..., 4:] = bits_array(POISON_BITS, 2 * 3 * 4 * 4).reshape(2, 3, 4, 4)      # the upper half of every head
@@ -140,7 +140,7 @@ def test_guard_damage_is_diagnosed_even_when_values_match():
 
 
 def test_fast_path_agrees_with_the_exact_comparison_at_the_boundary():
-    from grader.checking import prepare
+    from grader.core.checking import prepare
 
     x, b = inputs(50, 40)
     want = bias_gelu_np(x, b)

@@ -211,12 +211,12 @@ def test_out_of_bounds_read_names_the_buffer_and_source_line():
 
 
 def test_an_internal_error_still_gives_a_valid_result(monkeypatch, tmp_path):
-    import grader.steps
+    import grader.grade.steps
 
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(grader.steps, "build_submission", boom)
+    monkeypatch.setattr(grader.grade.steps, "build_submission", boom)
     r = invoke("submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "emulator", "-q", "--format", "json",
                "--report-dir", str(tmp_path))
     doc = json.loads(r.output)
@@ -252,13 +252,13 @@ def test_batch_of_an_empty_folder_is_a_usage_error(tmp_path):
 
 
 def test_every_exit_code_comes_from_the_one_table():
-    """grader.errors.Exit is the only table of exit codes: the command line never exits with a bare
+    """grader.core.errors.Exit is the only table of exit codes: the command line never exits with a bare
     number (results.Result.exit_code and every error's exit_code are its members too)."""
     import ast
     import inspect
 
     from grader import cli as cli_module
-    from grader.errors import Exit, GraderError, InfrastructureError, UsageError
+    from grader.core.errors import Exit, GraderError, InfrastructureError, UsageError
 
     tree = ast.parse(inspect.getsource(cli_module))
     bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)

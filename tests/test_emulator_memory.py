@@ -5,10 +5,10 @@ import struct
 
 import pytest
 
-from grader.build import build_reference
-from grader.child import backends
-from grader.child.backends import EmulatorBackend
-from grader.contract import GUARD_BITS, POISON_BITS
+from grader.toolchain.build import build_reference
+from grader.run.child import backends
+from grader.run.child.backends import EmulatorBackend
+from grader.core.contract import GUARD_BITS, POISON_BITS
 
 
 @pytest.fixture(scope="module")

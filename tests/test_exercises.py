@@ -9,11 +9,11 @@ import torch
 from click.testing import CliRunner
 
 from grader.cli import cli
-from grader.errors import ExerciseError
+from grader.core.errors import ExerciseError
 from grader.exercises import choose, exercise_files, exercise_for_source, load_all, load_reference
 from grader.exercises.data import draw
 from grader.exercises.plan import plan_cases, shape_of, timed_cases
-from grader.rubric import dims_values
+from grader.exercises.rubric import dims_values
 
 
 @pytest.mark.parametrize("name", sorted(exercise_files()))
@@ -114,7 +114,7 @@ def course(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
 def test_a_courses_own_exercise_grades_with_no_change_to_the_grader(course, write_cu):
-    from grader.grading import grade_submission
+    from grader.grade.pipeline import grade_submission
 
     good = write_cu(textwrap.dedent("""
         __global__ void saxpy(const float* x, const float* y, float* out, int n) {
@@ -149,7 +149,7 @@ def test_a_broken_reference_is_named(course):
 
 
 def test_calibration_rows_carry_each_runs_byte_model_and_fraction_of_the_floor():
-    from grader.calibration import _rows, render
+    from grader.grade.calibration import _rows, render
     from grader.exercises import load_exercise
 
     rubric = load_exercise("bias_gelu_fused")
@@ -157,7 +157,7 @@ def test_calibration_rows_carry_each_runs_byte_model_and_fraction_of_the_floor()
     n = values["rows"] * values["cols"]
     ms = {"copy_scalar": 0.055, "copy_vec4": 0.036, "memcpy": 0.037, rubric.calibrate.runs[0].name: 0.060,
           rubric.calibrate.runs[1].name: 0.210, rubric.calibrate.runs[2].name: 0.110}
-    from grader.contract import CalibrationFrame
+    from grader.core.contract import CalibrationFrame
 
     cal = _rows(rubric, CalibrationFrame({k: [v] * 5 for k, v in ms.items()}, {"name": "test"}), 8 * n, values)
     assert cal.floor_kind == "copy_vec4"

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_child_imports_neither_torch_nor_numpy():
-    code = ("import sys, grader.child.worker, grader.child.timing, grader.child.backends, grader.stats; "
+    code = ("import sys, grader.run.child.worker, grader.run.child.timing, grader.run.child.backends, grader.core.stats; "
             "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
@@ -50,7 +50,7 @@ def test_answers_are_computed_once_then_read_back_by_concurrent_graders(tmp_path
 
 
 def test_the_fast_checks_limits_are_prepared_once_per_tolerance(tmp_path, monkeypatch):
-    import grader.checking
+    import grader.core.checking
     from grader.verdict import expected_for
 
     rubric = load_exercise("bias_gelu_fused")
@@ -62,7 +62,7 @@ def test_the_fast_checks_limits_are_prepared_once_per_tolerance(tmp_path, monkey
 
     def refuse(*_a, **_k):
         raise AssertionError("prepared again although it is cached")
-    monkeypatch.setattr(grader.checking, "prepare", refuse)
+    monkeypatch.setattr(grader.core.checking, "prepare", refuse)
     again = expected_for(case, rubric, ref, inputs, tmp_path)
     assert np.array_equal(again.prepared["out"].limit32, first.prepared["out"].limit32)
     assert np.array_equal(again.prepared["out"].want32, first.want["out"].astype(np.float32))
@@ -72,7 +72,7 @@ def test_a_warm_submission_never_imports_torch(tmp_path):
     env = dict(os.environ, GRADER_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     code = ("import json, sys\n"
             "from grader.exercises import load_exercise\n"
-            "from grader.grading import grade_submission\n"
+            "from grader.grade.pipeline import grade_submission\n"
             "r = grade_submission(sys.argv[1], rubric=load_exercise('bias_gelu_fused'), backend='emulator')\n"
             "print(json.dumps({'status': r.status, 'correct': r.correct, 'torch': 'torch' in sys.modules}))\n")
     sample = str(ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu")
@@ -85,7 +85,7 @@ def test_a_warm_submission_never_imports_torch(tmp_path):
 
 def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_state(tmp_path, monkeypatch):
     from grader.exercises import load_exercise
-    from grader.grading import grade_submission
+    from grader.grade.pipeline import grade_submission
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     rubric = load_exercise("bias_gelu_fused")

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from grader.build import build_submission
-from grader.contract import CaseFrame
+from grader.toolchain.build import build_submission
+from grader.core.contract import CaseFrame
 from grader.exercises import load_exercise
-from grader.grading import grade_submission
-from grader.manifest import load_manifest, run_samples
-from grader.sandbox import run_worker
-from grader.source import read_submission
+from grader.grade.pipeline import grade_submission
+from grader.batch.manifest import load_manifest, run_samples
+from grader.run.sandbox import run_worker
+from grader.core.source import read_submission
 from conftest import SUBMISSIONS, sample_folders
 
 pytestmark = pytest.mark.gpu
@@ -24,9 +24,9 @@ def test_sample_on_the_gpu(folder, name):
 
 
 def _outputs(name, rubric, backend):
-    from grader import gpuinfo
+    from grader.toolchain import gpuinfo
 
-    from grader.jobs import child_job
+    from grader.grade.jobs import child_job
 
     sub = read_submission(SUBMISSIONS / name, rubric.kernel.launcher_name)
     arch = gpuinfo.arch()
@@ -82,8 +82,8 @@ def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(n
     """The launch log on the GPU (the link's wrap of the runtime's launch) names the kernels, and
     the runtime's occupancy equals launches.blocks_per_sm from ptxas's registers, which is what
     the emulator reports."""
-    from grader import gpuinfo
-    from grader.launches import ARCH_LIMITS, blocks_per_sm
+    from grader.toolchain import gpuinfo
+    from grader.analysis.launches import ARCH_LIMITS, blocks_per_sm
 
     r = grade_submission(SUBMISSIONS / name, rubric=rubric, backend="cuda")
     assert r.status == "graded" and r.launches, r.message
@@ -98,7 +98,7 @@ def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(n
 
 @pytest.mark.parametrize("name", ["bias_gelu_fused", "rope_half_split", "gelu_sum"])
 def test_calibrate_times_the_lessons_kernels_on_the_gpu(name):
-    from grader.calibration import calibrate
+    from grader.grade.calibration import calibrate
 
     rubric = load_exercise(name)
     cal = calibrate(rubric)

@@ -1,13 +1,13 @@
-"""Attempts remembered (grader/history.py): what changed since the last grade of a file, the bound
+"""Attempts remembered (grader/report/history.py): what changed since the last grade of a file, the bound
 on what is kept, clearing, and the CLI's line and `grader history`."""
 
 import shutil
 
 from click.testing import CliRunner
 
-from grader import history
+from grader.report import history
 from grader.cli import cli
-from grader.results import DiagnosisEntry, FindingEntry, Result
+from grader.core.results import DiagnosisEntry, FindingEntry, Result
 from conftest import SUBMISSIONS
 
 

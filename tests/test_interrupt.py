@@ -98,7 +98,7 @@ def test_an_interrupted_batch_keeps_only_what_finished_and_the_rerun_grades_the_
 
 def test_a_stored_infrastructure_error_is_graded_again(tmp_path):
     from grader.batch.store import ResultStore
-    from grader.results import Result
+    from grader.core.results import Result
 
     store = ResultStore(tmp_path / "results.jsonl")
     broken = Result(exercise="e", submission={}, backend="emulator", status="infrastructure_error", grader_version="0")
@@ -135,10 +135,10 @@ def test_the_grader_can_close_its_proc_files_to_a_child_of_the_same_user():
     import subprocess
     import sys
 
-    from grader import processes
+    from grader.core import processes
 
     code = ("import ctypes, subprocess, sys\n"
-            "from grader import processes\n"
+            "from grader.core import processes\n"
             "assert processes.close_to_children()\n"
             "prctl = ctypes.CDLL(None).prctl\n"
             "assert prctl(3, 0, 0, 0, 0) == 0\n"

@@ -6,13 +6,13 @@ import shutil
 
 import pytest
 
-from grader import findings, launches
-from grader.build import build_submission
-from grader.launches import ARCH_LIMITS, blocks_per_sm
-from grader.results import Launch
-from grader.sandbox import run_worker
-from grader.sass import KernelCode
-from grader.source import read_submission
+from grader.analysis import findings, launches
+from grader.toolchain.build import build_submission
+from grader.analysis.launches import ARCH_LIMITS, blocks_per_sm
+from grader.core.results import Launch
+from grader.run.sandbox import run_worker
+from grader.analysis.sass import KernelCode
+from grader.core.source import read_submission
 
 H200 = ARCH_LIMITS["sm_90"]
 
@@ -34,7 +34,7 @@ def test_blocks_per_sm(threads, registers, shared, expected):
 
 
 def test_pick_log_prefers_the_timed_launches_then_the_timed_shape_then_the_largest_check():
-    from grader.contract import CaseFrame, LaunchRecord, TimingFrame
+    from grader.core.contract import CaseFrame, LaunchRecord, TimingFrame
 
     small = CaseFrame("a", launches=[LaunchRecord(grid=[1, 3, 1], block=[256, 1, 1], launches=1)])
     big = CaseFrame("b", launches=[LaunchRecord(grid=[4, 300, 1], block=[256, 1, 1], launches=1)])
@@ -74,7 +74,7 @@ def test_a_launch_fact_a_kernel_lacks_holds_no_rule(rubric):
 
 def _emulated_log(path, rubric, n_cases=3):
     """The launch logs the emulator's child sends for the first checks, resolved."""
-    from grader.jobs import child_job
+    from grader.grade.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     gpu = build_submission(sub, rubric, backend="cuda", arch="sm_90")
@@ -84,7 +84,7 @@ def _emulated_log(path, rubric, n_cases=3):
     job.cases, job.verify_cases, job.reverse_check = job.cases[:n_cases], [], False
     cases = cases[:n_cases]
     run = run_worker(job, time_limit_s=60, output_cap=4096)
-    from grader.contract import CaseFrame
+    from grader.core.contract import CaseFrame
 
     frames = [f.data for f in run.frames if isinstance(f.data, CaseFrame)]
     assert len(frames) == n_cases, [f.header for f in run.frames]
@@ -204,7 +204,7 @@ def test_findings_name_the_weakest_launch_together(rubric):
 def test_auto_is_decided_in_one_place(monkeypatch):
     """gpuinfo.resolve_backend: 'auto' is the GPU where one is visible, else the emulator; a named
     backend is kept (a cuda run without a GPU is then said as such, never silently emulated)."""
-    from grader import gpuinfo
+    from grader.toolchain import gpuinfo
 
     monkeypatch.setattr(gpuinfo, "cuda_available", lambda: False)
     assert [gpuinfo.resolve_backend(b) for b in ("auto", "cuda", "emulator")] == ["emulator", "cuda", "emulator"]

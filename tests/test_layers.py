@@ -1,4 +1,9 @@
-"""The package's imports form no circle (issue: a house the next engineer can walk).
+"""The package's imports go downward only and form no circle (issue: a house the next engineer
+can walk).
+
+LAYERS is the package map of docs/architecture.md, bottom first: a module may import its own
+package and the packages below it, never one above (a test fails on an upward import, naming
+both modules), and every module of grader/ sits in one of them.
 
 Every import of one grader module by another, at the top of a file or inside a function, is an
 edge; a strongly connected set of two or more modules is a circle. KNOWN lists the circles not
@@ -11,7 +16,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "grader"
 
-# None left: rubric.py parses with grader/signature.py and grader/exprs.py, which sit below both
+# None left: rubric.py parses with grader/core/signature.py and grader/core/exprs.py, which sit below both
 # the rubric and the exercises that load it.
 KNOWN: list[set[str]] = []
 
@@ -81,6 +86,41 @@ def test_the_package_has_no_import_circle_but_the_known_ones():
     gone = [c for c in KNOWN if c not in found]
     assert not new, f"a new import circle: {new} (import downward only; see tests/test_layers.py)"
     assert not gone, f"{gone} is no longer a circle: remove it from KNOWN"
+
+
+LAYERS = ["grader.core", "grader.exercises", "grader.toolchain", "grader.run", "grader.analysis", "grader.verdict",
+          "grader.grade", "grader.report", "grader.platforms", "grader.batch", "grader.cli"]
+TOP = {"grader", "grader.__main__"}       # the package's own __init__ (a version) and `python -m grader`
+
+
+def layer_of(module: str) -> int | None:
+    for i, package in enumerate(LAYERS):
+        if module == package or module.startswith(package + "."):
+            return i
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for m, targets in graph.items():
+        for t in targets:
+            lm, lt = layer_of(m), layer_of(t)
+            if lm is not None and lt is not None and lt > lm:
+                found.append(f"{m} imports {t}, a layer above it")
+    return sorted(found)
+
+
+def test_every_module_sits_in_a_layer():
+    assert sorted(m for m in import_graph() if layer_of(m) is None and m not in TOP) == []
+
+
+def test_imports_go_downward_only():
+    assert upward_imports(import_graph()) == []
+
+
+def test_an_upward_import_is_found():
+    assert upward_imports({"grader.core.errors": {"grader.grade.pipeline"}, "grader.grade.pipeline": {"grader.core.errors"}}) \
+        == ["grader.core.errors imports grader.grade.pipeline, a layer above it"]
 
 
 def test_the_circle_finder_finds_a_circle():

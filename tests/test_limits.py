@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grader import cache
-from grader.build import BuildLimits, _run_limited, parse_gmem
+from grader.toolchain import cache
+from grader.toolchain.build import BuildLimits, _run_limited, parse_gmem
 from conftest import SUBMISSIONS
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
@@ -84,7 +84,7 @@ def test_cache_cap_comes_from_the_environment_first(monkeypatch):
 
 @pytest.mark.slow
 def test_a_memory_hog_does_not_disturb_the_grader_or_a_grade_beside_it(rubric):
-    from grader.grading import grade_submission
+    from grader.grade.pipeline import grade_submission
 
     # The grader's own cost of two grades side by side (two sets of float64 references), paid
     # first with two honest kernels, so that what follows measures only what the hog adds.
@@ -112,7 +112,7 @@ def _rss_mib() -> float:
 
 
 # Hard limits inherited from the environment (an HPC login node, a container, `ulimit`): the
-# grader's own limits are clamped to them (grader/limits.py), the grade goes on, and result.json
+# grader's own limits are clamped to them (grader/core/limits.py), the grade goes on, and result.json
 # says which were lowered. Each grade builds afresh (its own cache), so the builds run under the
 # limit too.
 INHERITED = {
@@ -147,7 +147,7 @@ def test_clamp_never_asks_above_the_inherited_hard_limit():
     import sys
 
     # In a child with a known hard limit of 64 open files, whatever this process has.
-    code = ("import resource; from grader.limits import clamp, lowered; K = resource.RLIMIT_NOFILE; "
+    code = ("import resource; from grader.core.limits import clamp, lowered; K = resource.RLIMIT_NOFILE; "
             "print(clamp(K, 1024), clamp(K, 16), lowered({K: 16}), lowered({K: 1024}))")
     out = subprocess.run(["prlimit", "--nofile=64:64", sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

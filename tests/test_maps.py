@@ -4,7 +4,7 @@ shape of map, and the reports draw it (terminal, HTML, the SVG beside report.md)
 import numpy as np
 import pytest
 
-from grader.checking import POISON_BITS, GuardDamage
+from grader.core.checking import POISON_BITS, GuardDamage
 from grader.verdict.maps import MAX_COLS, MAX_ROWS, build_map
 
 NO_GUARD = GuardDamage(0, 0, 0)
@@ -95,8 +95,8 @@ def test_the_known_bad_samples_maps_in_every_report(sample, exercise, tmp_path):
     """Graded on the emulator: the map in result.json, drawn in the terminal (letters without a
     colour terminal, blocks with one), inline in report.html and as map-1.svg beside report.md."""
     from grader.exercises import load_exercise
-    from grader.grading import grade_submission
-    from grader.report import render_text, write_reports
+    from grader.grade.pipeline import grade_submission
+    from grader.report.files import render_text, write_reports
 
     rubric = load_exercise(exercise)
     result = grade_submission(f"submissions/{exercise}/{sample}", rubric=rubric, backend="emulator")

@@ -51,7 +51,7 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_data(installed):
     for rel in ("grader/data/rubrics/bias_gelu_fused.yaml", "grader/data/reference/kernels.cu",
                 "grader/data/reference/bias_gelu_fused/reference.py", "grader/data/reference/bias_gelu_fused/kernels.cu",
-                "grader/templates/harness.cu.j2", "grader/shim/cuda_shim.h", "grader/child/guard.c"):
+                "grader/templates/harness.cu.j2", "grader/shim/cuda_shim.h", "grader/run/child/guard.c"):
         assert (installed / rel).is_file(), rel
 
 
@@ -61,7 +61,7 @@ def test_a_wheel_install_grades_a_sample_outside_the_checkout(installed, tmp_pat
     sample = tmp_path / "float4_launcher.cu"
     shutil.copy(SUBMISSIONS / "float4_launcher.cu", sample)
     env = {**os.environ, "PYTHONPATH": str(installed), "GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    where = subprocess.run([sys.executable, "-c", "import grader, grader.rubric as r, grader.build as b; "
+    where = subprocess.run([sys.executable, "-c", "import grader, grader.exercises.rubric as r, grader.toolchain.build as b; "
                             "print(grader.__file__); print(r.DEFAULT_RUBRIC); print(b.REFERENCE_SOURCE)"],
                            cwd=tmp_path, env=env, capture_output=True, text=True)
     assert where.returncode == 0, where.stderr

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grader import exprs
+from grader.core import exprs
 from grader.exercises import load_exercise
 from grader.exercises.plan import case_job, plan_cases, timed_cases
 

@@ -16,7 +16,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from grader.cli import cli
 from grader.platforms import classroom, github, gradescope, junit, prairielearn
 from grader.platforms.scoring import score
-from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
+from grader.core.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
 from conftest import ROOT, SUBMISSIONS
 
 

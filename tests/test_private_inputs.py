@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from grader import cache
+from grader.toolchain import cache
 from grader.exercises import data, load_exercise, load_reference, pool
 from grader.exercises.plan import plan_cases
 
@@ -137,8 +137,8 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     (drawn there, not in the shared cache); the recorder's job names no file at all."""
     from types import SimpleNamespace
 
-    from grader.jobs import child_job
-    from grader.sandbox import for_recorder
+    from grader.grade.jobs import child_job
+    from grader.run.sandbox import for_recorder
 
     rubric, _ref = bias
     store = pool.Store(tmp_path, secret=0xC0FFEE)

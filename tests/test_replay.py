@@ -1,4 +1,4 @@
-"""Record, then replay (grader/child/replay.py): the relocation of a recorded launch's arguments,
+"""Record, then replay (grader/run/child/replay.py): the relocation of a recorded launch's arguments,
 what refuses a recording, the recorder's job, the same calls in the same order in both children,
 and the device code read from a built library. The GPU half (a replay through the driver) is in
 test_gpu.py and the attack samples, run by scripts/gpu-check."""
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.child import replay
-from grader.child.backends import Backend, LaunchOutcome, Region
-from grader.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, recording_refusals, relocate
-from grader.contract import RecordedOp, Recording
+from grader.run.child import replay
+from grader.run.child.backends import Backend, LaunchOutcome, Region
+from grader.run.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, recording_refusals, relocate
+from grader.core.contract import RecordedOp, Recording
 
 
 def _params(*sizes):
@@ -187,9 +187,9 @@ class _Fake(Backend):
 
 
 def _job(exercise="bias_gelu_fused"):
-    from grader.build import BuildResult
+    from grader.toolchain.build import BuildResult
     from grader.exercises import load_exercise
-    from grader.jobs import child_job
+    from grader.grade.jobs import child_job
 
     built = BuildResult(True, Path("lib.so"), None, False, 0.0, "")
     job, _ = child_job(load_exercise(exercise), backend="cuda", build=built, reference=built, has_launcher=True)
@@ -198,7 +198,7 @@ def _job(exercise="bias_gelu_fused"):
 
 @pytest.mark.parametrize("exercise", ["bias_gelu_fused", "gelu_sum"])
 def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise, monkeypatch):
-    from grader.child import timing, worker
+    from grader.run.child import timing, worker
 
     monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)       # no torch: the fake's baseline is nothing
     job = _job(exercise)
@@ -226,7 +226,7 @@ def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise,
 
 def test_the_recorders_job_names_no_input_file():
     job = _job()
-    from grader.sandbox import for_recorder
+    from grader.run.sandbox import for_recorder
 
     rec = for_recorder(job)
     assert rec.role == "record" and rec.input_files() == [] and job.input_files()
@@ -240,8 +240,8 @@ def test_the_recorders_job_names_no_input_file():
 
 @pytest.mark.skipif(not __import__("shutil").which("nvcc"), reason="needs nvcc")
 def test_the_device_code_is_read_from_the_built_library(rubric):
-    from grader.build import FATBIN_MAGIC, build_submission, device_code
-    from grader.source import read_submission
+    from grader.toolchain.build import FATBIN_MAGIC, build_submission, device_code
+    from grader.core.source import read_submission
     from conftest import SUBMISSIONS
 
     sub = read_submission(SUBMISSIONS / "float4_launcher.cu", rubric.kernel.launcher_name)

@@ -1,5 +1,5 @@
-from grader.report import chart, render_html, render_markdown, render_text
-from grader.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
+from grader.report.files import chart, render_html, render_markdown, render_text
+from grader.core.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
 
 
 def graded(tier="gold", fraction=0.97):
@@ -61,8 +61,8 @@ def test_backticked_advice_becomes_code_and_stays_escaped(rubric):
 def test_the_html_report_charts_the_fraction_over_the_files_attempts(rubric):
     """Two or more timed attempts: a line of the fraction, a point each, this one last; one
     attempt, or attempts without a fraction (the emulator), draw nothing."""
-    from grader.history import Attempt
-    from grader.report import attempts_chart
+    from grader.report.history import Attempt
+    from grader.report.files import attempts_chart
 
     def at(fraction, t):
         return Attempt("/s.cu", "ab", t, "graded", True, fraction, None, "cuda")

@@ -3,8 +3,8 @@ import typing
 
 import pytest
 
-from grader.errors import RubricError
-from grader.rubric import Rubric, describe, diagnosis_codes, load_rubric
+from grader.core.errors import RubricError
+from grader.exercises.rubric import Rubric, describe, diagnosis_codes, load_rubric
 
 
 def test_default_rubric_holds_the_lesson_numbers(rubric):
@@ -113,7 +113,7 @@ def test_a_launcher_must_end_with_the_stream(tmp_path):
 
 
 def test_missing_file_and_bad_yaml(tmp_path):
-    from grader.errors import UsageError
+    from grader.core.errors import UsageError
 
     with pytest.raises(UsageError, match=f"^rubric file not found: {tmp_path / 'nope.yaml'}$"):
         load_rubric(tmp_path / "nope.yaml")

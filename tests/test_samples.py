@@ -3,7 +3,7 @@
 import pytest
 
 from grader.exercises import exercise_files, load_exercise
-from grader.manifest import judge, load_manifest, run_samples
+from grader.batch.manifest import judge, load_manifest, run_samples
 from conftest import ROOT, sample_folders
 
 SAMPLES = [(folder, e) for folder in sample_folders()
@@ -28,8 +28,8 @@ def test_every_exercise_has_samples_and_every_sample_is_listed():
 
 
 def test_judge_reports_differences():
-    from grader.manifest import Expectation
-    from grader.results import Result
+    from grader.batch.manifest import Expectation
+    from grader.core.results import Result
 
     r = Result(exercise="e", submission={}, backend="emulator", status="graded", grader_version="0", correct=False)
     assert judge(Expectation("x.cu", status="graded", correct=True), r) == ["correct False, expected True"]

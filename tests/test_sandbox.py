@@ -1,8 +1,8 @@
 import os
 from pathlib import Path
 
-from grader import protocol
-from grader.sandbox import CappedOutput
+from grader.run import protocol
+from grader.run.sandbox import CappedOutput
 
 
 def test_capped_output_keeps_head_and_tail():
@@ -51,7 +51,7 @@ def test_forged_and_injected_frames_are_detected():
 
 
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
-    from grader.sandbox import Worker, leftover_processes
+    from grader.run.sandbox import Worker, leftover_processes
 
     w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10)
     try:
@@ -69,7 +69,7 @@ def child_cpu_limit(pid: int) -> int:
 def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
     """A slow, correct kernel spread over 4 cores burns CPU time 4 times as fast: its backstop
     limit is 4 times the time limit (+30 s of start-up), not the time limit it would reach first."""
-    from grader.sandbox import Worker
+    from grader.run.sandbox import Worker
 
     for threads, want in ((1, 40), (4, 70)):
         w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10, cpu_threads=threads)
@@ -80,29 +80,29 @@ def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
 
 
 def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, tmp_path):
-    import grader.grading
-    from grader.contract import spread_threads
+    import grader.grade.pipeline
+    from grader.core.contract import spread_threads
     from grader.exercises import load_exercise
 
     seen = []
-    real = grader.grading.Worker
+    real = grader.grade.pipeline.Worker
 
     def spy(**kwargs):
         seen.append(kwargs.get("cpu_threads", 1))
         return real(**kwargs)
 
-    monkeypatch.setattr(grader.grading, "Worker", spy)
+    monkeypatch.setattr(grader.grade.pipeline, "Worker", spy)
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
     sample = Path(__file__).parent.parent / "submissions" / "bias_gelu_fused" / "compile_error.cu"
     for threads in (0, 1):
-        grader.grading.grade_submission(sample, rubric=load_exercise("bias_gelu_fused"), backend="emulator",
+        grader.grade.pipeline.grade_submission(sample, rubric=load_exercise("bias_gelu_fused"), backend="emulator",
                                         emulator_threads=threads)
     assert seen == [spread_threads(0), 1]
 
 
 def test_every_frame_kind_survives_the_wire_and_a_malformed_one_is_none():
-    from grader import protocol
-    from grader.contract import (FRAME_TYPES, CaseFrame, Fault, LaunchRecord, Output, TimingFrame, decode, encode)
+    from grader.run import protocol
+    from grader.core.contract import (FRAME_TYPES, CaseFrame, Fault, LaunchRecord, Output, TimingFrame, decode, encode)
 
     key = protocol.new_key()
     r, w = os.pipe()
@@ -153,3 +153,15 @@ def test_large_payloads_travel_through_the_sealed_shared_area_and_a_span_outside
     _, problem = protocol.resolve_shared(frames[1:], fd, size)
     assert problem == protocol.TAMPERED
     os.close(fd)
+
+
+def test_a_child_imports_numpy_before_the_wall_and_prints_nothing_of_its_own():
+    """The child runs with -S (no site-packages) and imports numpy for the stopping rule: numpy's
+    folder is on its path. A failed import once printed a traceback into the student's output."""
+    from grader.exercises import load_exercise
+    from grader.grade.pipeline import grade_submission
+
+    result = grade_submission("submissions/bias_gelu_fused/scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"),
+                              backend="emulator")
+    assert result.status == "graded" and result.correct
+    assert result.output["stderr"] == "" and result.output["stdout"] == ""

@@ -6,13 +6,14 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from grader import findings, sass, tools
-from grader.build import build_submission
+from grader.analysis import findings, sass
+from grader.toolchain import tools
+from grader.toolchain.build import build_submission
 from grader.cli import cli
-from grader.errors import RubricError
-from grader.results import CopyTiming, TimingResult
-from grader.rubric import load_rubric
-from grader.source import read_submission
+from grader.core.errors import RubricError
+from grader.core.results import CopyTiming, TimingResult
+from grader.exercises.rubric import load_rubric
+from grader.core.source import read_submission
 from conftest import ROOT, SUBMISSIONS
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
@@ -115,7 +116,7 @@ def test_finding_rules_are_validated(tmp_path):
 
 
 def test_a_rubric_brings_its_own_findings(rubric):
-    from grader.rubric import Condition, FindingRule
+    from grader.exercises.rubric import Condition, FindingRule
 
     mine = dataclasses.replace(rubric, findings=[FindingRule(
         "few_registers", [Condition("registers", "<=", 64)], "`{kernel}` uses {registers} registers.", "Fine.")])

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from grader.build import build_baseline, build_submission
-from grader.screening import screen_object
-from grader.source import read_submission, source_refusals
+from grader.toolchain.build import build_baseline, build_submission
+from grader.analysis.screening import screen_object
+from grader.core.source import read_submission, source_refusals
 from conftest import SUBMISSIONS
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
@@ -177,7 +177,7 @@ def test_child_has_no_network():
     import subprocess
     import sys
 
-    from grader.sandbox import _limits
+    from grader.run.sandbox import _limits
 
     code = ("import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(('1.1.1.1', 53))\n"
             "    print('connected')\nexcept OSError as e:\n    print('unreachable', e.errno)\n")

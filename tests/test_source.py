@@ -1,7 +1,7 @@
 import pytest
 from pathlib import Path
 
-from grader.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
+from grader.core.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
                            missing_kernel_message, read_submission, rewrite_for_emulator, signature_problem,
                            spreads_over_cores, uses_collectives)
 

@@ -3,8 +3,8 @@ import dataclasses
 import pytest
 import torch
 
-from grader.tiers import assign_tier
-from grader.stats import fraction_interval, median
+from grader.verdict.tiers import assign_tier
+from grader.core.stats import fraction_interval, median
 
 
 def test_median():

@@ -2,11 +2,11 @@
 
 import pytest
 
-from grader.child import timing
-from grader.child.backends import Region
-from grader.contract import TimingJob
-from grader.errors import RubricError
-from grader.rubric import load_rubric
+from grader.run.child import timing
+from grader.run.child.backends import Region
+from grader.core.contract import TimingJob
+from grader.core.errors import RubricError
+from grader.exercises.rubric import load_rubric
 
 
 class Recorder:

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import protocol
-from grader.build import BuildResult
-from grader.checking import GUARD_BITS
+from grader.run import protocol
+from grader.toolchain.build import BuildResult
+from grader.core.checking import GUARD_BITS
 from grader.exercises import load_reference
-from grader.locations import cache_root
+from grader.core.locations import cache_root
 from grader.exercises.data import materialize
 from grader.exercises.plan import plan_cases, timed_cases
-from grader.results import Result
-from grader.rubric import CaseSpec
-from grader.sandbox import CappedOutput, ChildRun
+from grader.core.results import Result
+from grader.exercises.rubric import CaseSpec
+from grader.run.sandbox import CappedOutput, ChildRun
 from grader.verdict import expected_for
 
 
@@ -162,7 +162,7 @@ def _judge_with_sandbox(rubric, sandbox):
 
 
 def test_a_missing_filter_is_graded_with_a_warning_unless_the_rubric_requires_it(rubric):
-    from grader.report import notices, render_markdown
+    from grader.report.files import notices, render_markdown
 
     off = {"seccomp": False, "seccomp_detail": "seccomp is unavailable here (seccomp failed: Invalid argument)"}
     graded = _judge_with_sandbox(rubric, off)
@@ -177,7 +177,7 @@ def test_a_missing_filter_is_graded_with_a_warning_unless_the_rubric_requires_it
 
 
 def test_a_gpu_mostly_held_by_another_process_is_noted(rubric):
-    from grader.report import notices
+    from grader.report.files import notices
 
     busy = _judge_with_sandbox(rubric, {"seccomp": True, "gpu_memory_free_bytes": 20 << 30,
                                         "gpu_memory_total_bytes": 140 << 30})
@@ -189,7 +189,7 @@ def test_a_gpu_mostly_held_by_another_process_is_noted(rubric):
 
 def test_the_speedup_over_the_pytorch_baseline_is_reported_at_every_shape():
     from grader.exercises import load_exercise
-    from grader.report import render_markdown, render_text
+    from grader.report.files import render_markdown, render_text
 
     full = load_exercise("gelu_sum")
     r = dataclasses.replace(full, checks=dataclasses.replace(full.checks, cases=full.checks.cases[:2], seeds=[1],

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.build import build_guard, build_submission
-from grader.child import guard
-from grader.results import Result
-from grader.sandbox import Worker, leftover_processes
-from grader.source import read_submission
+from grader.toolchain.build import build_guard, build_submission
+from grader.run.child import guard
+from grader.core.results import Result
+from grader.run.sandbox import Worker, leftover_processes
+from grader.core.source import read_submission
 
 KERNEL = """
 __global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
@@ -59,9 +59,9 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     """Grade path as grade_submission would, minus every screen (tests only)."""
     from grader import verdict
     from grader.exercises import load_reference
-    from grader.locations import cache_root
+    from grader.core.locations import cache_root
     from grader.exercises.data import materialize
-    from grader.jobs import child_job
+    from grader.grade.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     arch = os.environ.get("GRADER_CUDA_ARCH", "sm_90")
@@ -75,7 +75,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     result = Result(exercise=rubric.exercise, submission={"path": str(path)}, backend=backend, status="graded",
                     grader_version="test")
     if backend == "cuda":                 # on a GPU the submission's host code runs in the recorder
-        from grader.sandbox import for_recorder
+        from grader.run.sandbox import for_recorder
 
         job = for_recorder(job)
     with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:

@@ -10,7 +10,7 @@ from grader.batch.classreport import write_class_report
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
-from grader.rubric import Rubric
+from grader.exercises.rubric import Rubric
 
 __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
 
@@ -32,7 +32,7 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
         if chosen == "emulator":
             jobs = default_jobs(chosen)
         else:
-            from grader import lanes
+            from grader.run import lanes
 
             jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
     outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress,
@@ -46,6 +46,6 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
 
 
 def _backend_for(backend: str) -> str:
-    from grader.gpuinfo import resolve_backend
+    from grader.toolchain.gpuinfo import resolve_backend
 
     return resolve_backend(backend)

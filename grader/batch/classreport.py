@@ -14,9 +14,9 @@ from pathlib import Path
 
 from grader.batch.grading import Graded
 from grader.platforms.scoring import first_line
-from grader.render import render
-from grader.results import STATUS_TEXT
-from grader.rubric import Rubric
+from grader.toolchain.render import render
+from grader.core.results import STATUS_TEXT
+from grader.exercises.rubric import Rubric
 
 BIN = 0.05          # histogram bin width, in fractions of the floor
 

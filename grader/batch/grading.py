@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader import processes
+from grader.core import processes
 from grader.batch.inputs import Entry
-from grader.contract import usable_cores
-from grader.results import Result
-from grader.rubric import Rubric
+from grader.core.contract import usable_cores
+from grader.core.results import Result
+from grader.exercises.rubric import Rubric
 
 
 @dataclass
@@ -48,7 +48,7 @@ def default_jobs(backend: str, lanes: int = 1) -> int:
 
 
 def _on_gpu(backend: str) -> bool:
-    from grader.gpuinfo import resolve_backend
+    from grader.toolchain.gpuinfo import resolve_backend
 
     return resolve_backend(backend) == "cuda"
 
@@ -66,7 +66,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
 
     store = ResultStore(report_dir / STORE_NAME) if report_dir is not None else None
     if backend != "emulator" and devices is None and jobs > 1:
-        from grader import lanes
+        from grader.run import lanes
 
         devices = lanes.visible_devices()
     outcome = BatchOutcome()
@@ -84,8 +84,8 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
         kept = store.reusable(entry.student, key) if store else None
         if kept is not None:
             return Graded(entry, kept, reused=True)
-        from grader.grading import grade_submission
-        from grader.report import write_reports
+        from grader.grade.pipeline import grade_submission
+        from grader.report.files import write_reports
 
         device = devices[index % len(devices)] if devices else None
         kwargs = {"device": device} if device is not None else {}

@@ -17,7 +17,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import UsageError
+from grader.core.errors import UsageError
 
 
 @dataclass(frozen=True)

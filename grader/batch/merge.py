@@ -11,8 +11,8 @@ from grader.batch.grading import Graded
 from grader.batch.inputs import Entry
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.batch.store import STORE_NAME, ResultStore
-from grader.errors import UsageError
-from grader.rubric import Rubric
+from grader.core.errors import UsageError
+from grader.exercises.rubric import Rubric
 
 _PROBLEMS = ("missing", "ambiguous", "unreadable")
 

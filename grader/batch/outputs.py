@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from grader.batch.grading import Graded
-from grader.rubric import Rubric
+from grader.exercises.rubric import Rubric
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused")
@@ -74,7 +74,7 @@ def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Pat
     (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student."""
     from grader.platforms import gradescope, junit
     from grader.platforms.scoring import score
-    from grader.report import render_markdown
+    from grader.report.files import render_markdown
 
     done = [g for g in graded if g.result is not None]
     suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]

@@ -18,8 +18,8 @@ from typing import Callable
 
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
-from grader.errors import InfrastructureError, UsageError
-from grader.rubric import Rubric
+from grader.core.errors import InfrastructureError, UsageError
+from grader.exercises.rubric import Rubric
 
 CLUSTERS = ("slurm", "local")
 
@@ -77,7 +77,7 @@ def run_shard(task: ShardTask) -> int:
     """One array task: its shard of the class, graded into its own report folder. Returns how many
     students it wrote."""
     from grader.batch import grade_folder
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     outcome = grade_folder(Path(task.directory), rubric=load_rubric(task.rubric_path), backend=task.backend,
                            report_dir=Path(task.report_dir), file_name=task.file_name,

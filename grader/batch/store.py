@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 
 from grader import __version__
-from grader.results import Result, result_from_json
-from grader.rubric import Rubric
+from grader.core.results import Result, result_from_json
+from grader.exercises.rubric import Rubric
 
 STORE_NAME = "results.jsonl"
 

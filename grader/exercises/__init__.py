@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from grader.errors import ExerciseError, UsageError
-from grader.locations import reference_dir, rubrics_dir
+from grader.core.errors import ExerciseError, UsageError
+from grader.core.locations import reference_dir, rubrics_dir
 
 
 def rubric_folders() -> list[Path]:
@@ -37,13 +37,13 @@ def exercise_files() -> dict[str, Path]:
 
 def load_all():
     """Every exercise's rubric, by name (a malformed one raises RubricError naming it)."""
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     return {name: load_rubric(path) for name, path in exercise_files().items()}
 
 
 def load_exercise(name: str):
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     files = exercise_files()
     if name not in files:
@@ -59,7 +59,7 @@ def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None
            folder: Path | None = None):
     """The rubric to grade with: a rubric file, an exercise by name, the exercise whose kernel (or
     launcher) a file defines, the exercise a samples folder is named for, else the default."""
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     if rubric_path is not None:
         return load_rubric(rubric_path)
@@ -93,7 +93,7 @@ def exercise_for_source(file: Path):
     None when the file cannot be read or nothing is close."""
     import difflib
 
-    from grader.source import blank_comments_and_strings, defines_function, find_kernels
+    from grader.core.source import blank_comments_and_strings, defines_function, find_kernels
 
     try:
         code = blank_comments_and_strings(file.read_text(encoding="utf-8"))

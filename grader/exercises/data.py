@@ -27,12 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.checking import Prepared, prepare
-from grader.errors import ExerciseError
+from grader.core.checking import Prepared, prepare
+from grader.core.errors import ExerciseError
 from grader.exercises import Reference
-from grader import exprs
+from grader.core import exprs
 from grader.exercises.plan import Case, shape_of, tensors_of
-from grader.rubric import Rubric, dims_values
+from grader.exercises.rubric import Rubric, dims_values
 
 
 def draw(rubric: Rubric, reference: Reference, case: Case) -> dict:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from grader.contract import Arg, Buffer, Call, CaseJob
-from grader import exprs
-from grader.signature import parse_signature
-from grader.rubric import Rubric, Tensor, default_launch, dims_values
+from grader.core.contract import Arg, Buffer, Call, CaseJob
+from grader.core import exprs
+from grader.core.signature import parse_signature
+from grader.exercises.rubric import Rubric, Tensor, default_launch, dims_values
 
 
 @dataclass(frozen=True)

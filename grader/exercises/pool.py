@@ -32,10 +32,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.cache import RUNS
+from grader.core.locations import RUNS
 from grader.exercises.plan import Case
 from grader.exercises import Reference
-from grader.rubric import Rubric
+from grader.exercises.rubric import Rubric
 
 SECRET_FILE = "secret"
 STALE_S = 3600.0          # a claimed or half-drawn folder older than this was left by a killed grader
@@ -226,7 +226,7 @@ def class_store(rubric: Rubric) -> SharedStore:
     once, by the first grade that needs them; the caller closes it."""
     from grader.exercises import load_reference
     from grader.exercises.plan import run_cases
-    from grader.locations import cache_root
+    from grader.core.locations import cache_root
 
     return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, "cuda", s))
 
@@ -243,9 +243,9 @@ def start_drawing_ahead(rubric_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from grader.locations import cache_root
+    from grader.core.locations import cache_root
     from grader.exercises import load_reference
-    from grader.rubric import load_rubric
+    from grader.exercises.rubric import load_rubric
 
     rubric = load_rubric(Path(argv[0]))
     draw_ahead(rubric, load_reference(rubric), cache_root())

@@ -14,7 +14,7 @@ import json
 import os
 
 from grader.platforms.scoring import Score
-from grader.results import Result
+from grader.core.results import Result
 
 
 def payload(result: Result, score: Score) -> dict:

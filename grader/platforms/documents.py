@@ -6,15 +6,15 @@ import json
 
 from grader.platforms import classroom, gradescope, junit, prairielearn
 from grader.platforms.scoring import score
-from grader.results import Result
-from grader.rubric import Rubric
+from grader.core.results import Result
+from grader.exercises.rubric import Rubric
 
 PLATFORM_FORMATS = ("junit", "classroom", "gradescope", "prairielearn")
 
 
 def render(fmt: str, result: Result, rubric: Rubric) -> str:
     """junit (XML), classroom (the `result=<base64>` output line), gradescope or prairielearn (JSON)."""
-    from grader.report import render_markdown
+    from grader.report.files import render_markdown
 
     points = score(result, rubric)
     if fmt == "junit":

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from grader.platforms.scoring import first_line
-from grader.results import STATUS_TEXT, Result
+from grader.core.results import STATUS_TEXT, Result
 
 SUMMARY_LIMIT = 1024 * 1024
 PER_KIND = 10

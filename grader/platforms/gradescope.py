@@ -8,7 +8,7 @@ name, score, max_score, status "passed"/"failed", output, visibility) and leader
 from __future__ import annotations
 
 from grader.platforms.scoring import Score
-from grader.results import Result
+from grader.core.results import Result
 
 
 def results(result: Result, score: Score, markdown: str) -> dict:

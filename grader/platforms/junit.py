@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from grader.platforms.scoring import first_line
-from grader.results import STATUS_TEXT, CaseResult, Result
+from grader.core.results import STATUS_TEXT, CaseResult, Result
 
 
 def _mismatch(c: CaseResult) -> str:

@@ -8,7 +8,7 @@ gradable false with format_errors, which costs the student no attempt.
 from __future__ import annotations
 
 from grader.platforms.scoring import Score
-from grader.results import Result
+from grader.core.results import Result
 
 _FORMAT_PROBLEMS = ("compile_error", "rejected")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.results import STATUS_TEXT, Result
-from grader.rubric import Rubric
+from grader.core.results import STATUS_TEXT, Result
+from grader.exercises.rubric import Rubric
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 from concurrent.futures import Future
 from pathlib import Path
 
-from grader.build import BuildResult
-from grader.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
+from grader.toolchain.build import BuildResult
+from grader.core.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
-from grader.results import CaseResult, DiagnosisEntry, Result
-from grader.rubric import Rubric
-from grader.sandbox import ChildRun
+from grader.core.results import CaseResult, DiagnosisEntry, Result
+from grader.exercises.rubric import Rubric
+from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.verdict.checks import check_case
 from grader.verdict.timing import give_tier, judge_timing

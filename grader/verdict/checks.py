@@ -11,15 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.build import BuildResult
-from grader.checking import compare, read_guards
-from grader.contract import CaseFrame, Fault
-from grader.diagnosis import Diagnosis, diagnose
+from grader.toolchain.build import BuildResult
+from grader.core.checking import compare, read_guards
+from grader.core.contract import CaseFrame, Fault
+from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
-from grader.results import CaseResult, MistakeMap
-from grader.rubric import Rubric, dims_values
+from grader.core.results import CaseResult, MistakeMap
+from grader.exercises.rubric import Rubric, dims_values
 from grader.verdict.maps import build_map
 
 

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from grader.checking import GuardDamage, unwritten_mask
-from grader.results import MapGrid, MistakeMap
+from grader.core.checking import GuardDamage, unwritten_mask
+from grader.core.results import MapGrid, MistakeMap
 
 MAX_ROWS, MAX_COLS = 32, 64
 ZOOM_ROWS, ZOOM_COLS = 16, 64

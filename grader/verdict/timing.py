@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.contract import BaselineTimingFrame, TimingFrame
-from grader import exprs
+from grader.core.contract import BaselineTimingFrame, TimingFrame
+from grader.core import exprs
 from grader.exercises.plan import baseline_cases
-from grader.results import BaselineTiming, CopyTiming, TimingResult
-from grader.rubric import Rubric, dims_values
-from grader.stats import fraction_interval, median
-from grader.tiers import assign_tier
+from grader.core.results import BaselineTiming, CopyTiming, TimingResult
+from grader.exercises.rubric import Rubric, dims_values
+from grader.core.stats import fraction_interval, median
+from grader.verdict.tiers import assign_tier
 
 
 def judge_timing(frame: TimingFrame, rubric: Rubric, baseline_frames: list[BaselineTimingFrame]) -> TimingResult:

@@ -3,11 +3,11 @@ cap, a filter that could not be installed where the rubric requires one."""
 
 from __future__ import annotations
 
-from grader import protocol
-from grader.contract import DoneFrame, FatalFrame
-from grader.results import Result, SourceNote
-from grader.rubric import Rubric
-from grader.sandbox import ChildRun
+from grader.run import protocol
+from grader.core.contract import DoneFrame, FatalFrame
+from grader.core.results import Result, SourceNote
+from grader.exercises.rubric import Rubric
+from grader.run.sandbox import ChildRun
 
 
 _MEMORY_WORDS = ("MemoryError", "out of memory", "bad_alloc", "Cannot allocate memory")

@@ -1,0 +1,231 @@
+"""Screening a compiled submission before anything loads it: fairness first.
+
+The harness and the submission are compiled to an object file; this module
+reads it (nm, readelf) and refuses only what would cheat the timing or what
+the grader cannot grade. It is not the security wall: a submission can reach
+any function at run time without importing it, so the operating system stops
+hostile code (grader/run/child/guard.c). Here a submission is refused when it:
+
+- calls CUDA runtime (or driver) functions that change what the timing
+  measures: stream and event creation, allocation, copies and sets,
+  synchronisation, L2 persistence and device limits, graphs and host
+  callbacks, cudaLaunchKernelEx (whose attributes can set cache policy);
+- runs code when the library loads: a file-scope initialiser that calls a
+  function (other than the C++ and CUDA runtime's own start-up), or an
+  __attribute__((constructor)).
+
+Everything else is accepted: host functions of any kind (helpers, templates,
+namespaces, nvcc's stubs for __device__ functions), read-only runtime
+queries, the occupancy API, cudaFuncSetAttribute, host printf.
+
+A refusal names what the student wrote, with the line where it appears in
+their file when it does, and what to do instead. Nothing here runs the
+submission's code: it is read as an ELF file.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.toolchain.tools import require as find_tool
+from grader.core.objmemo import read_beside
+from grader.core.source import Submission
+
+# (pattern on the imported function's plain name, why it is refused, what to do instead)
+TIMING_RULES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^(cuda(Stream|Event)(Create|Destroy)|cu(Stream|Event)(Create|Destroy))"),
+     "creates or destroys a stream or an event: launch on the stream your launcher is given, which is the one "
+     "the grader times"),
+    (re.compile(r"^(cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemPool|DeviceSetMemPool)|"
+                r"cu(MemAlloc|MemFree|MemHostAlloc|MemPool|MemCreate|MemMap))"),
+     "allocates or frees memory: the grader owns every buffer; work in the buffers you are given (shared "
+     "memory or registers for scratch)"),
+    (re.compile(r"^(cuda(Memcpy|Memset|MemPrefetch|MemAdvise)|cu(Memcpy|Memset|MemPrefetch|MemAdvise))"),
+     "copies or sets memory from the host: the grader prepares every input and output; do the work in a kernel"),
+    (re.compile(r"^(cuda(DeviceSynchronize|ThreadSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|"
+                r"StreamQuery|EventQuery|EventRecord|EventElapsedTime)|cu(CtxSynchronize|StreamSynchronize|"
+                r"EventSynchronize|StreamWaitEvent|EventRecord|EventElapsedTime))"),
+     "synchronises with or times the device: the grader does both around your launch; return as soon as your "
+     "kernels are launched"),
+    (re.compile(r"^(cuda(DeviceSetLimit|ThreadSetLimit|CtxResetPersistingL2Cache|StreamSetAttribute|"
+                r"DeviceSetCacheConfig|ThreadSetCacheConfig|DeviceSetSharedMemConfig|DeviceReset|SetDevice|"
+                r"SetDeviceFlags|DeviceSetGraphMemAttribute|GraphicsMap)|cu(CtxSetLimit|CtxResetPersistingL2Cache|"
+                r"StreamSetAttribute|CtxSetCacheConfig|DevicePrimaryCtx))"),
+     "changes device-wide settings (limits, L2 persistence, cache configuration, the current device): they "
+     "would change what the copies your kernel is compared with measure; cudaFuncSetAttribute on your own "
+     "kernel is allowed"),
+    (re.compile(r"^(cuda(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback|UserObject)|"
+                r"cu(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback))"),
+     "captures graphs or adds host callbacks: launch your kernels directly with <<<...>>> on the stream you "
+     "are given"),
+    (re.compile(r"^(cudaLaunchKernelExC|cuLaunchKernelEx)"),
+     "launches with cudaLaunchKernelEx, whose attributes can set cache policy for the timed launch: use "
+     "<<<grid, block, shared, stream>>>"),
+]
+
+# What the C++ and CUDA runtimes' own start-up code calls: registration of the fat binary,
+# kernels and __device__ variables, <iostream>'s ios_base::Init, atexit.
+_STARTUP_OK = re.compile(
+    r"^(__cudaRegister\w*|__cudaUnregister\w*|__cudaInitModule|atexit|__cxa_atexit|__dso_handle|"
+    r"_ZNSt8ios_base4Init[CD][12]Ev|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|_Znw\w*|_Zna\w*|_Zdl\w*|_Zda\w*|"
+    r"memset|memcpy|memmove|__nv_\w+|____nv_\w+|__sti____cudaRegisterAll\w*|__cudaUnregisterBinaryUtil\w*|"
+    r"_ZL\d+__nv_\w+|_ZL\d+__sti____cudaRegisterAll\w*|_ZL\d+__cudaUnregisterBinaryUtil\w*)$")
+_MATH = {f + s for f in ("sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sin",
+                         "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc",
+                         "tgamma", "lgamma", "ceil", "floor", "round", "trunc", "fmod", "fma", "fmin", "fmax",
+                         "fabs", "hypot", "ldexp", "frexp", "copysign") for s in ("", "f")}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One thing the submission may not do, said in its own terms."""
+
+    what: str               # as the student wrote it: "cudaStreamCreate()", "a file-scope initialiser"
+    reason: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return f"{where}{self.what} {self.reason}"
+
+
+def _run(*args: str) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, check=True).stdout
+
+
+def _symbols(obj: Path, *, undefined: bool) -> list[tuple[str, str, str]]:
+    """(mangled, demangled, type) of the object's defined (or undefined) symbols."""
+    return [tuple(r) for r in read_beside(obj, "undefined" if undefined else "defined",
+                                           lambda: _list_symbols(obj, undefined))]
+
+
+def _list_symbols(obj: Path, undefined: bool) -> list[tuple[str, str, str]]:
+    out = _run(find_tool("nm"), "-P", "--undefined-only" if undefined else "--defined-only", str(obj))
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    mangled = [(r[0], r[1]) for r in rows if len(r) >= 2]
+    if not mangled:
+        return []
+    names = [m for m, _ in mangled]
+    filt = shutil.which("c++filt")
+    demangled = (subprocess.run([filt], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+                 if filt else names)
+    if len(demangled) != len(names):
+        demangled = names
+    return [(m, d, t) for (m, t), d in zip(mangled, demangled)]
+
+
+def _relocation_targets(obj: Path, section: str) -> list[str]:
+    """Symbols referenced by relocations of one section ('.init_array', '.text.startup')."""
+    out = read_beside(obj, "relocations", lambda: _run(find_tool("readelf"), "-rW", str(obj)))
+    targets, inside = [], False
+    for line in out.splitlines():
+        if line.startswith("Relocation section"):
+            inside = f"'.rela{section}'" in line or f"'.rel{section}'" in line
+            continue
+        if inside:
+            cols = line.split()
+            if len(cols) >= 5 and re.match(r"^[0-9a-f]{8,}$", cols[0]):
+                targets.append(cols[4])
+    return targets
+
+
+def _plain(demangled: str) -> str:
+    """A function's qualified name without parameters, template arguments or clone suffixes."""
+    name = demangled.replace("(anonymous namespace)::", "").split(" [clone", 1)[0].split("(", 1)[0]
+    if " " in name:
+        name = name.rsplit(" ", 1)[-1]
+    name = re.sub(r"<.*>$", "", name)
+    return re.sub(r"(_ptsz|_ptds|_v\d)$", "", name.split("@", 1)[0])
+
+
+def _line_of(sub: Submission, name: str) -> int | None:
+    """The first line of the student's file that names this function (or its un-suffixed form)."""
+    for candidate in (name, re.sub(r"C$", "", name)):
+        m = re.search(rf"\b{re.escape(candidate)}\b", sub.code)
+        if m:
+            return sub.code.count("\n", 0, m.start()) + 1
+    return None
+
+
+def _initialiser_line(sub: Submission, name: str) -> int | None:
+    """The line of a file-scope `... = name(...)`, else the first that names it."""
+    m = re.search(rf"=[^;{{}}]*\b{re.escape(name.rsplit('::', 1)[-1])}\s*\(", sub.code)
+    return sub.code.count("\n", 0, m.start()) + 1 if m else _line_of(sub, name)
+
+
+def _kernel_symbol(demangled: str, sub: Submission) -> bool:
+    base = _plain(demangled).rsplit("::", 1)[-1]
+    return base.startswith("__device_stub__") or any(k.name == base for k in sub.kernels)
+
+
+def screen_object(obj: Path, *, sub: Submission, toolchain: str, baseline: Path | None = None) -> list[Refusal]:
+    """Refusals for the compiled harness object; an empty list means it may be loaded.
+
+    toolchain 'nvcc' reads nvcc's object. 'g++' (the CPU emulator's object, used only where
+    nvcc is missing) compiles kernels as host functions with the shim, whose own start-up
+    calls (read from a baseline object of the shim alone) are allowed; its runtime calls are
+    inline there, so only load-time code can be found, and the emulator times nothing.
+    """
+    if toolchain == "g++":
+        assert baseline is not None
+        shim_startup = set(_relocation_targets(baseline, ".text.startup"))
+        return _startup_refusals(obj, sub, also_ok=shim_startup) + _timing_refusals(obj, sub)
+    return _startup_refusals(obj, sub) + _timing_refusals(obj, sub)
+
+
+def _timing_refusals(obj: Path, sub: Submission) -> list[Refusal]:
+    found: dict[str, Refusal] = {}
+    for _mangled, name, _kind in _symbols(obj, undefined=True):
+        plain = _plain(name)
+        for pattern, reason in TIMING_RULES:
+            if pattern.match(plain) and plain not in found:
+                found[plain] = Refusal(f"{plain}()", reason, _line_of(sub, plain))
+    return sorted(found.values(), key=lambda r: (r.line or 1 << 30, r.what))
+
+
+def _startup_refusals(obj: Path, sub: Submission, also_ok: set[str] = frozenset()) -> list[Refusal]:
+    """Code that runs when the library loads, beyond the runtimes' own start-up (and, for the
+    emulator's g++ object, beyond what the shim's own initialisers call: also_ok)."""
+    defined = {m: (d, t) for m, d, t in _symbols(obj, undefined=False)}
+    imported = {m: d for m, d, _ in _symbols(obj, undefined=True)}
+    refusals: list[Refusal] = []
+    for target in _relocation_targets(obj, ".init_array"):
+        # Start-up code sits in .text.startup, whose calls are judged below; an entry
+        # anywhere else is a constructor compiled some other way.
+        if target == ".text.startup" or re.match(r"^(_GLOBAL__sub_I_|_GLOBAL__I_|__sti____cudaRegisterAll|"
+                                                 r"_ZL\d+__sti)", target):
+            continue
+        name = _plain(defined.get(target, (target, ""))[0]) if not target.startswith(".") else "a function"
+        refusals.append(Refusal(f"{name}()", "is a constructor (__attribute__((constructor))) that runs when the "
+                                "library loads: call it from your launcher instead", _line_of(sub, name)))
+    called = set()
+    for target in _relocation_targets(obj, ".text.startup"):
+        if target.startswith(".") or _STARTUP_OK.match(target) or target in _MATH or target in also_ok:
+            continue
+        if target in defined:
+            demangled, kind = defined[target]
+            if kind not in "TtWwi" or _kernel_symbol(demangled, sub):
+                continue                         # data, or a kernel being registered
+            name = _plain(demangled)
+        else:
+            name = _plain(imported.get(target, target))
+            if name in _MATH:
+                continue
+        called.add(name)
+    for name in sorted(called):
+        refusals.append(Refusal(f"a file-scope initialiser calling {name}()",
+                                "runs code when the library loads (e.g. `static int x = f();`): compute such "
+                                "values in your launcher, or make them constexpr", _initialiser_line(sub, name)))
+    return refusals
+
+
+def refusal_message(file_name: str, refusals: list[Refusal]) -> str:
+    lines = [f"{file_name} was not run: it does what would change the timing or cannot be graded."]
+    lines += [f"  - {file_name}:{r.line}: {r.what} {r.reason}" if r.line else f"  - {r}" for r in refusals[:8]]
+    if len(refusals) > 8:
+        lines.append(f"  ... and {len(refusals) - 8} more")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""Sample submissions and the outcome each must get (submissions/<exercise>/manifest.yaml)."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from grader.core.errors import RubricError
+from grader.core.results import STATUSES, Result
+from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
+from grader.run.sandbox import leftover_processes
+
+_KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
+         "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s",
+         "max_host_memory_mib", "findings"}
+_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains"}
+
+
+@dataclass
+class Expectation:
+    file: str
+    about: str = ""
+    status: str = "graded"
+    correct: bool | None = None
+    diagnosis: list[str] = field(default_factory=list)
+    tier: str | None = None
+    time_limit_s: float | None = None
+    attack: bool = False
+    output_capped: bool = False
+    generate_bytes: int | None = None
+    must_not_create: str | None = None
+    flags: list[str] = field(default_factory=list)      # flags that must all be set
+    message_contains: str | None = None                 # text the result's message must hold
+    build_time_s: float | None = None                   # a shorter build time limit for this sample
+    max_host_memory_mib: int | None = None              # the child's peak resident memory must stay below
+    findings: list[str] | None = None                   # the findings from the compiled code, exactly
+
+
+@dataclass
+class SampleOutcome:
+    expectation: Expectation
+    result: Result
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def load_manifest(path: Path, backend: str, rubric: Rubric) -> list[Expectation]:
+    """Expectations for backend ('cuda' or 'emulator'), with that backend's overrides applied; every
+    diagnosis named must be one the rubric's exercise can give."""
+    known = diagnosis_codes(rubric)
+    shown = str(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise RubricError(shown, "<file>", f"cannot read it: {exc}") from None
+    if not isinstance(data, dict):
+        raise RubricError(shown, "<top>", "expected a mapping of file name to expected outcome")
+    out = []
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise RubricError(shown, name, "expected a mapping")
+        for key in entry:
+            if key not in _KEYS:
+                raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
+        merged = {k: v for k, v in entry.items() if k not in ("gpu", "emulator")}
+        override = entry.get("gpu" if backend == "cuda" else "emulator") or {}
+        for key in override:
+            if key not in _OVERRIDABLE:
+                raise RubricError(shown, f"{name}.{'gpu' if backend == 'cuda' else 'emulator'}.{key}", "cannot be overridden")
+        merged.update(override)
+        exp = Expectation(file=name, **merged)
+        if exp.status not in STATUSES:
+            raise RubricError(shown, f"{name}.status", f"unknown status {exp.status!r}")
+        for code in exp.diagnosis:
+            if code not in known:
+                raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
+        if exp.tier is not None and exp.tier not in TIER_NAMES:
+            raise RubricError(shown, f"{name}.tier", f"unknown tier {exp.tier!r}")
+        if exp.generate_bytes is None and not (path.parent / name).is_file():
+            raise RubricError(shown, name, "no such sample file next to the manifest")
+        out.append(exp)
+    return out
+
+
+def judge(exp: Expectation, result: Result) -> list[str]:
+    """What differs between the expected and the actual outcome (empty when it matches)."""
+    problems = []
+    if result.status != exp.status:
+        problems.append(f"status {result.status!r}, expected {exp.status!r} ({result.message[:200]})")
+    if exp.correct is not None and result.correct is not exp.correct:
+        problems.append(f"correct {result.correct}, expected {exp.correct}")
+    codes = {d.code for d in result.diagnosis}
+    for code in exp.diagnosis:
+        if code not in codes:
+            problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
+    if exp.tier is not None and result.backend == "cuda" and result.tier != exp.tier:
+        problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
+    if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
+        problems.append("gold despite exceeds_copy_floor")
+    if exp.output_capped and not result.output.get("dropped_bytes"):
+        problems.append(f"output not capped ({result.output.get('stdout_bytes')} bytes kept)")
+    if exp.must_not_create and Path(exp.must_not_create).exists():
+        problems.append(f"SIDE EFFECT: {exp.must_not_create} exists: the payload ran")
+    for flag in exp.flags:
+        if flag not in result.flags:
+            problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
+    if exp.message_contains and exp.message_contains not in result.message:
+        problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
+    if exp.findings is not None:
+        got = sorted({f.code for f in result.findings})
+        if got != sorted(exp.findings):
+            why = result.build.get("sass") if isinstance(result.build.get("sass"), str) else ""
+            problems.append(f"findings {got or 'none'}, expected {sorted(exp.findings) or 'none'} {why}".strip())
+    peak = result.sandbox.get("peak_rss_mib")
+    if exp.max_host_memory_mib is not None and peak is not None and peak > exp.max_host_memory_mib:
+        problems.append(f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}")
+    return problems
+
+
+def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
+                progress=None) -> list[SampleOutcome]:
+    from grader.exercises.pool import class_store
+    from grader.toolchain.gpuinfo import resolve_backend
+
+    outcomes = []
+    concrete = resolve_backend(backend)
+    # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
+    # batch does): every sample is graded on the same secret inputs, none drawing its own.
+    shared = class_store(rubric) if concrete == "cuda" else None
+    try:
+        for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
+            if only and exp.file not in only:
+                continue
+            outcomes.append(_run_sample(directory, exp, rubric, concrete, shared, progress))
+    finally:
+        if shared is not None:
+            shared.close()
+    return outcomes
+
+
+def _run_sample(directory: Path, exp, rubric: Rubric, concrete: str, shared, progress) -> "SampleOutcome":
+    """Grade one sample as its manifest entry says, and judge its result against the entry."""
+    from grader.grade.pipeline import grade_submission
+
+    r = rubric
+    if exp.time_limit_s is not None:
+        r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, time_limit_s=exp.time_limit_s))
+    if exp.build_time_s is not None:
+        r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, build_time_s=exp.build_time_s))
+    if exp.must_not_create:
+        Path(exp.must_not_create).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch:
+        path = directory / exp.file
+        if exp.generate_bytes is not None:
+            path = Path(scratch) / exp.file
+            line = b"// generated filler: this sample is a source file far over the size limit\n"
+            path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
+        result = grade_submission(path, rubric=r, backend=concrete, inputs=shared)
+    problems = judge(exp, result)
+    left = leftover_processes()
+    if left:
+        problems.append(f"left grading processes behind: {left}")
+    if progress:                # a line as each sample ends: a run cut short still says how far it got
+        fraction = f", fraction {result.fraction:.3f}" if result.fraction is not None else ""
+        progress(f"{exp.file}: {result.status}{fraction}, {result.seconds:.1f} s: "
+                 + ("ok" if not problems else "; ".join(problems)))
+    return SampleOutcome(exp, result, problems)

@@ -1,0 +1,336 @@
+"""What the parent tells the grading child to do: small typed objects, sent as JSON.
+
+The child knows buffers, arguments and launches, nothing of any exercise: the parent
+resolves the exercise's tensors and dimensions into a Job, and the child allocates,
+launches and sends back what each output holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+from grader.core.typed import from_data
+
+# Before every run an output is filled with POISON (a NaN with a payload no arithmetic produces)
+# and the guard regions on both sides of it with GUARD, so the parent can tell an unwritten
+# element and an out-of-bounds write from a wrong value, bit for bit.
+POISON_BITS = 0x7FC0DEAD      # a quiet NaN with a payload
+GUARD_BITS = 0x5A5A5A5A       # about 1.5e16, a finite value no GELU of these inputs produces
+
+
+@dataclass
+class Buffer:
+    """One tensor of a case: an input read from a file of float32 data, or an output."""
+
+    name: str
+    floats: int
+    role: str = "in"            # in | out
+    shape: list[int] = field(default_factory=list)
+    init: str = "poison"        # outputs: poison | zero
+    file: str = ""              # inputs: the file holding the data
+    offset: int = 0             # inputs: its byte offset there
+    chain: bool = False         # written by the chain, not by the submission
+
+
+@dataclass
+class Arg:
+    """One argument of a call: a buffer's pointer (tensor) or an integer (value)."""
+
+    tensor: str = ""
+    value: int = 0
+
+
+@dataclass
+class Call:
+    args: list[Arg]
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    kernel: str = ""            # a reference kernel's name; "" for the submission
+    key: str = ""               # the submission's: the case it launches for (the recording's key)
+
+
+@dataclass
+class CaseJob:
+    name: str
+    buffers: list[Buffer]
+    launch: Call                # the submission: its launcher's arguments, or the kernel's and the default launch
+    chain: Call | None = None   # a reference kernel run after it
+    timed: bool = False
+
+    def buffer(self, name: str) -> Buffer:
+        return next(b for b in self.buffers if b.name == name)
+
+
+@dataclass
+class TimingJob:
+    floor: list[str]
+    informational_floor: str
+    copy_floats: int
+    warmup: int
+    min_samples: int
+    max_samples: int
+    target_half_width: float
+    budget_s: float
+    hard_budget_s: float
+    slow_launch_s: float
+    chain: bool
+    baseline: str = ""          # a PyTorch expression of the inputs, timed against the submission
+    baseline_rounds: int = 0
+    floor_buffers: int = 1      # buffer pairs each copy rotates over
+
+
+@dataclass
+class CalibrationRun:
+    """One row of `grader calibrate`: reference kernels launched in order as one timed sample."""
+
+    name: str
+    steps: list[Call]
+
+
+@dataclass
+class Limits:
+    host_memory_mib: int
+    device_heap_bytes: int
+    drop_privileges: bool
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: `taskset -c 0` makes it one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def spread_threads(requested: int) -> int:
+    """The OS threads a large emulated launch may use (Job.emulator_threads): requested, or every
+    usable core when 0, and never more than those cores. A child inherits its parent's cores, so
+    the parent (for the child's CPU-time limit) and the child agree."""
+    cores = usable_cores()
+    return max(1, min(requested, cores) if requested > 0 else cores)
+
+
+@dataclass
+class Job:
+    backend: str
+    library: str
+    reference_library: str
+    guard_library: str | None
+    guard_mode: str
+    limits: Limits
+    cases: list[CaseJob]
+    guard_floats: int
+    reverse_check: bool = False
+    order_exact: bool = True            # the reverse run must give the same bits (else: sent back to compare)
+    timing: TimingJob | None = None
+    timed_cases: list[CaseJob] = field(default_factory=list)
+    verify_cases: list[CaseJob] = field(default_factory=list)
+    baseline_cases: list[CaseJob] = field(default_factory=list)     # more shapes, submission against baseline
+    calibrate: list[CalibrationRun] = field(default_factory=list)   # with timing and timed_cases[0]: no submission
+    calibration_rounds: int = 0
+    key: str = ""
+    shared_fd: int = -1                 # the memory file large outputs are copied into (protocol.py)
+    shared_bytes: int = 0
+    emulator_threads: int = 0           # OS threads a large emulated launch may use; 0: every core the child has
+    # How the submission runs (replay.py): "run", its library loaded and its launches made in this
+    # process (the emulator); "record", its library loaded and its launcher called on stand-in
+    # buffers, every launch recorded and none run; "replay", the recorded launches run from its
+    # device code alone, its library never loaded.
+    role: str = "run"
+    device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
+    recording: "Recording | None" = None                   # replay: what the recorder saw
+    layout_seed: int = 0                # replay: where the buffers lie in device memory this run
+
+    def output_bytes(self) -> int:
+        """Room for every output the child may send back (each case's, and a second run's)."""
+        every = self.cases + self.timed_cases + self.verify_cases
+        per_case = (sum(4 * (b.floats + 2 * self.guard_floats) for b in c.buffers if b.role == "out")
+                    for c in every)
+        return sum(2 * n + (1 << 16) for n in per_case)       # each piece starts on a page of its own
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Job":
+        return from_data(cls, data)
+
+    def input_files(self) -> list[str]:
+        every = self.cases + self.timed_cases + self.verify_cases + self.baseline_cases
+        return sorted({b.file for c in every for b in c.buffers if b.file})
+
+
+# ---------------------------------------------------------------------------
+# What the child sends back: one small dataclass per kind of frame. On the wire a frame's header
+# is {"type": <kind>, **fields} (JSON) and its payload raw float32 bytes (protocol.py).
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    """Where the emulator caught a fault: the signal, the address, and the buffer it lies in."""
+
+    signal: int = 0
+    address: int = 0
+    is_write: int = -1
+    pc_offset: int = 0
+    message: str = ""
+    buffer: str | None = None        # None: outside every buffer (a wild pointer)
+    where: str | None = None         # past | before
+
+
+@dataclass
+class LaunchRecord:
+    """One kernel's launches in one configuration, as the submission's library logged them."""
+
+    kernel: str = ""                 # the runtime's (mangled) name; "" on the emulator
+    offset: int = 0                  # the emulator: the kernel's address in the library
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    shared_bytes: int = 0
+    launches: int = 0
+    blocks_per_sm: int | None = None
+
+
+@dataclass
+class Output:
+    """One output in a case frame's payload: floats of data with pad guard floats on each side."""
+
+    name: str
+    floats: int
+    pad: int
+
+
+@dataclass
+class HelloFrame:
+    backend: str = ""
+    pid: int = 0
+    t: float = 0.0
+    ready_t: float = 0.0
+    job_t: float = 0.0
+    sandbox: dict = field(default_factory=dict)
+
+
+@dataclass
+class CaseFrame:
+    """A case's outputs (payload: each output's full buffer, then the second run's), or why not."""
+
+    case: str
+    ok: bool = False
+    outputs: list[Output] = field(default_factory=list)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    error: str = ""
+    fault: Fault | None = None
+    fatal: bool = False
+    second_kind: str = ""            # reverse (the emulator) | repeat (a GPU)
+    second_differs: bool = False
+    second_diff_count: int = 0
+    second_error: str = ""
+    second_fault: Fault | None = None
+    second_outputs: list[Output] = field(default_factory=list)
+    chain_error: str = ""
+    clobbered: list[str] = field(default_factory=list)  # grader buffers (inputs) the launch changed
+
+
+@dataclass
+class TimingFrame:
+    samples_ms: dict = field(default_factory=dict)      # variant -> milliseconds, one per round
+    stop_reason: str = ""
+    seconds: float = 0.0
+    device: dict = field(default_factory=dict)
+    launches: list[LaunchRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    baseline_max_abs_diff: float | None = None
+    clobbered: list[str] = field(default_factory=list)   # grader buffers changed during the timing
+    # each timed set's output checksum after every timed launch of it (replay: bit-exact exercises)
+    output_checksums: dict = field(default_factory=dict)
+
+
+@dataclass
+class BaselineTimingFrame:
+    case: str = ""
+    samples_ms: dict = field(default_factory=dict)
+
+
+@dataclass
+class CalibrationFrame:
+    samples_ms: dict = field(default_factory=dict)
+    device: dict = field(default_factory=dict)
+
+
+@dataclass
+class RecordedOp:
+    """One thing a launcher did to a kernel during a call, as the recorder saw it (claimed data:
+    the replay checks it against the device code before running any of it)."""
+
+    kind: str = "launch"             # launch | cooperative | attribute | cache_config
+    kernel: str = ""                 # the kernel's (mangled) device name
+    grid: list[int] = field(default_factory=lambda: [1, 1, 1])
+    block: list[int] = field(default_factory=lambda: [1, 1, 1])
+    shared_bytes: int = 0
+    stream: str = "given"            # given (or the legacy default) | per_thread | other
+    thread: str = "caller"           # caller | other (another thread, during the call) | outside (no call open)
+    attribute: int = 0               # attribute, cache_config: the cudaFuncAttribute or cudaFuncCache
+    value: int = 0
+    args: str = ""                   # the kernel's parameter buffer, hex
+    error: str = ""                  # what the recorder could not read of the launch
+
+
+@dataclass
+class Recording:
+    """Every call the recorder made, by the call's key: for each call, the index of its list of ops
+    in `ops`, the index of the stand-in buffers it was given in `views` (tensor -> address), and the
+    cudaError_t the launcher left. `late` holds launches made while no call was open."""
+
+    calls: dict = field(default_factory=dict)          # key -> [[ops index, views index, error], ...]
+    ops: list[list[RecordedOp]] = field(default_factory=list)
+    views: list[dict] = field(default_factory=list)
+    late: list[RecordedOp] = field(default_factory=list)
+    errors: dict = field(default_factory=dict)         # cudaError_t -> its text, for the errors in calls
+
+
+@dataclass
+class RecordingFrame:
+    recording: Recording = field(default_factory=Recording)
+
+
+@dataclass
+class RefusedFrame:
+    """The replay refused the recording before running it (a pointer into no buffer, say)."""
+
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FatalFrame:
+    stage: str = ""
+    error: str = ""
+    trace: str = ""
+
+
+@dataclass
+class DoneFrame:
+    t: float = 0.0
+    checks_t: float | None = None       # when the checks were done (seconds since the child started)
+    sampled_t: float | None = None      # when the timing's sampling was done (before the timed sets' outputs)
+
+
+FRAME_TYPES = {"hello": HelloFrame, "case": CaseFrame, "timing": TimingFrame, "baseline_timing": BaselineTimingFrame,
+               "calibration": CalibrationFrame, "fatal": FatalFrame, "done": DoneFrame, "recording": RecordingFrame,
+               "refused": RefusedFrame}
+_KINDS = {cls: kind for kind, cls in FRAME_TYPES.items()}
+
+
+def encode(frame) -> dict:
+    """A frame's JSON header."""
+    return {"type": _KINDS[type(frame)], **dataclasses.asdict(frame)}
+
+
+def decode(header: dict):
+    """The frame a header holds, or None for an unknown kind or a malformed one."""
+    cls = FRAME_TYPES.get(header.get("type")) if isinstance(header, dict) else None
+    if cls is None:
+        return None
+    try:
+        return from_data(cls, {k: v for k, v in header.items() if k != "type"})
+    except (TypeError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,89 @@
+"""What a grading child is told: the job built from the rubric, the build and the run's cases.
+
+Below grading (which runs it) and above the exercise's plan and data (which it reads).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from grader.core import exprs
+from grader.toolchain.build import BuildResult, build_reference
+from grader.core.contract import CaseJob, Job, Limits, TimingJob
+from grader.exercises import Reference, load_reference
+from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
+from grader.exercises.rubric import Rubric, dims_values
+
+
+def baseline_cases_for(rubric: Rubric, backend: str) -> list[Case]:
+    """The shapes timed against the exercise's PyTorch baseline (a GPU only)."""
+    return baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
+
+
+def child_limits(rubric: Rubric) -> Limits:
+    """The rubric's limits as the child applies them."""
+    lim = rubric.limits
+    return Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
+                  drop_privileges=lim.drop_privileges)
+
+
+def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str, store) -> dict:
+    """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
+    from grader.exercises import data
+
+    extra = baseline_cases_for(rubric, backend)
+    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c))
+            for c in run_cases(rubric, backend, store.secret) + extra}
+
+
+def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
+              reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
+              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0,
+              store=None) -> tuple[Job, list[Case]]:
+    """What the child is told to do, and every case whose output it will send back. The reference
+    library is built here when not given; draw=True also writes the cases' inputs (grading draws
+    them in the background instead). store (exercises/pool.Store): where the cases lie, and the
+    run's secret; by default the shared cache and the rubric's seeds."""
+    from grader.core.locations import cache_root
+    from grader.exercises import data
+    from grader.exercises.pool import Store
+
+    store = store or Store(cache_root())
+    exercise = load_reference(rubric)
+    every = run_cases(rubric, backend, store.secret)
+    if reference is None:
+        reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
+    extra = baseline_cases_for(rubric, backend)
+    if draw:
+        for c in every + extra:
+            data.materialize(rubric, exercise, c, store.folder_for(c))
+
+    def resolve(case: Case) -> CaseJob:
+        return case_job(rubric, case, has_launcher=has_launcher,
+                        files=data.files_of(rubric, exercise, case, store.folder_for(case)))
+
+    checks = [resolve(c) for c in every if not c.timed]
+    timed = [resolve(c) for c in every if c.timed]
+    t = rubric.timing
+    job = Job(
+        backend=backend, library=str(build.library), reference_library=str(reference.library),
+        guard_library=str(guard) if guard else None, guard_mode=guard_mode,
+        limits=child_limits(rubric),
+        cases=checks, guard_floats=rubric.checks.guard_floats,
+        reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
+        order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
+    )
+    if backend == "cuda":
+        job.timing = TimingJob(
+            floor=list(t.floor), informational_floor=t.informational_floor,
+            copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
+            min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
+            budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
+            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds,
+            floor_buffers=t.floor_buffers)
+        job.timed_cases = timed
+        job.baseline_cases = [resolve(c) for c in extra]
+    else:
+        job.verify_cases = timed
+    return job, every

@@ -1,0 +1,213 @@
+"""Rendering a Result: terminal summary, Markdown, HTML (with an inline SVG chart), result.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.markup import escape
+
+from grader.toolchain.render import environment, render
+from grader.core.results import LEGEND_TEXT, STATUS_TEXT, MapGrid, MistakeMap, Result
+from grader.exercises.rubric import Rubric
+
+
+environment().filters["esc"] = escape
+
+
+@dataclass
+class Bar:
+    label: str
+    value: float
+    width: float
+    y: float
+    kind: str          # submission | floor | copy
+
+
+def chart(result: Result, rubric: Rubric) -> dict | None:
+    """Geometry of the bar chart: GB/s of the submission and each copy, with the tier lines."""
+    t = result.timing
+    if t is None:
+        return None
+    rows = [(f"{t.kernel} (yours)", t.submission_gbps, "submission")]
+    rows += [(c.kind + (" (floor)" if c.kind == t.floor_kind else ""), c.gbps,
+              "floor" if c.kind == t.floor_kind else "copy") for c in t.copies]
+    top = max(v for _, v, _ in rows) * 1.1
+    left, width, bar_h, gap = 190.0, 460.0, 26.0, 12.0
+    bars = [Bar(label, value, width * value / top, 30 + i * (bar_h + gap), kind) for i, (label, value, kind) in enumerate(rows)]
+    lines = [(name, left + width * frac * t.floor_gbps / top, frac)
+             for name, frac in (("gold", rubric.tiers.gold), ("silver", rubric.tiers.silver))]
+    height = 30 + len(rows) * (bar_h + gap) + 30
+    return {"bars": bars, "lines": lines, "left": left, "width": width, "bar_h": bar_h, "height": height,
+            "total_width": left + width + 90}
+
+
+# A map cell's colour: green where every element is right; else red for wrong, grey for never
+# written (whichever there is more of), lighter for a smaller share. The terminal, the HTML and the
+# SVG beside report.md all draw with these.
+RIGHT = "#6fbf7f"
+SHADES = {"wrong": ("#f4c0bb", "#e0776c", "#b3261e"), "unwritten": ("#d6d6d6", "#a0a0a0", "#606060")}
+
+
+@dataclass
+class MapView:
+    """A MistakeMap made ready to draw: a colour per cell of the whole slice and of the zoom."""
+
+    map: MistakeMap
+    whole: list[list[str]]
+    zoom: list[list[str]] | None
+    whole_runs: list[list[tuple[int, int, str]]]       # per row: (first cell, cells, colour), for the SVG
+    zoom_runs: list[list[tuple[int, int, str]]] | None
+    terminal: list[list[str]]      # what the terminal draws: the whole map, or the zoom where the whole is one colour
+    terminal_zoom: bool
+    chars: list[list[str]]         # the same without colour (a log, a pipe): a letter per cell, CHARS
+    px: int                        # a whole-map cell's side in the HTML/SVG drawing
+    width: int                     # the drawing's size in pixels
+    height: int
+    whole_height: int
+
+
+# Without colour: right, then wrong and never written by share (a third, two thirds, more).
+CHARS = {"right": ".", "wrong": "-xX", "unwritten": ":oO"}
+CHARS_TEXT = ". right; - x X wrong (more of the cell: darker); : o O never written"
+
+
+def _cells(grid: MapGrid, palette: dict, right: str) -> list[list[str]]:
+    out = []
+    for wrong, unwritten in zip(grid.wrong, grid.unwritten):
+        row = []
+        for w, u in zip(wrong, unwritten):
+            w, u = int(w), int(u)
+            kind, level = ("unwritten", u) if u >= w and u else ("wrong", w)
+            row.append(right if not level else palette[kind][0 if level <= 3 else 1 if level <= 6 else 2])
+        out.append(row)
+    return out
+
+
+def _colours(grid: MapGrid) -> list[list[str]]:
+    return _cells(grid, SHADES, RIGHT)
+
+
+def _runs(rows: list[list[str]]) -> list[list[tuple[int, int, str]]]:
+    out = []
+    for row in rows:
+        runs: list[tuple[int, int, str]] = []
+        for j, c in enumerate(row):
+            if runs and runs[-1][2] == c:
+                runs[-1] = (runs[-1][0], runs[-1][1] + 1, c)
+            else:
+                runs.append((j, 1, c))
+        out.append(runs)
+    return out
+
+
+def map_view(m: MistakeMap) -> MapView:
+    whole = _colours(m.whole)
+    zoom = _colours(m.zoom) if m.zoom else None
+    across = max(len(r) for r in whole)
+    px = max(4, min(14, 600 // across))
+    whole_h = 40 + len(whole) * px + 28
+    zoom_h = 40 + len(zoom) * 9 + 10 if zoom else 0
+    width = 70 + max(across * px, len(zoom[0]) * 9 if zoom else 0) + 10
+    flat = len({c for row in whole for c in row}) == 1
+    shown = m.zoom if zoom and flat else m.whole
+    return MapView(m, whole, zoom, _runs(whole), _runs(zoom) if zoom else None, zoom if zoom and flat else whole,
+                   bool(zoom and flat), _cells(shown, CHARS, CHARS["right"]), px, width, whole_h + zoom_h, whole_h)
+
+
+def attempts_chart(attempts: list) -> dict | None:
+    """Geometry of the small chart of the fraction over a file's attempts (two or more timed)."""
+    points = [(i, a.fraction) for i, a in enumerate(attempts) if a.fraction is not None]
+    if len(points) < 2:
+        return None
+    left, width, height, top = 40.0, 400.0, 110.0, 10.0
+    high = max(1.0, max(f for _, f in points) * 1.05)
+    step = width / max(1, len(attempts) - 1)
+    xy = [(left + i * step, top + (height - top - 20) * (1 - f / high), f) for i, f in points]
+    return {"points": xy, "left": left, "width": width, "height": height, "top": top,
+            "base": height - 20, "high": high, "count": len(attempts)}
+
+
+def notices(result: Result) -> list[str]:
+    """What the reader must know about how this run was protected and measured."""
+    found = []
+    sb = result.sandbox
+    if sb and not sb.get("seccomp"):
+        found.append(f"The system-call filter was not in force here ({sb.get('seccomp_detail', 'unknown')}): the "
+                     "submission ran with the other protections only (its own process group, resource limits, no "
+                     "network where the grader runs as root). Set limits.require_seccomp to refuse to grade instead.")
+    free, total = sb.get("gpu_memory_free_bytes"), sb.get("gpu_memory_total_bytes")
+    if free is not None and total and free < 0.5 * total:
+        found.append(f"Another process held {(total - free) / 2**30:.0f} GiB of this GPU's {total / 2**30:.0f} GiB "
+                     "when this ran; its work may have disturbed the timing.")
+    return found
+
+
+def shown_message(result: Result) -> str:
+    """The verdict's message as a student reads it: an internal error's traceback (there for the
+    maintainers, in result.json) left out, with where to find it."""
+    lines = result.message.splitlines()
+    cut = next((i for i, line in enumerate(lines) if line.startswith("  File \"") or line.startswith("Traceback")), None)
+    if cut is None:
+        return result.message
+    return "\n".join(lines[:cut] + ["(where it happened in the grader is in result.json's message, for the report)"])
+
+
+def _context(result: Result, rubric: Rubric, attempts: list | None = None) -> dict:
+
+    return {"r": result, "rubric": rubric, "status_text": STATUS_TEXT[result.status], "chart": chart(result, rubric),
+            "notices": notices(result), "message": shown_message(result), "maps": [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
+            "right": RIGHT, "shades": SHADES, "attempts": attempts_chart(attempts or []), "standalone": False,
+            "failed_cases": [c for c in result.cases if c.passed is False],
+            "passed_count": sum(1 for c in result.cases if c.passed),
+            "run_count": sum(1 for c in result.cases if c.passed is not None)}
+
+
+def render_text(result: Result, rubric: Rubric, *, colour: bool = True) -> str:
+    """The terminal summary, with rich markup (print it through a rich Console); colour: the map in
+    coloured blocks (a terminal), else in letters (a log)."""
+    return render("summary.txt.j2", **_context(result, rubric), colour=colour, chars_text=CHARS_TEXT)
+
+
+def render_markdown(result: Result, rubric: Rubric, attempts: list | None = None) -> str:
+    return render("report.md.j2", **_context(result, rubric, attempts))
+
+
+def render_html(result: Result, rubric: Rubric, attempts: list | None = None) -> str:
+    return render("report.html.j2", **_context(result, rubric, attempts))
+
+
+def render_map_svg(view: MapView) -> str:
+    """One map as a standalone SVG file (what report.md shows as an image)."""
+    return render("map.svg.j2", v=view, standalone=True, legend=LEGEND_TEXT)
+
+
+def render_json(result: Result) -> str:
+    return json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+
+
+def default_report_dir(file: Path) -> Path:
+    """Where `grader submit FILE` writes its reports unless told: beside FILE, FILE's name with
+    -report (kernel.cu: kernel-report/); under $GRADER_REPORTS_ROOT where that is set."""
+    root = os.environ.get("GRADER_REPORTS_ROOT")
+    name = f"{Path(file).stem}-report"
+    return Path(root) / name if root else Path(file).parent / name
+
+
+def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: list | None = None) -> list[Path]:
+    """report.md, report.html and result.json in directory (created if needed), and map-<k>.svg for
+    each failed check's map (report.md shows them); attempts: the file's attempts, for the chart."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("map-*.svg"):             # an earlier grade's
+        old.unlink(missing_ok=True)
+    written = []
+    files = [("report.md", render_markdown(result, rubric, attempts)), ("report.html", render_html(result, rubric, attempts)),
+             ("result.json", render_json(result))]
+    files += [(f"map-{k}.svg", render_map_svg(map_view(m))) for k, m in enumerate(result.maps, 1)]
+    for name, text in files:
+        path = directory / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

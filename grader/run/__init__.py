@@ -1,0 +1,5 @@
+"""Running code that is not the grader's: the sandboxed children (sandbox.py starts them and
+reads what they send; child/ is what runs inside), the authenticated result channel
+(protocol.py), and the GPU's lanes (lanes.py: what is timed on a GPU runs alone). Below the
+verdict, which judges what comes back; it imports core, exercises and toolchain only.
+"""

@@ -1,0 +1,523 @@
+"""Where the kernels run: a CUDA GPU, or the CPU emulator.
+
+Only the child process (worker.py) uses this module: it loads the
+submission's library. Both backends give the same interface, so the
+correctness code path is shared: allocate a padded output, copy inputs in,
+launch the submission or a reference kernel, read the output back.
+
+Nothing here imports torch (or numpy): memory is a Region, an address and a
+size; the GPU is driven through the reference library's runtime helpers
+(grader/run/child/runtime.cu), the emulator's memory is mapped pages.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import mmap
+import random
+import struct
+import zlib
+from dataclasses import dataclass
+
+from grader.core.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord, spread_threads
+
+
+@dataclass
+class LaunchOutcome:
+    ok: bool
+    error: str = ""
+    fault: Fault | None = None     # the emulator: where it caught a fault
+    fatal: bool = False            # the device or process cannot go on (a sticky CUDA error)
+
+
+@dataclass(frozen=True)
+class Region:
+    """float32 memory a kernel sees: its address (on the device, or the host for the emulator),
+    its length in floats and the shape it has for the exercise."""
+
+    ptr: int
+    floats: int
+    shape: tuple[int, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.floats
+
+    def part(self, first: int, floats: int, shape: tuple[int, ...] = ()) -> "Region":
+        return Region(self.ptr + 4 * first, floats, shape)
+
+
+class _FaultInfo(ctypes.Structure):
+    _fields_ = [("signal", ctypes.c_int), ("is_write", ctypes.c_int), ("address", ctypes.c_size_t),
+                ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256)]
+
+
+class _LaunchRecord(ctypes.Structure):
+    """One entry of the submission library's launch log (the harness's Record, the shim's LaunchRecord)."""
+
+    _fields_ = [("kernel", ctypes.c_char * 256), ("offset", ctypes.c_uint64), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint64), ("launches", ctypes.c_int64),
+                ("blocks_per_sm", ctypes.c_int)]
+
+
+class _DeviceInfo(ctypes.Structure):
+    """runtime.cu's GraderDeviceInfo."""
+
+    _fields_ = [("name", ctypes.c_char * 256), ("major", ctypes.c_int), ("minor", ctypes.c_int), ("sms", ctypes.c_int),
+                ("runtime_version", ctypes.c_int), ("driver_version", ctypes.c_int), ("l2_bytes", ctypes.c_size_t),
+                ("memory_bytes", ctypes.c_size_t)]
+
+
+LAUNCH_LOG_SIZE = 32
+
+
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library, with the calls the child makes itself declared (mmap, mprotect): errno kept."""
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.mmap.restype = ctypes.c_void_p
+    lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    lib.mprotect.restype = ctypes.c_int
+    lib.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return lib
+
+
+def _declare(lib: ctypes.CDLL, reference: bool) -> None:
+    vp, fp, sz, i = ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
+    if reference:
+        for name in ("grader_ref_copy_scalar", "grader_ref_copy_vec4", "grader_ref_memcpy"):
+            getattr(lib, name).argtypes = [fp, fp, sz, vp]
+            getattr(lib, name).restype = i
+        lib.grader_ref_reset_persisting_l2.argtypes = []
+        lib.grader_ref_reset_persisting_l2.restype = i
+        lib.grader_ref_set_heap_limit.argtypes = [sz]
+        lib.grader_ref_set_heap_limit.restype = i
+    else:
+        lib.grader_submission_launch.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong),
+                                                 ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint), vp]
+        lib.grader_submission_launch.restype = i
+        lib.grader_error_string.argtypes = [i]
+        lib.grader_error_string.restype = ctypes.c_char_p
+        if hasattr(lib, "grader_launch_log"):         # the emulator's (the GPU's recorder keeps none)
+            lib.grader_launch_log.argtypes = [ctypes.POINTER(_LaunchRecord), i]
+            lib.grader_launch_log.restype = i
+            lib.grader_launch_log_reset.argtypes = []
+            lib.grader_launch_log_reset.restype = None
+
+
+def count_differences(a: bytes, b: bytes) -> int:
+    """How many 32-bit words differ between two equal-length buffers (bit for bit)."""
+    if a == b:
+        return 0
+    step = 4096
+    count = 0
+    for at in range(0, len(a), step):
+        x, y = a[at: at + step], b[at: at + step]
+        if x != y:
+            count += sum(1 for p, q in zip(memoryview(x).cast("I"), memoryview(y).cast("I")) if p != q)
+    return count
+
+
+class Backend:
+    """The grader's reference kernels are loaded at once; the submission's library only by
+    load_submission(), which the worker calls once the guard is in place."""
+
+    name = "base"
+    measures = True            # False for the recorder, whose buffers are stand-ins and whose kernels never run
+
+    def __init__(self, reference_lib: str):
+        self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
+        _declare(self.ref, reference=True)
+        self.sub: ctypes.CDLL | None = None
+
+    def load_submission(self, submission_lib: str) -> None:
+        """Load the student's library: its static initialisers run now, inside the wall."""
+        self.sub = ctypes.CDLL(submission_lib, mode=ctypes.RTLD_LOCAL)
+        _declare(self.sub, reference=False)
+
+    # -- memory -------------------------------------------------------------
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        """A copy of floats float32s at host_ptr, where the kernels can read them."""
+        raise NotImplementedError
+
+    def alloc(self, floats: int, name: str) -> Region:
+        raise NotImplementedError
+
+    def fill(self, region: Region, bits: int) -> None:
+        """Every 32-bit word of region set to bits."""
+        raise NotImplementedError
+
+    def read(self, region: Region) -> bytes:
+        """region's bytes, on the host (what the child sends back)."""
+        raise NotImplementedError
+
+    def read_into(self, region: Region, address: int) -> None:
+        """region's bytes copied to host memory at address."""
+        raise NotImplementedError
+
+    def output(self, n: int, pad: int, name: str, init: str = "poison",
+               shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
+        """(full, view): full = [pad guard][n poisoned or zeroed][pad guard]."""
+        full = self.alloc(n + 2 * pad, name)
+        view = full.part(pad, n, shape)
+        self.fill(full.part(0, pad), GUARD_BITS)
+        self.fill(full.part(pad + n, pad), GUARD_BITS)
+        self.reinit(view, init)
+        return full, view
+
+    def reinit(self, view: Region, init: str) -> None:
+        """An output back to how it starts, before a launch."""
+        self.fill(view, POISON_BITS if init == "poison" else 0)
+
+    def checksums(self, regions: list[Region]) -> list[int]:
+        """A checksum of each region's words (the emulator: their bytes hashed on the host)."""
+        return [zlib.crc32(self.read(r)) for r in regions]
+
+    def chooser(self) -> random.Random | None:
+        """Where the measurement draws what a submission must not predict (which timed rounds are
+        checked); None where nothing is measured."""
+        return None
+
+    def baseline(self, expression: str):
+        """The rubric's PyTorch baseline as a function of a case's views (timing._baseline)."""
+        from grader.run.child.baseline import torch_baseline
+
+        return torch_baseline(expression)
+
+    def set_reverse(self, reverse: bool) -> None:
+        """Run blocks and threads in reverse order (only the CPU emulator can)."""
+        if reverse:
+            raise NotImplementedError(f"the {self.name} backend cannot reverse the order of blocks")
+
+    def release_case(self) -> None:
+        """Free (or forget) the buffers of a finished case."""
+
+    def synchronize(self) -> LaunchOutcome:
+        return LaunchOutcome(True)
+
+    # -- launches -------------------------------------------------------------
+    @staticmethod
+    def _arrays(call: Call, views: dict[str, Region]):
+        n = max(len(call.args), 1)
+        ptrs = (ctypes.c_void_p * n)(*[views[a.tensor].ptr if a.tensor else None for a in call.args])
+        vals = (ctypes.c_longlong * n)(*[0 if a.tensor else a.value for a in call.args])
+        return ptrs, vals
+
+    def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        """The submission's launch: its launcher, or the kernel with the call's grid and block."""
+        ptrs, vals = self._arrays(call, views)
+        code = self.sub.grader_submission_launch(ptrs, vals, (ctypes.c_uint * 3)(*call.grid),
+                                                 (ctypes.c_uint * 3)(*call.block), None)
+        return self._outcome(code)
+
+    def reference_call(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        """One of the exercise's reference kernels (grader_ref_<kernel>(ptrs, vals, stream))."""
+        fn = getattr(self.ref, f"grader_ref_{call.kernel}")
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_longlong), ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        ptrs, vals = self._arrays(call, views)
+        return self._outcome(fn(ptrs, vals, None), reference=True)
+
+    def reset_launch_log(self) -> None:
+        self.sub.grader_launch_log_reset()
+
+    def launch_log(self) -> list[LaunchRecord]:
+        """The kernel launches since the last reset, one entry per kernel and configuration:
+        what the parent turns into results.Launch (it names a kernel known only by its offset)."""
+        records = (_LaunchRecord * LAUNCH_LOG_SIZE)()
+        n = self.sub.grader_launch_log(records, LAUNCH_LOG_SIZE)
+        return [LaunchRecord(r.kernel.decode(errors="replace"), r.offset, list(r.grid), list(r.block), r.shared_bytes,
+                             r.launches, r.blocks_per_sm if r.blocks_per_sm >= 0 else None)
+                for r in records[: max(0, min(n, LAUNCH_LOG_SIZE))]]
+
+    def copy(self, which: str, src: Region, dst: Region) -> LaunchOutcome:
+        """One of the grader's copies (grader_ref_copy_scalar, _vec4, _memcpy) of src to dst."""
+        code = getattr(self.ref, f"grader_ref_{which}")(src.ptr, dst.ptr, min(src.floats, dst.floats), None)
+        return self._outcome(code, reference=True)
+
+    def set_device_heap(self, nbytes: int) -> int:
+        """Cap the heap in-kernel malloc draws from; the cudaError_t (0 on success)."""
+        return self.ref.grader_ref_set_heap_limit(nbytes)
+
+    def reset_persisting_l2(self) -> None:
+        code = self.ref.grader_ref_reset_persisting_l2()
+        if code:
+            raise RuntimeError(f"cudaCtxResetPersistingL2Cache failed (cudaError {code})")
+
+    def _error_text(self, code: int, reference: bool) -> str:
+        lib = self.sub if not reference else None
+        return lib.grader_error_string(code).decode() if lib is not None and code > 0 else f"error {code}"
+
+    def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
+        if code == 0:
+            return LaunchOutcome(True)
+        return LaunchOutcome(False, error=f"launch failed: {self._error_text(code, reference)} (cudaError {code})")
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def __init__(self, reference_lib: str, layout_seed: int = 0):
+        """layout_seed: where this run's buffers lie. Not 0: a random amount of device memory is
+        held first, and every buffer starts a random multiple of 256 bytes into its allocation, so
+        that a kernel cannot find a buffer of an earlier run (or a stash of its own) where it was."""
+        super().__init__(reference_lib)
+        rt = self.ref
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        for fn, args in (("init", []), ("malloc", [ctypes.POINTER(vp), sz]), ("free", [vp]),
+                         ("copy_in", [vp, vp, sz]), ("copy_out", [vp, vp, sz]),
+                         ("fill32", [vp, ctypes.c_uint, sz]), ("synchronize", []), ("last_error", []),
+                         ("event_create", [ctypes.POINTER(vp)]), ("event_record", [vp]),
+                         ("event_elapsed", [vp, vp, ctypes.POINTER(ctypes.c_float)]),
+                         ("memory", [ctypes.POINTER(sz), ctypes.POINTER(sz)]),
+                         ("device_info", [ctypes.POINTER(_DeviceInfo)])):
+            f = getattr(rt, f"grader_rt_{fn}")
+            f.argtypes, f.restype = args, ctypes.c_int
+        rt.grader_rt_error_string.argtypes, rt.grader_rt_error_string.restype = [ctypes.c_int], ctypes.c_char_p
+        rt.grader_rt_checksum32.argtypes, rt.grader_rt_checksum32.restype = [vp, sz, vp], ctypes.c_int
+        self._call("init")
+        self._allocated: list[int] = []
+        self._slots: Region | None = None
+        self._layout = random.Random(layout_seed) if layout_seed else None
+        if self._layout is not None:
+            held = ctypes.c_void_p()
+            self._call("malloc", ctypes.byref(held), (1 + self._layout.randrange(32)) << 21)
+
+    def _call(self, fn: str, *args) -> None:
+        code = getattr(self.ref, f"grader_rt_{fn}")(*args)
+        if code:
+            raise RuntimeError(f"CUDA {fn} failed: {self.error_string(code)} (cudaError {code})")
+
+    def error_string(self, code: int) -> str:
+        return self.ref.grader_rt_error_string(code).decode(errors="replace")
+
+    def alloc(self, floats: int, name: str) -> Region:
+        shift = 256 * self._layout.randrange(16) if self._layout is not None else 0
+        p = ctypes.c_void_p()
+        self._call("malloc", ctypes.byref(p), max(4 * floats, 4) + shift)
+        self._allocated.append(p.value)
+        return Region((p.value or 0) + shift, floats)
+
+    def chooser(self) -> random.Random | None:
+        return random.Random(self._layout.getrandbits(64)) if self._layout is not None else None
+
+    def checksums(self, regions: list[Region]) -> list[int]:
+        """Each region's checksum, taken on the GPU (runtime.cu's checksum32)."""
+        if not regions:
+            return []
+        if self._slots is None or self._slots.floats < 2 * len(regions):
+            self._slots = self.kept(max(2 * len(regions), 512))
+        for i, r in enumerate(regions):
+            self.checksum_into(r, self._slots, i)
+        out = (ctypes.c_uint64 * len(regions))()
+        self._call("copy_out", out, self._slots.ptr, 8 * len(regions))
+        return list(out)
+
+    def kept(self, floats: int) -> Region:
+        """Device memory of the grader's own that outlives the case (release_case leaves it)."""
+        p = ctypes.c_void_p()
+        self._call("malloc", ctypes.byref(p), max(4 * floats, 4))
+        return Region(p.value or 0, floats)
+
+    def checksum_into(self, region: Region, slots: Region, index: int) -> None:
+        """region's checksum into the index-th 64-bit word of slots, asynchronously."""
+        self._call("checksum32", region.ptr, region.floats, slots.ptr + 8 * index)
+
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        region = Region(self.alloc(floats, name).ptr, floats, shape)
+        if floats:
+            self._call("copy_in", region.ptr, host_ptr, 4 * floats)
+        return region
+
+    def fill(self, region: Region, bits: int) -> None:
+        self._call("fill32", region.ptr, bits & 0xFFFFFFFF, region.floats)
+
+    def read(self, region: Region) -> bytes:
+        host = ctypes.create_string_buffer(region.nbytes)
+        if region.floats:
+            self._call("copy_out", host, region.ptr, region.nbytes)
+        return host.raw
+
+    def read_into(self, region: Region, address: int) -> None:
+        if region.floats:
+            self._call("copy_out", address, region.ptr, region.nbytes)
+
+    def release_case(self) -> None:
+        for ptr in self._allocated:
+            self.ref.grader_rt_free(ptr)
+        self._allocated.clear()
+
+    def synchronize(self) -> LaunchOutcome:
+        code = self.ref.grader_rt_synchronize()
+        if code:                              # an illegal address or a trap: the context is gone
+            return LaunchOutcome(False, error=f"CUDA error: {self.error_string(code)}", fatal=True)
+        return LaunchOutcome(True)
+
+    def _error_text(self, code: int, reference: bool) -> str:
+        return self.error_string(code) if code > 0 else f"error {code}"
+
+    # -- timing -------------------------------------------------------------
+    def event(self) -> int:
+        e = ctypes.c_void_p()
+        self._call("event_create", ctypes.byref(e))
+        return e.value
+
+    def record(self, event: int) -> None:
+        """Record event on the legacy default stream, which waits for work on every blocking stream."""
+        self._call("event_record", event)
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        ms = ctypes.c_float()
+        self._call("event_elapsed", start, end, ctypes.byref(ms))
+        return ms.value
+
+    def memory(self) -> tuple[int, int]:
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self._call("memory", ctypes.byref(free), ctypes.byref(total))
+        return free.value, total.value
+
+    def device(self) -> dict:
+        """What the timing records of the GPU it ran on."""
+        info = _DeviceInfo()
+        self._call("device_info", ctypes.byref(info))
+        rt = info.runtime_version
+        return {"name": info.name.decode(errors="replace"), "capability": f"{info.major}.{info.minor}",
+                "sms": info.sms, "l2_bytes": info.l2_bytes, "memory_bytes": info.memory_bytes,
+                "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}"}
+
+
+def _transparent_huge_pages() -> bool:
+    """Whether madvise(MADV_HUGEPAGE) can give an anonymous mapping huge pages here."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+class EmulatorBackend(Backend):
+    """Host buffers, each input ending at an inaccessible page so that a read past it faults."""
+
+    name = "emulator"
+    PAGE = mmap.PAGESIZE
+    HUGE_FROM = 4 << 20
+
+    def __init__(self, reference_lib: str, threads: int = 0):
+        super().__init__(reference_lib)
+        self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
+        self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
+        self._keep: list = []
+        self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
+
+    def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
+        """Memory for nbytes of data (256-byte aligned) that ends near a guard page: (data address,
+        bytes from there to the guard page)."""
+        page = self.PAGE
+        body = -(-(nbytes + 256) // page) * page
+        # Faulting 64 MB in page by page costs more than the copy into it: a large buffer asks for
+        # huge pages (filled in 2 MB at a time, about four times faster than populating 4 KiB
+        # pages), a small one is populated at once.
+        huge = body >= self.HUGE_FROM and self._huge_pages
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0 if huge else getattr(mmap, "MAP_POPULATE", 0))
+        mm = mmap.mmap(-1, body + 2 * page, flags=flags)
+        if huge:
+            try:
+                mm.madvise(mmap.MADV_HUGEPAGE)
+            except OSError:
+                pass                            # refused: faulted page by page
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        libc().mprotect(base, page, 0)
+        libc().mprotect(base + page + body, page, 0)
+        usable_end = base + page + body
+        start = (usable_end - nbytes) & ~255
+        self._keep.append(mm)
+        self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
+        return start, usable_end - start
+
+    def alloc(self, floats: int, name: str) -> Region:
+        start, _ = self._guarded(4 * floats, name)
+        return Region(start, floats)
+
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        start, room = self._guarded(4 * floats, name)
+        self.fill(Region(start + 4 * floats, room // 4 - floats), 0x7FC00000)   # the slack before the guard page reads as NaN
+        if floats:
+            ctypes.memmove(start, host_ptr, 4 * floats)
+        return Region(start, floats, shape)
+
+    def output(self, n: int, pad: int, name: str, init: str = "poison",
+               shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
+        full, view = super().output(n, pad, name, init, shape)
+        # the region list records the output's own extent, not its guards
+        name_, base, start, _, end = self.regions[-1]
+        self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
+        return full, view
+
+    def fill(self, region: Region, bits: int) -> None:
+        """The pattern written once, then copied onto itself in doubling steps (no buffer the size of
+        the region is built: the timed shape's outputs are 64 MB)."""
+        if region.floats <= 0:
+            return
+        word = bits & 0xFFFFFFFF
+        if word == (word & 0xFF) * 0x01010101:          # one byte repeated: memset does it
+            ctypes.memset(region.ptr, word & 0xFF, region.nbytes)
+            return
+        head = struct.pack("<I", word) * min(region.floats, 1024)
+        ctypes.memmove(region.ptr, head, len(head))
+        done = len(head)
+        while done < region.nbytes:
+            step = min(done, region.nbytes - done)
+            ctypes.memmove(region.ptr + done, region.ptr, step)
+            done += step
+
+    def read(self, region: Region) -> bytes:
+        return ctypes.string_at(region.ptr, region.nbytes)
+
+    def read_into(self, region: Region, address: int) -> None:
+        if region.floats:
+            ctypes.memmove(address, region.ptr, region.nbytes)
+
+    heap_bytes = 8 << 20
+
+    def set_device_heap(self, nbytes: int) -> int:
+        self.heap_bytes = nbytes                # the heap lives in the submission's library (the shim)
+        return 0
+
+    def load_submission(self, submission_lib: str) -> None:
+        super().load_submission(submission_lib)
+        self.sub.grader_emu_set_reverse.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
+        self.sub.grader_emu_set_heap.argtypes = [ctypes.c_size_t]
+        self.sub.grader_emu_set_heap(self.heap_bytes)
+        self.sub.grader_emu_set_threads.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_set_threads(self.threads)
+
+    def launch_threads(self) -> int:
+        """The OS threads a large launch of the submission runs on (1 where its source shares state
+        between threads: source.spreads_over_cores)."""
+        return self.sub.grader_emu_spread_threads() if self.sub is not None else 1
+
+    def set_reverse(self, reverse: bool) -> None:
+        self.sub.grader_emu_set_reverse(1 if reverse else 0)
+
+    def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
+        if code == -1 and not reference:
+            info = self.sub.grader_emu_fault().contents
+            return LaunchOutcome(False, error="fault", fault=self._describe_fault(info))
+        return super()._outcome(code, reference)
+
+    def _describe_fault(self, info: _FaultInfo) -> Fault:
+        fault = Fault(info.signal, info.address, info.is_write, info.pc_offset, info.message.decode(errors="replace"))
+        if info.signal > 0:
+            for name, lo, start, end, hi in self.regions:
+                if lo <= info.address < hi:
+                    fault.buffer, fault.where = name, "past" if info.address >= end else "before"
+                    break
+        return fault
+
+    def release_case(self) -> None:
+        """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
+        self.regions.clear()

@@ -1,0 +1,200 @@
+"""The measuring child's backend: the recorded launches replayed from the submission's device code
+alone (replay.py says why).
+
+The submission's library is never loaded here: its fatbinaries (read by the parent from the build)
+are loaded with the driver (cuModuleLoadData), every kernel looked up by the device name the
+recorder saw, its parameter layout read from the module (cuFuncGetParamInfo), and each call's
+launches run with cuLaunchKernel on the legacy default stream, the one the grader times, with
+every stand-in address relocated to the grader's buffer. Everything else (allocation, copies,
+events, the floor's copies, the checksums) is CudaBackend's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
+from grader.run.child.replay import Param, Refused, recording_stand_ins, relocate
+from grader.core.contract import Call, LaunchRecord, RecordedOp, Recording
+
+CUDA_ERROR_INVALID_VALUE = 1
+
+
+class Driver:
+    """The few driver entry points the replay needs, declared once."""
+
+    def __init__(self) -> None:
+        lib = self.lib = ctypes.CDLL("libcuda.so.1")
+        vp, u, i, sz = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+        for name, args in (
+                ("cuModuleLoadData", [ctypes.POINTER(vp), vp]),
+                ("cuModuleGetFunction", [ctypes.POINTER(vp), vp, ctypes.c_char_p]),
+                ("cuFuncGetParamInfo", [vp, sz, ctypes.POINTER(sz), ctypes.POINTER(sz)]),
+                ("cuLaunchKernel", [vp, u, u, u, u, u, u, u, vp, ctypes.POINTER(vp), ctypes.POINTER(vp)]),
+                ("cuLaunchCooperativeKernel", [vp, u, u, u, u, u, u, u, vp, ctypes.POINTER(vp)]),
+                ("cuFuncSetAttribute", [vp, i, i]),
+                ("cuFuncSetCacheConfig", [vp, i]),
+                ("cuGetErrorString", [i, ctypes.POINTER(ctypes.c_char_p)]),
+                ("cuOccupancyMaxActiveBlocksPerMultiprocessor", [ctypes.POINTER(i), vp, i, sz])):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, i
+
+    def error(self, code: int) -> str:
+        text = ctypes.c_char_p()
+        if self.lib.cuGetErrorString(code, ctypes.byref(text)) == 0 and text.value:
+            return text.value.decode(errors="replace")
+        return f"CUDA error {code}"
+
+
+class _Kernel:
+    def __init__(self, name: str, handle: int, params: list[Param]):
+        self.name, self.handle, self.params = name, handle, params
+        self.bytes = max((p.offset + p.size for p in params), default=0)
+
+
+class ReplayBackend(CudaBackend):
+    def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
+                 sizes: dict[str, dict[str, int]]):
+        """device_code: the fatbinaries' files (read now, before the wall); sizes: for each call's key,
+        the bytes of each tensor the call passes (what an address may point into)."""
+        super().__init__(reference_lib, layout_seed)
+        self.driver = Driver()
+        self._images = []
+        for path in device_code:
+            with open(path, "rb") as f:
+                self._images.append(ctypes.create_string_buffer(f.read()))
+        self.recording, self._sizes = recording, sizes
+        self._modules: list[int] = []
+        self._kernels: dict[str, _Kernel] = {}
+        self._used: dict[str, int] = {}
+        self._prepared: dict[tuple, list] = {}
+        self._log: dict[tuple, LaunchRecord] = {}
+
+    def load_submission(self, submission_lib: str) -> None:
+        """The submission's device code, not its library (submission_lib is never opened); then the
+        recording checked against it. Raises Refused for a recording that cannot be replayed."""
+        problems = []
+        for image in self._images:
+            module = ctypes.c_void_p()
+            code = self.driver.lib.cuModuleLoadData(ctypes.byref(module), image)
+            if code:
+                problems.append(self.driver.error(code))
+            else:
+                self._modules.append(module.value)
+        if not self._modules:
+            raise RuntimeError(f"the submission's device code did not load: {'; '.join(problems) or 'none found'}")
+        self._check()
+
+    def _kernel(self, name: str) -> _Kernel | None:
+        if name in self._kernels:
+            return self._kernels[name]
+        found = None
+        for module in self._modules:
+            fn = ctypes.c_void_p()
+            if name and self.driver.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()) == 0:
+                params, index = [], 0
+                offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+                while self.driver.lib.cuFuncGetParamInfo(fn, index, ctypes.byref(offset), ctypes.byref(size)) == 0:
+                    params.append(Param(offset.value, size.value))
+                    index += 1
+                found = _Kernel(name, fn.value, params)
+                break
+        self._kernels[name] = found
+        return found
+
+    def _check(self) -> None:
+        """Every recorded call replayable: its kernels in the device code, each parameter buffer of
+        its kernel's size, every address inside a buffer given to that call."""
+        for key, rows in self.recording.calls.items():
+            for ops_at, views_at, _error in rows:
+                stand_ins = recording_stand_ins(self.recording.views[views_at], self._sizes.get(key, {}))
+                for op in self.recording.ops[ops_at]:
+                    kernel = self._kernel(op.kernel)
+                    if kernel is None:
+                        raise Refused(f"the recording names a kernel, {op.kernel or '(no name)'}, that the "
+                                      "submission's device code does not hold.")
+                    if op.kind in ("launch", "cooperative"):
+                        args = bytes.fromhex(op.args)
+                        if len(args) != kernel.bytes:
+                            raise Refused(f"the recorded arguments of {op.kernel} are {len(args)} bytes; its "
+                                          f"parameters take {kernel.bytes}.")
+                        relocate(args, kernel.params, stand_ins, {n: 0 for n in stand_ins}, kernel=op.kernel, case=key)
+
+    # -- the replay -----------------------------------------------------------------
+    def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        rows = self.recording.calls.get(call.key, [])
+        n = self._used.get(call.key, 0)
+        if n >= len(rows):
+            return LaunchOutcome(False, error=f"the recorder sent fewer calls for {call.key} ({len(rows)}) than the "
+                                              f"measurement makes: something in the recording child changed what "
+                                              "it sent", fatal=True)
+        self._used[call.key] = n + 1
+        ops_at, views_at, error = rows[n]
+        given = self.recording.views[views_at]
+        real = {name: views[name].ptr for name in given if name in views}
+        key = (ops_at, views_at, tuple(sorted(real.items())))
+        steps = self._prepared.get(key)
+        if steps is None:
+            steps = self._prepared[key] = self._prepare(self.recording.ops[ops_at], given, real, call.key)
+        for step in steps:
+            code = step()
+            if code:
+                return LaunchOutcome(False, error=f"launch failed: {self.driver.error(code)} (CUDA error {code})")
+        if error:
+            text = self.recording.errors.get(str(error), f"error {error}")
+            return LaunchOutcome(False, error=text if text.startswith("launch failed") else f"launch failed: {text}")
+        return LaunchOutcome(True)
+
+    def _prepare(self, ops: list[RecordedOp], given: dict, real: dict[str, int], case: str) -> list:
+        stand_ins = recording_stand_ins(given, self._sizes.get(case, {}))
+        lib, steps = self.driver.lib, []
+        for op in ops:
+            kernel = self._kernel(op.kernel)
+            if op.kind == "attribute":
+                steps.append(lambda k=kernel, op=op: lib.cuFuncSetAttribute(k.handle, op.attribute, op.value))
+            elif op.kind == "cache_config":
+                steps.append(lambda k=kernel, op=op: lib.cuFuncSetCacheConfig(k.handle, op.attribute))
+            elif op.kind in ("launch", "cooperative"):
+                args = relocate(bytes.fromhex(op.args), kernel.params, stand_ins, real, kernel=op.kernel, case=case)
+                buf = ctypes.create_string_buffer(args, max(len(args), 1))
+                base = ctypes.addressof(buf)
+                params = (ctypes.c_void_p * max(len(kernel.params), 1))(*[base + p.offset for p in kernel.params])
+                steps.append(self._launcher(kernel, op, buf, params))
+        return steps
+
+    def _launcher(self, kernel: _Kernel, op: RecordedOp, buf, params):
+        lib = self.driver.lib
+        (gx, gy, gz), (bx, by, bz), shmem = op.grid, op.block, op.shared_bytes
+        entry = self._log_entry(kernel, op)
+
+        def launch() -> int:
+            _keep = buf                                     # the parameter buffer lives as long as the step
+            entry.launches += 1
+            if op.kind == "cooperative":
+                return lib.cuLaunchCooperativeKernel(kernel.handle, gx, gy, gz, bx, by, bz, shmem, None, params)
+            return lib.cuLaunchKernel(kernel.handle, gx, gy, gz, bx, by, bz, shmem, None, params, None)
+        return launch
+
+    def _log_entry(self, kernel: _Kernel, op: RecordedOp) -> LaunchRecord:
+        key = (kernel.name, tuple(op.grid), tuple(op.block), op.shared_bytes)
+        entry = self._log.get(key)
+        if entry is None:
+            blocks = ctypes.c_int(-1)
+            threads = op.block[0] * op.block[1] * op.block[2]
+            if self.driver.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    ctypes.byref(blocks), kernel.handle, threads, op.shared_bytes) != 0:
+                blocks.value = -1
+            entry = self._log[key] = LaunchRecord(kernel.name, 0, list(op.grid), list(op.block), op.shared_bytes, 0,
+                                                  blocks.value if blocks.value >= 0 else None)
+        return entry
+
+    def reset_launch_log(self) -> None:
+        for entry in self._log.values():
+            entry.launches = 0
+
+    def launch_log(self) -> list[LaunchRecord]:
+        return [LaunchRecord(e.kernel, e.offset, list(e.grid), list(e.block), e.shared_bytes, e.launches,
+                             e.blocks_per_sm) for e in self._log.values() if e.launches]
+
+    def _error_text(self, code: int, reference: bool) -> str:
+        return self.error_string(code) if code > 0 else f"error {code}"

@@ -1,0 +1,187 @@
+"""The recording child's backend: the submission's launcher called on stand-in buffers, every launch
+recorded and none run (replay.py says why).
+
+The worker drives it with the same code as the measuring process (worker.run_case, timing.run_timing),
+so the launcher is called for the same calls in the same order; nothing here is memory, and the
+timing's loop runs to its largest number of rounds (the measuring process may stop sooner, never
+later). The GPU's context is real: a launcher may ask for the device's properties, its kernels'
+attributes and their occupancy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
+from grader.run.child.replay import StandIns
+from grader.core.contract import Call, RecordedOp, Recording
+
+_KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config"}
+_STREAMS = {0: "given", 1: "per_thread", 2: "other"}
+_THREADS = {0: "caller", 1: "other", 2: "outside"}
+LATE_WAIT_S = 0.05          # how long the recorder waits, after the last call, for launches of a thread left running
+
+
+class _RecordedOp(ctypes.Structure):
+    """harness.cu.j2's grader_record::Op."""
+
+    _fields_ = [("kind", ctypes.c_int), ("stream", ctypes.c_int), ("thread", ctypes.c_int),
+                ("attribute", ctypes.c_int), ("value", ctypes.c_int), ("error", ctypes.c_int),
+                ("kernel", ctypes.c_char * 256), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared_bytes", ctypes.c_uint64), ("arg_at", ctypes.c_uint64), ("arg_bytes", ctypes.c_uint64)]
+
+
+class RecordingBackend(CudaBackend):
+    measures = False
+
+    def __init__(self, reference_lib: str):
+        super().__init__(reference_lib)
+        self._stand_ins = StandIns()
+        self.recording = Recording()
+        self._ops_index: dict[tuple, int] = {}
+        self._views_index: dict[tuple, int] = {}
+
+    def load_submission(self, submission_lib: str) -> None:
+        super().load_submission(submission_lib)
+        lib = self.sub
+        lib.grader_record_sizes.argtypes = [ctypes.POINTER(ctypes.c_longlong)] * 2
+        lib.grader_record_sizes.restype = None
+        lib.grader_record_take.argtypes = [ctypes.POINTER(_RecordedOp), ctypes.c_longlong, ctypes.c_void_p,
+                                           ctypes.c_longlong]
+        lib.grader_record_take.restype = ctypes.c_int
+        if lib.grader_record_op_size() != ctypes.sizeof(_RecordedOp):
+            raise RuntimeError("the harness's recorder and recorder.py disagree on the record's layout")
+        self.recording.late.extend(self._decode(*self._take()))     # before any call: a static initialiser's
+
+    # -- memory: stand-ins ----------------------------------------------------------
+    def alloc(self, floats: int, name: str) -> Region:
+        return Region(self._stand_ins.take(4 * floats), floats)
+
+    def kept(self, floats: int) -> Region:
+        return self.alloc(floats, "kept")
+
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        return Region(self.alloc(floats, name).ptr, floats, shape)
+
+    def fill(self, region: Region, bits: int) -> None:
+        pass
+
+    def read(self, region: Region) -> bytes:
+        return b""
+
+    def read_into(self, region: Region, address: int) -> None:
+        pass
+
+    def checksums(self, regions: list[Region]) -> list[int]:
+        return [0] * len(regions)
+
+    def checksum_into(self, region: Region, slots: Region, index: int) -> None:
+        pass
+
+    def release_case(self) -> None:
+        pass
+
+    # -- what would run: nothing -----------------------------------------------------
+    def synchronize(self) -> LaunchOutcome:
+        return LaunchOutcome(True)
+
+    def reference_call(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        return LaunchOutcome(True)
+
+    def copy(self, which: str, src: Region, dst: Region) -> LaunchOutcome:
+        return LaunchOutcome(True)
+
+    def reset_persisting_l2(self) -> None:
+        pass
+
+    def event(self) -> int:
+        return 0
+
+    def record(self, event: int) -> None:
+        pass
+
+    def elapsed_ms(self, start: int, end: int) -> float:
+        return 0.0
+
+    def baseline(self, expression: str):
+        return lambda views: None
+
+    def reset_launch_log(self) -> None:
+        pass
+
+    def launch_log(self) -> list:
+        return []
+
+    # -- the launcher, recorded -----------------------------------------------------
+    def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        outcome = super().launch_submission(call, views)
+        raw = self._take()
+        ops_at = self._ops_index.get(raw)
+        if ops_at is None:                   # most calls repeat an earlier one byte for byte: decoded once
+            ops_at = self._ops_index[raw] = len(self.recording.ops)
+            self.recording.ops.append(self._decode(*raw))
+        error = 0 if outcome.ok else self._error_code(outcome)
+        given = {a.tensor: views[a.tensor].ptr for a in call.args if a.tensor}
+        row = [ops_at, self._index(self._views_index, self.recording.views, tuple(sorted(given.items())), given),
+               error]
+        self.recording.calls.setdefault(call.key, []).append(row)
+        if error:
+            self.recording.errors[str(error)] = outcome.error
+        return LaunchOutcome(True)
+
+    def finish(self) -> Recording:
+        """The recording, with what a thread left running launched in the moments after the last call."""
+        time.sleep(LATE_WAIT_S)
+        self.recording.late.extend(self._decode(*self._take()))
+        return self.recording
+
+    @staticmethod
+    def _error_code(outcome: LaunchOutcome) -> int:
+        text = outcome.error.rsplit("(cudaError ", 1)
+        try:
+            return int(text[1].rstrip(")")) if len(text) == 2 else -1
+        except ValueError:
+            return -1
+
+    @staticmethod
+    def _index(index: dict, items: list, key: tuple, value) -> int:
+        at = index.get(key)
+        if at is None:
+            at = index[key] = len(items)
+            items.append(value)
+        return at
+
+    def _take(self) -> tuple[bytes, bytes]:
+        """What the harness recorded since the last take, as raw bytes: its ops, their arguments."""
+        n, nbytes = ctypes.c_longlong(), ctypes.c_longlong()
+        for _ in range(8):                  # more may arrive between the two calls (a thread): ask again
+            self.sub.grader_record_sizes(ctypes.byref(n), ctypes.byref(nbytes))
+            ops = (_RecordedOp * (n.value + 8))()
+            args = ctypes.create_string_buffer(nbytes.value + 4096)
+            got = self.sub.grader_record_take(ops, n.value + 8, args, nbytes.value + 4096)
+            if got == -2:                   # more than the harness holds: what it holds, and a refusal
+                self.recording.late.append(RecordedOp(error="more launches in one call than the grader records"))
+                got = n.value
+            if got >= 0:
+                break
+        else:
+            raise RuntimeError("the launcher's threads keep launching: the recording cannot be read")
+        size = ctypes.sizeof(_RecordedOp)
+        used = sum(o.arg_bytes for o in ops[:got])
+        return ctypes.string_at(ops, size * got), ctypes.string_at(args, used)
+
+    @staticmethod
+    def _decode(raw_ops: bytes, raw: bytes) -> list[RecordedOp]:
+        size = ctypes.sizeof(_RecordedOp)
+        out = []
+        for at in range(0, len(raw_ops), size):
+            o = _RecordedOp.from_buffer_copy(raw_ops, at)
+            out.append(RecordedOp(
+                kind=_KINDS.get(o.kind, "launch"), kernel=o.kernel.decode(errors="replace"), grid=list(o.grid),
+                block=list(o.block), shared_bytes=o.shared_bytes, stream=_STREAMS.get(o.stream, "other"),
+                thread=_THREADS.get(o.thread, "other"), attribute=o.attribute, value=o.value,
+                args=raw[o.arg_at: o.arg_at + o.arg_bytes].hex(),
+                error=f"cudaError {o.error}" if o.error else ""))
+        return out
+

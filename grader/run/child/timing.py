@@ -1,0 +1,375 @@
+"""Timing the submission against the copy floors, on the GPU, in the child.
+
+Method (the parent turns the samples into medians, a fraction and its interval):
+- the timed shape, inputs in `input_sets` sets; the submission's launches rotate
+  over them, each set writing its own output, poisoned before every launch;
+- the floor's copies rotate over `floor_buffers` source and destination pairs: where a
+  buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
+  the next (a batch on an H200), and one pair made that the floor's noise;
+- before every timed launch the L2 is flushed by writing a buffer of twice its size;
+- persisting L2 lines are reset before the warm-up and again before sampling;
+- each sample is one launch between two CUDA events recorded on the legacy default
+  stream, which waits for work on every blocking stream: a kernel launched on another
+  stream (screening refuses stream creation anyway) is still inside the timed region;
+- rounds interleave the kernels (submission, the copies, the chain), A B A B, so a
+  clock or thermal drift touches them alike and the samples can be paired;
+- after the last round, each set's output is sent back for verification;
+- the grader's buffers a kernel must not change (every set's inputs, the copies' buffers) are
+  checksummed before and after, and each set's output after every timed launch, so that a launch
+  that did less than the others (a launcher that skips calls) shows.
+
+In the recording child (backend.measures is False) the same code runs over stand-in buffers, and
+the sampling runs to max_samples rounds without the stopping rule: the recording then holds every
+call the measuring process can make, in its order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+from grader.run import protocol
+from grader.run.child.backends import Region
+from grader.run.child.baseline import as_torch
+from grader.run.child.buffers import allocate, output_meta
+from grader.core.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, Job, TimingFrame, TimingJob
+from grader.core.stats import fraction_interval, median
+
+BATCH = 10    # rounds between two looks at the stopping rule
+VERIFY_CALLS = 4        # untimed calls of each set after the sampling, each output checksummed
+# A sampled round's output is checksummed with this chance, the rounds drawn from the measuring
+# process's own seed (never shown to the recorder): a checksum after every timed launch, though
+# outside the events, made the samples noisy enough on an H200 that the sampling ran to its
+# budget (3 s) instead of converging in 0.1 s.
+SAMPLED_SUMS = 1 / 16
+
+
+def run_timing(backend, job: Job, files, sender) -> float:
+    """Time the submission against the floor copies (and the chain, and the baseline); send the
+    samples, then each timed set's output. Returns when the sampling ended (time.perf_counter)."""
+
+    cfg: TimingJob = job.timing
+    sets = job.timed_cases
+    pad = job.guard_floats
+    allocated = [allocate(backend, cj, pad, files) for cj in sets]       # (views, fulls) per set
+    device = backend.device()
+    copies, flush = _floor_copies(backend, cfg, device)
+    outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in sets]
+    set_index = [0]
+
+    def submission():
+        k = set_index[0] % len(sets)
+        set_index[0] += 1
+        check(backend.launch_submission(sets[k].launch, allocated[k][0]))
+
+    def chain():
+        check(backend.launch_submission(sets[0].launch, allocated[0][0]))
+        check(backend.reference_call(sets[0].chain, allocated[0][0]))
+
+    variants = {"submission": submission, **copies}
+    if cfg.chain and sets[0].chain is not None:
+        variants["chain"] = chain
+    baseline = backend.baseline(cfg.baseline) if cfg.baseline else None
+    guarded = _Untouched(backend, sets, allocated, copies)
+    sums = _OutputSums(backend, sets, allocated, outputs, cfg.warmup + cfg.max_samples + VERIFY_CALLS + 2)
+    if baseline is not None:
+        variants["baseline"] = lambda: baseline(allocated[0][0])
+
+    def before(name: str) -> None:
+        if name == "submission":
+            k = set_index[0] % len(sets)
+            for b in outputs[k]:
+                backend.reinit(allocated[k][0][b.name], b.init)
+        backend.fill(flush, time.perf_counter_ns() % 1000 + 1)
+
+    backend.reset_persisting_l2()
+    # Probe: one launch on set 0. A kernel far too slow to sample (a printf from every
+    # thread, say) is graded from this launch alone: one sample of each copy, set 0's
+    # output verified, the other sets skipped.
+    probe = (backend.event(), backend.event())
+    before("submission")
+    backend.reset_launch_log()
+    _timed(backend, submission, *probe)
+    sync = backend.synchronize()
+    if not sync.ok:
+        raise RuntimeError(sync.error)
+    probe_ms = backend.elapsed_ms(*probe)
+    sums.take(0)
+    if probe_ms / 1000 > cfg.slow_launch_s:
+        samples = {"submission": [probe_ms]}
+        for name, fn in variants.items():
+            if name in ("submission", "chain"):
+                continue
+            before(name)
+            _timed(backend, fn, *probe)
+            backend.synchronize()
+            samples[name] = [backend.elapsed_ms(*probe)]
+        sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
+                                 [c.name for c in sets[1:]], clobbered=guarded.changed(),
+                                 output_checksums=sums.read()))
+        sampled = time.perf_counter()
+        _send_outputs(backend, sender, sets[0], allocated[0][1], outputs[0], pad)
+        return sampled
+    warm_until = time.perf_counter() + cfg.budget_s / 2
+    for _ in range(cfg.warmup):                   # warm-up: module load, first touch, clocks
+        for name, fn in variants.items():
+            before(name)
+            fn()
+            if name == "submission":
+                sums.take((set_index[0] - 1) % len(sets))
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        if time.perf_counter() > warm_until:         # a very slow kernel is warm after one round
+            break
+
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    events = {name: [(backend.event(), backend.event()) for _ in range(BATCH)] for name in variants}
+    backend.reset_persisting_l2()
+    backend.reset_launch_log()                       # the launches of the samples: what the report shows
+    started = time.perf_counter()
+    stop_reason = "max_samples"
+    while len(samples["submission"]) < cfg.max_samples:
+        rounds = 0
+        for i in range(BATCH):
+            for name, fn in variants.items():
+                before(name)
+                _timed(backend, fn, *events[name][i])
+                if name == "submission" and sums.now():
+                    sums.take((set_index[0] - 1) % len(sets))
+            rounds += 1
+            if backend.measures and time.perf_counter() - started >= cfg.hard_budget_s:
+                break
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        for name in variants:
+            samples[name].extend(backend.elapsed_ms(s, e) for s, e in events[name][:rounds])
+        # Stopping rule: at least min_samples rounds; then stop as soon as the 95%
+        # interval of the fraction is within target_half_width of its median, or the
+        # time budget is spent, or max_samples rounds were taken. A kernel so slow that
+        # hard_budget_s passes first stops there, with the rounds it got.
+        elapsed = time.perf_counter() - started
+        if not backend.measures:                     # the recorder: every round the sampling may take
+            continue
+        if elapsed >= cfg.hard_budget_s:
+            stop_reason = "hard_budget"
+            break
+        count = len(samples["submission"])
+        if count < cfg.min_samples:
+            continue
+        best = min(cfg.floor, key=lambda k: median(samples[k]))
+        ci = fraction_interval(samples[best], samples["submission"], resamples=200)
+        if ci.half_width <= cfg.target_half_width:
+            stop_reason = "converged"
+            break
+        if elapsed >= cfg.budget_s:
+            stop_reason = "budget"
+            break
+    seconds = time.perf_counter() - started
+    # A few more calls of every set, untimed, each output checksummed: with the sampled rounds'
+    # checks, a launcher that does less on some calls shows, whichever calls those are.
+    for _ in range(VERIFY_CALLS):
+        for _ in sets:
+            before("submission")
+            submission()
+            sums.take((set_index[0] - 1) % len(sets))
+    sender.channel.send(TimingFrame(samples, stop_reason, seconds, device, backend.launch_log(),
+                                    baseline_max_abs_diff=(_baseline_gap(baseline, sets[0], allocated[0][0])
+                                                           if baseline and backend.measures else None),
+                                    clobbered=guarded.changed(), output_checksums=sums.read()))
+    if baseline is not None:
+        for cj in job.baseline_cases:
+            _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, sender.channel)
+    sampled = time.perf_counter()
+    # Each set's last output: the parent verifies the timed shape with it.
+    for cj, (_, fulls), outs in zip(sets, allocated, outputs):
+        _send_outputs(backend, sender, cj, fulls, outs, pad)
+    return sampled
+
+
+class _Untouched:
+    """The grader's buffers no kernel may change during the timing: every set's inputs and the
+    copies' sources, checksummed now and compared by changed(); each copy's destination must then
+    hold its source's words (the copies wrote it last, unless a kernel did)."""
+
+    def __init__(self, backend, sets: list[CaseJob], allocated, copies: dict):
+        self.backend = backend
+        self.named = [(f"{b.name} ({cj.name})", views[b.name]) for cj, (views, _) in zip(sets, allocated)
+                      for b in cj.buffers if b.role == "in" and b.floats]
+        self.pairs = copies.pairs
+        self.before = backend.checksums([r for _, r in self.named] + [src for src, _ in self.pairs])
+
+    def changed(self) -> list[str]:
+        sync = self.backend.synchronize()
+        if not sync.ok:
+            return []
+        srcs = [src for src, _ in self.pairs]
+        now = self.backend.checksums([r for _, r in self.named] + srcs + [dst for _, dst in self.pairs])
+        n = len(self.named)
+        changed = [name for (name, _), a, b in zip(self.named, self.before, now) if a != b]
+        pairs = len(self.pairs)
+        for i in range(pairs):
+            if self.before[n + i] != now[n + i]:
+                changed.append(f"the floor copy's source buffer {i}")
+            elif now[n + pairs + i] != now[n + i]:
+                changed.append(f"the floor copy's destination buffer {i}")
+        return changed
+
+
+class _OutputSums:
+    """Each timed set's outputs (guards included) checksummed after every timed launch of the set,
+    into device memory (read once at the end): the parent checks that every launch left the same
+    output as the one it verifies."""
+
+    def __init__(self, backend, sets: list[CaseJob], allocated, outputs, most: int):
+        self.backend = backend
+        self.fulls = [[(b.name, fulls[b.name]) for b in outs] for (_, fulls), outs in zip(allocated, outputs)]
+        self.names = [cj.name for cj in sets]
+        self.most = most
+        self.slots = [[backend.kept(2 * most) for _ in outs] for outs in self.fulls]
+        self.count = [0] * len(sets)
+        self.chooser = backend.chooser()
+
+    def now(self) -> bool:
+        """Whether to checksum this sampled round's output (SAMPLED_SUMS of them, unpredictably)."""
+        return self.chooser is not None and self.chooser.random() < SAMPLED_SUMS
+
+    def take(self, k: int) -> None:
+        if self.count[k] >= self.most:
+            return
+        for (_, full), slots in zip(self.fulls[k], self.slots[k]):
+            self.backend.checksum_into(full, slots, self.count[k])
+        self.count[k] += 1
+
+    def read(self) -> dict:
+        import ctypes
+
+        if not self.backend.measures:
+            return {}
+        out: dict = {}
+        for name, fulls, slots, count in zip(self.names, self.fulls, self.slots, self.count):
+            per = {}
+            for (output, _), slot in zip(fulls, slots):
+                host = ctypes.create_string_buffer(8 * count)
+                self.backend.read_into(Region(slot.ptr, 2 * count), ctypes.addressof(host))
+                per[output] = list(memoryview(host.raw).cast("Q"))
+            out[name] = per
+        return out
+
+
+def _baseline_gap(baseline, cj: CaseJob, views: dict[str, Region]) -> float:
+    """The largest difference between the submission's output (set 0's last) and PyTorch's."""
+    out = next(b for b in cj.buffers if b.role == "out" and not b.chain)
+    theirs = baseline(views).float().reshape(-1)
+    ours = as_torch({out.name: views[out.name]})[out.name].reshape(-1)
+    return float((ours - theirs).abs().max()) if theirs.numel() else 0.0
+
+
+def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int, files, flush,
+                           channel: protocol.Channel) -> None:
+    """The submission and the PyTorch baseline at one more shape: a fixed number of interleaved
+    rounds, the L2 flushed before each launch, the output reset before each of the submission's."""
+
+    views, _ = allocate(backend, cj, pad, files)
+    outs = [b for b in cj.buffers if b.role == "out" and not b.chain]
+
+    def submission():
+        outcome = backend.launch_submission(cj.launch, views)
+        if not outcome.ok:
+            raise RuntimeError(outcome.error)
+
+    def before(name: str, round_: int) -> None:
+        for b in outs:
+            backend.reinit(views[b.name], b.init)
+        backend.fill(flush, round_ + 1)
+
+    samples = _fixed_rounds(backend, {"submission": submission, "baseline": lambda: baseline(views)},
+                            rounds=rounds, warmup=5, before=before)
+    channel.send(BaselineTimingFrame(cj.name, samples))
+
+
+def _timed(backend, fn, start: int, end: int) -> None:
+    """fn between two events recorded on the legacy default stream."""
+    backend.record(start)
+    fn()
+    backend.record(end)
+
+
+def check(outcome) -> None:
+    """A launch that failed stops the timing: the child reports it as a fatal frame."""
+    if not outcome.ok:
+        raise RuntimeError(outcome.error)
+
+
+def _floor_copies(backend, cfg: TimingJob, device: dict) -> tuple[dict, Region]:
+    """The copies the floor is measured with (cfg.floor and the informational one), each a launch
+    of cfg.copy_floats floats, each launch on the next of cfg.floor_buffers source and destination
+    pairs; and the buffer written before every timed launch to flush the L2 (twice its size)."""
+    n = cfg.copy_floats
+    pairs = []
+    for i in range(max(cfg.floor_buffers, 1)):
+        src, dst = backend.alloc(n, f"copy source {i}"), backend.alloc(n, f"copy destination {i}")
+        backend.fill(src, 0x3F800000)               # 1.0 (a copy's time does not depend on the values)
+        pairs.append((src, dst))
+
+    def rotating(kind: str):
+        turn = itertools.count()
+        return lambda: check(backend.copy(kind, *pairs[next(turn) % len(pairs)]))
+
+    copies = _Copies({kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])})
+    copies.pairs = pairs
+    return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
+
+
+class _Copies(dict):
+    """The floor's copies by kind, with the buffer pairs they rotate over."""
+
+    pairs: list = []
+
+
+def _fixed_rounds(backend, variants: dict, *, rounds: int, warmup: int, before) -> dict[str, list[float]]:
+    """Milliseconds of each variant, one sample a round.
+
+    Stopping rule: `warmup` untimed rounds, then exactly `rounds` timed ones. Each round runs
+    every variant once, in order (interleaved, so a drift of clocks touches them alike), with
+    before(name, round) outside its pair of events on the legacy default stream.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    events = {name: (backend.event(), backend.event()) for name in variants}
+    for round_ in range(warmup + rounds):
+        for name, fn in variants.items():
+            before(name, round_)
+            _timed(backend, fn, *events[name])
+        sync = backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+        if round_ >= warmup:
+            for name, (start, end) in events.items():
+                samples[name].append(backend.elapsed_ms(start, end))
+    return samples
+
+
+def run_calibration(backend, job: Job, files, sender) -> None:
+    """`grader calibrate`: the exercise's reference runs and the copies at the timed shape.
+
+    Stopping rule: a fixed number of rounds (job.calibration_rounds) after three warm-up rounds,
+    every run and copy once a round, interleaved, the L2 flushed before each, one event pair each.
+    """
+
+    cfg: TimingJob = job.timing
+    views, _ = allocate(backend, job.timed_cases[0], 0, files)
+    device = backend.device()
+    variants, flush = _floor_copies(backend, cfg, device)
+    for run in job.calibrate:
+        variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
+    backend.reset_persisting_l2()
+    samples = _fixed_rounds(backend, variants, rounds=job.calibration_rounds, warmup=3,
+                            before=lambda name, round_: backend.fill(flush, round_ + 1))
+    sender.channel.send(CalibrationFrame(samples, device))
+
+
+def _send_outputs(backend, sender, cj: CaseJob, fulls: dict, outs: list, pad: int) -> None:
+
+    sent = {b.name: fulls[b.name] for b in outs}
+    sender.send(backend, CaseFrame(cj.name, ok=True, outputs=output_meta(sent, pad)), list(sent.values()))

@@ -1,0 +1,342 @@
+"""The child process: loads the submission, runs the cases (and the timing), sends the outputs.
+
+Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]`;
+it creates its CUDA context at once (through the driver: no torch, which took 2 to 3.5 s to
+import; torch only where the job times a PyTorch baseline, the last argument), writes a byte on
+READY_FD, then reads the job as JSON on stdin. The order after that is the point of this module:
+
+1. load the grader's reference kernels and everything else the grader needs;
+2. limits: the device heap, a host-memory cap measured from here, privileges dropped
+   when running as root;
+3. the wall: the seccomp filter of guard.c, on every thread;
+4. only then the submission's library (its static initialisers run inside the wall).
+
+It computes no reference and judges nothing: it sends each output back on the
+authenticated result channel and the parent decides.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+
+T0 = time.perf_counter()
+
+from grader.run import protocol  # noqa: E402
+from grader.core.limits import clamp  # noqa: E402
+from grader.core.contract import (CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
+                             RecordingFrame, RefusedFrame)
+from grader.run.child import guard  # noqa: E402
+from grader.run.child.backends import Region, count_differences  # noqa: E402
+from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
+
+NOBODY = 65534
+
+
+SHARED_FROM = 1 << 20       # payloads this large go through the shared area; smaller ones, the pipe
+
+
+class _Discard:
+    def send(self, *_args, **_kw) -> None:
+        pass
+
+
+class NullSender:
+    """The recorder's: it has no outputs to send (its buffers are stand-ins), only the recording."""
+
+    channel = _Discard()
+
+    def send(self, backend, frame, regions) -> None:
+        pass
+
+
+class Sender:
+    """Sends frames with outputs: their bytes (guards included, one output after another) copied
+    into the shared area where there is room, else in the frame's payload on the pipe."""
+
+    def __init__(self, channel: protocol.Channel, shared: protocol.SharedWriter | None):
+        self.channel, self.shared = channel, shared
+
+    def send(self, backend, frame, regions: list[Region]) -> None:
+        total = sum(r.nbytes for r in regions)
+        room = self.shared.reserve(total) if self.shared is not None and total >= SHARED_FROM else None
+        if room is None:
+            self.channel.send(frame, b"".join(backend.read(r) for r in regions))
+            return
+        at, address = room
+        for r in regions:
+            backend.read_into(r, address)
+            address += r.nbytes
+        self.channel.send(frame, shared=(at, total))
+
+
+def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
+             reverse_check: bool) -> bool:
+    """Run one case; send its outputs. Returns False when the process cannot go on."""
+    pad = job.guard_floats
+    views, fulls = allocate(backend, cj, pad, files)
+    frame = CaseFrame(cj.name)
+    # The grader's buffers the kernel is given but must not change (its inputs), checked after.
+    kept = [b.name for b in cj.buffers if b.role == "in" and b.floats]
+    kept_sums = backend.checksums([views[n] for n in kept])
+    backend.reset_launch_log()
+    outcome = backend.launch_submission(cj.launch, views)
+    if outcome.ok:
+        outcome = backend.synchronize()
+    frame.launches = backend.launch_log()
+    if not outcome.ok:
+        frame.error, frame.fault, frame.fatal = outcome.error, outcome.fault, outcome.fatal
+        sender.channel.send(frame)
+        # A sticky CUDA error, or a fault outside every buffer (a wild pointer), ends the run.
+        return not outcome.fatal and not (outcome.fault and outcome.fault.buffer is None)
+    frame.ok = True
+    mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
+    second_fulls = {}
+    repeat = backend.name == "cuda" and not job.order_exact and not cj.timed
+    if reverse_check or repeat:
+        # The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
+        # reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes.
+        # Any difference, bit for bit, is a race or a missing barrier; where the exercise lets a
+        # sum's order vary, the parent compares the values within the tolerance instead.
+        views2 = dict(views)
+        for b in mine:
+            second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
+        backend.set_reverse(reverse_check)
+        second = backend.launch_submission(cj.launch, views2)
+        if second.ok:
+            second = backend.synchronize()
+        backend.set_reverse(False)
+        frame.second_kind = "reverse" if reverse_check else "repeat"
+        if second.ok:
+            differs = sum(count_differences(backend.read(fulls[b.name]), backend.read(second_fulls[b.name]))
+                          for b in mine)
+            frame.second_differs, frame.second_diff_count = differs > 0, differs
+        else:
+            frame.second_error, frame.second_fault = second.error, second.fault
+            second_fulls = {}
+    sent = {b.name: fulls[b.name] for b in mine}
+    if cj.chain is not None:
+        res = backend.reference_call(cj.chain, views)
+        res = backend.synchronize() if res.ok else res
+        if res.ok:
+            sent.update({b.name: fulls[b.name] for b in cj.buffers if b.role == "out" and b.chain})
+        else:
+            frame.chain_error = res.error
+    frame.clobbered = [n for n, a, b in zip(kept, kept_sums, backend.checksums([views[n] for n in kept])) if a != b]
+    frame.outputs = output_meta(sent, pad)
+    regions = list(sent.values())
+    if second_fulls and not job.order_exact:
+        frame.second_outputs = output_meta(second_fulls, pad)
+        regions += list(second_fulls.values())
+    sender.send(backend, frame, regions)
+    backend.release_case()
+    return True
+
+
+def _import_quietly(name: str) -> None:
+    """Import a module in a thread; a failure shows where the module is first used, not here."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+
+
+def preload(backend: str, with_torch: bool) -> None:
+    """What every job needs, done before the job arrives (the parent is still building)."""
+    # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
+    # ctypes lets go of the interpreter while cuInit runs.
+    numpy_import = threading.Thread(target=_import_quietly, args=("numpy",), daemon=True)
+    numpy_import.start()
+    if backend == "cuda":
+        # The device's primary context, created now rather than at the first check: the
+        # reference library's runtime (and torch, where loaded) use this same context.
+        driver = ctypes.CDLL("libcuda.so.1")
+        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+        if with_torch:
+            import torch
+
+            torch.empty(1, device="cuda")
+    numpy_import.join()
+    # Everything the grader imports later, imported now: after the wall nothing may be
+    # written (no .pyc), and after privileges are dropped the package may be unreadable.
+    import grader.run.child.timing  # noqa: F401
+    import grader.run.child.replay  # noqa: F401
+    import grader.core.stats  # noqa: F401
+    if backend == "cuda":
+        import grader.run.child.measurer  # noqa: F401
+        import grader.run.child.recorder  # noqa: F401
+
+
+def _vm_data_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def apply_limits(backend, limits: Limits) -> dict:
+    """The device heap, the host-memory cap and the drop of privileges; what took effect.
+
+    The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
+    now plus the allowance: CUDA reserves far more address space than it uses, so a cap on
+    the address space itself would break it, and the grader's own baseline (torch, the CUDA
+    context) is not the submission's to pay for.
+    """
+    report: dict = {}
+    heap = limits.device_heap_bytes
+    if heap:
+        code = backend.set_device_heap(heap)
+        report["device_heap_bytes"] = heap if code == 0 else None
+    cap_mib = limits.host_memory_mib
+    base = _vm_data_bytes()
+    if cap_mib and base is not None:
+        cap = base + cap_mib * 1024 * 1024
+        try:
+            soft, _ = clamp(resource.RLIMIT_DATA, cap)
+            if soft < cap:
+                report["host_memory_lowered_to_mib"] = round((soft - base) / 2**20)
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
+            report["host_memory_mib"] = cap_mib
+            report["host_memory_base_mib"] = round(base / 2**20)
+        except (ValueError, OSError) as exc:
+            report["host_memory_mib"] = None
+            report["host_memory_problem"] = str(exc)
+    if os.geteuid() == 0:
+        if limits.drop_privileges:
+            try:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+                report["privileges"] = f"dropped from root to uid {NOBODY}"
+            except OSError as exc:
+                report["privileges"] = f"root (could not drop: {exc})"
+        else:
+            report["privileges"] = "root (drop_privileges is off)"
+    else:
+        report["privileges"] = f"unprivileged uid {os.geteuid()}"
+    return report
+
+
+def main() -> int:
+    result_fd, guard_fd = int(sys.argv[1]), int(sys.argv[2])
+    backend_name = sys.argv[3]
+    try:
+        preload(backend_name, sys.argv[5:] == ["torch"])
+    except Exception:  # noqa: BLE001 - the job's own load reports the failure
+        pass
+    t_ready = time.perf_counter() - T0
+    if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
+        ready_fd = int(sys.argv[4])
+        try:
+            os.write(ready_fd, b"1")
+        except OSError:
+            pass
+        os.close(ready_fd)
+    job = Job.from_json(json.load(sys.stdin))
+    channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
+    t_job = time.perf_counter() - T0
+    shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
+    sender = Sender(channel, shared)
+    try:
+        files = InputFiles(job.input_files() if job.role != "record" else [])
+        if job.role == "record":
+            from grader.run.child.recorder import RecordingBackend
+
+            backend = RecordingBackend(job.reference_library)
+            sender = NullSender()
+        elif job.role == "replay":
+            from grader.run.child.measurer import ReplayBackend
+            from grader.run.child.replay import call_sizes
+
+            backend = ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
+                                    layout_seed=job.layout_seed,
+                                    sizes=call_sizes(job.cases + job.timed_cases + job.baseline_cases))
+        elif job.backend == "cuda":
+            if job.library:
+                raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
+                                 "its library's launches record and never run")
+            from grader.run.child.backends import CudaBackend
+
+            backend = CudaBackend(job.reference_library)
+        else:
+            from grader.run.child.backends import EmulatorBackend
+
+            backend = EmulatorBackend(job.reference_library, threads=job.emulator_threads)
+        wall = guard.Guard(job.guard_library)
+        sandbox = apply_limits(backend, job.limits)
+        # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
+        # wall a .pyc write would be a blocked call, so a late import only reads.
+        sys.dont_write_bytecode = True
+        status = wall.install(mode=guard.AUDIT if job.guard_mode == "audit" else guard.ENFORCE,
+                              report_fd=guard_fd)
+        sandbox.update(seccomp=status.seccomp, seccomp_detail=status.detail,
+                       filter_instructions=status.filter_instructions, filter_install_ms=status.install_ms)
+        if backend.name == "cuda":
+            sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = backend.memory()
+        sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        t_load = time.perf_counter()
+        if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
+            from grader.run.child.replay import Refused
+
+            try:
+                backend.load_submission(job.library)
+            except Refused as refused:
+                channel.send(RefusedFrame([str(refused)]))
+                return 0
+        sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
+        if job.library and backend.name == "emulator":
+            sandbox["emulator_threads"] = backend.launch_threads()
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
+        channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
+        return 0
+    channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox))
+    for cj in job.cases:
+        try:
+            go_on = run_case(backend, cj, job, files, sender, job.reverse_check)
+        except Exception as exc:  # noqa: BLE001
+            channel.send(FatalFrame(cj.name, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
+            return 0
+        if not go_on:
+            return 0
+    done = DoneFrame(checks_t=time.perf_counter() - T0)
+    if job.timing is not None:
+        from grader.run.child.timing import run_calibration, run_timing
+
+        try:
+            sampled = (run_calibration if job.calibrate else run_timing)(backend, job, files, sender)
+            done.sampled_t = sampled - T0 if sampled else None
+        except Exception as exc:  # noqa: BLE001
+            channel.send(FatalFrame("timing", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
+            return 0
+    else:
+        for cj in job.verify_cases:
+            if not run_case(backend, cj, job, files, sender, False):
+                return 0
+    if job.role == "record":
+        channel.send(RecordingFrame(backend.finish()))
+    done.t = time.perf_counter() - T0
+    channel.send(done)
+    # Everything is sent: closing the channel now lets the parent hand the GPU's lane on while
+    # this process exits (tearing down a CUDA context takes a moment).
+    os.close(result_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)          # skip the interpreter's teardown (torch's, where loaded, takes about half a second)

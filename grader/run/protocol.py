@@ -1,0 +1,187 @@
+"""Frames between the grading child and the parent, over a private pipe.
+
+A frame is: a prefix (header length and payload length, little-endian uint32,
+then a 32-byte HMAC-SHA256), a JSON header, then raw payload bytes (an output
+tensor's float32 data). The MAC covers the frame's sequence number, the
+payload's length and the header, under a key the parent draws for each job
+and hands the child on its stdin. Student code runs in the child and can
+write to the pipe: any byte it adds breaks the stream at that point, and the
+parent reports the channel as tampered with instead of believing it.
+
+JSON and raw floats only: the parent never unpickles anything a process
+that loaded student code produced.
+
+Large payloads (the timed shape's outputs, 64 MB each) do not go through the
+pipe: the parent hands the child a memory file (memfd, sealed against shrinking),
+the child copies the outputs into it, and the frame's header names where
+("shared": [offset, length]); the parent reads them there in place.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import hashlib
+import hmac
+import json
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+_PREFIX = struct.Struct("<II32s")
+MAX_HEADER = 1 << 20
+TAMPERED = "something other than the grader wrote to its result channel (a frame failed authentication)"
+
+
+@dataclass
+class Frame:
+    header: dict
+    payload: bytes | memoryview
+
+    @property
+    def data(self):
+        """The typed frame the header holds (contract.py), or None for an unknown or malformed one."""
+        from grader.core.contract import decode
+
+        return decode(self.header)
+
+
+def new_key() -> bytes:
+    return os.urandom(32)
+
+
+def _mac(key: bytes, seq: int, head: bytes, payload_len: int) -> bytes:
+    return hmac.new(key, struct.pack("<QI", seq, payload_len) + head, hashlib.sha256).digest()
+
+
+class Channel:
+    """The child's end: numbers and signs each frame it sends."""
+
+    def __init__(self, fd: int, key: bytes):
+        self.fd, self._key, self._seq = fd, key, 0
+
+    def send(self, frame, payload: bytes | memoryview = b"", shared: tuple[int, int] | None = None) -> None:
+        """Send a frame (a contract.py dataclass, or its header as a dict) and its payload, or
+        where its payload lies in the shared area (offset, length)."""
+        from grader.core.contract import encode
+
+        header = frame if isinstance(frame, dict) else encode(frame)
+        if shared is not None:
+            header = {**header, "shared": list(shared)}
+        head = json.dumps(header).encode()
+        view = memoryview(payload).cast("B")
+        prefix = _PREFIX.pack(len(head), len(view), _mac(self._key, self._seq, head, len(view)))
+        self._seq += 1
+        out = memoryview(prefix + head)
+        while out:
+            out = out[os.write(self.fd, out):]
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | None]:
+    """All authentic frames in buffer, in order, and a problem if it ends in a partial, malformed
+    or forged one (everything after that point is ignored)."""
+    frames: list[Frame] = []
+    pos, view, seq = 0, memoryview(buffer), 0
+    while pos < len(view):
+        if len(view) - pos < _PREFIX.size:
+            return frames, "the result stream ended inside a frame"
+        hlen, plen, mac = _PREFIX.unpack_from(view, pos)
+        if hlen > MAX_HEADER:
+            return frames, TAMPERED
+        end = pos + _PREFIX.size + hlen + plen
+        if end > len(view):
+            return frames, "the result stream ended inside a frame"
+        head = bytes(view[pos + _PREFIX.size : pos + _PREFIX.size + hlen])
+        if not hmac.compare_digest(mac, _mac(key, seq, head, plen)):
+            return frames, TAMPERED
+        try:
+            header = json.loads(head)
+        except ValueError:
+            return frames, TAMPERED
+        if not isinstance(header, dict):
+            return frames, TAMPERED
+        frames.append(Frame(header, bytes(view[pos + _PREFIX.size + hlen : end])))
+        pos, seq = end, seq + 1
+    return frames, None
+
+
+# -- the shared area -----------------------------------------------------------
+
+_F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+_F_SEAL_SHRINK = getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
+
+
+def shared_area() -> int | None:
+    """The parent's end: an empty memory file that nobody can shrink once the parent has sized
+    it (sparse: only what is written takes memory), so reading it can never fault; None where
+    the system has no memfd."""
+    if not hasattr(os, "memfd_create"):
+        return None
+    try:
+        return os.memfd_create("grader-outputs", os.MFD_CLOEXEC | getattr(os, "MFD_ALLOW_SEALING", 2))
+    except OSError:
+        return None
+
+
+def size_shared_area(fd: int, nbytes: int) -> bool:
+    """Size the area and seal it against shrinking; False when that failed (use the pipe)."""
+    try:
+        os.ftruncate(fd, nbytes)
+        fcntl.fcntl(fd, _F_ADD_SEALS, _F_SEAL_SHRINK)
+        return True
+    except OSError:
+        return False
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+class SharedWriter:
+    """The child's end: hands out room in the shared area, front to back, each piece mapped on its
+    own and populated at once (page by page, the faults cost more than the copy)."""
+
+    def __init__(self, fd: int, nbytes: int):
+        self.fd, self.size, self.used = fd, nbytes, 0
+        self._maps: list[mmap.mmap] = []
+
+    def reserve(self, nbytes: int) -> tuple[int, int] | None:
+        """(offset in the area, address here) of nbytes of room, or None when the area is full."""
+        at = -(-self.used // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+        if nbytes <= 0 or at + nbytes > self.size:
+            return None
+        try:
+            window = mmap.mmap(self.fd, nbytes, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ | mmap.PROT_WRITE,
+                               offset=at)
+        except (OSError, ValueError):
+            return None                         # the pipe, then
+        self._maps.append(window)
+        self.used = at + nbytes
+        return at, ctypes.addressof(ctypes.c_char.from_buffer(window))
+
+
+def resolve_shared(frames: list[Frame], fd: int | None, nbytes: int) -> tuple[mmap.mmap | None, str | None]:
+    """The parent's end, once the child is gone: each frame that names the shared area gets its
+    payload from there (a view, not a copy). Returns the mapping (keep it while the payloads are
+    read) and a problem when a frame points outside the area."""
+    if fd is None or not any("shared" in f.header for f in frames):
+        return None, None
+    spans = []
+    for f in frames:
+        where = f.header.pop("shared", None)
+        if where is None:
+            continue
+        if (not isinstance(where, list) or len(where) != 2 or not all(isinstance(v, int) for v in where)
+                or where[0] < 0 or where[1] < 0 or where[0] + where[1] > nbytes):
+            return None, TAMPERED
+        spans.append((f, where[0], where[1]))
+    used = max(at + n for _, at, n in spans)
+    if used == 0:
+        return None, None
+    area = mmap.mmap(fd, used, mmap.MAP_SHARED | _POPULATE, mmap.PROT_READ)
+    view = memoryview(area)
+    for f, at, n in spans:
+        f.payload = view[at: at + n]
+    return area, None

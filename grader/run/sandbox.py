@@ -1,0 +1,457 @@
+"""Running a submission's GPU (or emulated) work in a child process.
+
+The child gets a time limit, resource limits, a private working directory
+and a scrubbed environment; results come back on a private pipe (never the
+child's stdout, which student code can write to), and stdout and stderr
+are captured with their head and tail kept. Whatever the child does, the
+parent gets a ChildRun back: a faulting or hanging kernel is a status.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import functools
+import json
+import os
+import resource
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from grader.run import protocol
+from grader.core import processes
+from grader.core.limits import lowered, set_clamped
+from grader.core.processes import set_death_signal
+from grader.run.child.guard import Blocked, parse_reports
+from grader.core.contract import Job, spread_threads
+
+
+class CappedOutput:
+    """Keeps the first and last `cap // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        body = self.head.decode("utf-8", "replace")
+        if self.dropped:
+            body += f"\n[... {self.dropped} bytes dropped ...]\n"
+        return body + self.tail.decode("utf-8", "replace")
+
+
+@dataclass
+class ChildRun:
+    """Everything the parent learned from one child: its frames, how it ended, what the wall saw."""
+
+    frames: list[protocol.Frame]
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    stdout: CappedOutput
+    stderr: CappedOutput
+    stream_problem: str | None = None
+    signal_name: str | None = None
+    blocked: list[Blocked] = field(default_factory=list)     # the guard's reports
+    max_rss_kib: int = 0                                      # the child's peak resident memory
+    extra: dict = field(default_factory=dict)
+    shared: object = None                                     # the shared area the payloads may view
+
+
+_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH",
+             "NVIDIA_VISIBLE_DEVICES", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS")
+
+
+CLONE_NEWNET = 0x40000000
+# Resolved here, in the parent: between fork and exec (where _limits runs) the child may not
+# import or dlopen anything, since another thread of the parent may have held those locks.
+try:
+    _UNSHARE = ctypes.CDLL(None, use_errno=True).unshare
+except (OSError, AttributeError):
+    _UNSHARE = None
+
+
+def _limits(cpu_seconds: int, nproc: int) -> None:
+    """Runs in the child between fork and exec: its own process group, resource limits, no network.
+    Only system calls here: no imports, no allocation-heavy work."""
+    os.setsid()                                    # its own process group: killing it kills its children too
+    set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
+    # Each clamped to the inherited hard limit (grader/core/limits.py): a lower one stands.
+    set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    set_clamped(resource.RLIMIT_FSIZE, CHILD_FILE_BYTES)
+    set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
+    if os.geteuid() != 0:
+        try:
+            set_clamped(resource.RLIMIT_NPROC, nproc)
+        except (ValueError, OSError):
+            pass
+    elif _UNSHARE is not None:
+        _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
+
+
+CHILD_FILE_BYTES = 256 * 1024 * 1024
+CHILD_OPEN_FILES = 1024
+
+
+def lowered_limits(cpu_seconds: int) -> dict:
+    """The child's limits that an inherited hard limit lowers (limits.lowered), for result.json."""
+    return lowered({resource.RLIMIT_CPU: cpu_seconds + 5, resource.RLIMIT_FSIZE: CHILD_FILE_BYTES,
+                    resource.RLIMIT_NOFILE: CHILD_OPEN_FILES})
+
+
+STARTED_GROUPS: set[int] = set()
+
+
+def leftover_processes() -> list[int]:
+    """Live processes in any process group a Worker of this process started (the child and
+    anything it spawned); there should be none once its run is over."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp in STARTED_GROUPS and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def _process_limit() -> int:
+    """Threads count as processes for RLIMIT_NPROC; torch and the CUDA driver start a few dozen."""
+    try:
+        return len(os.listdir("/proc/self/task")) + 256
+    except OSError:
+        return 512
+
+
+class Worker:
+    """A grading child, started early so that its imports and CUDA set-up overlap the build.
+
+    The child loads nothing of the student's until run() hands it a job. The time
+    limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
+    """
+
+    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None,
+                 torch: bool = False, cpu_threads: int = 1):
+        """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
+        torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
+        cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
+        cores): its CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is
+        cpu_limit_s times this (else a slow, correct kernel on 16 cores would be killed at a
+        sixteenth of the time limit, as a crash)."""
+        self._read_fd, write_fd = os.pipe()
+        self._guard_fd, guard_write_fd = os.pipe()
+        self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
+        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+        if device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = device
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), _numpy_parent(), env.get("PYTHONPATH", "")]
+                                            if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
+        self._workdir = tempfile.mkdtemp(prefix="grader-run-")
+        if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
+            os.chmod(self._workdir, 0o755)
+        env["TMPDIR"] = env["HOME"] = self._workdir
+        cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
+        self.lowered = lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
+        nproc = _process_limit()
+        self._shared_fd = protocol.shared_area()      # where the child puts large outputs
+        self.proc = subprocess.Popen(
+            # Without torch the child needs nothing of site-packages: -S spares it the site
+            # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
+            [sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
+             str(guard_write_fd), backend, str(ready_write_fd)] + (["torch"] if torch else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
+            cwd=self._workdir, env=env,
+            preexec_fn=lambda: _limits(cpu, nproc),
+        )
+        os.close(write_fd)
+        os.close(guard_write_fd)
+        os.close(ready_write_fd)
+        STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
+        processes.started(self.proc.pid)
+        self.output_cap = output_cap
+        self._done = False
+        self._max_rss_kib = 0
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Wait (at most timeout_s) until the child has imported what it needs and set up CUDA, or
+        has died; the seconds waited. Taking a GPU's lane after this keeps start-up out of it."""
+        start = time.perf_counter()
+        if self._ready_fd is not None:
+            readable, _, _ = select.select([self._ready_fd], [], [], timeout_s)
+            if readable:
+                os.read(self._ready_fd, 1)
+            os.close(self._ready_fd)
+            self._ready_fd = None
+        return time.perf_counter() - start
+
+    def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None) -> ChildRun:
+        """Hand the job over and collect frames until the child exits or the limit passes.
+        on_sent is called once the child has closed its result channel (it has sent everything,
+        and is exiting): the GPU's lane can be handed on then.
+
+        The job's libraries are read by the child, which may no longer be root by then: the
+        submission's is copied into the child's own directory first."""
+        proc = self.proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        start = time.perf_counter()
+        secret = protocol.new_key()
+        job = dataclasses.replace(job, key=secret.hex(),
+                                  library=self._private_copy(job.library) if job.library else "")
+        shared_bytes = job.output_bytes()
+        if self._shared_fd is not None and protocol.size_shared_area(self._shared_fd, shared_bytes):
+            job = dataclasses.replace(job, shared_fd=self._shared_fd, shared_bytes=shared_bytes)
+        try:
+            proc.stdin.write(json.dumps(job.to_json()).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass                                        # it died before the job: reported below
+        out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
+        results, reports = bytearray(), bytearray()
+        sel = selectors.DefaultSelector()
+        sel.register(self._read_fd, selectors.EVENT_READ, results)
+        sel.register(self._guard_fd, selectors.EVENT_READ, reports)
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        deadline = start + time_limit_s
+        timed_out = False
+        open_streams = 4
+        while open_streams:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(timeout=min(remaining, 0.5)):
+                fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    if key.data is results and on_sent is not None:
+                        on_sent()
+                    continue
+                if key.data is results:
+                    results += chunk
+                elif key.data is reports:
+                    if len(reports) < 1 << 16:
+                        reports += chunk
+                else:
+                    key.data.feed(chunk)
+        sel.close()
+        shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
+        returncode = self._finish(kill=timed_out)
+        frames, problem = protocol.parse(results, secret)
+        try:
+            shared, shared_problem = protocol.resolve_shared(frames, shared_fd if job.shared_bytes else None,
+                                                             job.shared_bytes)
+        finally:
+            if shared_fd is not None:
+                os.close(shared_fd)           # the mapping, where there is one, keeps the memory
+        problem = problem or shared_problem
+        sig = None
+        if returncode is not None and returncode < 0:
+            try:
+                sig = signal.Signals(-returncode).name
+            except ValueError:
+                sig = f"signal {-returncode}"
+        return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
+                        seconds=time.perf_counter() - start, stdout=out, stderr=err,
+                        stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
+                        max_rss_kib=self._max_rss_kib, shared=shared)
+
+    def _close_shared(self) -> None:
+        if self._shared_fd is not None:
+            os.close(self._shared_fd)
+            self._shared_fd = None
+
+    def _private_copy(self, library: str) -> str:
+        target = os.path.join(self._workdir, "submission.so")
+        shutil.copyfile(library, target)
+        os.chmod(target, 0o644)
+        return target
+
+    def cancel(self) -> None:
+        if not self._done:
+            self._finish(kill=True)
+
+    def _finish(self, *, kill: bool) -> int | None:
+        proc = self.proc
+        if kill:
+            _kill_group(proc)
+        returncode = self._reap(timeout=10)
+        if returncode is None:
+            _kill_group(proc)
+            returncode = self._reap(timeout=None)
+        _kill_group(proc)                               # anything it left behind in its group
+        processes.ended(proc.pid)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+        if not self._done:
+            os.close(self._read_fd)
+            os.close(self._guard_fd)
+            self._close_shared()
+            if self._ready_fd is not None:
+                os.close(self._ready_fd)
+                self._ready_fd = None
+            _remove_tree(self._workdir)
+        self._done = True
+        return returncode
+
+    def _reap(self, *, timeout: float | None) -> int | None:
+        """Wait for the child with wait4, which also reports its peak memory; None on timeout."""
+        proc = self.proc
+        if proc.returncode is not None:
+            return proc.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG if deadline else 0)
+            except ChildProcessError:
+                return proc.poll()
+            if pid:
+                self._max_rss_kib = usage.ru_maxrss
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                return proc.returncode
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancel()
+
+
+@dataclass
+class ReplayRun:
+    """A GPU grade's two children: the recorder (the submission's host code, its launches recorded)
+    and the measuring process (the recorded launches replayed from the device code alone)."""
+
+    recorder: ChildRun
+    measurer: ChildRun | None = None        # None: the recorder failed, or its recording was refused
+    refusals: list[str] = field(default_factory=list)
+
+    @property
+    def judged(self) -> ChildRun:
+        """The run whose frames the verdict reads: the measurer's, or the recorder's where it failed."""
+        return self.measurer if self.measurer is not None else self.recorder
+
+
+def for_recorder(job: Job) -> Job:
+    """The recorder's job: the same calls, no input data (it runs no kernel, and a process that runs
+    the submission's host code is never shown the inputs or told where they lie)."""
+    def blank(cases):
+        return [dataclasses.replace(cj, buffers=[dataclasses.replace(b, file="", offset=0) for b in cj.buffers])
+                for cj in cases]
+    return dataclasses.replace(job, role="record", cases=blank(job.cases), timed_cases=blank(job.timed_cases),
+                               verify_cases=blank(job.verify_cases), baseline_cases=blank(job.baseline_cases))
+
+
+def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
+                       launcher: str | None, on_sent: Callable[[], None] | None = None) -> ReplayRun:
+    """Record the submission's launches in one child, then replay them in another that never loads
+    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed,
+    before the measuring process is handed its job."""
+    import secrets
+
+    from grader.run.child.replay import recording_refusals
+    from grader.core.contract import RecordingFrame, RefusedFrame
+
+    record = recorder.run(for_recorder(job), time_limit_s=time_limit_s)
+    recorder.cancel()
+    recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
+    out = ReplayRun(record)
+    if recording is None or record.blocked or record.timed_out:
+        return out
+    out.refusals = recording_refusals(recording, launcher)
+    if out.refusals:
+        return out
+    replay = dataclasses.replace(job, role="replay", library="", recording=recording, device_code=device_code,
+                                 layout_seed=secrets.randbits(62) | 1)
+    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent)
+    out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]
+    return out
+
+
+def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
+    """Start a child for job.backend, run job in it, and return what came back. A GPU job with a
+    submission is recorded in one child and replayed in another (record_then_replay); the run
+    returned is the one to judge."""
+    if job.backend == "cuda" and job.library and job.role == "run":
+        from grader.toolchain.build import device_code
+
+        with Worker(backend="cuda", output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
+                Worker(backend="cuda", output_cap=output_cap, cpu_limit_s=time_limit_s,
+                       torch=bool(job.timing and job.timing.baseline)) as measurer:
+            return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
+                                      device_code=[str(p) for p in device_code(Path(job.library))]).judged
+    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
+                torch=bool(job.timing and job.timing.baseline),
+                cpu_threads=spread_threads(job.emulator_threads) if job.backend == "emulator" else 1) as worker:
+        return worker.run(job, time_limit_s=time_limit_s)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _remove_tree(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@functools.cache
+def _numpy_parent() -> str:
+    """The folder numpy is installed in: the child runs with -S (no site-packages: a faster start)
+    and imports numpy for the stopping rule (core/stats.py)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("numpy")
+    return os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else ""
+
+
+def _package_parent() -> str:
+    from grader.core.locations import PACKAGE_DIR
+
+    return str(PACKAGE_DIR.parent)

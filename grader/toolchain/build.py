@@ -1,0 +1,538 @@
+"""Building a submission (and the reference kernels) into a shared library.
+
+The translation unit and a build.ninja are generated from templates into a
+cache directory named by a hash of everything that decides the output:
+the source, the generated harness, the compiler and its version, the flags
+and the target. A second build of the same inputs is a cache hit and runs
+no compiler. nvcc builds for the GPU; g++ with the shim header builds the
+same source for the CPU emulator.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from grader import __version__
+from grader.core.errors import InfrastructureError
+from grader.core import processes
+from grader.toolchain import tools
+from grader.core.limits import set_clamped
+from grader.core.processes import set_death_signal
+from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
+from grader.toolchain.render import render
+from grader.core.signature import parse_signature
+from grader.exercises.rubric import Rubric
+from grader.core.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
+
+REFERENCE_SOURCE = reference_dir() / "kernels.cu"
+SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
+LAUNCH_LOG_HEADER = PACKAGE_DIR / "shim" / "launch_log.h"    # the harness's and the shim's launch log
+RUNTIME_SOURCE = PACKAGE_DIR / "run" / "child" / "runtime.cu"
+GUARD_SOURCE = PACKAGE_DIR / "run" / "child" / "guard.c"
+
+
+# The runtime's launch entry points and kernel attribute setters, wrapped at link time so that the
+# harness's recorder sees every launch of the submission's kernels (<<<>>> compiles to
+# __cudaLaunchKernel) and runs none (grader/run/child/replay.py).
+_WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
+            "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaFuncSetAttribute",
+            "cudaFuncSetCacheConfig")
+RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
+
+
+@dataclass(frozen=True)
+class BuildLimits:
+    """What one compile may take: wall time and memory (address space of each compiler process)."""
+
+    time_s: float = 120.0
+    memory_mib: int = 8192
+
+
+@dataclass
+class KernelResources:
+    """What ptxas reported for one kernel."""
+
+    name: str
+    registers: int | None = None
+    stack_bytes: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    shared_bytes: int | None = None
+
+
+@dataclass
+class CompilerMessage:
+    file: str
+    line: int | None
+    severity: str          # "error" or "warning"
+    text: str
+    in_submission: bool
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    library: Path | None
+    object: Path | None      # the compiled harness + submission, before linking: what screening reads
+    cached: bool
+    seconds: float
+    command: str
+    log: str = ""
+    messages: list[CompilerMessage] = field(default_factory=list)
+    resources: list[KernelResources] = field(default_factory=list)
+    compiler: str = ""
+    static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str = "sm_90") -> BuildResult:
+    """Build the submission for 'cuda' (nvcc, for arch) or 'emulator' (g++ + shim), within the
+    rubric's build limits."""
+    harness = render(
+        "harness.cu.j2",
+        version=__version__,
+        backend=backend,
+        launcher=parse_signature(rubric.kernel.launcher) if sub.has_launcher else None,
+        kernel=parse_signature(rubric.kernel.signature),
+    )
+    if backend == "cuda":
+        source = sub.text
+        compiler = tools.require("nvcc")
+        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
+        version = tools.version("nvcc")
+        beside, shim = {}, ""
+    else:
+        source = rewrite_for_emulator(sub.text)
+        compiler = tools.require("g++")
+        flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
+        version = tools.version("g++")
+        beside, shim = {}, shim_text()
+    link_flags = RECORDER_LINK_FLAGS if backend == "cuda" else ()
+    key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
+                  arch if backend == "cuda" else "cpu", shim, *beside.values())
+    return _build(
+        key=f"sub-{key}",
+        link_flags=link_flags,
+        files={"submission.cu": source, "harness.cu": harness, **beside},
+        main="harness.cu",
+        compiler=compiler,
+        flags=flags,
+        backend=backend,
+        user_path=str(sub.path),
+        limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib),
+    )
+
+
+FATBIN_MAGIC = 0xBA55ED50
+
+
+def device_code(library: Path) -> list[Path]:
+    """The fatbinaries in a built library's .nv_fatbin section, each written to a file beside it
+    (once): what the measuring process loads with the driver instead of the library itself.
+
+    Read here, in the parent, from the build's own output, before any process that runs the
+    submission's host code has seen the library. nvcc's library holds two (an empty one, then the
+    submission's); every one is kept, and the measuring process looks kernels up in all of them."""
+    kept = sorted(library.parent.glob("device-*.fatbin"))
+    if kept:
+        return kept
+    data = library.read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise InfrastructureError(f"{library} is not a 64-bit ELF library: its device code cannot be read")
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    entsize, count, names_at = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names_offset = sections[names_at][4]
+
+    def name(section) -> bytes:
+        start = names_offset + section[0]
+        return data[start: data.index(b"\0", start)]
+
+    blob = next((data[s[4]: s[4] + s[5]] for s in sections if name(s) == b".nv_fatbin"), b"")
+    pieces, at = [], 0
+    while at + 16 <= len(blob):
+        magic, _version, header, size = struct.unpack_from("<IHHQ", blob, at)
+        if magic != FATBIN_MAGIC:
+            at += 8                                   # padding between two fatbinaries
+            continue
+        pieces.append(blob[at: at + header + size])
+        at += header + size
+    if not pieces:
+        raise InfrastructureError(f"{library} holds no device code (.nv_fatbin): was it built by nvcc?")
+    paths = []
+    for i, piece in enumerate(pieces):
+        path = library.parent / f"device-{i}.fatbin"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(piece)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def baseline_source(rubric: Rubric) -> str:
+    """A trivial kernel of the exercise's signature: it copies its first input to its first output."""
+    sig = parse_signature(rubric.kernel.signature)
+    src = next((p.name for p in sig.params if p.pointer and p.const_data), None)
+    dst = next((p.name for p in sig.params if p.pointer and not p.const_data), None)
+    body = (f"    const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;\n"
+            f"    if (i < 1) {dst}[i] = {src}[i];\n") if src and dst else ""
+    params = ", ".join(f"{p.ctype} {p.name}" for p in sig.params)
+    return f"__global__ void {sig.name}({params}) {{\n{body}}}\n"
+
+
+def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
+    """The emulator's harness around a trivial kernel: what the shim alone puts in an object,
+    for screening a g++-built submission where nvcc is missing."""
+    from grader.core.source import Submission, blank_comments_and_strings, find_kernels
+
+    text = baseline_source(rubric) + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
+    code = blank_comments_and_strings(text)
+    sub = Submission(path=Path("baseline.cu"), text=text, sha256="", code=code, kernels=find_kernels(code))
+    result = build_submission(sub, rubric, backend="emulator")
+    if not result.ok:
+        raise InfrastructureError(f"the emulator's baseline did not build:\n{result.log}")
+    return result
+
+
+def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
+    """Build the grader's reference kernels (reference/kernels.cu: the copies) with an exercise's
+    own (reference/<exercise>/kernels.cu), once per backend, architecture and exercise."""
+    files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
+             "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
+    if backend == "cuda":
+        # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
+        files["runtime.cu"] = RUNTIME_SOURCE.read_text()
+        files["reference.cu"] += '#include "runtime.cu"\n'
+        compiler, version = tools.require("nvcc"), tools.version("nvcc")
+        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
+        extra = ""
+    else:
+        files = {k: rewrite_for_emulator(v) for k, v in files.items()}
+        compiler, version = tools.require("g++"), tools.version("g++")
+        flags = emulator_flags(fibers=False)
+        extra = shim_text()
+    key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
+                  arch if backend == "cuda" else "cpu", extra)
+    result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,
+                    flags=flags, backend=backend, user_path=str(REFERENCE_SOURCE))
+    if not result.ok:
+        raise InfrastructureError(f"the reference kernels did not build ({result.command}):\n{result.log}")
+    return result
+
+
+def shim_text() -> str:
+    """What every emulator build compiles besides its own files: the shim and what it includes."""
+    return SHIM_HEADER.read_text() + LAUNCH_LOG_HEADER.read_text()
+
+
+def emulator_flags(*, fibers: bool, spread: bool = False) -> list[str]:
+    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp
+    collectives; spread: a large launch may run on several OS threads, source.spreads_over_cores).
+
+    DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
+    DWARF 5 line table, and the fault report needs the student's file and line.
+    -fno-gnu-unique: the shim's inline variables (the thread indices, the fiber switch)
+    would otherwise be STB_GNU_UNIQUE, which the dynamic linker shares between the
+    reference library and the submission's despite RTLD_LOCAL.
+    TLS descriptors (-mtls-dialect=gnu2) where spread: the thread indices are then thread_local,
+    and a descriptor reads one in a few instructions where __tls_get_addr costs a call (about
+    0.1 s more a one-core run of the timed shape, measured).
+    """
+    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fno-gnu-unique", "-U_FORTIFY_SOURCE",
+             "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
+    if fibers:
+        flags.insert(0, "-DGRADER_EMU_FIBERS")
+    elif spread:
+        flags[:0] = ["-DGRADER_EMU_PARALLEL", "-pthread"]
+        if os.uname().machine == "x86_64":          # aarch64 uses descriptors already
+            flags.insert(1, "-mtls-dialect=gnu2")
+    return flags
+
+
+def build_guard() -> Path | None:
+    """The child's seccomp filter (grader/run/child/guard.c) as a shared library, built once per host
+    with the C compiler; None where there is no C compiler or the host is not Linux."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or not os.path.exists("/proc/self/status"):
+        return None
+    text = GUARD_SOURCE.read_text()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
+    directory = cache_root() / f"guard-{_digest(__version__, text, version, os.uname().machine)}"
+    library = directory / "libgrader_guard.so"
+    if library.exists():
+        _touch(directory)
+        return library
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not library.exists():
+            (directory / "guard.c").write_text(text)
+            tmp = directory / "libgrader_guard.so.tmp"
+            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(directory / "guard.c")],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise InfrastructureError(f"the grader's sandbox filter did not build with {cc}:\n{proc.stderr[-2000:]}")
+            tmp.rename(library)
+    return library
+
+
+def _touch(directory: Path) -> None:
+    """Mark a cache entry used (least-recently-used pruning reads this time)."""
+    try:
+        os.utime(directory, None)
+    except OSError:
+        pass
+
+
+def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: str,
+           user_path: str, limits: BuildLimits = BuildLimits(), link_flags: tuple[str, ...] = ()) -> BuildResult:
+    root = cache_root()
+    directory = root / key
+    directory.mkdir(parents=True, exist_ok=True)
+    library = directory / "lib.so"
+    obj = directory / "main.o"
+    meta = directory / "build.json"
+    command = " ".join([compiler, *flags, "-c", "-o", "main.o", main])
+    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend == "cuda" else ["-fPIC"]), *link_flags, "-o", "lib.so", "main.o"])
+    start = time.perf_counter()
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
+        if library.exists() and meta.exists():
+            _touch(directory)
+            data = json.loads(meta.read_text())
+            return BuildResult(ok=True, library=library, object=obj, cached=True, seconds=time.perf_counter() - start,
+                               command=command, log=data["log"],
+                               resources=[KernelResources(**r) for r in data["resources"]],
+                               compiler=data["compiler"], static_device_bytes=parse_gmem(data["log"]))
+        for name, text in files.items():
+            (directory / name).write_text(text)
+        ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
+                            description=f"{backend} build of {Path(user_path).name}",
+                            main=main, inputs=list(files))
+        (directory / "build.ninja").write_text(ninja_text)
+        proc, over = _run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
+        log = _strip_ninja(proc.stdout + proc.stderr)
+        if over:
+            messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
+            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
+                               command=command, log=over + "\n" + log, messages=messages,
+                               compiler=tools.version("nvcc" if backend == "cuda" else "g++"))
+        messages = parse_messages(log, directory, user_path)
+        resources = parse_ptxas(log) if backend == "cuda" else []
+        version = tools.version("nvcc" if backend == "cuda" else "g++")
+        if proc.returncode != 0 or not library.exists():
+            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
+                               command=command, log=log, messages=messages, resources=resources, compiler=version)
+        meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
+        return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
+                           command=command, log=log, messages=messages, resources=resources, compiler=version,
+                           static_device_bytes=parse_gmem(log) if backend == "cuda" else 0)
+
+
+# What each compiler process is doing, for a build that ran out of time or memory.
+_STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template explosion?)",
+           "ptxas": "ptxas, which assembles the GPU code (a huge unrolled loop?)",
+           "cudafe++": "cudafe++, CUDA's front end (deeply nested templates?)",
+           "cc1plus": "the host C++ compiler (deeply nested templates or a huge function?)",
+           "nvlink": "nvlink", "fatbinary": "fatbinary", "ld": "the linker"}
+
+
+def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+    """Run a build command in its own process group under a time limit and a per-process memory
+    cap (RLIMIT_AS, inherited by every compiler it starts); ('', why) when a limit stopped it."""
+    import resource
+    import signal
+
+    cap = limits.memory_mib * 1024 * 1024
+
+    def preexec() -> None:
+        os.setsid()
+        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
+        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    processes.started(proc.pid, proc)
+    try:
+        return _wait_build(proc, args, limits)
+    finally:
+        processes.ended(proc.pid)
+        if proc.poll() is None:                       # interrupted while it ran
+            end_build(proc)
+
+
+def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+    try:
+        out, err = proc.communicate(timeout=limits.time_s)
+    except subprocess.TimeoutExpired:
+        stage = _running_stage(proc.pid)
+        end_build(proc)
+        out, err = proc.communicate()
+        why = (f"the build took longer than its limit of {limits.time_s:g} s"
+               + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
+               "fewer template instances) and submit again")
+        return subprocess.CompletedProcess(args, -9, out, err), why
+    text = out + err
+    if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
+                                          r"virtual memory exhausted|Killed signal", text, re.I):
+        stage = next((name for key, name in _STAGES.items() if key in text), "")
+        why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
+               + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
+        return subprocess.CompletedProcess(args, proc.returncode, out, err), why
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
+
+
+def end_build(proc: subprocess.Popen) -> None:
+    """Stop a build: ninja runs each command in a process group of its own and, on SIGTERM, ends
+    them; then SIGKILL for ninja's own group."""
+    import signal
+
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=5)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _running_stage(pgid: int) -> str:
+    """The compiler stage running in a build's process group (the deepest one found)."""
+    found = ""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)
+            comm = fields[0].split("(", 1)[1]
+            if int(fields[1].split()[2]) == pgid and comm in _STAGES:
+                if not found or list(_STAGES).index(comm) < list(_STAGES).index(found):
+                    found = comm
+        except (OSError, IndexError, ValueError):
+            continue
+    return _STAGES.get(found, "")
+
+
+def _strip_ninja(log: str) -> str:
+    keep = [ln for ln in log.splitlines() if not ln.startswith(("FAILED: ", "ninja: ", "["))]
+    return "\n".join(keep)
+
+
+# nvcc:  dir/submission.cu(12): error: identifier "foo" is undefined
+# g++:   dir/submission.cu:12:5: error: 'foo' was not declared in this scope
+_NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")
+_GCC_MSG = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>error|warning|fatal error): (?P<text>.*)$")
+
+
+def parse_messages(log: str, directory: Path, user_path: str) -> list[CompilerMessage]:
+    """Compiler diagnostics, with the cache copy of the submission named as the student's file."""
+    out = []
+    for raw in log.splitlines():
+        m = _NVCC_MSG.match(raw) or _GCC_MSG.match(raw)
+        if not m:
+            continue
+        file = m.group("file")
+        name = Path(file).name
+        in_sub = name == "submission.cu" or (Path(file).resolve() == Path(user_path).resolve())
+        shown = user_path if in_sub else ("the grader's harness" if name == "harness.cu" else file)
+        sev = "error" if "error" in m.group("sev") else "warning"
+        out.append(CompilerMessage(file=shown, line=int(m.group("line")), severity=sev,
+                                   text=m.group("text").strip(), in_submission=in_sub))
+    return out
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> list[KernelResources]:
+    found: list[KernelResources] = []
+    current: KernelResources | None = None
+    for line in log.splitlines():
+        m = _PTXAS_ENTRY.search(line)
+        if m:
+            current = KernelResources(name=demangle(m.group(1)))
+            found.append(current)
+            continue
+        if current is None:
+            continue
+        m = _PTXAS_PROPS.search(line)
+        if m:
+            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
+        m = _PTXAS_USED.search(line)
+        if m:
+            current.registers = int(m.group(1))
+            if m.group(2):
+                current.shared_bytes = int(m.group(2))
+    return found
+
+
+def parse_gmem(log: str) -> int:
+    """Bytes of static __device__ memory ptxas reported (0 when it reported none)."""
+    return max((int(m.group(1)) for m in re.finditer(r"(\d+) bytes gmem", log)), default=0)
+
+
+def demangle(name: str) -> str:
+    """The kernel's plain name from an Itanium-mangled one: the last name of a nested name, without
+    namespaces or template arguments (_Z13biasGeluFusedPKfS0_Pfm -> biasGeluFused,
+    _ZN12_GLOBAL__N_14kernILi64EEEvPKfS2_Pfm -> kern)."""
+    if not name.startswith("_Z"):
+        return name
+    i = 2
+    nested = name.startswith("N", i)
+    if nested:
+        i += 1
+        while i < len(name) and name[i] in "rVKRO":        # cv- and ref-qualifiers of a member
+            i += 1
+    last = None
+    while i < len(name) and (name[i].isdigit() or name[i] == "L"):      # L: internal linkage (static)
+        if name[i] == "L":
+            i += 1
+            continue
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        n = int(name[i:j])
+        last = name[j : j + n]
+        i = j + n
+        if not nested:
+            break
+    return last or name
+
+
+def compile_message(build: BuildResult, p: Path) -> str:
+    """The errors of a failed build in the student's terms: file, line, nvcc's (or g++'s) message
+    and the line of source it points at; at most ten."""
+    errors = [m for m in build.messages if m.severity == "error"]
+    if not errors:
+        return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
+    lines = p.read_text(errors="replace").splitlines()
+    out = []
+    for m in errors[:10]:
+        loc = f"{m.file}:{m.line}" if m.line else m.file
+        out.append(f"{loc}: error: {m.text}")
+        if m.in_submission and m.line and 0 < m.line <= len(lines):
+            out.append(f"    {m.line} | {lines[m.line - 1].rstrip()}")
+    if len(errors) > 10:
+        out.append(f"... and {len(errors) - 10} more errors")
+    return "\n".join(out)

@@ -1,0 +1,64 @@
+"""The one Jinja environment; every generated file and report comes from a template in grader/templates."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+
+def inline_code(text: str) -> Markup:
+    """Escape text for HTML and show its `backticked` spans (as the rubric writes them) as <code>."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
+
+
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiled templates kept in the build cache (compiling the reports' templates took longer
+    than grading a warm submission's checks); a cache that cannot be written is only slower."""
+
+    def load_bytecode(self, bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except (OSError, EOFError, ValueError):
+            bucket.reset()
+
+    def dump_bytecode(self, bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    from grader.core.locations import cache_root
+
+    folder = cache_root() / "templates"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _BytecodeCache(str(folder))
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("grader", "templates"),
+        bytecode_cache=_bytecode_cache(),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2", "svg.j2"), default=False),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["pct"] = lambda v, digits=1: "n/a" if v is None else f"{100 * v:.{digits}f}%"
+    env.filters["num"] = lambda v, fmt=".3f": "n/a" if v is None else format(v, fmt)
+    env.filters["code"] = inline_code
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

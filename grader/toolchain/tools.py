@@ -1,0 +1,74 @@
+"""Every external tool the grader runs, found in one place.
+
+locate(name) is where a tool is, or None; require(name) is where it is, or an InfrastructureError
+that says how to install it; version(name) is its first meaningful `--version` line. A CUDA tool
+(nvcc, cuobjdump, nvdisasm) is looked for where the user said the toolkit is first ($CUDA_HOME,
+then $CUDA_PATH), then on PATH, then in /usr/local/cuda, then in NVIDIA's pip wheels; any other
+tool on PATH. So a machine with nvcc only under $CUDA_HOME grades on it everywhere, the builds and
+the emulator's CUDA check alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from grader.core.errors import InfrastructureError
+
+CUDA_TOOLS = ("nvcc", "cuobjdump", "nvdisasm")
+
+INSTALL_HINTS = {
+    "nvcc": "install the CUDA toolkit and put its bin/ on PATH (or set CUDA_HOME)",
+    "g++": "install g++ (apt-get install g++)",
+    "ninja": "pip install ninja",
+    "nm": "install binutils; screening reads the compiled submission with it",
+    "readelf": "install binutils; screening reads the compiled submission with it",
+}
+
+
+def _in_wheels(name: str) -> str | None:
+    try:
+        import nvidia  # the nvidia-cuda-* wheels install into this namespace package
+    except ImportError:
+        return None
+    for root in getattr(nvidia, "__path__", []):
+        for candidate in sorted(Path(root).glob(f"*/bin/{name}")):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def locate(name: str) -> str | None:
+    """Where the tool is (see the module's docstring for the order), or None."""
+    if name not in CUDA_TOOLS:
+        return shutil.which(name)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if home and os.access(Path(home) / "bin" / name, os.X_OK):
+            return str(Path(home) / "bin" / name)
+    found = shutil.which(name)
+    if found:
+        return found
+    if os.access(Path("/usr/local/cuda/bin") / name, os.X_OK):
+        return f"/usr/local/cuda/bin/{name}"
+    return _in_wheels(name)
+
+
+def require(name: str) -> str:
+    """The tool's path; InfrastructureError saying how to install it when it is missing."""
+    found = locate(name)
+    if found is None:
+        raise InfrastructureError(f"'{name}' was not found on PATH: {INSTALL_HINTS.get(name, 'install it')}.")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def version(name: str) -> str:
+    """First meaningful line of `name --version` (nvcc's release line); raises when the tool is missing."""
+    out = subprocess.run([require(name), "--version"], capture_output=True, text=True).stdout
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    if name == "nvcc":
+        return next((ln.strip() for ln in lines if "release" in ln), lines[-1] if lines else "nvcc")
+    return lines[0].strip() if lines else name

@@ -1,0 +1,119 @@
+"""Naming the mistake behind a wrong output.
+
+Writes outside the output (its guard regions changed); slices never written, along any
+dimension (unwritten_<dim>: rows, columns, the upper half of a head); then the output is
+matched against what the exercise's usual wrong kernels compute (its reference's MISTAKES:
+the tanh GELU, a missing bias, ...); then values that are NaN or only slightly off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from grader.core.checking import Comparison, GuardDamage, unwritten_mask
+
+
+@dataclass
+class Diagnosis:
+    code: str
+    message: str          # what was seen, specific to this output
+    case: str = ""
+
+
+def _ranges(indices: list[int]) -> str:
+    out, start, prev = [], None, None
+    for i in indices:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}" if start == prev else f"{start}..{prev}")
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}" if start == prev else f"{start}..{prev}")
+    text = ", ".join(out[:6])
+    return text + (", ..." if len(out) > 6 else "")
+
+
+def _still(init: str) -> str:
+    return "; they still hold the zero the output starts with" if init == "zero" else ""
+
+
+def _run_mistake(model: Callable, inputs: dict[str, np.ndarray], dims: dict, shape) -> tuple[np.ndarray, np.ndarray | None]:
+    """An exercise's mistake model (written with torch, in its reference.py) on numpy inputs:
+    what it outputs, as float64, and where that is defined (None: everywhere). torch is imported
+    here, on a failing submission only: a passing one never needs it."""
+    import torch
+
+    alt, mask = model({k: torch.from_numpy(np.array(v)) for k, v in inputs.items()}, dims)     # writable copies
+    alt = alt.to(torch.float64).reshape(shape).numpy()
+    return alt, (None if mask is None else mask.reshape(shape).numpy().astype(bool))
+
+
+def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: Comparison,
+             guards: GuardDamage, *, rtol: float, atol: float, axes: list[str],
+             mistakes: dict[str, Callable], init: str = "poison") -> list[Diagnosis]:
+    """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
+    to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined),
+    written with torch tensors (the exercise's reference.py)."""
+    found: list[Diagnosis] = []
+    if guards.after:
+        found.append(Diagnosis("writes_past_output",
+                               f"{guards.after} guard floats after the output changed, the farthest "
+                               f"{guards.farthest_after} floats past its end"))
+    if guards.before:
+        found.append(Diagnosis("writes_before_output", f"{guards.before} guard floats before the output changed"))
+    if cmp.passed:
+        return found
+
+    unwritten = unwritten_mask(got, want, init, atol)
+    if bool(unwritten.all()):
+        found.append(Diagnosis("unwritten_elements", f"none of the {unwritten.size} elements was written"
+                               + _still(init)))
+    elif bool(unwritten.any()):
+        whole = []
+        if unwritten.ndim >= 2:
+            for k, axis in enumerate(axes):
+                others = tuple(d for d in range(unwritten.ndim) if d != k)
+                slices = [int(i) for i in np.flatnonzero(unwritten.all(axis=others))]
+                if slices:
+                    whole.append(Diagnosis(f"unwritten_{axis}", f"{len(slices)} of {unwritten.shape[k]} {axis} never "
+                                           f"written ({axis} {_ranges(slices)})" + _still(init)))
+        found += whole
+        if not whole:
+            found.append(Diagnosis("unwritten_elements",
+                                   f"{int(unwritten.sum())} of {unwritten.size} elements never written" + _still(init)))
+
+    written = ~unwritten
+    g = got.astype(np.float64)
+    named = None
+    for code, model in mistakes.items():
+        alt, mask = _run_mistake(model, inputs, dims, g.shape)
+        region = written if mask is None else written & mask
+        n = int(region.sum())
+        if n == 0:
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = (np.abs(g - alt) <= 4 * (atol + rtol * np.abs(alt))) & region
+            matches_alt = int(close.sum())
+            matches_ref = int(((np.abs(g - want) <= atol + rtol * np.abs(want)) & region).sum())
+        # The mistake explains the output if it matches (almost) everywhere it is defined
+        # and explains more than the right answer does.
+        if matches_alt >= 0.98 * n and matches_alt > matches_ref:
+            found.append(Diagnosis(code, f"{matches_alt} of {n} written elements match this mistake within tolerance"))
+            named = code
+            break
+
+    if named is None:
+        nan_where_finite = np.isnan(g) & written & np.isfinite(want)
+        if bool(nan_where_finite.any()) or bool(np.isinf(g).any()):
+            found.append(Diagnosis("nan_output", f"{int(nan_where_finite.sum())} elements are NaN or infinite where the reference is finite"))
+        elif written.all() and cmp.max_rel_error < 1e-3:
+            found.append(Diagnosis("near_miss", f"largest relative error {cmp.max_rel_error:.2e}, above the tolerance"))
+        elif not any(d.code.startswith(("unwritten", "writes_")) for d in found):
+            found.append(Diagnosis("wrong_values", f"{cmp.bad} of {cmp.total} elements wrong"))
+    return found

@@ -1,0 +1,16 @@
+"""The tier of a correct kernel, from its fraction of the floor and the interval around it."""
+
+from __future__ import annotations
+
+from grader.exercises.rubric import Rubric
+
+
+def assign_tier(fraction: float, low: float, high: float, rubric: Rubric) -> tuple[str, bool, list[str]]:
+    """(tier, borderline, flags) for a correct kernel's fraction and its 95% interval."""
+    tiers = rubric.tiers
+    if low > 1.0:
+        return tiers.exceeds_floor_tier, False, ["exceeds_copy_floor"]
+    value = {"median": fraction, "lower": low, "upper": high}[tiers.borderline_policy]
+    borderline = any(low < threshold <= high for threshold in (tiers.gold, tiers.silver))
+    tier = "gold" if value >= tiers.gold else "silver" if value >= tiers.silver else "below"
+    return tier, borderline, []
