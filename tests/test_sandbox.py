@@ -165,3 +165,35 @@ def test_a_child_imports_numpy_before_the_wall_and_prints_nothing_of_its_own():
                               backend="emulator")
     assert result.status == "graded" and result.correct
     assert result.output["stderr"] == "" and result.output["stdout"] == ""
+
+
+def test_after_the_childs_preload_the_stopping_rule_opens_and_imports_nothing():
+    """Inside the wall a file opened or a module imported is a blocked system call, and the
+    submission is rejected for it: numpy.random, imported lazily on first use, once rejected every
+    GPU grade. The child's preload, then an audit hook that fails on any open or import, then the
+    stopping rule on as many rounds as the timing takes."""
+    import subprocess
+    import sys
+
+    from grader.run.sandbox import _numpy_parent, _package_parent
+
+    code = """
+import sys
+from grader.run.child import worker
+worker.preload("emulator", False)
+def hook(event, args):
+    if event in ("open", "import"):
+        raise RuntimeError(f"after the preload: {event} {args[0]!r}")
+sys.addaudithook(hook)
+from grader.core.stats import fraction_interval, median
+import random
+r = random.Random(1)
+floor = [40 + r.random() for _ in range(2000)]
+sub = [60 + r.random() for _ in range(2000)]
+ci = fraction_interval(floor, sub, resamples=200)
+print("ok", round(ci.median, 3), median(floor) > 0)
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_package_parent(), _numpy_parent()]))
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ok 0.6"), out.stdout

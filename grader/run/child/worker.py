@@ -140,10 +140,11 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     return True
 
 
-def _import_quietly(name: str) -> None:
-    """Import a module in a thread; a failure shows where the module is first used, not here."""
+def _import_quietly(*names: str) -> None:
+    """Import modules in a thread; a failure shows where the module is first used, not here."""
     try:
-        importlib.import_module(name)
+        for name in names:
+            importlib.import_module(name)
     except ImportError:
         pass
 
@@ -152,7 +153,8 @@ def preload(backend: str, with_torch: bool) -> None:
     """What every job needs, done before the job arrives (the parent is still building)."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
     # ctypes lets go of the interpreter while cuInit runs.
-    numpy_import = threading.Thread(target=_import_quietly, args=("numpy",), daemon=True)
+    # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
+    numpy_import = threading.Thread(target=_import_quietly, args=("numpy", "numpy.random"), daemon=True)
     numpy_import.start()
     if backend == "cuda":
         # The device's primary context, created now rather than at the first check: the
@@ -170,7 +172,9 @@ def preload(backend: str, with_torch: bool) -> None:
     # written (no .pyc), and after privileges are dropped the package may be unreadable.
     import grader.run.child.timing  # noqa: F401
     import grader.run.child.replay  # noqa: F401
-    import grader.core.stats  # noqa: F401
+    import grader.core.stats
+    # The stopping rule run once on made-up rounds: whatever numpy loads on first use, it loads now.
+    grader.core.stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
     if backend == "cuda":
         import grader.run.child.measurer  # noqa: F401
         import grader.run.child.recorder  # noqa: F401
