@@ -255,6 +255,8 @@ def main() -> int:
             for sample in ("float4_launcher.cu", "scalar_2d.cu"):
                 docs = [submit(f"submissions/bias_gelu_fused/{sample}", cache)[1] for _ in range(args.runs)]
                 fr = [d["fraction"] for d in docs]
+                if None in fr:              # not graded (a refusal, an error): said, not averaged
+                    raise SystemExit(f"{sample} was not timed: {[d['status'] for d in docs]}: {docs[0].get('message', '')[:800]}")
                 spread = (max(fr) - min(fr)) / (sum(fr) / len(fr))
                 figures[sample] = {
                     "fractions": fr, "spread": spread, "tiers": [d["tier"] for d in docs],

@@ -197,3 +197,43 @@ print("ok", round(ci.median, 3), median(floor) > 0)
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("ok 0.6"), out.stdout
+
+
+def test_the_stopping_rule_runs_inside_the_real_wall(tmp_path):
+    """The same, under the seccomp filter itself (built with the C compiler, as the emulator's
+    children use it): the preload, the wall, then the stopping rule on 2,000 rounds (index arrays
+    of 16 MiB: numpy's large allocations madvise), with no system call blocked or reported."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from grader.run.sandbox import _numpy_parent, _package_parent
+    from grader.toolchain.build import build_guard
+
+    library = build_guard()
+    if library is None:
+        pytest.skip("no C compiler to build the wall")
+    code = f"""
+import os, sys
+from grader.run.child import guard, worker
+worker.preload("emulator", False)
+read_fd, write_fd = os.pipe()
+status = guard.Guard({str(library)!r}).install(mode=guard.ENFORCE, report_fd=write_fd)
+assert status.seccomp, status
+from grader.core.stats import fraction_interval
+import random
+r = random.Random(2)
+floor = [40 + r.random() for _ in range(2000)]
+sub = [60 + r.random() for _ in range(2000)]
+for _ in range(3):
+    ci = fraction_interval(floor, sub, resamples=200)
+os.close(write_fd)
+reports = os.read(read_fd, 65536)
+print("ok", round(ci.median, 3), len(reports))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([_package_parent(), _numpy_parent()]))
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr[-2000:]
+    word, median, reports = out.stdout.split()
+    assert word == "ok" and 0.6 < float(median) < 0.7 and reports == "0", out.stdout
