@@ -334,7 +334,7 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
             err.print(f"grader: {counts['pending']} pending, {counts['running']} running, {counts['done']} done")
 
     outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
-                             backend="cuda" if backend == "auto" and options.cluster == "slurm" else backend,
+                             backend=backend,
                              file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting)
     if outcome.interrupted:
         err.print(f"grader: interrupted; the array was cancelled, {len(outcome.graded)} student(s) that finished "

@@ -7,6 +7,7 @@ with the rubric's findings (without a GPU run there are no measured figures).
 
 from __future__ import annotations
 
+from grader.core.backend import CUDA
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def explain_submission(path: Path, *, rubric: Rubric, arch: str = "sm_90") -> Ex
     sub = read_submission(path, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(sub, SourceProblem):
         raise UsageError(sub.message)
-    build = build_submission(sub, rubric, backend="cuda", arch=arch)
+    build = build_submission(sub, rubric, backend=CUDA, arch=arch)
     lines = sub.text.splitlines()
     if not build.ok:
         return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.core.backend import AUTO, Backend
+from grader.toolchain.gpuinfo import resolve_backend
+
 from grader.batch.grading import BatchOutcome, Graded, Progress, default_jobs, grade_entries
 from grader.batch.classreport import write_class_report
 from grader.batch.inputs import Entry, find_submissions
@@ -15,7 +18,7 @@ from grader.exercises.rubric import Rubric
 __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
 
 
-def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", report_dir: Path | None = None,
+def grade_folder(directory: Path, *, rubric: Rubric, backend: str | Backend = AUTO, report_dir: Path | None = None,
                  file_name: str | None = None, roster: Path | None = None,
                  progress: Progress | None = None, jobs: int | None = None,
                  shard: tuple[int, int] = (1, 1)) -> BatchOutcome:
@@ -27,15 +30,15 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
     in sorted order), for grading one class on N machines; `grader merge` combines them."""
     k, n = shard
     entries = find_submissions(directory, file_name=file_name, roster=roster)[k - 1 :: n]
+    chosen = resolve_backend(backend)               # "auto" decided once, for the whole class
     if jobs is None:
-        chosen = _backend_for(backend)
-        if chosen == "emulator":
-            jobs = default_jobs(chosen)
-        else:
+        if chosen.on_gpu:
             from grader.run import lanes
 
             jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
-    outcome = grade_entries(entries, rubric=rubric, backend=backend, report_dir=report_dir, progress=progress,
+        else:
+            jobs = default_jobs(chosen)
+    outcome = grade_entries(entries, rubric=rubric, backend=chosen, report_dir=report_dir, progress=progress,
                             jobs=jobs)
     if report_dir is not None and outcome.graded:
         write_summary(outcome.graded, report_dir / "summary.csv")
@@ -43,9 +46,3 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str = "auto", repo
         write_platform_exports(outcome.graded, rubric, report_dir)
         write_class_report(outcome.graded, rubric, report_dir / "class.html")
     return outcome
-
-
-def _backend_for(backend: str) -> str:
-    from grader.toolchain.gpuinfo import resolve_backend
-
-    return resolve_backend(backend)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core import processes
+from grader.core.backend import Backend, named
+from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.contract import usable_cores
 from grader.core.results import Result
@@ -39,21 +41,15 @@ Progress = Callable[[Graded, int, int], None]     # (the one just done, how many
 PER_LANE = 8        # in flight for each GPU lane: measured on one H200, its lane stays busy (batch benchmark)
 
 
-def default_jobs(backend: str, lanes: int = 1) -> int:
+def default_jobs(backend: str | Backend, lanes: int = 1) -> int:
     """How many submissions are in flight at once: on GPUs, PER_LANE for each of the lanes, enough
     to keep every lane busy while others compile and start (at most the cores, less one for the
     timing's own thread); on the emulator, where each child is all CPU, one per core."""
     cores = usable_cores()
-    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend != "emulator" else max(1, cores)
+    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if named(backend).on_gpu else max(1, cores)
 
 
-def _on_gpu(backend: str) -> bool:
-    from grader.toolchain.gpuinfo import resolve_backend
-
-    return resolve_backend(backend) == "cuda"
-
-
-def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_dir: Path | None,
+def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backend, report_dir: Path | None,
                   progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
     reports into report_dir/<student>/ and keep every result in report_dir/results.jsonl.
@@ -64,8 +60,9 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
     not yet started are not graded, and the outcome says interrupted."""
     from grader.batch.store import STORE_NAME, ResultStore, grade_key
 
+    backend = resolve_backend(backend)
     store = ResultStore(report_dir / STORE_NAME) if report_dir is not None else None
-    if backend != "emulator" and devices is None and jobs > 1:
+    if backend.on_gpu and devices is None and jobs > 1:
         from grader.run import lanes
 
         devices = lanes.visible_devices()
@@ -89,7 +86,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
 
         device = devices[index % len(devices)] if devices else None
         kwargs = {"device": device} if device is not None else {}
-        if backend == "emulator" and jobs > 1:
+        if not backend.on_gpu and jobs > 1:
             kwargs["emulator_threads"] = max(1, usable_cores() // jobs)     # the cores shared among the children
         result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs, **kwargs_all)
         if stopping.is_set():               # interrupted while it ran: its result is not a grade
@@ -110,7 +107,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str, report_
     pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
     shared = None
     try:
-        if _on_gpu(backend) and any(e.path is not None and not e.problem for e in entries):
+        if backend.private_cases and any(e.path is not None and not e.problem for e in entries):
             from grader.exercises.pool import class_store
 
             shared = class_store(rubric)

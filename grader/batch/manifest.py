@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from grader.core.backend import Backend, named
 import dataclasses
 import tempfile
 from dataclasses import dataclass, field
@@ -51,9 +52,10 @@ class SampleOutcome:
         return not self.problems
 
 
-def load_manifest(path: Path, backend: str, rubric: Rubric) -> list[Expectation]:
-    """Expectations for backend ('cuda' or 'emulator'), with that backend's overrides applied; every
-    diagnosis named must be one the rubric's exercise can give."""
+def load_manifest(path: Path, backend: str | Backend, rubric: Rubric) -> list[Expectation]:
+    """Expectations for backend, with that backend's overrides applied (a manifest's `gpu:` or
+    `emulator:` section); every diagnosis named must be one the rubric's exercise can give."""
+    section = "gpu" if named(backend).on_gpu else "emulator"
     known = diagnosis_codes(rubric)
     shown = str(path)
     try:
@@ -70,10 +72,10 @@ def load_manifest(path: Path, backend: str, rubric: Rubric) -> list[Expectation]
             if key not in _KEYS:
                 raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
         merged = {k: v for k, v in entry.items() if k not in ("gpu", "emulator")}
-        override = entry.get("gpu" if backend == "cuda" else "emulator") or {}
+        override = entry.get(section) or {}
         for key in override:
             if key not in _OVERRIDABLE:
-                raise RubricError(shown, f"{name}.{'gpu' if backend == 'cuda' else 'emulator'}.{key}", "cannot be overridden")
+                raise RubricError(shown, f"{name}.{section}.{key}", "cannot be overridden")
         merged.update(override)
         exp = Expectation(file=name, **merged)
         if exp.status not in STATUSES:
@@ -100,7 +102,7 @@ def judge(exp: Expectation, result: Result) -> list[str]:
     for code in exp.diagnosis:
         if code not in codes:
             problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
-    if exp.tier is not None and result.backend == "cuda" and result.tier != exp.tier:
+    if exp.tier is not None and named(result.backend).times and result.tier != exp.tier:
         problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
     if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
@@ -133,7 +135,7 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
     concrete = resolve_backend(backend)
     # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
     # batch does): every sample is graded on the same secret inputs, none drawing its own.
-    shared = class_store(rubric) if concrete == "cuda" else None
+    shared = class_store(rubric) if concrete.private_cases else None
     try:
         for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
             if only and exp.file not in only:

@@ -8,6 +8,7 @@ the merge is `grader merge`'s. The report folder must be on a filesystem every n
 
 from __future__ import annotations
 
+from grader.core.backend import AUTO, Backend
 import logging
 import shutil
 import subprocess
@@ -142,7 +143,7 @@ class NeverStarts(Exception):
 
 
 def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions,
-                   backend: str = "cuda", file_name: str | None = None, roster: Path | None = None,
+                   backend: str | Backend = AUTO, file_name: str | None = None, roster: Path | None = None,
                    jobs: int | None = None, submitted=None,
                    waiting: Callable[[dict[str, int]], None] | None = None) -> SlurmOutcome:
     """Submit the class as a job array, wait for every task, merge their folders into report_dir.
@@ -153,6 +154,10 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     task pending for a reason that never clears (NEVER_STARTS: more CPUs than any node has, an
     invalid account) cancels the array at once and raises InfrastructureError with Slurm's reason;
     Ctrl-C cancels the array (scancel) and merges what finished."""
+    from grader.toolchain.gpuinfo import resolve_backend
+
+    # "auto" on a cluster means its GPU nodes (the array asks for them with --gres), not this machine's.
+    backend = resolve_backend(backend, has_gpu=True if options.cluster == "slurm" else None)
     try:
         import submitit
     except ImportError:
@@ -173,11 +178,11 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     if options.cluster == "slurm":
         params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or n,
                       slurm_mem=f"{mem}M" if mem else None)
-        if options.gres and backend != "emulator":
+        if options.gres and backend.on_gpu:
             params["slurm_gres"] = options.gres
         params = {k: v for k, v in params.items() if v is not None}
     executor.update_parameters(**params)
-    tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend,
+    tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
                        str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
              for k in range(1, n + 1)]
     try:

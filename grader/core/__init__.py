@@ -1,6 +1,6 @@
 """The bottom layer: what every other package may use, and which uses nothing above it.
 
-Errors (errors.py) and exit codes; the Result and its parts (results.py) and the other small
+Errors (errors.py) and exit codes; the backends, CUDA and the emulator, as objects (backend.py); the Result and its parts (results.py) and the other small
 typed objects that cross a file or a process boundary (contract.py, typed.py); where the
 grader's data lives (locations.py); the rubric's little languages (signature.py, exprs.py);
 reading a .cu file's text (source.py); comparing an output with its answer (checking.py);

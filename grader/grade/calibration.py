@@ -8,6 +8,7 @@ the tier lines sit on their hardware before a class submits.
 
 from __future__ import annotations
 
+from grader.core.backend import CUDA
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -59,7 +60,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
         raise InfrastructureError(f"exercise {rubric.exercise!r} lists no calibrate runs in {rubric.path}")
     exercise = load_reference(rubric)
     arch = gpuinfo.arch(reading)
-    reference = build_reference(backend="cuda", arch=arch, exercise_kernels=exercise.kernels)
+    reference = build_reference(backend=CUDA, arch=arch, exercise_kernels=exercise.kernels)
     case = timed_cases(rubric, chain=True)[0]
     data.materialize(rubric, exercise, case, cache_root())
     cj = case_job(rubric, case, has_launcher=False, files=data.files_of(rubric, exercise, case, cache_root()))
@@ -73,7 +74,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     copy_floats = int(exprs.evaluate(t.copy_floats, values))
     lim = rubric.limits
     guard = build_guard()
-    job = Job(backend="cuda", library="", reference_library=str(reference.library),
+    job = Job(backend=CUDA.name, library="", reference_library=str(reference.library),
               guard_library=str(guard) if guard else None,
               guard_mode="enforce", limits=child_limits(rubric),
               cases=[], guard_floats=0,
@@ -83,7 +84,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
                                floor_buffers=t.floor_buffers),
               timed_cases=[cj], calibrate=runs, calibration_rounds=rubric.calibrate.rounds)
     device = device or lanes.default_device()
-    with Worker(backend="cuda", output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
+    with Worker(backend=CUDA.name, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
         worker.wait_ready(timeout_s=lim.time_limit_s)
         with lanes.gpu_lane(device):
             run = worker.run(job, time_limit_s=lim.time_limit_s)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grader.core import exprs
+from grader.core.backend import Backend, named
 from grader.toolchain.build import BuildResult, build_reference
 from grader.core.contract import CaseJob, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
@@ -16,9 +17,9 @@ from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.exercises.rubric import Rubric, dims_values
 
 
-def baseline_cases_for(rubric: Rubric, backend: str) -> list[Case]:
-    """The shapes timed against the exercise's PyTorch baseline (a GPU only)."""
-    return baseline_cases(rubric) if backend == "cuda" and rubric.timing.baseline else []
+def baseline_cases_for(rubric: Rubric, backend: Backend) -> list[Case]:
+    """The shapes timed against the exercise's PyTorch baseline (where the backend times)."""
+    return baseline_cases(rubric) if backend.times and rubric.timing.baseline else []
 
 
 def child_limits(rubric: Rubric) -> Limits:
@@ -28,7 +29,7 @@ def child_limits(rubric: Rubric) -> Limits:
                   drop_privileges=lim.drop_privileges)
 
 
-def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: str, store) -> dict:
+def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: Backend, store) -> dict:
     """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
     from grader.exercises import data
 
@@ -37,7 +38,7 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
             for c in run_cases(rubric, backend, store.secret) + extra}
 
 
-def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher: bool,
+def child_job(rubric: Rubric, *, backend: Backend | str, build: BuildResult, has_launcher: bool,
               reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
               guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0,
               store=None) -> tuple[Job, list[Case]]:
@@ -49,6 +50,7 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
     from grader.exercises import data
     from grader.exercises.pool import Store
 
+    backend = named(backend)
     store = store or Store(cache_root())
     exercise = load_reference(rubric)
     every = run_cases(rubric, backend, store.secret)
@@ -67,14 +69,14 @@ def child_job(rubric: Rubric, *, backend: str, build: BuildResult, has_launcher:
     timed = [resolve(c) for c in every if c.timed]
     t = rubric.timing
     job = Job(
-        backend=backend, library=str(build.library), reference_library=str(reference.library),
+        backend=backend.name, library=str(build.library), reference_library=str(reference.library),
         guard_library=str(guard) if guard else None, guard_mode=guard_mode,
         limits=child_limits(rubric),
         cases=checks, guard_floats=rubric.checks.guard_floats,
-        reverse_check=backend == "emulator" and rubric.emulator.reverse_order_check,
+        reverse_check=not backend.on_gpu and rubric.emulator.reverse_order_check,
         order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
     )
-    if backend == "cuda":
+    if backend.times:
         job.timing = TimingJob(
             floor=list(t.floor), informational_floor=t.informational_floor,
             copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,

@@ -22,6 +22,7 @@ from grader.run import lanes
 from grader.analysis import launches
 from grader.toolchain.build import BuildResult, build_guard, build_reference
 from grader.core.contract import spread_threads
+from grader.core.backend import AUTO, CHOICES, Backend, named
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.exercises import load_reference
 from grader.exercises.plan import run_cases
@@ -33,10 +34,10 @@ from grader.core.source import Submission
 from grader.grade.steps import build_and_screen, vet_source
 
 Progress = Callable[[str], None]
-BACKENDS = ("auto", "cuda", "emulator")
+BACKENDS = CHOICES          # what --backend accepts: "auto" and each backend's name
 
 
-def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
+def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
                      progress: Progress | None = None, audit_syscalls: bool = False,
                      device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
                      inputs=None) -> Result:
@@ -65,20 +66,19 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     p = Path(path)
-    if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    requested = backend if backend == AUTO else named(backend)     # an unknown name is a UsageError
     if p.is_dir():
         raise UsageError(f"{path}: a folder, not a .cu file (`grader batch {path}` grades a folder of submissions)")
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
-    reading = gpuinfo.probe() if backend != "emulator" else None
+    reading = gpuinfo.probe() if requested == AUTO or requested.on_gpu else None
     has_gpu = reading is not None
-    chosen = gpuinfo.resolve_backend(backend, has_gpu=has_gpu)
+    chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
 
-    result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen,
+    result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen.name,
                     status="graded", grader_version=__version__)
     try:
-        if chosen == "cuda" and not has_gpu:
+        if chosen.on_gpu and not has_gpu:
             raise InfrastructureError(
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
@@ -98,7 +98,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str = "auto",
     finally:
         result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
-    if draw_ahead and chosen == "cuda" and rubric.path and result.status != "infrastructure_error":
+    if draw_ahead and chosen.private_cases and rubric.path and result.status != "infrastructure_error":
         from grader.exercises.pool import start_drawing_ahead
 
         start_drawing_ahead(rubric.path)
@@ -134,31 +134,31 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
         pass
 
 
-def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: Result, say: Progress,
+def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
            guard_mode: str, device: str | None, emulator_threads: int = 0, shared=None) -> None:
     has_gpu = reading is not None
     sub = vet_source(p, rubric, result)
     if sub is None:
         return
-    arch = gpuinfo.arch(reading) if backend == "cuda" and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
+    arch = gpuinfo.arch(reading) if backend.on_gpu and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
     phases = result.phases
     clock = time.perf_counter()
     worker = recorder = None
-    if backend == "emulator" or has_gpu:
+    if not backend.on_gpu or has_gpu:
         # Started now so its imports and CUDA context overlap the build; it loads nothing of
         # the student's until it is handed the job. On a GPU, two: the recorder, which runs the
         # submission's host code, and the measuring process, which runs none (child/replay.py).
-        if backend == "cuda":
+        if backend.records_then_replays:
             from grader.core.processes import close_to_children
 
             close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
             device = device or lanes.default_device()
-            recorder = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
+            recorder = Worker(backend=backend.name, output_cap=rubric.limits.output_cap_bytes,
                               cpu_limit_s=rubric.limits.time_limit_s, device=device)
-        worker = Worker(backend=backend, output_cap=rubric.limits.output_cap_bytes,
-                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend == "cuda" else None,
-                        torch=backend == "cuda" and bool(rubric.timing.baseline),
-                        cpu_threads=spread_threads(emulator_threads) if backend == "emulator" else 1)
+        worker = Worker(backend=backend.name, output_cap=rubric.limits.output_cap_bytes,
+                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend.on_gpu else None,
+                        torch=backend.times and bool(rubric.timing.baseline),
+                        cpu_threads=1 if backend.on_gpu else spread_threads(emulator_threads))
     pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
     # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
     # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
@@ -174,11 +174,11 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
     store = None
     try:
         exercise = load_reference(rubric)
-        if shared is not None and backend == "cuda" and worker:
+        if shared is not None and backend.private_cases and worker:
             store = shared.get()
         else:
             store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: run_cases(rubric, backend, s))
-                     if backend == "cuda" and worker else Store(cache_root()))
+                     if backend.private_cases and worker else Store(cache_root()))
         reference_future = pool.submit(build_reference, backend=backend, arch=arch,
                                        exercise_kernels=exercise.kernels) if worker else None
         inputs = draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
@@ -205,7 +205,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
             result.sandbox["inputs"] = {"private": True, "drawn_ahead": store.drawn_ahead, "batch": store.keep,
                                         "about": "random cases drawn from a seed chosen for this run, never shown "
                                                  "to a process that runs the submission's code"}
-        if backend == "cuda":
+        if backend.on_gpu:
             result.device["before"] = reading
         # The inputs are on disk before the child is told to start; the answers may still be
         # being computed while it runs.
@@ -216,15 +216,15 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
 
         # The count the verdict will report: every case whose output comes back, and each check's chain.
         checks = len(cases) + sum(1 for cj in job.cases if cj.chain is not None)
-        say(f"running {checks} checks{' and the timing' if backend == 'cuda' else ''}"
-            f"{' in two child processes' if backend == 'cuda' else ' in a child process'}")
-        device_code = pool.submit(_device_code, build) if backend == "cuda" else None
+        say(f"running {checks} checks{' and the timing' if backend.times else ''}"
+            f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
+        device_code = pool.submit(_device_code, build) if backend.records_then_replays else None
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
         waited = worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
         if recorder is not None:
             waited = max(waited, recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
         phases["child_start_wait_s"] = round(waited, 3)
-        with lanes.gpu_lane(device) if backend == "cuda" else contextlib.nullcontext() as lane:
+        with lanes.gpu_lane(device) if backend.on_gpu else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
             clock = time.perf_counter()
             # The lane is handed on once the child has sent everything, not when it has exited.
@@ -242,7 +242,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                 both = None
                 run = worker.run(job, time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on if lane else None)
             phases["child_s"] = round(time.perf_counter() - clock, 3)
-        if backend == "cuda":
+        if backend.on_gpu:
             result.device["gpu"] = device
             result.device["after"] = gpuinfo.snapshot()
         result.output = _output_of([both.recorder] + ([both.measurer] if both.measurer else []) if both else [run])
@@ -259,7 +259,7 @@ def _grade(p: Path, rubric: Rubric, backend: str, reading: dict | None, result: 
                                            resources=(gpu_build or build).resources, arch=arch)
         phases["check_s"] = round(time.perf_counter() - clock, 3)
         _add_findings(result, sass_future, rubric, arch)
-        result.device.setdefault("nvcc" if backend == "cuda" else "compiler", build.compiler)
+        result.device.setdefault("nvcc" if backend.on_gpu else "compiler", build.compiler)
     finally:
         for child in (recorder, worker):
             if child is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from grader.core.backend import CUDA, Backend
 from grader.toolchain import tools
 from grader.toolchain.build import BuildResult, build_baseline, build_submission, compile_message
 from grader.core.results import Result, SourceNote
@@ -47,25 +48,25 @@ def vet_source(p: Path, rubric: Rubric, result: Result) -> Submission | None:
     return sub
 
 
-def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, arch: str, result: Result,
+def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend, arch: str, result: Result,
                       say: Progress) -> tuple[BuildResult, BuildResult | None] | None:
     """Compile for backend and screen the object: the build to run, and nvcc's build (whose GPU
     code the findings read; None where nvcc is missing). None (and result stopped) on an error
     or a refusal."""
     nvcc_build = None
     has_nvcc = tools.locate("nvcc") is not None
-    if backend == "emulator" and has_nvcc:
+    if not backend.on_gpu and has_nvcc:
         # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
         # errors), and its object is what gets screened, before the CPU build.
         say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
-        nvcc_build = build_submission(sub, rubric, backend="cuda", arch=arch)
+        nvcc_build = build_submission(sub, rubric, backend=CUDA, arch=arch)
         if not nvcc_build.ok:
             result.build = _build_summary(nvcc_build)
             _stop_compile_error(nvcc_build, p, result)
             return None
         if _refused(nvcc_build, sub, rubric, "nvcc", p, result) or _too_much_device_memory(nvcc_build, rubric, p, result):
             return None
-    if backend == "emulator":
+    if not backend.on_gpu:
         blockers = emulator_blockers(sub)
         if blockers:
             b = blockers[0]
@@ -73,21 +74,21 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: str, arc
                         "needs a GPU; run `grader submit` on a machine with an NVIDIA GPU.")
             result.notes.append(SourceNote(str(p), b.line, "needs a GPU", f"{b.what}: the CPU emulator cannot run this"))
             return None
-    say(f"building {p.name} for {'the GPU (' + arch + ')' if backend == 'cuda' else 'the CPU emulator'}")
+    say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     result.build = _build_summary(build)
     if not build.ok:
         _stop_compile_error(build, p, result)
         return None
-    if backend == "cuda" and _refused(build, sub, rubric, "nvcc", p, result):
+    if backend.on_gpu and _refused(build, sub, rubric, "nvcc", p, result):
         return None
     if _too_much_device_memory(build, rubric, p, result):
         return None
-    if backend == "emulator" and not has_nvcc:
+    if not backend.on_gpu and not has_nvcc:
         baseline = build_baseline(rubric, fibers=uses_collectives(sub))
         if _refused(build, sub, rubric, "g++", p, result, baseline=baseline.object):
             return None
-    return build, (build if backend == "cuda" else nvcc_build)
+    return build, (build if backend.on_gpu else nvcc_build)
 
 
 def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path, result: Result) -> bool:

@@ -32,6 +32,7 @@ from grader.core import processes
 from grader.core.limits import lowered, set_clamped
 from grader.core.processes import set_death_signal
 from grader.run.child.guard import Blocked, parse_reports
+from grader.core.backend import named
 from grader.core.contract import Job, spread_threads
 
 
@@ -416,17 +417,18 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     """Start a child for job.backend, run job in it, and return what came back. A GPU job with a
     submission is recorded in one child and replayed in another (record_then_replay); the run
     returned is the one to judge."""
-    if job.backend == "cuda" and job.library and job.role == "run":
+    backend = named(job.backend)
+    if backend.records_then_replays and job.library and job.role == "run":
         from grader.toolchain.build import device_code
 
-        with Worker(backend="cuda", output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
-                Worker(backend="cuda", output_cap=output_cap, cpu_limit_s=time_limit_s,
+        with Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
+                Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
             return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
                                       device_code=[str(p) for p in device_code(Path(job.library))]).judged
     with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
-                cpu_threads=spread_threads(job.emulator_threads) if job.backend == "emulator" else 1) as worker:
+                cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
 
 

@@ -28,6 +28,7 @@ from grader.core import processes
 from grader.toolchain import tools
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
+from grader.core.backend import EMULATOR, Backend, named
 from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.toolchain.render import render
 from grader.core.signature import parse_signature
@@ -102,17 +103,19 @@ def _digest(*parts: str | bytes) -> str:
     return h.hexdigest()[:24]
 
 
-def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str = "sm_90") -> BuildResult:
-    """Build the submission for 'cuda' (nvcc, for arch) or 'emulator' (g++ + shim), within the
+def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend | str, arch: str = "sm_90") -> BuildResult:
+    """Build the submission for the GPU (nvcc, for arch) or the emulator (g++ + shim), within the
     rubric's build limits."""
+    backend = named(backend)
     harness = render(
         "harness.cu.j2",
         version=__version__,
-        backend=backend,
+        backend=backend.name,
+        on_gpu=backend.on_gpu,
         launcher=parse_signature(rubric.kernel.launcher) if sub.has_launcher else None,
         kernel=parse_signature(rubric.kernel.signature),
     )
-    if backend == "cuda":
+    if backend.on_gpu:
         source = sub.text
         compiler = tools.require("nvcc")
         flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
@@ -124,9 +127,9 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: str, arch: str
         flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
         version = tools.version("g++")
         beside, shim = {}, shim_text()
-    link_flags = RECORDER_LINK_FLAGS if backend == "cuda" else ()
-    key = _digest(__version__, backend, source, harness, " ".join(flags), " ".join(link_flags), version,
-                  arch if backend == "cuda" else "cpu", shim, *beside.values())
+    link_flags = RECORDER_LINK_FLAGS if backend.on_gpu else ()
+    key = _digest(__version__, backend.name, source, harness, " ".join(flags), " ".join(link_flags), version,
+                  backend.target(arch), shim, *beside.values())
     return _build(
         key=f"sub-{key}",
         link_flags=link_flags,
@@ -205,18 +208,19 @@ def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
     text = baseline_source(rubric) + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
     code = blank_comments_and_strings(text)
     sub = Submission(path=Path("baseline.cu"), text=text, sha256="", code=code, kernels=find_kernels(code))
-    result = build_submission(sub, rubric, backend="emulator")
+    result = build_submission(sub, rubric, backend=EMULATOR)
     if not result.ok:
         raise InfrastructureError(f"the emulator's baseline did not build:\n{result.log}")
     return result
 
 
-def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
+def build_reference(*, backend: Backend | str, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
     """Build the grader's reference kernels (reference/kernels.cu: the copies) with an exercise's
     own (reference/<exercise>/kernels.cu), once per backend, architecture and exercise."""
     files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
              "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
-    if backend == "cuda":
+    backend = named(backend)
+    if backend.on_gpu:
         # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
         files["runtime.cu"] = RUNTIME_SOURCE.read_text()
         files["reference.cu"] += '#include "runtime.cu"\n'
@@ -228,8 +232,7 @@ def build_reference(*, backend: str, arch: str = "sm_90", exercise_kernels: str 
         compiler, version = tools.require("g++"), tools.version("g++")
         flags = emulator_flags(fibers=False)
         extra = shim_text()
-    key = _digest(__version__, backend, *files.values(), " ".join(flags), version,
-                  arch if backend == "cuda" else "cpu", extra)
+    key = _digest(__version__, backend.name, *files.values(), " ".join(flags), version, backend.target(arch), extra)
     result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,
                     flags=flags, backend=backend, user_path=str(REFERENCE_SOURCE))
     if not result.ok:
@@ -301,7 +304,7 @@ def _touch(directory: Path) -> None:
         pass
 
 
-def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: str,
+def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: Backend,
            user_path: str, limits: BuildLimits = BuildLimits(), link_flags: tuple[str, ...] = ()) -> BuildResult:
     root = cache_root()
     directory = root / key
@@ -310,7 +313,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     obj = directory / "main.o"
     meta = directory / "build.json"
     command = " ".join([compiler, *flags, "-c", "-o", "main.o", main])
-    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend == "cuda" else ["-fPIC"]), *link_flags, "-o", "lib.so", "main.o"])
+    link = " ".join([compiler, "-shared", *(["-Xcompiler", "-fPIC"] if backend.on_gpu else ["-fPIC"]), *link_flags, "-o", "lib.so", "main.o"])
     start = time.perf_counter()
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
@@ -324,7 +327,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
         for name, text in files.items():
             (directory / name).write_text(text)
         ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
-                            description=f"{backend} build of {Path(user_path).name}",
+                            description=f"{backend.name} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
         proc, over = _run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
@@ -333,17 +336,17 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=over + "\n" + log, messages=messages,
-                               compiler=tools.version("nvcc" if backend == "cuda" else "g++"))
+                               compiler=tools.version(backend.compiler))
         messages = parse_messages(log, directory, user_path)
-        resources = parse_ptxas(log) if backend == "cuda" else []
-        version = tools.version("nvcc" if backend == "cuda" else "g++")
+        resources = parse_ptxas(log) if backend.on_gpu else []
+        version = tools.version(backend.compiler)
         if proc.returncode != 0 or not library.exists():
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=log, messages=messages, resources=resources, compiler=version)
         meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
         return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
                            command=command, log=log, messages=messages, resources=resources, compiler=version,
-                           static_device_bytes=parse_gmem(log) if backend == "cuda" else 0)
+                           static_device_bytes=parse_gmem(log) if backend.on_gpu else 0)
 
 
 # What each compiler process is doing, for a build that ran out of time or memory.

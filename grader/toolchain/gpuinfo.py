@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 
+from grader.core.backend import AUTO, CUDA, EMULATOR, Backend, named
+
 _FIELDS = ("name", "compute_cap", "clocks.sm", "clocks.mem", "clocks.max.sm", "driver_version", "temperature.gpu")
 
 
@@ -62,12 +64,12 @@ def cuda_available() -> bool:
     return probe() is not None
 
 
-def resolve_backend(backend: str, *, has_gpu: bool | None = None) -> str:
-    """The backend a run uses: 'auto' is 'cuda' where a GPU is visible, else 'emulator' (the one
-    place 'auto' is decided; has_gpu: a probe already made)."""
-    if backend != "auto":
-        return backend
-    return "cuda" if (cuda_available() if has_gpu is None else has_gpu) else "emulator"
+def resolve_backend(backend: str | Backend, *, has_gpu: bool | None = None) -> Backend:
+    """The Backend a run uses: 'auto' is CUDA where a GPU is visible, else the emulator (the one
+    place 'auto' is decided; has_gpu: a probe already made). A name or a Backend is taken as it is."""
+    if backend != AUTO:
+        return named(backend)
+    return CUDA if (cuda_available() if has_gpu is None else has_gpu) else EMULATOR
 
 
 def arch(reading: dict | None = None) -> str:

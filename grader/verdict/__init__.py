@@ -11,6 +11,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from pathlib import Path
 
+from grader.core.backend import named
 from grader.toolchain.build import BuildResult
 from grader.core.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
 from grader.exercises import Reference as ExerciseReference
@@ -87,11 +88,11 @@ def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Exp
                 c.note = f"skipped: the launch at the timed shape did not finish within {rubric.limits.time_limit_s:g} s"
         result.correct = True
         result.flags.append("too_slow_to_time")
-        if result.backend == "cuda":
+        if named(result.backend).times:
             result.tier = "below"
         result.feedback = (f"Every correctness check passed, but one launch at the timed shape "
                            f"({' x '.join(str(v) for v in rubric.timing.dims.values())}) did not finish within {rubric.limits.time_limit_s:g} s, so it "
-                           "could not be timed" + (" and is graded below." if result.backend == "cuda" else ".")
+                           "could not be timed" + (" and is graded below." if named(result.backend).times else ".")
                            + " Look for what makes it slow: a printf from every thread costs minutes at this size.")
         for d in result.diagnosis:
             d.advice = rubric.feedback.diagnosis.get(d.code, "")
