@@ -3,7 +3,7 @@
 
 - docs/samples.md: every sample of every exercise with what it is and the outcome its manifest
   expects on each backend (from submissions/<exercise>/manifest.yaml);
-- docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/rubric.py);
+- docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/schema.py);
 - docs/cli.md: every command's --help (from grader/cli.py).
 
 Run `python scripts/docs.py` after changing a manifest, the rubric schema or a command;
@@ -56,7 +56,7 @@ def samples_md() -> str:
 def rubric_keys_md() -> str:
     from grader.exercises.rubric import describe
 
-    rows = [GENERATED.format(source="grader/exercises/rubric.py"), "# Rubric keys\n",
+    rows = [GENERATED.format(source="grader/exercises/schema.py"), "# Rubric keys\n",
             "Every key a rubric YAML may hold (`grader rubric-keys` prints the same).\n",
             "| key | default | what it means |", "| --- | --- | --- |"]
     for key, default, doc in describe():
