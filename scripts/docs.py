@@ -4,7 +4,7 @@
 - docs/samples.md: every sample of every exercise with what it is and the outcome its manifest
   expects on each backend (from submissions/<exercise>/manifest.yaml);
 - docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/schema.py);
-- docs/cli.md: every command's --help (from grader/cli.py).
+- docs/cli.md: every command's --help (from grader/cli/).
 
 Run `python scripts/docs.py` after changing a manifest, the rubric schema or a command;
 `python scripts/docs.py --check` (tests/test_docs.py) fails, naming the file, when one is stale.
@@ -70,7 +70,7 @@ def cli_md() -> str:
     from grader.cli import cli
 
     runner = CliRunner()
-    parts = [GENERATED.format(source="grader/cli.py"), "# Command line\n"]
+    parts = [GENERATED.format(source="grader/cli/"), "# Command line\n"]
     top = runner.invoke(cli, ["--help"], prog_name="grader", terminal_width=100).output
     parts.append("```\n$ grader --help\n" + top.rstrip() + "\n```\n")
     for name in sorted(cli.commands):

@@ -255,14 +255,18 @@ def test_every_exit_code_comes_from_the_one_table():
     """grader.core.errors.Exit is the only table of exit codes: the command line never exits with a bare
     number (results.Result.exit_code and every error's exit_code are its members too)."""
     import ast
+    import importlib
     import inspect
+    import pkgutil
 
-    from grader import cli as cli_module
+    import grader.cli
     from grader.core.errors import Exit, GraderError, InfrastructureError, UsageError
 
-    tree = ast.parse(inspect.getsource(cli_module))
-    bare = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and getattr(node.func, "attr", "") == "exit" and any(isinstance(a, ast.Constant) for a in node.args)]
+    modules = [grader.cli] + [importlib.import_module(f"grader.cli.{m.name}") for m in pkgutil.iter_modules(grader.cli.__path__)]
+    assert len(modules) >= 4
+    bare = [(m.__name__, node.lineno) for m in modules for node in ast.walk(ast.parse(inspect.getsource(m)))
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "exit"
+            and any(isinstance(a, ast.Constant) for a in node.args)]
     assert bare == []
     assert [UsageError.exit_code, InfrastructureError.exit_code, GraderError.exit_code] == [Exit.USAGE] + [Exit.INFRASTRUCTURE] * 2
     assert [e.value for e in Exit] == [0, 1, 2, 3, 4, 130]

@@ -1,0 +1,260 @@
+"""The instructor's commands: `grader batch` (locally, sharded or on Slurm), `grader merge`, `grader samples`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from grader.cli.common import BACKENDS, err_console, fail
+from grader.core.errors import Exit, GraderError, UsageError
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write each student's reports into DIR/<student>/, and summary.csv, gradebook.csv, junit.xml "
+                   "and results.jsonl into DIR; a rerun into the same DIR grades only what changed.")
+@click.option("--file", "file_name", default=None, metavar="NAME",
+              help="In per-student folders, the submission's file name (default: the folder's only .cu file).")
+@click.option("--roster", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="Roster CSV (GitHub Classroom's, or any with an identifier column): names each student, "
+                   "and lists those without a submission.")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="Where to run the submissions (auto: the GPU when one is visible).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Submissions in flight at once (default: up to 8 for each visible GPU, one per core on the emulator). "
+                   "Compiles overlap; timings never do: each GPU times one submission at a time.")
+@click.option("--shard", default="1/1", metavar="K/N", callback=lambda _c, _p, v: _shard(v),
+              help="Grade only the K-th of N deterministic shares of the students (one per machine); "
+                   "combine the report folders with `grader merge`.")
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (`grader exercises` lists them; default: the one whose kernel most files define).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A rubric YAML instead of a named exercise.")
+@click.option("--slurm", is_flag=True,
+              help="Grade on a Slurm cluster: a job array through submitit, one shard and one GPU a task, merged into "
+                   "--report-dir (on a filesystem every node sees) when all are done.")
+@click.option("--slurm-tasks", type=click.IntRange(min=1), default=4, show_default=True,
+              help="With --slurm: the array's size (the class is cut into this many shards).")
+@click.option("--partition", default=None, help="With --slurm: the partition (default: the cluster's).")
+@click.option("--time-limit", "time_min", type=click.IntRange(min=1), default=60, show_default=True,
+              help="With --slurm: each task's time limit, in minutes.")
+@click.option("--array-parallelism", type=click.IntRange(min=1), default=None,
+              help="With --slurm: at most this many tasks at once (default: all).")
+@click.option("--gres", default="gpu:1", show_default=True, help="With --slurm: each task's --gres.")
+@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
+              help="With --slurm: each task's cores (default: 8, or a node's cores where the partition's nodes "
+                   "have fewer, from sinfo).")
+@click.option("--mem", "mem_mb", type=click.IntRange(min=1), default=None, metavar="MB",
+              help="With --slurm: each task's memory in MB (default: 8192, or a node's where less, from sinfo).")
+@click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
+              help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
+                   "to try a setup without a cluster.")
+def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
+          jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
+          slurm: bool, slurm_tasks: int, partition: str | None, time_min: int, array_parallelism: int | None,
+          gres: str, cpus_per_task: int | None, mem_mb: int | None, slurm_cluster: str) -> None:
+    """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
+
+    Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
+    not be (the machine, not the student; with --slurm also a task that failed), 130 when
+    interrupted (the summary so far is written), 2 on a usage error such as a folder without
+    submissions.
+    """
+    from rich.table import Table
+
+    from grader.batch import find_submissions, grade_folder
+    from grader.batch.outputs import summary_row
+    from grader.batch.slurm import SlurmOptions
+    from grader.exercises import choose, exercise_for_class
+
+    err = err_console()
+    try:
+        entries = find_submissions(directory, file_name=file_name, roster=roster)
+        if not entries:
+            raise UsageError(f"{directory} holds no .cu files and no student folders")
+        picked = None if rubric_path or exercise else exercise_for_class([e.path for e in entries if e.path])
+        rubric = picked or choose(rubric_path=rubric_path, exercise=exercise)
+        if picked is not None:
+            err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
+                      "--exercise names another)[/dim]")
+        if slurm:
+            _batch_on_slurm(directory, rubric=rubric, report_dir=report_dir, backend=backend, file_name=file_name,
+                            roster=roster, jobs=jobs, shard=shard, err=err,
+                            options=SlurmOptions(tasks=slurm_tasks, partition=partition, time_min=time_min,
+                                                 parallelism=array_parallelism, gres=gres or None,
+                                                 cpus_per_task=cpus_per_task, mem_mb=mem_mb,
+                                                 cluster=slurm_cluster))
+            return
+        with _BatchProgress(err) as progress:
+            outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
+                                   file_name=file_name, roster=roster, progress=progress, jobs=jobs,
+                                   shard=shard)
+    except GraderError as exc:
+        fail(exc)
+    table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
+    for g in outcome.graded:
+        row = summary_row(g)
+        table.add_row(row["student"], row["file"] or "-", row["status"], row["correct"] or "-", row["tier"] or "-",
+                      row["fraction"] or "-", row["diagnosis"] or "-",
+                      (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
+    Console(highlight=False, width=max(Console().width, 120)).print(table)
+    if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
+        err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'}, gradebook.csv, junit.xml, results.jsonl and a "
+                  "report directory for each student[/dim]")
+    if outcome.interrupted:
+        err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
+                  "again to grade only those.")
+        sys.exit(Exit.INTERRUPTED)
+    failed = outcome.infrastructure_failures
+    if failed:
+        err.print(f"grader: {len(failed)} submission(s) could not be graded on this machine (status "
+                  "infrastructure_error): " + ", ".join(g.entry.student for g in failed))
+        sys.exit(Exit.INFRASTRUCTURE)
+
+
+def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend: str, file_name: str | None,
+                    roster: Path | None, jobs: int | None, shard: tuple[int, int], err, options) -> None:
+    from grader.batch.slurm import grade_on_slurm
+
+    if report_dir is None:
+        raise UsageError("--slurm needs --report-dir: a folder every node can write (the shards go there, then "
+                         "the merged class)")
+    if shard != (1, 1):
+        raise UsageError("--slurm cuts the class into shards itself (--slurm-tasks): leave out --shard")
+
+    def submitted(ids: list[str], logs: Path) -> None:
+        err.print(f"grader: submitted {len(ids)} task(s) ({options.cluster}): job {', '.join(ids[:3])}"
+                  f"{' ...' if len(ids) > 3 else ''}; logs in {logs}. Waiting for them (Ctrl-C cancels the array "
+                  "and keeps what finished).")
+
+    last: list = []
+
+    def waiting(counts: dict) -> None:
+        if counts != (last[0] if last else None):          # a line when the counts change, not every poll
+            last[:] = [counts]
+            err.print(f"grader: {counts['pending']} pending, {counts['running']} running, {counts['done']} done")
+
+    outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
+                             backend=backend,
+                             file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting)
+    if outcome.interrupted:
+        err.print(f"grader: interrupted; the array was cancelled, {len(outcome.graded)} student(s) that finished "
+                  f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
+        sys.exit(Exit.INTERRUPTED)
+    err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
+              "gradebook.csv, junit.xml and class.html[/dim]")
+    problems = outcome.failed_tasks + [f"{g.entry.student}: infrastructure_error"
+                                       for g in outcome.infrastructure_failures]
+    if problems:
+        err.print("grader: not everything was graded:\n  " + "\n  ".join(problems))
+        sys.exit(Exit.INFRASTRUCTURE)
+
+
+def _shard(value: str) -> tuple[int, int]:
+    k, sep, n = value.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise click.BadParameter(f"{value!r}: write K/N with 1 <= K <= N, as in --shard 2/4")
+    return int(k), int(n)
+
+
+@click.command()
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (`grader exercises` lists them; default: bias_gelu_fused).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A rubric YAML for the gradebook's points instead of a named exercise.")
+def merge(out: Path, folders: tuple[Path, ...], exercise: str | None, rubric_path: Path | None) -> None:
+    """Combine the --report-dir FOLDERS of `grader batch --shard` runs into OUT: one summary.csv,
+    gradebook.csv, junit.xml and a Gradescope export per student."""
+    from grader.batch import merge_reports
+    from grader.exercises import choose
+
+    try:
+        graded = merge_reports(list(folders), out=out, rubric=choose(rubric_path=rubric_path, exercise=exercise))
+    except GraderError as exc:
+        fail(exc)
+    err_console().print(f"[dim]grader: merged {len(graded)} students from {len(folders)} folders into {out}[/dim]")
+
+
+class _BatchProgress:
+    """A progress bar with counts by status on a terminal; one line per submission otherwise."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.bar = None
+        self.counts: dict[str, int] = {}
+
+    def __enter__(self):
+        if self.console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                TextColumn("{task.description}"), console=self.console, transient=True)
+            self.bar.__enter__()
+            self.task = self.bar.add_task("", total=None)
+        return self
+
+    def __call__(self, g, done: int, total: int) -> None:
+        status = g.result.status if g.result is not None else g.entry.problem
+        self.counts[status] = self.counts.get(status, 0) + 1
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total,
+                            description=" ".join(f"{k} {v}" for k, v in sorted(self.counts.items())))
+        else:
+            self.console.print(f"[dim]grader: {done}/{total} {g.entry.student}: {status}"
+                               f"{' (kept from the last run)' if g.reused else ''}[/dim]")
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path),
+                default="submissions/bias_gelu_fused")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="Where to run the samples (auto: the GPU when one is visible).")
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise (default: the one DIRECTORY is named for).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A rubric YAML instead of a named exercise.")
+@click.option("--only", multiple=True, help="Run only this sample (repeatable).")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write every sample's result.json document, keyed by file, to this file.")
+def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Path | None, only: tuple[str, ...], json_out: Path | None) -> None:
+    """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
+    import json
+
+    from rich.table import Table
+
+    from grader.batch.manifest import run_samples
+    from grader.exercises import choose
+
+    err = err_console()
+    try:
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, folder=directory)
+        outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None,
+                               progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
+    except GraderError as exc:
+        fail(exc)
+    table = Table("sample", "backend", "status", "correct", "tier", "fraction", "diagnosis", "seconds", "verdict")
+    for o in outcomes:
+        r = o.result
+        table.add_row(o.expectation.file, r.backend, r.status, str(r.correct), str(r.tier),
+                      f"{r.fraction:.3f}" if r.fraction is not None else "-",
+                      ",".join(d.code for d in r.diagnosis) or "-", f"{r.seconds:.1f}",
+                      "ok" if o.ok else "[red]" + "; ".join(o.problems) + "[/red]")
+    Console(highlight=False, width=max(Console().width, 150)).print(table)
+    if json_out is not None:
+        json_out.write_text(json.dumps({o.expectation.file: o.result.to_json() for o in outcomes}, indent=1))
+    bad = [o for o in outcomes if not o.ok]
+    click.echo(f"{len(outcomes) - len(bad)} passed, {len(bad)} failed")
+    sys.exit(Exit.INCORRECT if bad else Exit.CORRECT)
+
+
+COMMANDS = [batch, merge, samples]

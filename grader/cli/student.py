@@ -1,0 +1,207 @@
+"""The student's commands: `grader submit` (with --watch), `grader history`, `grader explain`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from grader.cli.common import BACKENDS, FORMATS, err_console, fail
+from grader.core.errors import Exit, GraderError
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise to grade against (`grader exercises` lists them; default: the one whose kernel "
+                   "FILE defines).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A rubric YAML to grade against instead of a named exercise.")
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write report.md, report.html and result.json into this directory (default: FILE's name with "
+                   "-report, beside FILE; $GRADER_REPORTS_ROOT/<name> where that is set).")
+@click.option("--no-report", is_flag=True, help="Write no report files (the summary is still printed).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="What to print: a summary, the result.json document, the Markdown report, JUnit XML, GitHub "
+                   "Classroom's result line (also appended to $GITHUB_OUTPUT), Gradescope's or PrairieLearn's "
+                   "results.json.")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the --format document to this file instead of stdout (e.g. "
+                   "/autograder/results/results.json); a summary still goes to stdout.")
+@click.option("--github/--no-github", "github", default=None,
+              help="Also write the GitHub Actions job summary and annotations (default: when GITHUB_ACTIONS=true).")
+@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+              help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
+                   "auto: the GPU when one is visible.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+@click.option("--watch", is_flag=True,
+              help="Grade FILE again each time it is saved, the terminal redrawn; Ctrl-C ends it (exit 0).")
+def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
+           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, watch: bool) -> None:
+    """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
+    once = dict(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report, fmt=fmt,
+                output_path=output_path, github=github, backend=backend, quiet=quiet)
+    if not watch:
+        sys.exit(_submit_once(file, **once).exit_code)
+    _watch(file, once)
+
+
+def _watch(file: Path, once: dict) -> None:
+    """Grade, then wait for FILE to be saved again (watchfiles: the folder is watched, so an editor
+    that saves by renaming a new file over it is seen too), redraw, grade again."""
+    from watchfiles import watch
+
+    out = Console(highlight=False, soft_wrap=True)
+    target = file.resolve()
+
+    def stamp():
+        try:
+            st = target.stat()
+            return st.st_mtime_ns, st.st_size
+        except OSError:
+            return None
+
+    try:
+        while True:
+            if out.is_terminal:
+                out.clear()
+            graded = stamp()
+            _submit_once(file, **once)
+            if stamp() != graded:               # saved while it was being graded: grade the new one now
+                continue
+            out.print(f"[dim]grader: watching {file}; save it to grade again, Ctrl-C to stop[/dim]")
+            # Stopping rule: the file differs from the one graded. The watcher's events wake it at once;
+            # its half-second timeouts catch a save made before the watcher had started.
+            for _changes in watch(str(target.parent), watch_filter=lambda _change, path: Path(path) == target,
+                                  raise_interrupt=True, rust_timeout=500, yield_on_timeout=True):
+                if target.is_file() and stamp() != graded:
+                    break
+    except KeyboardInterrupt:
+        out.print("grader: stopped watching")
+        sys.exit(Exit.CORRECT)
+
+
+def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, report_dir: Path | None,
+                 no_report: bool, fmt: str, output_path: Path | None, github: bool | None, backend: str,
+                 quiet: bool):
+    """One grade of FILE, its reports, its output and its attempt kept; the Result."""
+    from grader.grade.pipeline import grade_submission
+    from grader.platforms import classroom, documents
+    from grader.platforms import github as gh
+    from grader.exercises import choose
+    from grader.report.files import default_report_dir, render_json, render_markdown, render_text, write_reports
+
+    err = err_console()
+    try:
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
+        progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
+        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True)
+    except GraderError as exc:
+        fail(exc)
+    said, attempts = _remember(result, file, err, quiet)
+    if not no_report:
+        folder = report_dir or default_report_dir(file)
+        try:
+            written = write_reports(result, rubric, folder, attempts=attempts)
+        except OSError as exc:                  # a read-only folder: the grade stands, the report is skipped
+            err.print(f"grader: could not write the report into {folder} ({exc.strerror or exc}); "
+                      "name another folder with --report-dir")
+        else:
+            if not quiet:
+                html = next(p for p in written if p.name == "report.html")
+                err.print(f"grader: report: {html}")
+    if github if github is not None else gh.in_actions():
+        for line in gh.publish(result, render_markdown(result, rubric)):
+            click.echo(line)
+    if fmt == "json":
+        document = render_json(result)
+    elif fmt == "markdown":
+        document = render_markdown(result, rubric)
+    elif fmt in documents.PLATFORM_FORMATS:
+        document = documents.render(fmt, result, rubric)
+        if fmt == "classroom" and classroom.write_output(document.strip()) and not quiet:
+            err.print("[dim]grader: wrote the Classroom result to $GITHUB_OUTPUT[/dim]")
+    else:
+        document = None
+    if document is not None and output_path is None:
+        sys.stdout.write(document)
+    else:
+        if document is not None:
+            output_path.parent.mkdir(parents=True, exist_ok=True)
+            output_path.write_text(document)
+        out = Console(highlight=False, soft_wrap=True)
+        out.print(render_text(result, rubric, colour=out.color_system is not None), end="")
+    if said and not quiet:
+        err.print(f"grader: {said}")
+    return result
+
+
+def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None, list]:
+    """Keep this attempt (grader/report/history.py): what changed since the last one of the file, and the
+    file's attempts (this one last) for the report's chart."""
+    from grader.report import history
+
+    try:
+        previous, now = history.record(result, file)
+    except OSError as exc:
+        if not quiet:
+            err.print(f"grader: could not keep this attempt ({exc.strerror or exc})")
+        return None, []
+    try:
+        kept = history.attempts(file)
+    except OSError:
+        kept = [now]
+    return history.change(previous, now), kept
+
+
+@click.command()
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--clear", is_flag=True, help="Forget FILE's attempts.")
+def history(file: Path, clear: bool) -> None:
+    """List FILE's attempts (every `grader submit` of it): when, outcome, fraction, tier, what was named."""
+    from rich.table import Table
+
+    from grader.report import history as attempts_of
+
+    if clear:
+        n = attempts_of.clear(file)
+        click.echo(f"grader: forgot {n} attempt(s) of {file}")
+        return
+    rows = attempts_of.attempts(file)
+    if not rows:
+        click.echo(f"grader: no attempts of {file} yet (`grader submit {file}` grades it)")
+        return
+    table = Table("#", "when", "outcome", "fraction", "tier", "named")
+    for i, a in enumerate(rows, 1):
+        table.add_row(str(i), attempts_of.when_text(a.time), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
+                      a.tier or "-", ", ".join(a.diagnoses + a.findings) or "-")
+    Console(highlight=False, width=max(Console().width, 100)).print(table)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--exercise", default=None, metavar="NAME",
+              help="The exercise whose findings to apply (default: the one whose kernel FILE defines).")
+@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A rubric YAML instead of a named exercise.")
+@click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
+def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None) -> None:
+    """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
+    from grader.toolchain import gpuinfo
+    from grader.analysis.explain import explain_submission, render
+    from grader.exercises import choose
+
+    try:
+        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
+        reading = gpuinfo.probe() if arch is None else None
+        target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
+        ex = explain_submission(file, rubric=rubric, arch=target)
+    except GraderError as exc:
+        fail(exc)
+    click.echo(render(ex, file.name), nl=False)
+    sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
+
+
+COMMANDS = [submit, history, explain]
