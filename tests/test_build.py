@@ -2,7 +2,8 @@ import shutil
 
 import pytest
 
-from grader.toolchain.build import build_reference, build_submission, demangle, parse_ptxas
+from grader.toolchain.build import build_reference, build_submission
+from grader.toolchain.outcome import demangle, parse_ptxas
 from grader.core.source import read_submission
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")

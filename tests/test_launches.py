@@ -207,7 +207,7 @@ def test_auto_is_decided_in_one_place(monkeypatch):
     from grader.toolchain import gpuinfo
 
     monkeypatch.setattr(gpuinfo, "cuda_available", lambda: False)
-    assert [gpuinfo.resolve_backend(b) for b in ("auto", "cuda", "emulator")] == ["emulator", "cuda", "emulator"]
+    assert [gpuinfo.resolve_backend(b).name for b in ("auto", "cuda", "emulator")] == ["emulator", "cuda", "emulator"]
     monkeypatch.setattr(gpuinfo, "cuda_available", lambda: True)
-    assert gpuinfo.resolve_backend("auto") == "cuda"
-    assert gpuinfo.resolve_backend("auto", has_gpu=False) == "emulator"
+    assert gpuinfo.resolve_backend("auto").name == "cuda"
+    assert gpuinfo.resolve_backend("auto", has_gpu=False).name == "emulator"

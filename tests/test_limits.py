@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from grader.toolchain import cache
-from grader.toolchain.build import BuildLimits, _run_limited, parse_gmem
+from grader.toolchain.running import BuildLimits, run_limited
+from grader.toolchain.outcome import parse_gmem
 from conftest import SUBMISSIONS
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
@@ -16,7 +17,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 
 def test_a_build_past_its_time_limit_is_stopped_and_says_so():
     start = time.perf_counter()
-    proc, why = _run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert time.perf_counter() - start < 10
     assert proc.returncode != 0 and "longer than its limit of 1 s" in why
 
@@ -25,7 +26,7 @@ def test_a_build_past_its_time_limit_is_stopped_and_says_so():
 def test_a_build_past_its_memory_limit_is_stopped_and_says_so(tmp_path):
     src = tmp_path / "a.cu"
     src.write_text("#include <map>\n#include <vector>\nint f() { std::map<int, std::vector<int>> m; return m.size(); }\n")
-    proc, why = _run_limited(["nvcc", "-c", "-o", str(tmp_path / "a.o"), str(src)], BuildLimits(60, memory_mib=100))
+    proc, why = run_limited(["nvcc", "-c", "-o", str(tmp_path / "a.o"), str(src)], BuildLimits(60, memory_mib=100))
     assert proc.returncode != 0 and "memory limit of 100 MiB" in why
 
 

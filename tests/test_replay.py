@@ -187,7 +187,7 @@ class _Fake(Backend):
 
 
 def _job(exercise="bias_gelu_fused"):
-    from grader.toolchain.build import BuildResult
+    from grader.toolchain.outcome import BuildResult
     from grader.exercises import load_exercise
     from grader.grade.jobs import child_job
 

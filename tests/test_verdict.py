@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.run import protocol
-from grader.toolchain.build import BuildResult
+from grader.toolchain.outcome import BuildResult
 from grader.core.checking import GUARD_BITS
 from grader.exercises import load_reference
 from grader.core.locations import cache_root

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.analysis import findings, sass
-from grader.toolchain.build import build_submission, compile_message
+from grader.toolchain.build import build_submission
+from grader.toolchain.outcome import compile_message
 from grader.core.errors import InfrastructureError, UsageError
 from grader.core.results import FindingEntry
 from grader.exercises.rubric import Rubric

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.toolchain.build import demangle
+from grader.toolchain.outcome import demangle
 from grader.core.contract import CaseFrame, LaunchRecord, TimingFrame
 from grader.core.objmemo import read_beside
 from grader.core.results import Launch

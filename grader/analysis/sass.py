@@ -135,7 +135,7 @@ def _facts(instructions: list[Instruction], resources: dict | None) -> tuple[dic
 
 
 def _demangled_base(mangled: str) -> str:
-    from grader.toolchain.build import demangle
+    from grader.toolchain.outcome import demangle
 
     return demangle(mangled)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from grader.core import exprs
 from grader.core.backend import Backend, named
-from grader.toolchain.build import BuildResult, build_reference
+from grader.toolchain.outcome import BuildResult
+from grader.toolchain.build import build_reference
 from grader.core.contract import CaseJob, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases

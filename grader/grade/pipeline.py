@@ -20,7 +20,8 @@ from grader import __version__
 from grader.toolchain import gpuinfo
 from grader.run import lanes
 from grader.analysis import launches
-from grader.toolchain.build import BuildResult, build_guard, build_reference
+from grader.toolchain.outcome import BuildResult
+from grader.toolchain.build import build_guard, build_reference
 from grader.core.contract import spread_threads
 from grader.core.backend import AUTO, CHOICES, Backend, named
 from grader.core.errors import GraderError, InfrastructureError, UsageError

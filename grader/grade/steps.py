@@ -11,7 +11,8 @@ from typing import Callable
 
 from grader.core.backend import CUDA, Backend
 from grader.toolchain import tools
-from grader.toolchain.build import BuildResult, build_baseline, build_submission, compile_message
+from grader.toolchain.outcome import BuildResult, compile_message
+from grader.toolchain.build import build_baseline, build_submission
 from grader.core.results import Result, SourceNote
 from grader.exercises.rubric import Rubric
 from grader.analysis.screening import refusal_message, screen_object

@@ -14,23 +14,21 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from grader import __version__
 from grader.core.errors import InfrastructureError
-from grader.core import processes
 from grader.toolchain import tools
-from grader.core.limits import set_clamped
-from grader.core.processes import set_death_signal
 from grader.core.backend import EMULATOR, Backend, named
 from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
+from grader.toolchain.outcome import BuildResult, CompilerMessage, KernelResources, parse_gmem, parse_messages, parse_ptxas
 from grader.toolchain.render import render
+from grader.toolchain.running import BuildLimits, run_limited
 from grader.core.signature import parse_signature
 from grader.exercises.rubric import Rubric
 from grader.core.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
@@ -49,50 +47,6 @@ _WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel",
             "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaFuncSetAttribute",
             "cudaFuncSetCacheConfig")
 RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
-
-
-@dataclass(frozen=True)
-class BuildLimits:
-    """What one compile may take: wall time and memory (address space of each compiler process)."""
-
-    time_s: float = 120.0
-    memory_mib: int = 8192
-
-
-@dataclass
-class KernelResources:
-    """What ptxas reported for one kernel."""
-
-    name: str
-    registers: int | None = None
-    stack_bytes: int | None = None
-    spill_stores: int | None = None
-    spill_loads: int | None = None
-    shared_bytes: int | None = None
-
-
-@dataclass
-class CompilerMessage:
-    file: str
-    line: int | None
-    severity: str          # "error" or "warning"
-    text: str
-    in_submission: bool
-
-
-@dataclass
-class BuildResult:
-    ok: bool
-    library: Path | None
-    object: Path | None      # the compiled harness + submission, before linking: what screening reads
-    cached: bool
-    seconds: float
-    command: str
-    log: str = ""
-    messages: list[CompilerMessage] = field(default_factory=list)
-    resources: list[KernelResources] = field(default_factory=list)
-    compiler: str = ""
-    static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -330,7 +284,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
                             description=f"{backend.name} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
-        proc, over = _run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
+        proc, over = run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
         if over:
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
@@ -349,92 +303,6 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
                            static_device_bytes=parse_gmem(log) if backend.on_gpu else 0)
 
 
-# What each compiler process is doing, for a build that ran out of time or memory.
-_STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template explosion?)",
-           "ptxas": "ptxas, which assembles the GPU code (a huge unrolled loop?)",
-           "cudafe++": "cudafe++, CUDA's front end (deeply nested templates?)",
-           "cc1plus": "the host C++ compiler (deeply nested templates or a huge function?)",
-           "nvlink": "nvlink", "fatbinary": "fatbinary", "ld": "the linker"}
-
-
-def _run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
-    """Run a build command in its own process group under a time limit and a per-process memory
-    cap (RLIMIT_AS, inherited by every compiler it starts); ('', why) when a limit stopped it."""
-    import resource
-    import signal
-
-    cap = limits.memory_mib * 1024 * 1024
-
-    def preexec() -> None:
-        os.setsid()
-        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
-        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
-
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
-    processes.started(proc.pid, proc)
-    try:
-        return _wait_build(proc, args, limits)
-    finally:
-        processes.ended(proc.pid)
-        if proc.poll() is None:                       # interrupted while it ran
-            end_build(proc)
-
-
-def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
-    try:
-        out, err = proc.communicate(timeout=limits.time_s)
-    except subprocess.TimeoutExpired:
-        stage = _running_stage(proc.pid)
-        end_build(proc)
-        out, err = proc.communicate()
-        why = (f"the build took longer than its limit of {limits.time_s:g} s"
-               + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
-               "fewer template instances) and submit again")
-        return subprocess.CompletedProcess(args, -9, out, err), why
-    text = out + err
-    if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
-                                          r"virtual memory exhausted|Killed signal", text, re.I):
-        stage = next((name for key, name in _STAGES.items() if key in text), "")
-        why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
-               + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
-        return subprocess.CompletedProcess(args, proc.returncode, out, err), why
-    return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
-
-
-def end_build(proc: subprocess.Popen) -> None:
-    """Stop a build: ninja runs each command in a process group of its own and, on SIGTERM, ends
-    them; then SIGKILL for ninja's own group."""
-    import signal
-
-    try:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=5)
-    except (subprocess.TimeoutExpired, ProcessLookupError):
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _running_stage(pgid: int) -> str:
-    """The compiler stage running in a build's process group (the deepest one found)."""
-    found = ""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)
-            comm = fields[0].split("(", 1)[1]
-            if int(fields[1].split()[2]) == pgid and comm in _STAGES:
-                if not found or list(_STAGES).index(comm) < list(_STAGES).index(found):
-                    found = comm
-        except (OSError, IndexError, ValueError):
-            continue
-    return _STAGES.get(found, "")
-
-
 def _strip_ninja(log: str) -> str:
     keep = [ln for ln in log.splitlines() if not ln.startswith(("FAILED: ", "ninja: ", "["))]
     return "\n".join(keep)
@@ -442,100 +310,3 @@ def _strip_ninja(log: str) -> str:
 
 # nvcc:  dir/submission.cu(12): error: identifier "foo" is undefined
 # g++:   dir/submission.cu:12:5: error: 'foo' was not declared in this scope
-_NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")
-_GCC_MSG = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>error|warning|fatal error): (?P<text>.*)$")
-
-
-def parse_messages(log: str, directory: Path, user_path: str) -> list[CompilerMessage]:
-    """Compiler diagnostics, with the cache copy of the submission named as the student's file."""
-    out = []
-    for raw in log.splitlines():
-        m = _NVCC_MSG.match(raw) or _GCC_MSG.match(raw)
-        if not m:
-            continue
-        file = m.group("file")
-        name = Path(file).name
-        in_sub = name == "submission.cu" or (Path(file).resolve() == Path(user_path).resolve())
-        shown = user_path if in_sub else ("the grader's harness" if name == "harness.cu" else file)
-        sev = "error" if "error" in m.group("sev") else "warning"
-        out.append(CompilerMessage(file=shown, line=int(m.group("line")), severity=sev,
-                                   text=m.group("text").strip(), in_submission=in_sub))
-    return out
-
-
-_PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
-_PTXAS_PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-
-
-def parse_ptxas(log: str) -> list[KernelResources]:
-    found: list[KernelResources] = []
-    current: KernelResources | None = None
-    for line in log.splitlines():
-        m = _PTXAS_ENTRY.search(line)
-        if m:
-            current = KernelResources(name=demangle(m.group(1)))
-            found.append(current)
-            continue
-        if current is None:
-            continue
-        m = _PTXAS_PROPS.search(line)
-        if m:
-            current.stack_bytes, current.spill_stores, current.spill_loads = map(int, m.groups())
-        m = _PTXAS_USED.search(line)
-        if m:
-            current.registers = int(m.group(1))
-            if m.group(2):
-                current.shared_bytes = int(m.group(2))
-    return found
-
-
-def parse_gmem(log: str) -> int:
-    """Bytes of static __device__ memory ptxas reported (0 when it reported none)."""
-    return max((int(m.group(1)) for m in re.finditer(r"(\d+) bytes gmem", log)), default=0)
-
-
-def demangle(name: str) -> str:
-    """The kernel's plain name from an Itanium-mangled one: the last name of a nested name, without
-    namespaces or template arguments (_Z13biasGeluFusedPKfS0_Pfm -> biasGeluFused,
-    _ZN12_GLOBAL__N_14kernILi64EEEvPKfS2_Pfm -> kern)."""
-    if not name.startswith("_Z"):
-        return name
-    i = 2
-    nested = name.startswith("N", i)
-    if nested:
-        i += 1
-        while i < len(name) and name[i] in "rVKRO":        # cv- and ref-qualifiers of a member
-            i += 1
-    last = None
-    while i < len(name) and (name[i].isdigit() or name[i] == "L"):      # L: internal linkage (static)
-        if name[i] == "L":
-            i += 1
-            continue
-        j = i
-        while j < len(name) and name[j].isdigit():
-            j += 1
-        n = int(name[i:j])
-        last = name[j : j + n]
-        i = j + n
-        if not nested:
-            break
-    return last or name
-
-
-def compile_message(build: BuildResult, p: Path) -> str:
-    """The errors of a failed build in the student's terms: file, line, nvcc's (or g++'s) message
-    and the line of source it points at; at most ten."""
-    errors = [m for m in build.messages if m.severity == "error"]
-    if not errors:
-        return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
-    lines = p.read_text(errors="replace").splitlines()
-    out = []
-    for m in errors[:10]:
-        loc = f"{m.file}:{m.line}" if m.line else m.file
-        out.append(f"{loc}: error: {m.text}")
-        if m.in_submission and m.line and 0 < m.line <= len(lines):
-            out.append(f"    {m.line} | {lines[m.line - 1].rstrip()}")
-    if len(errors) > 10:
-        out.append(f"... and {len(errors) - 10} more errors")
-    return "\n".join(out)

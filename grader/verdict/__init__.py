@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from grader.core.backend import named
-from grader.toolchain.build import BuildResult
+from grader.toolchain.outcome import BuildResult
 from grader.core.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.toolchain.build import BuildResult
+from grader.toolchain.outcome import BuildResult
 from grader.core.checking import compare, read_guards
 from grader.core.contract import CaseFrame, Fault
 from grader.verdict.diagnosis import Diagnosis, diagnose

@@ -100,7 +100,7 @@ def relocate(args: bytes, params: list[Param], stand_ins: dict[str, tuple[int, i
 
 
 def _who(op: RecordedOp) -> str:
-    from grader.toolchain.build import demangle
+    from grader.toolchain.outcome import demangle
 
     return demangle(op.kernel) if op.kernel else "a kernel"
 
