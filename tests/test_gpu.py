@@ -8,7 +8,7 @@ from grader.core.contract import CaseFrame
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
 from grader.batch.manifest import load_manifest, run_samples
-from grader.run.sandbox import run_worker
+from grader.run.replaying import run_worker
 from grader.core.source import read_submission
 from conftest import SUBMISSIONS, sample_folders
 

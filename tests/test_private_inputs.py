@@ -138,7 +138,7 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     from types import SimpleNamespace
 
     from grader.grade.jobs import child_job
-    from grader.run.sandbox import for_recorder
+    from grader.run.replaying import for_recorder
 
     rubric, _ref = bias
     store = pool.Store(tmp_path, secret=0xC0FFEE)

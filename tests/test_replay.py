@@ -226,7 +226,7 @@ def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise,
 
 def test_the_recorders_job_names_no_input_file():
     job = _job()
-    from grader.run.sandbox import for_recorder
+    from grader.run.replaying import for_recorder
 
     rec = for_recorder(job)
     assert rec.role == "record" and rec.input_files() == [] and job.input_files()

@@ -75,7 +75,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     result = Result(exercise=rubric.exercise, submission={"path": str(path)}, backend=backend, status="graded",
                     grader_version="test")
     if backend == "cuda":                 # on a GPU the submission's host code runs in the recorder
-        from grader.run.sandbox import for_recorder
+        from grader.run.replaying import for_recorder
 
         job = for_recorder(job)
     with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:

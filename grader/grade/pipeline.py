@@ -30,7 +30,8 @@ from grader.exercises.plan import run_cases
 from grader.grade.jobs import child_job, draw_inputs
 from grader.core.results import Result, SourceNote
 from grader.exercises.rubric import Rubric
-from grader.run.sandbox import Worker, record_then_replay
+from grader.run.replaying import record_then_replay
+from grader.run.sandbox import Worker
 from grader.core.source import Submission
 from grader.grade.steps import build_and_screen, vet_source
 

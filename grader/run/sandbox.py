@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from grader.run import protocol
@@ -32,8 +31,7 @@ from grader.core import processes
 from grader.core.limits import lowered, set_clamped
 from grader.core.processes import set_death_signal
 from grader.run.child.guard import Blocked, parse_reports
-from grader.core.backend import named
-from grader.core.contract import Job, spread_threads
+from grader.core.contract import Job
 
 
 class CappedOutput:
@@ -360,76 +358,6 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.cancel()
-
-
-@dataclass
-class ReplayRun:
-    """A GPU grade's two children: the recorder (the submission's host code, its launches recorded)
-    and the measuring process (the recorded launches replayed from the device code alone)."""
-
-    recorder: ChildRun
-    measurer: ChildRun | None = None        # None: the recorder failed, or its recording was refused
-    refusals: list[str] = field(default_factory=list)
-
-    @property
-    def judged(self) -> ChildRun:
-        """The run whose frames the verdict reads: the measurer's, or the recorder's where it failed."""
-        return self.measurer if self.measurer is not None else self.recorder
-
-
-def for_recorder(job: Job) -> Job:
-    """The recorder's job: the same calls, no input data (it runs no kernel, and a process that runs
-    the submission's host code is never shown the inputs or told where they lie)."""
-    def blank(cases):
-        return [dataclasses.replace(cj, buffers=[dataclasses.replace(b, file="", offset=0) for b in cj.buffers])
-                for cj in cases]
-    return dataclasses.replace(job, role="record", cases=blank(job.cases), timed_cases=blank(job.timed_cases),
-                               verify_cases=blank(job.verify_cases), baseline_cases=blank(job.baseline_cases))
-
-
-def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
-                       launcher: str | None, on_sent: Callable[[], None] | None = None) -> ReplayRun:
-    """Record the submission's launches in one child, then replay them in another that never loads
-    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed,
-    before the measuring process is handed its job."""
-    import secrets
-
-    from grader.run.child.replay import recording_refusals
-    from grader.core.contract import RecordingFrame, RefusedFrame
-
-    record = recorder.run(for_recorder(job), time_limit_s=time_limit_s)
-    recorder.cancel()
-    recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
-    out = ReplayRun(record)
-    if recording is None or record.blocked or record.timed_out:
-        return out
-    out.refusals = recording_refusals(recording, launcher)
-    if out.refusals:
-        return out
-    replay = dataclasses.replace(job, role="replay", library="", recording=recording, device_code=device_code,
-                                 layout_seed=secrets.randbits(62) | 1)
-    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent)
-    out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]
-    return out
-
-
-def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
-    """Start a child for job.backend, run job in it, and return what came back. A GPU job with a
-    submission is recorded in one child and replayed in another (record_then_replay); the run
-    returned is the one to judge."""
-    backend = named(job.backend)
-    if backend.records_then_replays and job.library and job.role == "run":
-        from grader.toolchain.build import device_code
-
-        with Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
-                Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s,
-                       torch=bool(job.timing and job.timing.baseline)) as measurer:
-            return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
-                                      device_code=[str(p) for p in device_code(Path(job.library))]).judged
-    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
-                torch=bool(job.timing and job.timing.baseline),
-                cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
-        return worker.run(job, time_limit_s=time_limit_s)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
