@@ -152,3 +152,19 @@ def test_a_baseline_is_a_python_expression_and_its_shapes_are_checked(tmp_path):
                                                  '  copy_floats: n\n  baseline: "x * 2"\n  baseline_dims: [{m: 3}]\n')))
     ok = load_rubric(write(tmp_path, BASE.replace("  copy_floats: n\n", '  copy_floats: n\n  baseline: "x * 2"\n')))
     assert ok.timing.baseline == "x * 2"
+
+
+def test_the_kernels_signatures_are_parsed_once_and_kept():
+    """The rubric carries its parsed signatures (schema.Kernel.parsed, parsed_launcher): every step
+    asks them, none parses the rubric's text again."""
+    from pathlib import Path
+
+    from grader.exercises import load_exercise
+
+    r = load_exercise("bias_gelu_fused")
+    assert r.kernel.parsed is r.kernel.parsed and r.kernel.parsed.name == "biasGeluFused"
+    assert r.kernel.parsed_launcher.params[-1].stream and r.kernel.launcher_name == "launchBiasGeluFused"
+    package = Path(__file__).resolve().parent.parent / "grader"
+    callers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                     if "parse_signature(" in p.read_text() and p.name not in ("signature.py",))
+    assert callers == ["exercises/schema.py"]

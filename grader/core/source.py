@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.signature import parse_param, parse_signature, split_params
+from grader.core.signature import parse_param, split_params
 
 MAX_SOURCE_BYTES = 256 * 1024
 
@@ -153,7 +153,7 @@ def missing_kernel_message(sub: Submission, name: str, signature: str) -> str:
 def signature_problem(decl: KernelDecl, kernel) -> str | None:
     """Why the default launch cannot call this kernel (kernel: the rubric's Kernel), or None if it
     can. Fair to what compiles: an input may drop its const, an integer may be any integer type."""
-    want = parse_signature(kernel.signature).params
+    want = kernel.parsed.params
     problem = None
     if len(decl.params) != len(want):
         problem = f"takes {len(decl.params)} parameters; the default launch passes {len(want)}"

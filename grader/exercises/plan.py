@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from grader.core.backend import Backend, named
 from grader.core.contract import Arg, Buffer, Call, CaseJob
 from grader.core import exprs
-from grader.core.signature import parse_signature
 from grader.exercises.rubric import Rubric, Tensor, default_launch, dims_values
 
 
@@ -122,11 +121,11 @@ def case_job(rubric: Rubric, case: Case, *, has_launcher: bool, files: dict[str,
     buffers = [buffer_of(t, values, *(files.get(t.name, ("", 0)) if t.role == "in" else ("", 0))) for t in present]
     names = {t.name for t in present}
     if has_launcher:
-        params = parse_signature(rubric.kernel.launcher).params[:-1]
+        params = rubric.kernel.parsed_launcher.params[:-1]
         launch = Call(_call(params, values, names), key=case.name)
     else:
         grid, block = default_launch(rubric, values)
-        launch = Call(_call(parse_signature(rubric.kernel.signature).params, values, names), grid=grid, block=block,
+        launch = Call(_call(rubric.kernel.parsed.params, values, names), grid=grid, block=block,
                       key=case.name)
     chain = None
     if case.chain and rubric.chain.kernel:

@@ -176,7 +176,6 @@ def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
 def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
     """The exercise's contract: every name resolves, every case gives a launchable grid."""
     from grader.core import exprs
-    from grader.core.signature import parse_signature
 
     if not r.dims:
         bad("dims", "name at least one dimension")
@@ -195,7 +194,7 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
         for j, e in enumerate(t.shape):
             _expr_ok(f"tensors[{i}].shape[{j}]", e, names, bad)
     try:
-        sig = parse_signature(r.kernel.signature)
+        sig = r.kernel.parsed
     except ValueError as exc:
         bad("kernel.signature", str(exc))
     if sig.name != r.kernel.name:
@@ -203,7 +202,7 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
     _params_ok("kernel.signature", sig.params, tensors, names, bad)
     if r.kernel.launcher:
         try:
-            launcher = parse_signature(r.kernel.launcher)
+            launcher = r.kernel.parsed_launcher
         except ValueError as exc:
             bad("kernel.launcher", str(exc))
         if not launcher.params or not launcher.params[-1].stream:

@@ -7,11 +7,13 @@ lists every key for docs/rubric-keys.md and `grader rubric-keys`. Nothing here r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grader.core.locations import rubrics_dir
+from grader.core.signature import Signature, parse_signature
 from grader.core.typed import type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / "bias_gelu_fused.yaml"
@@ -64,11 +66,21 @@ class Kernel:
     launcher: str = _doc("Signature of the optional host launcher the grader calls instead of the default launch "
                          "(its last parameter is the cudaStream_t to launch on); empty: none.", default="")
 
+    # Parsed once, on first use (the loader's check is the first), and kept: every step that needs a
+    # parameter list or a type asks these, none parses the rubric's text again.
+    @functools.cached_property
+    def parsed(self) -> Signature:
+        """The kernel's signature, parsed."""
+        return parse_signature(self.signature)
+
+    @functools.cached_property
+    def parsed_launcher(self) -> Signature | None:
+        """The launcher's signature, parsed (None: the exercise has no launcher)."""
+        return parse_signature(self.launcher) if self.launcher else None
+
     @property
     def launcher_name(self) -> str:
-        from grader.core.signature import parse_signature
-
-        return parse_signature(self.launcher).name if self.launcher else ""
+        return self.parsed_launcher.name if self.parsed_launcher else ""
 
 
 @dataclass(frozen=True)

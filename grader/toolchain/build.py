@@ -29,7 +29,6 @@ from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.toolchain.outcome import BuildResult, CompilerMessage, KernelResources, parse_gmem, parse_messages, parse_ptxas
 from grader.toolchain.render import render
 from grader.toolchain.running import BuildLimits, run_limited
-from grader.core.signature import parse_signature
 from grader.exercises.rubric import Rubric
 from grader.core.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
 
@@ -66,8 +65,8 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend | str,
         version=__version__,
         backend=backend.name,
         on_gpu=backend.on_gpu,
-        launcher=parse_signature(rubric.kernel.launcher) if sub.has_launcher else None,
-        kernel=parse_signature(rubric.kernel.signature),
+        launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None,
+        kernel=rubric.kernel.parsed,
     )
     if backend.on_gpu:
         source = sub.text
@@ -145,7 +144,7 @@ def device_code(library: Path) -> list[Path]:
 
 def baseline_source(rubric: Rubric) -> str:
     """A trivial kernel of the exercise's signature: it copies its first input to its first output."""
-    sig = parse_signature(rubric.kernel.signature)
+    sig = rubric.kernel.parsed
     src = next((p.name for p in sig.params if p.pointer and p.const_data), None)
     dst = next((p.name for p in sig.params if p.pointer and not p.const_data), None)
     body = (f"    const size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;\n"
