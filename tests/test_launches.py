@@ -10,7 +10,7 @@ from grader.analysis import findings, launches
 from grader.toolchain.build import build_submission
 from grader.analysis.launches import ARCH_LIMITS, blocks_per_sm
 from grader.core.results import Launch
-from grader.run.sandbox import run_worker
+from grader.run.replaying import run_worker
 from grader.analysis.sass import KernelCode
 from grader.core.source import read_submission
 
