@@ -175,14 +175,26 @@ def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
 
 def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
     """The exercise's contract: every name resolves, every case gives a launchable grid."""
-    from grader.core import exprs
+    names = _check_dims(r, bad)
+    tensors = _check_tensors(r, names, bad)
+    _check_kernel(r, tensors, names, bad)
+    _check_cases(r, tensors, names, bad)
+    _check_calibrate(r, tensors, names, bad)
+    _check_timing(r, names, bad)
 
+
+def _check_dims(r: Rubric, bad: Callable[[str, str], None]) -> set[str]:
+    """The dimensions and the derived values; every name an expression may use."""
     if not r.dims:
         bad("dims", "name at least one dimension")
     names = set(r.dims)
     for key, text in r.derived.items():
         _expr_ok(f"derived.{key}", text, names, bad)
         names.add(key)
+    return names
+
+
+def _check_tensors(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -> dict:
     tensors = {t.name: t for t in r.tensors}
     if len(tensors) != len(r.tensors):
         bad("tensors", "two tensors have the same name")
@@ -193,6 +205,11 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
             bad(f"tensors[{i}].shape", "give at least one dimension")
         for j, e in enumerate(t.shape):
             _expr_ok(f"tensors[{i}].shape[{j}]", e, names, bad)
+    return tensors
+
+
+def _check_kernel(r: Rubric, tensors: dict, names: set[str], bad: Callable[[str, str], None]) -> None:
+    """The kernel's and the launcher's signatures (parsed here first, and kept), the default launch."""
     try:
         sig = r.kernel.parsed
     except ValueError as exc:
@@ -213,6 +230,10 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
             bad(key, "give 1 to 3 expressions (x, y, z)")
         for j, e in enumerate(dims):
             _expr_ok(f"{key}[{j}]", e, names, bad)
+
+
+def _check_cases(r: Rubric, tensors: dict, names: set[str], bad: Callable[[str, str], None]) -> None:
+    """The chain, the check cases and the timed shape."""
     if r.chain.kernel:
         for j, a in enumerate(r.chain.args):
             if a not in tensors:
@@ -221,13 +242,14 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
             bad("chain.output", f"name an output tensor (got {r.chain.output!r})")
     if not r.checks.cases:
         bad("checks.cases", "give at least one case")
-    generators = set()
     for i, case in enumerate(r.checks.cases):
         _case_ok(f"checks.cases[{i}]", case.dims, r, bad)
-        generators.add(case.inputs)
         if case.chain and not r.chain.kernel:
             bad(f"checks.cases[{i}].chain", "the exercise has no chain (the `chain` key)")
     _case_ok("timing.dims", r.timing.dims, r, bad)
+
+
+def _check_calibrate(r: Rubric, tensors: dict, names: set[str], bad: Callable[[str, str], None]) -> None:
     every = dict(tensors)
     for i, t in enumerate(r.calibrate.scratch):
         if t.name in every:
@@ -243,6 +265,12 @@ def _check_exercise(r: Rubric, bad: Callable[[str, str], None]) -> None:
             for k, a in enumerate(step.args):
                 if a not in every:
                     _expr_ok(f"calibrate.runs[{i}].steps[{j}].args[{k}]", a, names, bad)
+
+
+def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -> None:
+    """The byte model, the tolerance's scale and the PyTorch baseline."""
+    from grader.core import exprs
+
     for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
         _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
     _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)
