@@ -64,10 +64,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     interrupted (the summary so far is written), 2 on a usage error such as a folder without
     submissions.
     """
-    from rich.table import Table
-
     from grader.batch import find_submissions, grade_folder
-    from grader.batch.outputs import summary_row
     from grader.batch.slurm import SlurmOptions
     from grader.exercises import choose, exercise_for_class
 
@@ -95,6 +92,15 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
                                    shard=shard)
     except GraderError as exc:
         fail(exc)
+    _print_class(outcome, report_dir, err)
+
+
+def _print_class(outcome, report_dir: Path | None, err) -> None:
+    """The class's table, where its files went, and the exit status for what could not be graded."""
+    from rich.table import Table
+
+    from grader.batch.outputs import summary_row
+
     table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
     for g in outcome.graded:
         row = summary_row(g)
