@@ -6,8 +6,8 @@ import struct
 import pytest
 
 from grader.toolchain.build import build_reference
-from grader.run.child import backends
-from grader.run.child.backends import EmulatorBackend
+from grader.run.child import emulator
+from grader.run.child.emulator import EmulatorBackend
 from grader.core.contract import GUARD_BITS, POISON_BITS
 
 
@@ -35,8 +35,8 @@ def test_a_large_input_and_output_hold_their_bytes_and_guards(reference_lib, hug
 
 def test_huge_pages_are_asked_for_only_where_the_system_offers_them(monkeypatch, tmp_path):
     setting = tmp_path / "enabled"
-    monkeypatch.setattr(backends, "open", lambda *a, **k: open(setting), raising=False)
+    monkeypatch.setattr(emulator, "open", lambda *a, **k: open(setting), raising=False)
     setting.write_text("always madvise [never]\n")
-    assert backends._transparent_huge_pages() is False
+    assert emulator._transparent_huge_pages() is False
     setting.write_text("always [madvise] never\n")
-    assert backends._transparent_huge_pages() is True
+    assert emulator._transparent_huge_pages() is True

@@ -276,7 +276,7 @@ def main() -> int:
 
             backend = CudaBackend(job.reference_library)
         else:
-            from grader.run.child.backends import EmulatorBackend
+            from grader.run.child.emulator import EmulatorBackend
 
             backend = EmulatorBackend(job.reference_library, threads=job.emulator_threads)
         wall = guard.Guard(job.guard_library)

@@ -1,0 +1,149 @@
+"""The CPU emulator's backend: the submission built with g++ against the shim, its buffers host
+pages, each input ending at an inaccessible page so that a read past it faults, and every output
+padded with guard words (the CUDA backend is backends.CudaBackend; both share backends.Backend).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import struct
+
+from grader.core.contract import Fault, spread_threads
+from grader.run.child.backends import Backend, LaunchOutcome, Region, _FaultInfo, libc
+
+
+def _transparent_huge_pages() -> bool:
+    """Whether madvise(MADV_HUGEPAGE) can give an anonymous mapping huge pages here."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+class EmulatorBackend(Backend):
+    """Host buffers, each input ending at an inaccessible page so that a read past it faults."""
+
+    name = "emulator"
+    PAGE = mmap.PAGESIZE
+    HUGE_FROM = 4 << 20
+
+    def __init__(self, reference_lib: str, threads: int = 0):
+        super().__init__(reference_lib)
+        self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
+        self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
+        self._keep: list = []
+        self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
+
+    def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
+        """Memory for nbytes of data (256-byte aligned) that ends near a guard page: (data address,
+        bytes from there to the guard page)."""
+        page = self.PAGE
+        body = -(-(nbytes + 256) // page) * page
+        # Faulting 64 MB in page by page costs more than the copy into it: a large buffer asks for
+        # huge pages (filled in 2 MB at a time, about four times faster than populating 4 KiB
+        # pages), a small one is populated at once.
+        huge = body >= self.HUGE_FROM and self._huge_pages
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0 if huge else getattr(mmap, "MAP_POPULATE", 0))
+        mm = mmap.mmap(-1, body + 2 * page, flags=flags)
+        if huge:
+            try:
+                mm.madvise(mmap.MADV_HUGEPAGE)
+            except OSError:
+                pass                            # refused: faulted page by page
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        libc().mprotect(base, page, 0)
+        libc().mprotect(base + page + body, page, 0)
+        usable_end = base + page + body
+        start = (usable_end - nbytes) & ~255
+        self._keep.append(mm)
+        self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
+        return start, usable_end - start
+
+    def alloc(self, floats: int, name: str) -> Region:
+        start, _ = self._guarded(4 * floats, name)
+        return Region(start, floats)
+
+    def input(self, host_ptr: int, floats: int, shape: tuple[int, ...], name: str) -> Region:
+        start, room = self._guarded(4 * floats, name)
+        self.fill(Region(start + 4 * floats, room // 4 - floats), 0x7FC00000)   # the slack before the guard page reads as NaN
+        if floats:
+            ctypes.memmove(start, host_ptr, 4 * floats)
+        return Region(start, floats, shape)
+
+    def output(self, n: int, pad: int, name: str, init: str = "poison",
+               shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
+        full, view = super().output(n, pad, name, init, shape)
+        # the region list records the output's own extent, not its guards
+        name_, base, start, _, end = self.regions[-1]
+        self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
+        return full, view
+
+    def fill(self, region: Region, bits: int) -> None:
+        """The pattern written once, then copied onto itself in doubling steps (no buffer the size of
+        the region is built: the timed shape's outputs are 64 MB)."""
+        if region.floats <= 0:
+            return
+        word = bits & 0xFFFFFFFF
+        if word == (word & 0xFF) * 0x01010101:          # one byte repeated: memset does it
+            ctypes.memset(region.ptr, word & 0xFF, region.nbytes)
+            return
+        head = struct.pack("<I", word) * min(region.floats, 1024)
+        ctypes.memmove(region.ptr, head, len(head))
+        done = len(head)
+        while done < region.nbytes:
+            step = min(done, region.nbytes - done)
+            ctypes.memmove(region.ptr + done, region.ptr, step)
+            done += step
+
+    def read(self, region: Region) -> bytes:
+        return ctypes.string_at(region.ptr, region.nbytes)
+
+    def read_into(self, region: Region, address: int) -> None:
+        if region.floats:
+            ctypes.memmove(address, region.ptr, region.nbytes)
+
+    heap_bytes = 8 << 20
+
+    def set_device_heap(self, nbytes: int) -> int:
+        self.heap_bytes = nbytes                # the heap lives in the submission's library (the shim)
+        return 0
+
+    def load_submission(self, submission_lib: str) -> None:
+        super().load_submission(submission_lib)
+        self.sub.grader_emu_set_reverse.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_fault.restype = ctypes.POINTER(_FaultInfo)
+        self.sub.grader_emu_set_heap.argtypes = [ctypes.c_size_t]
+        self.sub.grader_emu_set_heap(self.heap_bytes)
+        self.sub.grader_emu_set_threads.argtypes = [ctypes.c_int]
+        self.sub.grader_emu_set_threads(self.threads)
+
+    def launch_threads(self) -> int:
+        """The OS threads a large launch of the submission runs on (1 where its source shares state
+        between threads: source.spreads_over_cores)."""
+        return self.sub.grader_emu_spread_threads() if self.sub is not None else 1
+
+    def set_reverse(self, reverse: bool) -> None:
+        self.sub.grader_emu_set_reverse(1 if reverse else 0)
+
+    def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
+        if code == -1 and not reference:
+            info = self.sub.grader_emu_fault().contents
+            return LaunchOutcome(False, error="fault", fault=self._describe_fault(info))
+        return super()._outcome(code, reference)
+
+    def _describe_fault(self, info: _FaultInfo) -> Fault:
+        fault = Fault(info.signal, info.address, info.is_write, info.pc_offset, info.message.decode(errors="replace"))
+        if info.signal > 0:
+            for name, lo, start, end, hi in self.regions:
+                if lo <= info.address < hi:
+                    fault.buffer, fault.where = name, "past" if info.address >= end else "before"
+                    break
+        return fault
+
+    def release_case(self) -> None:
+        """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
+        self.regions.clear()
