@@ -7,7 +7,7 @@ import sys
 import torch
 
 from grader.toolchain.build import emulator_flags
-from grader.core.source import rewrite_for_emulator
+from grader.core.emulation import rewrite_for_emulator
 
 COMMON = r"""
 extern "C" int run(const float* in, float* out, int n, int reverse) {

@@ -1,9 +1,10 @@
 import pytest
 from pathlib import Path
 
-from grader.core.source import (SourceProblem, blank_comments_and_strings, emulator_blockers,
-                           missing_kernel_message, read_submission, rewrite_for_emulator, signature_problem,
-                           spreads_over_cores, uses_collectives)
+from grader.core.source import (SourceProblem, blank_comments_and_strings, missing_kernel_message, read_submission,
+                                signature_problem)
+
+from grader.core.emulation import emulator_blockers, rewrite_for_emulator, spreads_over_cores, uses_collectives
 
 LAUNCHER = "launchBiasGeluFused"
 

@@ -16,8 +16,9 @@ from grader.toolchain.build import build_baseline, build_submission
 from grader.core.results import Result, SourceNote
 from grader.exercises.rubric import Rubric
 from grader.analysis.screening import refusal_message, screen_object
-from grader.core.source import (Submission, SourceProblem, emulator_blockers, missing_kernel_message, read_submission,
-                           signature_problem, source_refusals, uses_collectives)
+from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
+                                source_refusals)
+from grader.core.emulation import emulator_blockers, uses_collectives
 
 Progress = Callable[[str], None]
 

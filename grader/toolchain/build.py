@@ -30,7 +30,8 @@ from grader.toolchain.outcome import BuildResult, CompilerMessage, KernelResourc
 from grader.toolchain.render import render
 from grader.toolchain.running import BuildLimits, run_limited
 from grader.exercises.rubric import Rubric
-from grader.core.source import Submission, rewrite_for_emulator, spreads_over_cores, uses_collectives
+from grader.core.source import Submission
+from grader.core.emulation import rewrite_for_emulator, spreads_over_cores, uses_collectives
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
