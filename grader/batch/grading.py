@@ -58,44 +58,18 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backen
     one's checks and timing wait for its GPU's lane (lanes.py), given round-robin over devices
     (default: every visible GPU). Ctrl-C stops the batch: what was done is kept, submissions
     not yet started are not graded, and the outcome says interrupted."""
-    from grader.batch.store import STORE_NAME, ResultStore, grade_key
+    from grader.batch.store import STORE_NAME, ResultStore
 
     backend = resolve_backend(backend)
-    store = ResultStore(report_dir / STORE_NAME) if report_dir is not None else None
     if backend.on_gpu and devices is None and jobs > 1:
         from grader.run import lanes
 
         devices = lanes.visible_devices()
+    run = _ClassRun(rubric, backend, report_dir, jobs, devices,
+                    ResultStore(report_dir / STORE_NAME) if report_dir is not None else None)
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
-    stopping = threading.Event()            # set by an interruption: nothing finishing after it is kept
-    kwargs_all: dict = {}                   # what every grade of the batch is given (its store of cases)
     processes.reopen()
-
-    def one(index: int, entry: Entry) -> Graded | None:
-        if stopping.is_set():
-            return None
-        if entry.path is None or entry.problem:
-            return Graded(entry, None)
-        key = grade_key(entry.path, rubric, backend)
-        kept = store.reusable(entry.student, key) if store else None
-        if kept is not None:
-            return Graded(entry, kept, reused=True)
-        from grader.grade.pipeline import grade_submission
-        from grader.report.files import write_reports
-
-        device = devices[index % len(devices)] if devices else None
-        kwargs = {"device": device} if device is not None else {}
-        if not backend.on_gpu and jobs > 1:
-            kwargs["emulator_threads"] = max(1, usable_cores() // jobs)     # the cores shared among the children
-        result = grade_submission(entry.path, rubric=rubric, backend=backend, **kwargs, **kwargs_all)
-        if stopping.is_set():               # interrupted while it ran: its result is not a grade
-            return None
-        if report_dir is not None:
-            write_reports(result, rubric, report_dir / entry.student)
-        if store is not None:
-            store.add(entry.student, entry.path, key, result)
-        return Graded(entry, result)
 
     def finished(index: int, g: Graded | None) -> None:
         if g is None:
@@ -105,32 +79,76 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backen
             progress(g, len(done_by_index), len(entries))
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
-    shared = None
     try:
         if backend.private_cases and any(e.path is not None and not e.problem for e in entries):
             from grader.exercises.pool import class_store
 
-            shared = class_store(rubric)
-        if shared is not None:
-            kwargs_all["inputs"] = shared
+            run.shared = class_store(rubric)
         if pool is None:
             for i, entry in enumerate(entries):
-                finished(i, one(i, entry))
+                finished(i, run.one(i, entry))
         else:
-            futures = {pool.submit(one, i, entry): i for i, entry in enumerate(entries)}
+            futures = {pool.submit(run.one, i, entry): i for i, entry in enumerate(entries)}
             for future in as_completed(futures):
                 finished(futures[future], future.result())
     except KeyboardInterrupt:
         # SIGINT, or SIGTERM (the CLI turns it into the same): the grades in flight are stopped,
         # their builds and children ended, and none of them is stored (a rerun grades them).
         outcome.interrupted = True
-        stopping.set()
+        run.stopping.set()
         processes.end_all()
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        if shared is not None:
-            shared.close()
+        if run.shared is not None:
+            run.shared.close()
     outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
     outcome.not_reached = len(entries) - len(outcome.graded)
     return outcome
+
+
+@dataclass
+class _ClassRun:
+    """What every grade of one batch shares: the rubric, the backend, where results go and are kept,
+    the GPUs, and the store of private cases (drawn once for the class)."""
+
+    rubric: Rubric
+    backend: Backend
+    report_dir: Path | None
+    jobs: int
+    devices: list[str] | None
+    store: object | None                    # batch/store.ResultStore
+    shared: object | None = None            # exercises/pool.SharedStore, on a GPU
+    stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
+
+    def one(self, index: int, entry: Entry) -> Graded | None:
+        """Grade one entry, or reuse its stored result; None when the batch is stopping (nothing
+        finishing after an interruption is kept)."""
+        from grader.batch.store import grade_key
+
+        if self.stopping.is_set():
+            return None
+        if entry.path is None or entry.problem:
+            return Graded(entry, None)
+        key = grade_key(entry.path, self.rubric, self.backend)
+        kept = self.store.reusable(entry.student, key) if self.store else None
+        if kept is not None:
+            return Graded(entry, kept, reused=True)
+        from grader.grade.pipeline import grade_submission
+        from grader.report.files import write_reports
+
+        kwargs: dict = {}
+        if self.devices:
+            kwargs["device"] = self.devices[index % len(self.devices)]
+        if not self.backend.on_gpu and self.jobs > 1:
+            kwargs["emulator_threads"] = max(1, usable_cores() // self.jobs)    # the cores shared among the children
+        if self.shared is not None:
+            kwargs["inputs"] = self.shared
+        result = grade_submission(entry.path, rubric=self.rubric, backend=self.backend, **kwargs)
+        if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
+            return None
+        if self.report_dir is not None:
+            write_reports(result, self.rubric, self.report_dir / entry.student)
+        if self.store is not None:
+            self.store.add(entry.student, entry.path, key, result)
+        return Graded(entry, result)
