@@ -240,37 +240,7 @@ class Worker:
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
-        results, reports = bytearray(), bytearray()
-        sel = selectors.DefaultSelector()
-        sel.register(self._read_fd, selectors.EVENT_READ, results)
-        sel.register(self._guard_fd, selectors.EVENT_READ, reports)
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        deadline = start + time_limit_s
-        timed_out = False
-        open_streams = 4
-        while open_streams:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    open_streams -= 1
-                    if key.data is results and on_sent is not None:
-                        on_sent()
-                    continue
-                if key.data is results:
-                    results += chunk
-                elif key.data is reports:
-                    if len(reports) < 1 << 16:
-                        reports += chunk
-                else:
-                    key.data.feed(chunk)
-        sel.close()
+        results, reports, timed_out = self._collect(out, err, deadline=start + time_limit_s, on_sent=on_sent)
         shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
         returncode = self._finish(kill=timed_out)
         frames, problem = protocol.parse(results, secret)
@@ -291,6 +261,47 @@ class Worker:
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
                         stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
                         max_rss_kib=self._max_rss_kib, shared=shared)
+
+    def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
+                 on_sent: Callable[[], None] | None) -> tuple[bytearray, bytearray, bool]:
+        """Read the result channel, the guard's reports, stdout and stderr until all four are closed
+        (the child has exited) or the deadline passes: (results, reports, timed out).
+
+        Stopping rule: every stream at its end, or the deadline; select wakes at least every 0.5 s."""
+        proc = self.proc
+        results, reports = bytearray(), bytearray()
+        sel = selectors.DefaultSelector()
+        sel.register(self._read_fd, selectors.EVENT_READ, results)
+        sel.register(self._guard_fd, selectors.EVENT_READ, reports)
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        timed_out = False
+        open_streams = 4
+        try:
+            while open_streams:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                for key, _ in sel.select(timeout=min(remaining, 0.5)):
+                    fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        open_streams -= 1
+                        if key.data is results and on_sent is not None:
+                            on_sent()
+                        continue
+                    if key.data is results:
+                        results += chunk
+                    elif key.data is reports:
+                        if len(reports) < 1 << 16:
+                            reports += chunk
+                    else:
+                        key.data.feed(chunk)
+        finally:
+            sel.close()
+        return results, reports, timed_out
 
     def _close_shared(self) -> None:
         if self._shared_fd is not None:
