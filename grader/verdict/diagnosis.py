@@ -60,37 +60,58 @@ def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: C
     """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
     to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined),
     written with torch tensors (the exercise's reference.py)."""
-    found: list[Diagnosis] = []
+    found = _guard_writes(guards)
+    if cmp.passed:
+        return found
+    unwritten = unwritten_mask(got, want, init, atol)
+    found += _unwritten(unwritten, axes, init)
+    written = ~unwritten
+    g = got.astype(np.float64)
+    named = _mistake(g, want, written, inputs, dims, mistakes, rtol=rtol, atol=atol)
+    if named is not None:
+        return found + [named]
+    nan_where_finite = np.isnan(g) & written & np.isfinite(want)
+    if bool(nan_where_finite.any()) or bool(np.isinf(g).any()):
+        found.append(Diagnosis("nan_output", f"{int(nan_where_finite.sum())} elements are NaN or infinite where the reference is finite"))
+    elif written.all() and cmp.max_rel_error < 1e-3:
+        found.append(Diagnosis("near_miss", f"largest relative error {cmp.max_rel_error:.2e}, above the tolerance"))
+    elif not any(d.code.startswith(("unwritten", "writes_")) for d in found):
+        found.append(Diagnosis("wrong_values", f"{cmp.bad} of {cmp.total} elements wrong"))
+    return found
+
+
+def _guard_writes(guards: GuardDamage) -> list[Diagnosis]:
+    found = []
     if guards.after:
         found.append(Diagnosis("writes_past_output",
                                f"{guards.after} guard floats after the output changed, the farthest "
                                f"{guards.farthest_after} floats past its end"))
     if guards.before:
         found.append(Diagnosis("writes_before_output", f"{guards.before} guard floats before the output changed"))
-    if cmp.passed:
-        return found
+    return found
 
-    unwritten = unwritten_mask(got, want, init, atol)
+
+def _unwritten(unwritten: np.ndarray, axes: list[str], init: str) -> list[Diagnosis]:
+    """Elements never written: all of them, whole slices along a named dimension, or some."""
     if bool(unwritten.all()):
-        found.append(Diagnosis("unwritten_elements", f"none of the {unwritten.size} elements was written"
-                               + _still(init)))
-    elif bool(unwritten.any()):
-        whole = []
-        if unwritten.ndim >= 2:
-            for k, axis in enumerate(axes):
-                others = tuple(d for d in range(unwritten.ndim) if d != k)
-                slices = [int(i) for i in np.flatnonzero(unwritten.all(axis=others))]
-                if slices:
-                    whole.append(Diagnosis(f"unwritten_{axis}", f"{len(slices)} of {unwritten.shape[k]} {axis} never "
-                                           f"written ({axis} {_ranges(slices)})" + _still(init)))
-        found += whole
-        if not whole:
-            found.append(Diagnosis("unwritten_elements",
-                                   f"{int(unwritten.sum())} of {unwritten.size} elements never written" + _still(init)))
+        return [Diagnosis("unwritten_elements", f"none of the {unwritten.size} elements was written" + _still(init))]
+    if not bool(unwritten.any()):
+        return []
+    whole = []
+    if unwritten.ndim >= 2:
+        for k, axis in enumerate(axes):
+            others = tuple(d for d in range(unwritten.ndim) if d != k)
+            slices = [int(i) for i in np.flatnonzero(unwritten.all(axis=others))]
+            if slices:
+                whole.append(Diagnosis(f"unwritten_{axis}", f"{len(slices)} of {unwritten.shape[k]} {axis} never "
+                                       f"written ({axis} {_ranges(slices)})" + _still(init)))
+    return whole or [Diagnosis("unwritten_elements",
+                               f"{int(unwritten.sum())} of {unwritten.size} elements never written" + _still(init))]
 
-    written = ~unwritten
-    g = got.astype(np.float64)
-    named = None
+
+def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict, dims: dict,
+             mistakes: dict[str, Callable], *, rtol: float, atol: float) -> Diagnosis | None:
+    """The first of the exercise's usual mistakes that explains the written elements, if any."""
     for code, model in mistakes.items():
         alt, mask = _run_mistake(model, inputs, dims, g.shape)
         region = written if mask is None else written & mask
@@ -104,16 +125,5 @@ def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: C
         # The mistake explains the output if it matches (almost) everywhere it is defined
         # and explains more than the right answer does.
         if matches_alt >= 0.98 * n and matches_alt > matches_ref:
-            found.append(Diagnosis(code, f"{matches_alt} of {n} written elements match this mistake within tolerance"))
-            named = code
-            break
-
-    if named is None:
-        nan_where_finite = np.isnan(g) & written & np.isfinite(want)
-        if bool(nan_where_finite.any()) or bool(np.isinf(g).any()):
-            found.append(Diagnosis("nan_output", f"{int(nan_where_finite.sum())} elements are NaN or infinite where the reference is finite"))
-        elif written.all() and cmp.max_rel_error < 1e-3:
-            found.append(Diagnosis("near_miss", f"largest relative error {cmp.max_rel_error:.2e}, above the tolerance"))
-        elif not any(d.code.startswith(("unwritten", "writes_")) for d in found):
-            found.append(Diagnosis("wrong_values", f"{cmp.bad} of {cmp.total} elements wrong"))
-    return found
+            return Diagnosis(code, f"{matches_alt} of {n} written elements match this mistake within tolerance")
+    return None
