@@ -149,3 +149,33 @@ def test_the_grader_can_close_its_proc_files_to_a_child_of_the_same_user():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "child 1"
     assert processes._PRCTL is not None and ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 1    # this one untouched
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_that_cannot_finish_ends_the_grader_after_its_grace(sig):
+    """A KeyboardInterrupt raised at an arbitrary point can leave a lock held: a grader once hung,
+    after a SIGTERM mid-build, with a thread of its own waiting for logging's lock inside torch's
+    import. Here a thread that never ends stands in for it: without the deadline the interpreter
+    waits for it at exit forever; with it the grader ends, says so and exits 130."""
+    code = """
+import sys, threading, time
+from grader import cli
+held = threading.Lock(); held.acquire()
+threading.Thread(target=held.acquire).start()          # never ends, and is not a daemon
+@cli.cli.command("hang")
+def hang():
+    print("ready", flush=True)
+    time.sleep(60)
+sys.argv = ["grader", "hang"]
+cli.main()
+"""
+    env = {**os.environ, "GRADER_STOP_GRACE_S": "2"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert time.monotonic() - started < 15
+    assert "interrupted; nothing unfinished was kept" in err and "still stopping 2 s after the signal" in err

@@ -8,8 +8,11 @@ error; 3 not gradable (compile error, rejected, crashed, timeout);
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
+import time
 
 import click
 
@@ -30,13 +33,40 @@ for _module in (student, instructor, machine):
         cli.add_command(_command)
 
 
+STOP_GRACE_S = float(os.environ.get("GRADER_STOP_GRACE_S", "20"))
+_stopping = threading.Event()
+
+
 def _interrupted(signum, _frame) -> None:
-    """SIGTERM (what Slurm, CI runners and `timeout` send) handled as Ctrl-C: the same clean stop."""
+    """SIGINT (Ctrl-C) and SIGTERM (what Slurm, CI runners and `timeout` send): the same clean stop,
+    a KeyboardInterrupt in the main thread. The first one also starts a deadline: a KeyboardInterrupt
+    raised at an arbitrary point can leave a lock held (logging's, inside an import in a thread of
+    the grader's), so a stop that has not ended STOP_GRACE_S later ends the grader's process groups
+    and the process itself. A second signal ends them at once."""
+    if _stopping.is_set():
+        _end_now(f"a second {signal.Signals(signum).name}")
+    _stopping.set()
+    threading.Thread(target=_end_if_still_running, daemon=True, name="grader-stop-deadline").start()
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _end_if_still_running() -> None:
+    time.sleep(STOP_GRACE_S)
+    _end_now(f"still stopping {STOP_GRACE_S:g} s after the signal (a thread of the grader did not end)")
+
+
+def _end_now(why: str) -> None:
+    from grader.core import processes
+
+    processes.end_all()
+    os.write(2, f"grader: interrupted; {why}: ended now, nothing unfinished was kept.\n".encode())
+    os._exit(Exit.INTERRUPTED)
 
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _interrupted)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:       # not where SIGINT is ignored
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         code = cli.main(prog_name="grader", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):
