@@ -7,10 +7,10 @@ with the rubric's findings (without a GPU run there are no measured figures).
 
 from __future__ import annotations
 
-from grader.core.backend import CUDA
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core.backend import CUDA
 from grader.analysis import findings, sass
 from grader.toolchain.build import build_submission
 from grader.toolchain.outcome import compile_message

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from grader.core.backend import Backend, named
 import dataclasses
 import tempfile
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from grader.core.backend import Backend, named
 from grader.core.errors import RubricError
 from grader.core.results import STATUSES, Result
 from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes

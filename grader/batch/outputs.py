@@ -3,11 +3,11 @@ each student's Gradescope results.json."""
 
 from __future__ import annotations
 
-from grader.core.backend import BACKENDS
 import csv
 import json
 from pathlib import Path
 
+from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
 

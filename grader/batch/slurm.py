@@ -8,7 +8,6 @@ the merge is `grader merge`'s. The report folder must be on a filesystem every n
 
 from __future__ import annotations
 
-from grader.core.backend import AUTO, Backend
 import logging
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from grader.core.backend import AUTO, Backend
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
 from grader.core.errors import InfrastructureError, UsageError

@@ -1,5 +1,5 @@
-"""What every command shares: the output formats, the backends --backend offers, the error
-console, and the one place a domain error becomes a message and an exit code."""
+"""What every command shares: the output formats, the error console, and the one place a
+domain error becomes a message and an exit code."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import sys
 import click
 from rich.console import Console
 
-from grader.core.backend import CHOICES as BACKENDS  # noqa: F401 - what --backend offers
 from grader.core.errors import GraderError
 
 FORMATS = ("text", "json", "markdown", "junit", "classroom", "gradescope", "prairielearn")

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import BACKENDS, err_console, fail
+from grader.cli.common import err_console, fail
+from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 
 
@@ -22,7 +23,7 @@ from grader.core.errors import Exit, GraderError, UsageError
 @click.option("--roster", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Roster CSV (GitHub Classroom's, or any with an identifier column): names each student, "
                    "and lists those without a submission.")
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="Where to run the submissions (auto: the GPU when one is visible).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Submissions in flight at once (default: up to 8 for each visible GPU, one per core on the emulator). "
@@ -223,7 +224,7 @@ class _BatchProgress:
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path),
                 default="submissions/bias_gelu_fused")
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="Where to run the samples (auto: the GPU when one is visible).")
 @click.option("--exercise", default=None, metavar="NAME",
               help="The exercise (default: the one DIRECTORY is named for).")

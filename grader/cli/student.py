@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import BACKENDS, FORMATS, err_console, fail
+from grader.cli.common import FORMATS, err_console, fail
+from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError
 
 
@@ -32,7 +33,7 @@ from grader.core.errors import Exit, GraderError
                    "/autograder/results/results.json); a summary still goes to stdout.")
 @click.option("--github/--no-github", "github", default=None,
               help="Also write the GitHub Actions job summary and annotations (default: when GITHUB_ACTIONS=true).")
-@click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
+@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")

@@ -8,10 +8,10 @@ the tier lines sit on their hardware before a class submits.
 
 from __future__ import annotations
 
-from grader.core.backend import CUDA
 import dataclasses
 from dataclasses import dataclass, field
 
+from grader.core.backend import CUDA
 from grader.toolchain import gpuinfo
 from grader.run import lanes
 from grader.core.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, TimingJob

@@ -23,7 +23,7 @@ from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_guard, build_reference
 from grader.core.contract import spread_threads
-from grader.core.backend import AUTO, CHOICES, Backend, named
+from grader.core.backend import AUTO, Backend, named
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.exercises import load_reference
 from grader.exercises.plan import run_cases
@@ -36,7 +36,6 @@ from grader.core.source import Submission
 from grader.grade.steps import build_and_screen, vet_source
 
 Progress = Callable[[str], None]
-BACKENDS = CHOICES          # what --backend accepts: "auto" and each backend's name
 
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
