@@ -50,6 +50,52 @@ def test_forged_and_injected_frames_are_detected():
     assert [f.header["type"] for f in frames] == ["hello", "done"] and problem == protocol.TAMPERED
 
 
+def test_the_running_check_stops_at_the_first_forged_frame_and_waits_on_a_partial_one():
+    key = b"k" * 32
+    good = _frames(({"type": "hello"}, b"\x00" * 64), ({"type": "done"}, b""), key=key)
+    check = protocol.StreamCheck(key)
+    for cut in range(0, len(good), 7):              # a stream arriving in pieces, every cut point
+        assert check.feed(good[:cut]) is None
+    assert check.feed(good) is None
+    first = _frames(({"type": "hello"}, b"\x00" * 64), key=key)
+    forged = first + b'{"type": "done"}' + b"\x00" * 40
+    check = protocol.StreamCheck(key)
+    assert check.feed(forged[:len(first)]) is None
+    assert check.feed(forged) == protocol.TAMPERED and check.problem == protocol.TAMPERED
+    # a header length past the limit is forged at once, before its bytes arrive
+    assert protocol.StreamCheck(key).feed(b"\xff\xff\xff\x7f" + b"\x00" * 36) == protocol.TAMPERED
+
+
+def test_a_line_no_guard_wrote_on_its_pipe_is_seen_while_it_arrives():
+    from grader.run.child.guard import forged_report
+
+    real = b"blocked 57 fork 0 0 0\naudit 2 open 0 0 0 /tmp/x\n"
+    assert not forged_report(b"") and not forged_report(real)
+    assert not forged_report(real + b"bloc") and not forged_report(b"aud")      # a real line still arriving
+    assert forged_report(b'{"type": "done"}') and forged_report(real + b"x")
+    assert forged_report(b"blocker 1 2 3\n")
+
+
+def test_a_child_that_forges_its_channel_is_stopped_at_once_not_at_its_time_limit(rubric, write_cu):
+    """A launcher that writes a forged frame on every descriptor and then spins: the parent stops
+    it as soon as the forged bytes arrive (on a GPU such a child once ran to its 60 s limit)."""
+    from grader.grade.pipeline import grade_submission
+
+    path = write_cu("""
+extern "C" long write(int fd, const void* buf, unsigned long n);
+__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {}
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols,
+                         cudaStream_t stream) {
+    const char forged[] = "{\\"type\\": \\"done\\"}";
+    for (int fd = 3; fd < 16; ++fd) write(fd, forged, sizeof forged - 1);
+    for (volatile unsigned long spin = 0; ; ++spin) {}
+}
+""", name="forge_then_spin.cu")
+    result = grade_submission(path, rubric=rubric, backend="emulator")
+    assert result.status == "rejected" and "result channel" in result.message, result.message
+    assert result.phases["child_s"] < 10, result.phases
+
+
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
     from grader.run.sandbox import Worker, leftover_processes
 

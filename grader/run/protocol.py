@@ -80,6 +80,35 @@ class Channel:
             view = view[os.write(self.fd, view):]
 
 
+class StreamCheck:
+    """The parent's running check of the result stream as it arrives: once a complete frame fails
+    authentication, the stream is forged and nothing the child sends after it can count, so the
+    parent stops the child there rather than waiting for its time limit. Only the prefixes and
+    headers are read (a payload is skipped, never hashed twice)."""
+
+    def __init__(self, key: bytes):
+        self._key, self._pos, self._seq = key, 0, 0
+        self.problem: str | None = None
+
+    def feed(self, buffer: bytes | bytearray) -> str | None:
+        """Advance over every complete frame now in buffer (the whole stream so far); TAMPERED once
+        one is forged, else None."""
+        view = memoryview(buffer)
+        while self.problem is None and len(view) - self._pos >= _PREFIX.size:
+            hlen, plen, mac = _PREFIX.unpack_from(view, self._pos)
+            if hlen > MAX_HEADER:
+                self.problem = TAMPERED
+                break
+            start = self._pos + _PREFIX.size
+            if len(view) < start + hlen:
+                break
+            if not hmac.compare_digest(mac, _mac(self._key, self._seq, bytes(view[start:start + hlen]), plen)):
+                self.problem = TAMPERED
+                break
+            self._pos, self._seq = start + hlen + plen, self._seq + 1
+        return self.problem
+
+
 def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | None]:
     """All authentic frames in buffer, in order, and a problem if it ends in a partial, malformed
     or forged one (everything after that point is ignored)."""

@@ -30,7 +30,7 @@ from grader.run import protocol
 from grader.core import processes
 from grader.core.limits import lowered, set_clamped
 from grader.core.processes import set_death_signal
-from grader.run.child.guard import Blocked, parse_reports
+from grader.run.child.guard import Blocked, forged_report, parse_reports
 from grader.core.contract import Job
 
 
@@ -240,9 +240,10 @@ class Worker:
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
-        results, reports, timed_out = self._collect(out, err, deadline=start + time_limit_s, on_sent=on_sent)
+        results, reports, timed_out, forged = self._collect(out, err, deadline=start + time_limit_s,
+                                                            on_sent=on_sent, check=protocol.StreamCheck(secret))
         shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
-        returncode = self._finish(kill=timed_out)
+        returncode = self._finish(kill=timed_out or forged)
         frames, problem = protocol.parse(results, secret)
         try:
             shared, shared_problem = protocol.resolve_shared(frames, shared_fd if job.shared_bytes else None,
@@ -263,11 +264,15 @@ class Worker:
                         max_rss_kib=self._max_rss_kib, shared=shared)
 
     def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
-                 on_sent: Callable[[], None] | None) -> tuple[bytearray, bytearray, bool]:
+                 on_sent: Callable[[], None] | None,
+                 check: protocol.StreamCheck) -> tuple[bytearray, bytearray, bool, bool]:
         """Read the result channel, the guard's reports, stdout and stderr until all four are closed
-        (the child has exited) or the deadline passes: (results, reports, timed out).
+        (the child has exited) or the deadline passes: (results, reports, timed out, forged).
 
-        Stopping rule: every stream at its end, or the deadline; select wakes at least every 0.5 s."""
+        Stopping rule: every stream at its end, the deadline, or bytes no grader wrote on the result
+        channel (a forged frame: check) or the guard's pipe (forged_report); after those the child
+        is killed at once, and the verdict says the grader's descriptors were written to. select
+        wakes at least every 0.5 s."""
         proc = self.proc
         results, reports = bytearray(), bytearray()
         sel = selectors.DefaultSelector()
@@ -294,14 +299,18 @@ class Worker:
                         continue
                     if key.data is results:
                         results += chunk
+                        if check.feed(results):
+                            return results, reports, False, True
                     elif key.data is reports:
                         if len(reports) < 1 << 16:
                             reports += chunk
+                            if forged_report(reports):
+                                return results, reports, False, True
                     else:
                         key.data.feed(chunk)
         finally:
             sel.close()
-        return results, reports, timed_out
+        return results, reports, timed_out, False
 
     def _close_shared(self) -> None:
         if self._shared_fd is not None:

@@ -61,6 +61,20 @@ class Blocked:
         return f"your code {self.meaning}: the system call {self.name}{where} was blocked before it ran"
 
 
+_REPORT_STARTS = (b"blocked ", b"audit ")
+
+
+def forged_report(data: bytes | bytearray) -> bool:
+    """True once the guard's pipe holds a line (complete, or the one still arriving) that no guard
+    wrote: every line the guard writes starts "blocked " or "audit ". The parent stops the child
+    at that point (a submission writing to the grader's descriptors is rejected whatever it does
+    next, and one that then spins would otherwise run to its time limit)."""
+    for line in bytes(data).split(b"\n"):
+        if line and not any(line.startswith(s) or s.startswith(line) for s in _REPORT_STARTS):
+            return True
+    return False
+
+
 def parse_reports(data: bytes) -> list[Blocked]:
     """The guard's report lines; malformed lines (a submission writing to the pipe) are kept as such."""
     found = []
