@@ -34,3 +34,8 @@ def test_judge_reports_differences():
     r = Result(exercise="e", submission={}, backend="emulator", status="graded", grader_version="0", correct=False)
     assert judge(Expectation("x.cu", status="graded", correct=True), r) == ["correct False, expected True"]
     assert "diagnosis tanh_gelu missing" in judge(Expectation("x.cu", diagnosis=["tanh_gelu"]), r)[0]
+    # an attack never buys silver or gold, whatever else its entry leaves open
+    bought = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0", correct=True,
+                    tier="silver", fraction=0.8)
+    assert judge(Expectation("a.cu", attack=True), bought) == ["an attack bought silver (fraction 0.8)"]
+    assert judge(Expectation("a.cu", attack=False), bought) == []

@@ -104,6 +104,8 @@ def judge(exp: Expectation, result: Result) -> list[str]:
             problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
     if exp.tier is not None and named(result.backend).times and result.tier != exp.tier:
         problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
+    if exp.attack and exp.tier not in ("silver", "gold") and result.tier in ("silver", "gold"):
+        problems.append(f"an attack bought {result.tier} (fraction {result.fraction})")
     if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
     if exp.output_capped and not result.output.get("dropped_bytes"):
