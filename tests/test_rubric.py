@@ -168,3 +168,39 @@ def test_the_kernels_signatures_are_parsed_once_and_kept():
     callers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                      if "parse_signature(" in p.read_text() and p.name not in ("signature.py",))
     assert callers == ["exercises/schema.py"]
+
+
+@pytest.mark.parametrize("exercise", ["bias_gelu_fused", "rope_half_split", "gelu_sum"])
+def test_every_expression_is_parsed_when_the_rubric_is_loaded_and_never_again(exercise, monkeypatch):
+    """The loader turns each expression into an Expr carrying its tree; planning the cases, their
+    shapes, the launch, the byte model and the tolerance then parse nothing."""
+    import dataclasses
+
+    from grader.core import exprs
+    from grader.core.backend import CUDA
+    from grader.exercises import load_exercise
+    from grader.exercises.plan import run_cases, shape_of, tensors_of
+    from grader.exercises.rubric import default_launch, dims_values
+
+    r = load_exercise(exercise)
+    assert isinstance(r.timing.bytes, exprs.Expr) and all(isinstance(d, exprs.Expr) for t in r.tensors for d in t.shape)
+    assert all(isinstance(v, exprs.Expr) for v in r.derived.values()) and isinstance(r.tolerance.scale, exprs.Expr)
+
+    def parsed_again(text):
+        raise AssertionError(f"{text!r} parsed after the rubric was loaded")
+
+    monkeypatch.setattr(exprs, "_parse", parsed_again)
+    for case in run_cases(r, CUDA, 12345):
+        values = dims_values(r, case.dims)
+        [shape_of(t, values) for t in tensors_of(r, case)]
+        default_launch(r, values)
+        exprs.evaluate(r.tolerance.scale, values, integer=False)
+    timed = dims_values(r, r.timing.dims)
+    exprs.evaluate(r.timing.bytes, timed) and exprs.evaluate(r.timing.copy_floats, timed)
+    assert dataclasses.replace(r).timing.bytes.tree is r.timing.bytes.tree
+
+
+def test_a_bad_expression_is_named_with_its_line(tmp_path):
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, BASE.replace("bytes: 8 * n", "bytes: 8 * n +")))
+    assert err.value.key == "timing.bytes" and err.value.line is not None and "not an arithmetic expression" in str(err.value)

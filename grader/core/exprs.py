@@ -1,7 +1,8 @@
 """Arithmetic over an exercise's named dimensions: `(cols + 255) / 256`, `batch * seq * heads`.
 
 An exercise writes its shapes, launch grids, byte models and tolerances as expressions of its
-dimensions. They are parsed once (ast) and evaluated with integers and C's division (`/`
+dimensions. The rubric's loader parses each once into an Expr (ast), and they are evaluated with
+integers and C's division (`/`
 truncates for integers), or in floating point where a tolerance asks for it. Only numbers,
 names, + - * / // % **, unary minus, parentheses and min, max, sqrt, ceil_div are accepted.
 """
@@ -41,18 +42,40 @@ def _parse(text: str) -> ast.expr:
     return tree.body
 
 
+class Expr(str):
+    """An expression as a rubric holds it: its text (it is a str: printed, compared and sent as
+    its text) and its tree, parsed once when the rubric is loaded. An empty Expr means "none" (an
+    untimed chain's byte model) and cannot be evaluated."""
+
+    __slots__ = ("tree",)
+
+    def __new__(cls, text: str | int | float = "") -> "Expr":
+        self = super().__new__(cls, str(text).strip())
+        self.tree = _parse(self) if self else None       # ExprError names the text
+        return self
+
+
+def _tree(text: str | int | float) -> ast.expr:
+    tree = getattr(text, "tree", None)
+    if tree is None:
+        if isinstance(text, Expr):
+            raise ExprError("an empty expression has no value")
+        tree = _parse(str(text))
+    return tree
+
+
 def names(text: str | int | float) -> set[str]:
     """The dimension names an expression reads."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or (isinstance(text, Expr) and not text):
         return set()
-    return {n.id for n in ast.walk(_parse(text)) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
+    return {n.id for n in ast.walk(_tree(text)) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
 
 
 def evaluate(text: str | int | float, values: Mapping[str, int | float], *, integer: bool = True) -> int | float:
     """The expression's value given the dimensions; integer=True keeps C's integer semantics."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return int(text) if integer and float(text).is_integer() else text
-    node = _parse(str(text))
+    node = _tree(text)
 
     def ev(n: ast.expr):
         if isinstance(n, ast.Constant):

@@ -10,6 +10,7 @@ the rubric's one front door.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -17,6 +18,7 @@ from typing import Any, Callable, Literal
 import yaml
 
 from grader.core.errors import RubricError, UsageError
+from grader.core.exprs import Expr, ExprError
 from grader.core.typed import type_hints
 from grader.exercises.schema import (  # noqa: F401 - the schema's names, from the rubric's front door
     CORE_CODES, Calibrate, CalibrationRun, CaseSpec, Chain, Checks, Condition, DEFAULT_RUBRIC, Emulator, FINDING_FACTS, FLOOR_KINDS, Feedback, FindingRule, Kernel, Limits, Points, Rubric, Step, TIER_NAMES, Tensor, Tiers, Timing, Tolerance, describe)
@@ -81,6 +83,13 @@ def _build(cls: type, node: yaml.Node, prefix: str, path: str) -> Any:
 
 def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
     origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType) and set(typing.get_args(tp)) == {Expr, str}:
+        # an argument: an expression where the text is one, else a tensor's name as written (`in`);
+        # what is neither is named by the rubric's checks
+        try:
+            return Expr(node.value) if isinstance(node, yaml.ScalarNode) else _convert(str, node, dotted, path)
+        except ExprError:
+            return node.value
     if dataclasses.is_dataclass(tp):
         return _build(tp, node, dotted, path)
     if origin is list:
@@ -115,6 +124,11 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
         return float(value)
     if tp is str:
         return node.value
+    if tp is Expr:                                   # parsed here, once: every step gets the tree
+        try:
+            return Expr(node.value)
+        except ExprError as exc:
+            raise RubricError(path, dotted, str(exc), _line(node)) from None
     raise RubricError(path, dotted, f"unsupported type {tp}", _line(node))  # pragma: no cover - schema bug
 
 

@@ -12,6 +12,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grader.core.exprs import Expr
 from grader.core.locations import rubrics_dir
 from grader.core.signature import Signature, parse_signature
 from grader.core.typed import type_hints
@@ -45,7 +46,7 @@ def _doc(text: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class Tensor:
     name: str = _doc("The tensor's name; a kernel or launcher parameter of this name is given its pointer.")
-    shape: list[str] = _doc("Its shape, outermost first, as expressions of the dimensions: [rows, cols].")
+    shape: list[Expr] = _doc("Its shape, outermost first, as expressions of the dimensions: [rows, cols].")
     role: Literal["in", "out"] = _doc("in: drawn by the reference's input generator; out: written by the kernel "
                                       "and compared with the reference's value of the same name.", default="in")
     dtype: Literal["float32"] = _doc("Element type.", default="float32")
@@ -60,9 +61,9 @@ class Kernel:
     name: str = _doc("Name of the __global__ function the submission must define.")
     signature: str = _doc("Its required signature, shown to students; each parameter is given the tensor or the "
                           "dimension (or derived value) of its name.")
-    grid: list[str] = _doc("The default launch's grid (x, y, z), as expressions of the dimensions.",
-                           default_factory=lambda: ["1"])
-    block: list[str] = _doc("The default launch's block (x, y, z).", default_factory=lambda: ["256"])
+    grid: list[Expr] = _doc("The default launch's grid (x, y, z), as expressions of the dimensions.",
+                            default_factory=lambda: [Expr("1")])
+    block: list[Expr] = _doc("The default launch's block (x, y, z).", default_factory=lambda: [Expr("256")])
     launcher: str = _doc("Signature of the optional host launcher the grader calls instead of the default launch "
                          "(its last parameter is the cudaStream_t to launch on); empty: none.", default="")
 
@@ -87,8 +88,8 @@ class Kernel:
 class Tolerance:
     rtol: float = _doc("Relative tolerance against the float64 reference.", default=1e-5)
     atol: float = _doc("Absolute tolerance against the float64 reference.", default=1e-6)
-    scale: str = _doc("Both tolerances are multiplied by this expression of the case's dimensions (for a "
-                      "reduction, the error grows with its length: `sqrt(R)`).", default="1")
+    scale: Expr = _doc("Both tolerances are multiplied by this expression of the case's dimensions (for a "
+                       "reduction, the error grows with its length: `sqrt(R)`).", default=Expr("1"))
 
 
 @dataclass(frozen=True)
@@ -118,21 +119,22 @@ class Chain:
     title: str = _doc("What the chain is called in reports (`biasGeluFused + addResidual`).", default="")
     kernel: str = _doc("A reference kernel run after the submission on the same buffers: "
                        "reference/<exercise>/kernels.cu exports it as grader_ref_<kernel>.", default="")
-    args: list[str] = _doc("Its arguments: tensor names (pointers) and expressions (values).", default_factory=list)
+    args: list[Expr | str] = _doc("Its arguments: tensor names (pointers) and expressions (values).",
+                                  default_factory=list)
     output: str = _doc("The tensor it writes, compared with the reference's value of the same name.", default="")
 
 
 @dataclass(frozen=True)
 class Step:
     kernel: str = _doc("A reference kernel: reference/<exercise>/kernels.cu exports grader_ref_<kernel>.")
-    args: list[str] = _doc("Its arguments: tensor names (pointers) and expressions (values).")
+    args: list[Expr | str] = _doc("Its arguments: tensor names (pointers) and expressions (values).")
 
 
 @dataclass(frozen=True)
 class CalibrationRun:
     name: str = _doc("What the run is called in the table (`staged: addBiasRow, geluErf, addResidual`).")
     steps: list[Step] = _doc("The reference kernels launched, in order, as one timed sample.")
-    bytes: str = _doc("Its byte model: bytes the steps must move at the timed shape, an expression.")
+    bytes: Expr = _doc("Its byte model: bytes the steps must move at the timed shape, an expression.")
     note: str = _doc("The byte model in words, printed above the run's row.", default="")
 
 
@@ -148,11 +150,11 @@ class Calibrate:
 @dataclass(frozen=True, kw_only=True)
 class Timing:
     dims: dict[str, int] = _doc("The timed shape: the value of every dimension.")
-    bytes: str = _doc("The byte model: bytes the kernel must move at the timed shape, an expression of the "
+    bytes: Expr = _doc("The byte model: bytes the kernel must move at the timed shape, an expression of the "
                       "dimensions. The fraction compares its bandwidth with the floor's.")
     byte_model: str = _doc("The byte model in words, for reports.", default="")
-    chain_bytes: str = _doc("The chain's byte model (empty: the chain is not timed).", default="")
-    copy_floats: str = _doc("Floats each floor copy reads and writes (its bytes: 8 per float).")
+    chain_bytes: Expr = _doc("The chain's byte model (empty: the chain is not timed).", default=Expr(""))
+    copy_floats: Expr = _doc("Floats each floor copy reads and writes (its bytes: 8 per float).")
     floor: list[str] = _doc(
         "Copies measured in the same process; the floor is the fastest. "
         "copy_scalar: the lesson's one-float-per-thread copy; copy_vec4: 16 bytes per thread; memcpy: cudaMemcpyAsync.",
@@ -286,7 +288,7 @@ class Rubric:
     title: str = _doc("Title shown in reports.")
     dims: dict[str, str] = _doc("The named dimensions, each with what it is (shown to students).")
     tensors: list[Tensor] = _doc("The kernel's tensors, inputs and outputs.")
-    derived: dict[str, str] = _doc("Values computed from the dimensions (`n: rows * cols`), usable wherever a "
+    derived: dict[str, Expr] = _doc("Values computed from the dimensions (`n: rows * cols`), usable wherever a "
                                    "dimension is.", default_factory=dict)
     mistakes: list[str] = _doc("The mistakes the reference models, by diagnosis code, in the order they are tried: "
                                "reference.py's MISTAKES gives what each would output.", default_factory=list)
