@@ -173,15 +173,7 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     report_dir = report_dir.resolve()
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
-    cpus, mem = task_resources(options)
-    params: dict = {"name": f"grader-{rubric.exercise}", "timeout_min": options.time_min, "cpus_per_task": cpus}
-    if options.cluster == "slurm":
-        params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or n,
-                      slurm_mem=f"{mem}M" if mem else None)
-        if options.gres and backend.on_gpu:
-            params["slurm_gres"] = options.gres
-        params = {k: v for k, v in params.items() if v is not None}
-    executor.update_parameters(**params)
+    executor.update_parameters(**_array_parameters(options, rubric, backend))
     tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
                        str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
              for k in range(1, n + 1)]
@@ -201,6 +193,29 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     except KeyboardInterrupt:
         interrupted = True
         _cancel(ids, options)
+    failed = _failed_tasks(tasks, array, n, interrupted)
+    folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
+    graded = merge_reports(folders, out=report_dir, rubric=rubric) if folders else []
+    return SlurmOutcome(graded, ids, failed, interrupted)
+
+
+def _array_parameters(options: SlurmOptions, rubric: Rubric, backend: Backend) -> dict:
+    """submitit's parameters for the array: its name, time, CPUs, and on Slurm the partition, the
+    parallelism, the memory and (for a GPU grade) the GPUs each task asks for."""
+    cpus, mem = task_resources(options)
+    params: dict = {"name": f"grader-{rubric.exercise}", "timeout_min": options.time_min, "cpus_per_task": cpus}
+    if options.cluster == "slurm":
+        params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or options.tasks,
+                      slurm_mem=f"{mem}M" if mem else None)
+        if options.gres and backend.on_gpu:
+            params["slurm_gres"] = options.gres
+        params = {k: v for k, v in params.items() if v is not None}
+    return params
+
+
+def _failed_tasks(tasks: list, array: list, n: int, interrupted: bool) -> list[str]:
+    """Each task that failed, in words with its log (after a Ctrl-C, only those that wrote nothing
+    are left out: they were cancelled)."""
     failed = []
     for task, job in zip(tasks, array):
         if interrupted and not (Path(task.report_dir) / "results.jsonl").is_file():
@@ -210,9 +225,7 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
         except Exception as exc:  # noqa: BLE001 - a task that failed is listed, the others still merge
             first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             failed.append(f"shard {task.shard[0]}/{n} (job {job.job_id}): {first[:300]} (log: {job.paths.stderr})")
-    folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
-    graded = merge_reports(folders, out=report_dir, rubric=rubric) if folders else []
-    return SlurmOutcome(graded, ids, failed, interrupted)
+    return failed
 
 
 def _wait(array, ids: list[str], options: SlurmOptions, waiting) -> None:

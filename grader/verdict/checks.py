@@ -57,61 +57,92 @@ def _judge_frame(case: Case, h: CaseFrame, payload: bytes, expected: Future, rub
                  out: CaseOutcome) -> None:
     roles = {t.name: t for t in rubric.tensors}
     if not h.ok:
-        fault = h.fault
-        if fault:
-            where = _source_line(build, fault.pc_offset, p)
-            if fault.buffer:
-                output = fault.buffer in roles and roles[fault.buffer].role == "out"
-                code = "writes_past_output" if output and fault.where == "past" else (
-                    "writes_before_output" if output else "reads_past_input")
-                msg = _fault_words(fault)
-                cr.passed = False
-                cr.note = f"the kernel {msg}{where}"
-                out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
-                return
-            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
-            if fault.signal == -1:
-                cr.note = f"crashed: {fault.message}{where}"
-            elif sig == "SIGFPE":
-                cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
-            else:
-                cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
-                           f"({sig or 'fault'}): a wild pointer{where}")
-            return
-        if h.fatal:
-            cr.note = f"crashed: {h.error}"
-            return
-        cr.passed = False
-        cr.note = h.error or "launch failed"
-        out.diagnoses.append(Diagnosis("launch_error", cr.note, case.name))
+        _failed_launch(case, h, build, p, roles, cr, out)
         return
-
     ref: Expected = expected.result()
     values = dims_values(rubric, case.dims)
+    outputs = _outputs(h, payload)
+    primary, second = outputs[: len(h.outputs)], outputs[len(h.outputs):]
+    first_failure = _compare_outputs(case, primary, ref, rubric, roles, values, cr, out)
+    cr.passed = first_failure is None
+    if first_failure is not None:
+        name, tensor, got, cmp, guards = first_failure
+        axes = _axes(rubric, tensor)
+        out.maps.append(build_map(case.name, name, axes, got, ref.want[name], rtol=ref.rtol, atol=ref.atol,
+                                  init=tensor.init, guards=guards, first=cmp.first.index if cmp.first else None))
+        # A named mistake, or outputs never written, explains the later cases' failures too.
+        named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
+        if not named and not (case.timed and known):
+            mistakes = reference.mistakes if name == _first_output(rubric) else {}
+            for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol,
+                              atol=ref.atol, axes=axes, mistakes=mistakes, init=tensor.init):
+                d.case = case.name
+                out.diagnoses.append(d)
+    _check_second_run(case, h, primary, second, ref, rubric, roles, values, cr.passed, cr, out)
+
+
+def _failed_launch(case: Case, h: CaseFrame, build: BuildResult, p: Path, roles: dict, cr: CaseResult,
+                   out: CaseOutcome) -> None:
+    """A case whose launch failed: a fault in a buffer (named, and a diagnosis), a crash (the note
+    the verdict stops with), a launch error."""
+    fault = h.fault
+    if fault:
+        where = _source_line(build, fault.pc_offset, p)
+        if fault.buffer:
+            output = fault.buffer in roles and roles[fault.buffer].role == "out"
+            code = "writes_past_output" if output and fault.where == "past" else (
+                "writes_before_output" if output else "reads_past_input")
+            msg = _fault_words(fault)
+            cr.passed = False
+            cr.note = f"the kernel {msg}{where}"
+            out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
+            return
+        sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
+        if fault.signal == -1:
+            cr.note = f"crashed: {fault.message}{where}"
+        elif sig == "SIGFPE":
+            cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
+        else:
+            cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
+                       f"({sig or 'fault'}): a wild pointer{where}")
+        return
+    if h.fatal:
+        cr.note = f"crashed: {h.error}"
+        return
+    cr.passed = False
+    cr.note = h.error or "launch failed"
+    out.diagnoses.append(Diagnosis("launch_error", cr.note, case.name))
+
+
+def _outputs(h: CaseFrame, payload: bytes) -> list[tuple[str, np.ndarray, int, int]]:
+    """Each output's full buffer (guards included) in the payload: (name, floats, pad, count),
+    the first run's, then the second run's."""
     outputs, at = [], 0
     for meta in h.outputs + h.second_outputs:
         floats, pad = int(meta.floats), int(meta.pad)
         size = (floats + 2 * pad) * 4
-        full = np.frombuffer(payload, dtype=np.float32, count=size // 4, offset=at)
+        outputs.append((meta.name, np.frombuffer(payload, dtype=np.float32, count=size // 4, offset=at), pad, floats))
         at += size
-        outputs.append((meta.name, full, pad, floats))
-    primary = outputs[: len(h.outputs)]
-    second = outputs[len(primary):]
-    passed, first_failure = True, None
-    cr.passed = True
+    return outputs
+
+
+def _compare_outputs(case: Case, primary: list, ref: Expected, rubric: Rubric, roles: dict, values: dict,
+                     cr: CaseResult, out: CaseOutcome):
+    """Every output against its float64 answer and its guards: the counts into cr, a chain's into
+    a row of its own; the first output that failed (name, tensor, got, comparison, guards) or None."""
+    first_failure = None
     for name, full, pad, floats in primary:
         tensor = roles[name]
-        shape = shape_of(tensor, values)
-        got = full[pad: pad + floats].reshape(shape)
+        got = full[pad: pad + floats].reshape(shape_of(tensor, values))
         cmp = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name], init=tensor.init)
         guards = read_guards(full, pad, floats)
         ok = cmp.passed and not guards.damaged
         at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
+        mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None
         if tensor.chain:
             out.rows.append(CaseResult(
                 f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
-                case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten,
-                {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None,
+                case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten, mismatch,
                 cmp.max_abs_error, cmp.max_rel_error, kind="chain"))
             continue
         cr.bad += cmp.bad
@@ -119,29 +150,11 @@ def _judge_frame(case: Case, h: CaseFrame, payload: bytes, expected: Future, rub
         cr.unwritten += cmp.unwritten
         cr.max_abs_error = max(cr.max_abs_error or 0.0, cmp.max_abs_error)
         cr.max_rel_error = max(cr.max_rel_error or 0.0, cmp.max_rel_error)
-        if cmp.first and cr.first_mismatch is None:
-            cr.first_mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want}
-        if not ok:
-            passed = False
-            if first_failure is None:
-                first_failure = (name, tensor, got, cmp, guards)
-    cr.passed = passed
-    if first_failure is not None:
-        name, tensor, got, cmp, guards = first_failure
-        out.maps.append(build_map(case.name, name, _axes(rubric, tensor), got, ref.want[name], rtol=ref.rtol,
-                                  atol=ref.atol, init=tensor.init, guards=guards,
-                                  first=cmp.first.index if cmp.first else None))
-    # A named mistake, or outputs never written, explains the later cases' failures too.
-    named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
-    if first_failure is not None and not named and not (case.timed and known):
-        name, tensor, got, cmp, guards = first_failure
-        axes = _axes(rubric, tensor)
-        mistakes = reference.mistakes if name == _first_output(rubric) else {}
-        for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol, atol=ref.atol,
-                          axes=axes, mistakes=mistakes, init=tensor.init):
-            d.case = case.name
-            out.diagnoses.append(d)
-    _check_second_run(case, h, primary, second, ref, rubric, roles, values, passed, cr, out)
+        if mismatch and cr.first_mismatch is None:
+            cr.first_mismatch = mismatch
+        if not ok and first_failure is None:
+            first_failure = (name, tensor, got, cmp, guards)
+    return first_failure
 
 
 def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,

@@ -47,145 +47,182 @@ SAMPLED_SUMS = 1 / 16
 def run_timing(backend, job: Job, files, sender) -> float:
     """Time the submission against the floor copies (and the chain, and the baseline); send the
     samples, then each timed set's output. Returns when the sampling ended (time.perf_counter)."""
-
-    cfg: TimingJob = job.timing
-    sets = job.timed_cases
-    pad = job.guard_floats
-    allocated = [allocate(backend, cj, pad, files) for cj in sets]       # (views, fulls) per set
-    device = backend.device()
-    copies, flush = _floor_copies(backend, cfg, device)
-    outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in sets]
-    set_index = [0]
-
-    def submission():
-        k = set_index[0] % len(sets)
-        set_index[0] += 1
-        check(backend.launch_submission(sets[k].launch, allocated[k][0]))
-
-    def chain():
-        check(backend.launch_submission(sets[0].launch, allocated[0][0]))
-        check(backend.reference_call(sets[0].chain, allocated[0][0]))
-
-    variants = {"submission": submission, **copies}
-    if cfg.chain and sets[0].chain is not None:
-        variants["chain"] = chain
-    baseline = backend.baseline(cfg.baseline) if cfg.baseline else None
-    guarded = _Untouched(backend, sets, allocated, copies)
-    sums = _OutputSums(backend, sets, allocated, outputs, cfg.warmup + cfg.max_samples + VERIFY_CALLS + 2)
-    if baseline is not None:
-        variants["baseline"] = lambda: baseline(allocated[0][0])
-
-    def before(name: str) -> None:
-        if name == "submission":
-            k = set_index[0] % len(sets)
-            for b in outputs[k]:
-                backend.reinit(allocated[k][0][b.name], b.init)
-        backend.fill(flush, time.perf_counter_ns() % 1000 + 1)
-
+    t = _Timing(backend, job, files)
     backend.reset_persisting_l2()
-    # Probe: one launch on set 0. A kernel far too slow to sample (a printf from every
-    # thread, say) is graded from this launch alone: one sample of each copy, set 0's
-    # output verified, the other sets skipped.
-    probe = (backend.event(), backend.event())
-    before("submission")
-    backend.reset_launch_log()
-    _timed(backend, submission, *probe)
-    sync = backend.synchronize()
-    if not sync.ok:
-        raise RuntimeError(sync.error)
-    probe_ms = backend.elapsed_ms(*probe)
-    sums.take(0)
-    if probe_ms / 1000 > cfg.slow_launch_s:
-        samples = {"submission": [probe_ms]}
-        for name, fn in variants.items():
-            if name in ("submission", "chain"):
-                continue
-            before(name)
-            _timed(backend, fn, *probe)
-            backend.synchronize()
-            samples[name] = [backend.elapsed_ms(*probe)]
-        sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, device, backend.launch_log(),
-                                 [c.name for c in sets[1:]], clobbered=guarded.changed(),
-                                 output_checksums=sums.read()))
-        sampled = time.perf_counter()
-        _send_outputs(backend, sender, sets[0], allocated[0][1], outputs[0], pad)
-        return sampled
-    warm_until = time.perf_counter() + cfg.budget_s / 2
-    for _ in range(cfg.warmup):                   # warm-up: module load, first touch, clocks
-        for name, fn in variants.items():
-            before(name)
-            fn()
-            if name == "submission":
-                sums.take((set_index[0] - 1) % len(sets))
-        sync = backend.synchronize()
-        if not sync.ok:
-            raise RuntimeError(sync.error)
-        if time.perf_counter() > warm_until:         # a very slow kernel is warm after one round
-            break
-
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    events = {name: [(backend.event(), backend.event()) for _ in range(BATCH)] for name in variants}
-    backend.reset_persisting_l2()
-    backend.reset_launch_log()                       # the launches of the samples: what the report shows
-    started = time.perf_counter()
-    stop_reason = "max_samples"
-    while len(samples["submission"]) < cfg.max_samples:
-        rounds = 0
-        for i in range(BATCH):
-            for name, fn in variants.items():
-                before(name)
-                _timed(backend, fn, *events[name][i])
-                if name == "submission" and sums.now():
-                    sums.take((set_index[0] - 1) % len(sets))
-            rounds += 1
-            if backend.measures and time.perf_counter() - started >= cfg.hard_budget_s:
-                break
-        sync = backend.synchronize()
-        if not sync.ok:
-            raise RuntimeError(sync.error)
-        for name in variants:
-            samples[name].extend(backend.elapsed_ms(s, e) for s, e in events[name][:rounds])
-        # Stopping rule: at least min_samples rounds; then stop as soon as the 95%
-        # interval of the fraction is within target_half_width of its median, or the
-        # time budget is spent, or max_samples rounds were taken. A kernel so slow that
-        # hard_budget_s passes first stops there, with the rounds it got.
-        elapsed = time.perf_counter() - started
-        if not backend.measures:                     # the recorder: every round the sampling may take
-            continue
-        if elapsed >= cfg.hard_budget_s:
-            stop_reason = "hard_budget"
-            break
-        count = len(samples["submission"])
-        if count < cfg.min_samples:
-            continue
-        best = min(cfg.floor, key=lambda k: median(samples[k]))
-        ci = fraction_interval(samples[best], samples["submission"], resamples=200)
-        if ci.half_width <= cfg.target_half_width:
-            stop_reason = "converged"
-            break
-        if elapsed >= cfg.budget_s:
-            stop_reason = "budget"
-            break
-    seconds = time.perf_counter() - started
-    # A few more calls of every set, untimed, each output checksummed: with the sampled rounds'
-    # checks, a launcher that does less on some calls shows, whichever calls those are.
-    for _ in range(VERIFY_CALLS):
-        for _ in sets:
-            before("submission")
-            submission()
-            sums.take((set_index[0] - 1) % len(sets))
-    sender.channel.send(TimingFrame(samples, stop_reason, seconds, device, backend.launch_log(),
-                                    baseline_max_abs_diff=(_baseline_gap(baseline, sets[0], allocated[0][0])
-                                                           if baseline and backend.measures else None),
-                                    clobbered=guarded.changed(), output_checksums=sums.read()))
-    if baseline is not None:
+    probe_ms = t.probe()
+    if probe_ms / 1000 > t.cfg.slow_launch_s:
+        return t.too_slow_to_sample(probe_ms, sender)
+    t.warm_up()
+    samples, stop_reason, seconds = t.sample()
+    t.verify_calls()
+    baseline_gap = (_baseline_gap(t.baseline, t.sets[0], t.allocated[0][0])
+                    if t.baseline and backend.measures else None)
+    sender.channel.send(TimingFrame(samples, stop_reason, seconds, t.device, backend.launch_log(),
+                                    baseline_max_abs_diff=baseline_gap, clobbered=t.guarded.changed(),
+                                    output_checksums=t.sums.read()))
+    if t.baseline is not None:
         for cj in job.baseline_cases:
-            _time_against_baseline(backend, cj, baseline, cfg.baseline_rounds, pad, files, flush, sender.channel)
+            _time_against_baseline(backend, cj, t.baseline, t.cfg.baseline_rounds, t.pad, files, t.flush,
+                                   sender.channel)
     sampled = time.perf_counter()
     # Each set's last output: the parent verifies the timed shape with it.
-    for cj, (_, fulls), outs in zip(sets, allocated, outputs):
-        _send_outputs(backend, sender, cj, fulls, outs, pad)
+    for cj, (_, fulls), outs in zip(t.sets, t.allocated, t.outputs):
+        _send_outputs(backend, sender, cj, fulls, outs, t.pad)
     return sampled
+
+
+class _Timing:
+    """One timing's buffers and the variants timed in each round: the submission (rotating over
+    the timed sets), the floor's copies, the chain and the PyTorch baseline where there are."""
+
+    def __init__(self, backend, job: Job, files):
+        self.backend, self.cfg = backend, job.timing
+        self.sets, self.pad = job.timed_cases, job.guard_floats
+        self.allocated = [allocate(backend, cj, self.pad, files) for cj in self.sets]    # (views, fulls) per set
+        self.device = backend.device()
+        copies, self.flush = _floor_copies(backend, self.cfg, self.device)
+        self.outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in self.sets]
+        self.turn = 0                               # the submission's launches so far: the next set is turn % sets
+        self.variants = {"submission": self.submission, **copies}
+        if self.cfg.chain and self.sets[0].chain is not None:
+            self.variants["chain"] = self.chain
+        self.baseline = backend.baseline(self.cfg.baseline) if self.cfg.baseline else None
+        self.guarded = _Untouched(backend, self.sets, self.allocated, copies)
+        self.sums = _OutputSums(backend, self.sets, self.allocated, self.outputs,
+                                self.cfg.warmup + self.cfg.max_samples + VERIFY_CALLS + 2)
+        if self.baseline is not None:
+            self.variants["baseline"] = lambda: self.baseline(self.allocated[0][0])
+
+    def submission(self) -> None:
+        k = self.turn % len(self.sets)
+        self.turn += 1
+        check(self.backend.launch_submission(self.sets[k].launch, self.allocated[k][0]))
+
+    def chain(self) -> None:
+        check(self.backend.launch_submission(self.sets[0].launch, self.allocated[0][0]))
+        check(self.backend.reference_call(self.sets[0].chain, self.allocated[0][0]))
+
+    def last_set(self) -> int:
+        """The set the submission's last launch wrote."""
+        return (self.turn - 1) % len(self.sets)
+
+    def before(self, name: str) -> None:
+        """Outside the events: the next set's outputs poisoned (the submission), the L2 flushed."""
+        if name == "submission":
+            k = self.turn % len(self.sets)
+            for b in self.outputs[k]:
+                self.backend.reinit(self.allocated[k][0][b.name], b.init)
+        self.backend.fill(self.flush, time.perf_counter_ns() % 1000 + 1)
+
+    def _synchronize(self) -> None:
+        sync = self.backend.synchronize()
+        if not sync.ok:
+            raise RuntimeError(sync.error)
+
+    def probe(self) -> float:
+        """One launch on set 0, timed: a kernel far too slow to sample (a printf from every
+        thread, say) is graded from this launch alone."""
+        self.probe_events = (self.backend.event(), self.backend.event())
+        self.before("submission")
+        self.backend.reset_launch_log()
+        _timed(self.backend, self.submission, *self.probe_events)
+        self._synchronize()
+        probe_ms = self.backend.elapsed_ms(*self.probe_events)
+        self.sums.take(0)
+        return probe_ms
+
+    def too_slow_to_sample(self, probe_ms: float, sender) -> float:
+        """One sample of each copy, set 0's output verified, the other sets skipped."""
+        backend = self.backend
+        samples = {"submission": [probe_ms]}
+        for name, fn in self.variants.items():
+            if name in ("submission", "chain"):
+                continue
+            self.before(name)
+            _timed(backend, fn, *self.probe_events)
+            backend.synchronize()
+            samples[name] = [backend.elapsed_ms(*self.probe_events)]
+        sender.channel.send(TimingFrame(samples, "too_slow", probe_ms / 1000, self.device, backend.launch_log(),
+                                        [c.name for c in self.sets[1:]], clobbered=self.guarded.changed(),
+                                        output_checksums=self.sums.read()))
+        sampled = time.perf_counter()
+        _send_outputs(backend, sender, self.sets[0], self.allocated[0][1], self.outputs[0], self.pad)
+        return sampled
+
+    def warm_up(self) -> None:
+        """cfg.warmup untimed rounds (module load, first touch, clocks), or fewer once half the
+        budget is spent: a very slow kernel is warm after one round."""
+        warm_until = time.perf_counter() + self.cfg.budget_s / 2
+        for _ in range(self.cfg.warmup):
+            for name, fn in self.variants.items():
+                self.before(name)
+                fn()
+                if name == "submission":
+                    self.sums.take(self.last_set())
+            self._synchronize()
+            if time.perf_counter() > warm_until:
+                break
+
+    def sample(self) -> tuple[dict[str, list[float]], str, float]:
+        """The timed rounds, BATCH at a time: (samples per variant, why sampling stopped, seconds).
+
+        Stopping rule: at least min_samples rounds; then stop as soon as the 95% interval of the
+        fraction is within target_half_width of its median, or the time budget is spent, or
+        max_samples rounds were taken. A kernel so slow that hard_budget_s passes first stops there,
+        with the rounds it got. The recorder (backend.measures False) takes every round the
+        sampling may take."""
+        backend, cfg = self.backend, self.cfg
+        samples: dict[str, list[float]] = {name: [] for name in self.variants}
+        events = {name: [(backend.event(), backend.event()) for _ in range(BATCH)] for name in self.variants}
+        backend.reset_persisting_l2()
+        backend.reset_launch_log()                       # the launches of the samples: what the report shows
+        started = time.perf_counter()
+        stop_reason = "max_samples"
+        while len(samples["submission"]) < cfg.max_samples:
+            rounds = self._rounds(events, started)
+            for name in self.variants:
+                samples[name].extend(backend.elapsed_ms(s, e) for s, e in events[name][:rounds])
+            elapsed = time.perf_counter() - started
+            if not backend.measures:
+                continue
+            if elapsed >= cfg.hard_budget_s:
+                stop_reason = "hard_budget"
+                break
+            if len(samples["submission"]) < cfg.min_samples:
+                continue
+            best = min(cfg.floor, key=lambda k: median(samples[k]))
+            if fraction_interval(samples[best], samples["submission"], resamples=200).half_width <= cfg.target_half_width:
+                stop_reason = "converged"
+                break
+            if elapsed >= cfg.budget_s:
+                stop_reason = "budget"
+                break
+        return samples, stop_reason, time.perf_counter() - started
+
+    def _rounds(self, events: dict, started: float) -> int:
+        """Up to BATCH rounds, every variant once a round between its events (A B A B), some
+        sampled rounds' outputs checksummed; the rounds run."""
+        rounds = 0
+        for i in range(BATCH):
+            for name, fn in self.variants.items():
+                self.before(name)
+                _timed(self.backend, fn, *events[name][i])
+                if name == "submission" and self.sums.now():
+                    self.sums.take(self.last_set())
+            rounds += 1
+            if self.backend.measures and time.perf_counter() - started >= self.cfg.hard_budget_s:
+                break
+        self._synchronize()
+        return rounds
+
+    def verify_calls(self) -> None:
+        """A few more calls of every set, untimed, each output checksummed: with the sampled
+        rounds' checks, a launcher that does less on some calls shows, whichever calls those are."""
+        for _ in range(VERIFY_CALLS):
+            for _ in self.sets:
+                self.before("submission")
+                self.submission()
+                self.sums.take(self.last_set())
 
 
 class _Untouched:
