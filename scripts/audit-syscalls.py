@@ -42,9 +42,9 @@ def main() -> int:
     report = {}
     for name in args.samples:
         r = grade_submission(ROOT / "submissions" / "bias_gelu_fused" / name, rubric=rubric, backend=args.backend, audit_syscalls=True)
-        seen = r.sandbox.get("audit", {})
+        seen = r.sandbox.audit if r.sandbox else {}
         report[name] = {"status": r.status, "correct": r.correct, "fraction": r.fraction, "syscalls": seen,
-                        "opened": r.sandbox.get("audit_open_paths", []),
+                        "opened": r.sandbox.audit_open_paths if r.sandbox else [],
                         "outside_policy": sorted(set(seen) - policy)}
         print(f"== {name}: {r.status}, correct {r.correct}, fraction {r.fraction}")
         print("   " + ", ".join(f"{k} {v}" for k, v in seen.items()))

@@ -4,9 +4,10 @@
 - docs/samples.md: every sample of every exercise with what it is and the outcome its manifest
   expects on each backend (from submissions/<exercise>/manifest.yaml);
 - docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/schema.py);
-- docs/cli.md: every command's --help (from grader/cli/).
+- docs/cli.md: every command's --help (from grader/cli/);
+- docs/result-json.md: every key of result.json (from the dataclasses of grader/core/results.py).
 
-Run `python scripts/docs.py` after changing a manifest, the rubric schema or a command;
+Run `python scripts/docs.py` after changing a manifest, the rubric schema, a command or a result part;
 `python scripts/docs.py --check` (tests/test_docs.py) fails, naming the file, when one is stale.
 """
 
@@ -64,6 +65,76 @@ def rubric_keys_md() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _field_comments(path: Path) -> dict[tuple[str, str], str]:
+    """(class, field) -> the comment on that field's line in a module of dataclasses."""
+    import ast
+    import io
+    import tokenize
+
+    text = path.read_text(encoding="utf-8")
+    comments = {tok.start[0]: tok.string.lstrip("# ").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(text).readline) if tok.type == tokenize.COMMENT}
+    found = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    line = next((n for n in range(item.lineno, (item.end_lineno or item.lineno) + 1) if n in comments), None)
+                    if line is not None:
+                        found[(node.name, item.target.id)] = comments[line]
+    return found
+
+
+def result_json_md() -> str:
+    """Every key of result.json, from the dataclasses it is written from (grader/core/results.py)."""
+    import dataclasses
+    import typing
+
+    from grader.core import results
+    from grader.core.typed import type_hints
+
+    comments = {**_field_comments(ROOT / "grader" / "core" / "contract.py"),
+                **_field_comments(ROOT / "grader" / "core" / "results.py")}
+
+    def inner(tp):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType) and len(args) == 1:
+            return inner(args[0])
+        if typing.get_origin(tp) is list and args and dataclasses.is_dataclass(args[0]):
+            return args[0]
+        return tp if dataclasses.is_dataclass(tp) else None
+
+    def shown(tp) -> str:
+        text = getattr(tp, "__name__", None) if not typing.get_args(tp) else None
+        return (text or str(tp).replace("typing.", "").replace("grader.core.results.", "")
+                .replace("grader.core.contract.", "")).replace("|", "or")
+
+    rows = [GENERATED.format(source="grader/core/results.py"), "# result.json\n",
+            f"What `grader submit --json-out` and every report folder's result.json hold (schema "
+            f"`{results.SCHEMA}`), key by key. A part that is null was not reached (a grade that stopped "
+            "before its child ran has no `sandbox`).\n"]
+    seen: set[type] = set()
+    queue = [("", results.Result)]
+    while queue:
+        prefix, cls = queue.pop(0)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        doc = " ".join((cls.__doc__ or "").split())
+        rows += [f"\n## `{prefix or 'result'}` ({cls.__name__})\n", doc + "\n" if doc and not doc.startswith(cls.__name__ + "(") else "",
+                 "| key | type | what it means |", "| --- | --- | --- |"]
+        hints = type_hints(cls)
+        owners = {f.name: next(c.__name__ for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {}))
+                  for f in dataclasses.fields(cls)}
+        for f in dataclasses.fields(cls):
+            note = comments.get((owners[f.name], f.name), "")
+            rows.append(f"| `{f.name}` | {shown(hints[f.name])} | {note.replace('|', '/')} |")
+            sub = inner(hints[f.name])
+            if sub is not None:
+                queue.append((f"{prefix + '.' if prefix else ''}{f.name}", sub))
+    return "\n".join(r for r in rows if r != "") + "\n"
+
+
 def cli_md() -> str:
     from click.testing import CliRunner
 
@@ -79,7 +150,8 @@ def cli_md() -> str:
     return "\n".join(parts)
 
 
-FILES = {"docs/samples.md": samples_md, "docs/rubric-keys.md": rubric_keys_md, "docs/cli.md": cli_md}
+FILES = {"docs/samples.md": samples_md, "docs/rubric-keys.md": rubric_keys_md, "docs/cli.md": cli_md,
+         "docs/result-json.md": result_json_md}
 
 
 def main() -> int:

@@ -319,11 +319,12 @@ def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_pat
     from grader.batch.classreport import BIN, write_class_report
     from grader.batch.grading import Graded
     from grader.batch.inputs import Entry
-    from grader.core.results import DiagnosisEntry, FindingEntry
+    from grader.core.results import DeviceSummary, DiagnosisEntry, FindingEntry, FloorSummary
 
     def graded(name, **kw):
         r = Result(exercise="e", submission={"path": name, "sha256": "0" * 64}, backend="cuda", status="graded",
-                   grader_version="t", device={"name": "NVIDIA H200"}, floor={"gbps": 3700.0}, **kw)
+                   grader_version="t", device=DeviceSummary(name="NVIDIA H200"),
+                   floor=FloorSummary("copy_vec4", 3700.0), **kw)
         return Graded(Entry(name, Path(name + ".cu")), r)
 
     compile_error = graded("carl")

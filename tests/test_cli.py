@@ -193,7 +193,7 @@ def test_cuda_backend_without_gpu_is_infrastructure_exit_4(tmp_path):
                "--report-dir", str(tmp_path))
     doc = json.loads(r.output)
     assert r.exit_code == 4 and doc["status"] == "infrastructure_error" and doc["backend"] == "cuda"
-    assert doc["build"] == {} and "build_s" not in doc["phases"] and "nothing was compiled" in doc["message"]
+    assert doc["build"] is None and "build_s" not in doc["phases"] and "nothing was compiled" in doc["message"]
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "infrastructure_error"
 
 

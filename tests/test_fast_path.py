@@ -92,11 +92,11 @@ def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_st
     samples = ROOT / "submissions" / "bias_gelu_fused"
     cores = len(os.sched_getaffinity(0))
     every = grade_submission(samples / "float4_launcher.cu", rubric=rubric, backend="emulator")
-    assert every.correct and every.sandbox["emulator_threads"] == cores
+    assert every.correct and every.sandbox.emulator_threads == cores
     one = grade_submission(samples / "float4_launcher.cu", rubric=rubric, backend="emulator", emulator_threads=1)
-    assert one.correct and one.sandbox["emulator_threads"] == 1
+    assert one.correct and one.sandbox.emulator_threads == 1
     atomics = grade_submission(ROOT / "submissions" / "gelu_sum" / "atomic_add.cu", rubric=load_exercise("gelu_sum"),
                                backend="emulator")
-    assert atomics.correct and atomics.sandbox["emulator_threads"] == 1
+    assert atomics.correct and atomics.sandbox.emulator_threads == 1
     skipping = grade_submission(samples / "skipped_rows.cu", rubric=rubric, backend="emulator")
-    assert skipping.correct is False and skipping.sandbox["emulator_threads"] == cores
+    assert skipping.correct is False and skipping.sandbox.emulator_threads == cores

@@ -67,7 +67,7 @@ def test_timing_of_a_good_kernel(rubric):
     assert t.floor_gbps == max(c.gbps for c in t.copies if c.kind in rubric.timing.floor)
     assert {c.kind for c in t.copies} == {"copy_scalar", "copy_vec4", "memcpy"}
     assert t.chain_ms and t.chain_ms > t.submission_ms
-    assert r.device["before"] and r.device["after"] and r.device["name"]
+    assert r.device.before and r.device.after and r.device.name
     assert all(c.passed for c in r.cases if c.kind == "timed") and len([c for c in r.cases if c.kind == "timed"]) == 2
 
 

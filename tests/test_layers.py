@@ -126,3 +126,39 @@ def test_an_upward_import_is_found():
 def test_the_circle_finder_finds_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_pipeline_writes_a_result():
+    """A step returns what it built (a Stop, a Verdict, a BuildSummary...) and grade/pipeline.py puts
+    it into the Result: no other module assigns a Result's field, adds to one, or stops it. A
+    variable holding a Result is called result or r throughout."""
+    import dataclasses
+
+    from grader.core.results import Result
+
+    fields = {f.name for f in dataclasses.fields(Result)}
+    allowed = {PACKAGE / "grade" / "pipeline.py", PACKAGE / "core" / "results.py"}
+    found = []
+    for p in PACKAGE.rglob("*.py"):
+        if p in allowed:
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            targets = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                f = node.func
+                if f.attr in ("stop", "end") and isinstance(f.value, ast.Name) and f.value.id in ("result", "r"):
+                    found.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: {f.value.id}.{f.attr}()")
+                if (f.attr in ("append", "extend", "update", "setdefault") and isinstance(f.value, ast.Attribute)
+                        and isinstance(f.value.value, ast.Name) and f.value.value.id in ("result", "r")
+                        and f.value.attr in fields):
+                    targets = [f.value]
+            for t in targets:
+                while isinstance(t, (ast.Subscript, ast.Attribute)) and not (
+                        isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)):
+                    t = t.value
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("result", "r")
+                        and t.attr in fields):
+                    found.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: writes {t.value.id}.{t.attr}")
+    assert not found, "\n".join(found)

@@ -98,7 +98,7 @@ def test_a_memory_hog_does_not_disturb_the_grader_or_a_grade_beside_it(rubric):
         honest = pool.submit(grade_submission, SUBMISSIONS / "device_helper.cu", rubric=rubric, backend="emulator")
         hog, honest = hog.result(), honest.result()
     assert hog.status == "crashed" and "host_memory_exceeded" in hog.flags, hog.message
-    assert hog.sandbox["peak_rss_mib"] <= hog.sandbox["rss_at_load_mib"] + rubric.limits.host_memory_mib + 64
+    assert hog.sandbox.peak_rss_mib <= hog.sandbox.rss_at_load_mib + rubric.limits.host_memory_mib + 64
     assert honest.status == "graded" and honest.correct, honest.message
     # The hog took over host_memory_mib (2 GiB) in its child; none of it may be the grader's. The
     # grader's own float64 references for two grades at once move its RSS by a few hundred MiB

@@ -16,7 +16,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from grader.cli import cli
 from grader.platforms import classroom, github, gradescope, junit, prairielearn
 from grader.platforms.scoring import score
-from grader.core.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SourceNote, TimingResult
+from grader.core.results import CaseResult, CopyTiming, DiagnosisEntry, Result, SandboxSummary, SourceNote, TimingResult
 from conftest import ROOT, SUBMISSIONS
 
 
@@ -128,7 +128,7 @@ def test_verdict_annotations_for_graded_results():
     (bad,) = github.annotations(make("incorrect"))
     assert bad.startswith("::error file=kernel.cu,title=incorrect::") and "bias_missing" in bad
     unguarded = make("gold")
-    unguarded.sandbox = {"seccomp": False, "seccomp_detail": "seccomp is unavailable here"}
+    unguarded.sandbox = SandboxSummary(seccomp=False, seccomp_detail="seccomp is unavailable here")
     assert any(a.startswith("::warning title=sandbox::") for a in github.annotations(unguarded))
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from grader.run.child import replay
 from grader.run.child.backends import Backend, LaunchOutcome, Region
-from grader.run.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, recording_refusals, relocate
+from grader.run.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, relocate
+from grader.run.replaying import recording_refusals
 from grader.core.contract import RecordedOp, Recording
 
 
@@ -222,6 +223,43 @@ def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise,
         if recorded[: len(measured)] != measured else len(measured)
     checks = next(i for i, k in enumerate(measured) if k.startswith("timed"))
     assert checks == len(job.cases) * (1 if job.order_exact else 2) and first_difference > checks
+
+
+class _Kept:
+    """A sender that keeps every frame it is given (a fake's outputs are empty)."""
+
+    def __init__(self):
+        self.frames = []
+        self.channel = self
+
+    def send(self, *args, **_kw):
+        self.frames.append(args[1] if len(args) == 3 else args[0])
+
+
+def test_a_timing_sends_its_samples_then_every_set_and_a_launch_too_slow_to_sample_only_set_0(monkeypatch):
+    from grader.core.contract import CaseFrame, TimingFrame
+    from grader.run.child import timing, worker
+
+    monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)
+    job = _job()
+    job.timing = dataclasses.replace(job.timing, max_samples=60, budget_s=0.05, min_samples=20)
+    sets = [c.name for c in job.timed_cases]
+    fake, kept = _Fake(True), _Kept()
+    timing.run_timing(fake, job, worker.InputFiles([]), kept)
+    frame = kept.frames[0]
+    assert isinstance(frame, TimingFrame) and frame.stop_reason in ("converged", "budget", "max_samples")
+    assert len(frame.samples_ms["submission"]) >= 20 and set(frame.samples_ms) >= {"submission", *job.timing.floor}
+    assert [f.case for f in kept.frames[1:] if isinstance(f, CaseFrame)] == sets
+    assert frame.skipped == []
+
+    slow, kept = _Fake(True), _Kept()
+    slow.elapsed_ms = lambda start, end: 1000.0 * (job.timing.slow_launch_s + 1)
+    timing.run_timing(slow, job, worker.InputFiles([]), kept)
+    frame = kept.frames[0]
+    assert isinstance(frame, TimingFrame) and frame.stop_reason == "too_slow"
+    assert all(len(v) == 1 for v in frame.samples_ms.values()) and frame.skipped == sets[1:]
+    assert [f.case for f in kept.frames[1:] if isinstance(f, CaseFrame)] == sets[:1]
+    assert slow.calls.count(job.timed_cases[0].launch.key) == 1 and len(slow.calls) == 1
 
 
 def test_the_recorders_job_names_no_input_file():

@@ -1,5 +1,5 @@
 from grader.report.files import chart, render_html, render_markdown, render_text
-from grader.core.results import CaseResult, CopyTiming, DiagnosisEntry, Result, TimingResult
+from grader.core.results import CaseResult, CopyTiming, DeviceSummary, DiagnosisEntry, Result, TimingResult
 
 
 def graded(tier="gold", fraction=0.97):
@@ -13,7 +13,7 @@ def graded(tier="gold", fraction=0.97):
                      informational_fraction=1.49, chain_ms=0.09, chain_gbps=3728.0, chain_bytes=335544320, chain_title="biasGeluFused + addResidual")
     return Result(exercise="bias_gelu_fused", submission={"path": "s.cu", "sha256": "ab" * 32}, backend="cuda",
                   status="graded", grader_version="0.1.0", correct=True, tier=tier, fraction=fraction,
-                  fraction_ci=t.fraction_ci, gbps=t.submission_gbps, timing=t, device={"name": "NVIDIA H200"},
+                  fraction_ci=t.fraction_ci, gbps=t.submission_gbps, timing=t, device=DeviceSummary(name="NVIDIA H200"),
                   cases=[CaseResult("lesson 101x97", [101, 97], "lesson", 0, True, 0, 9797, 0, None, 1e-7, 1e-7)],
                   feedback="Well done.")
 

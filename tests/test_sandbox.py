@@ -210,7 +210,7 @@ def test_a_child_imports_numpy_before_the_wall_and_prints_nothing_of_its_own():
     result = grade_submission("submissions/bias_gelu_fused/scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"),
                               backend="emulator")
     assert result.status == "graded" and result.correct
-    assert result.output["stderr"] == "" and result.output["stdout"] == ""
+    assert result.output.stderr == "" and result.output.stdout == ""
 
 
 def test_after_the_childs_preload_the_stopping_rule_opens_and_imports_nothing():

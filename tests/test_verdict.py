@@ -32,9 +32,12 @@ def reference_for(case, rubric):
 
 
 def read_run(run, cases, refs, rubric, build, path, result):
-    from grader.verdict import read_run as read
+    """The verdict step and its assembly into result, as the pipeline does them."""
+    from grader.core.backend import named
+    from grader.grade.pipeline import take_verdict
+    from grader.verdict import judge_run
 
-    read(run, cases, refs, rubric, load_reference(rubric), build, path, result)
+    take_verdict(result, judge_run(run, cases, refs, rubric, load_reference(rubric), build, path, named(result.backend)))
 
 
 def output_frame(case, ref, pad, corrupt=False):

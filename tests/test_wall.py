@@ -58,7 +58,10 @@ def computed(name: str, signature: str, call: str) -> str:
 def run_unscreened(path: Path, rubric, backend: str) -> Result:
     """Grade path as grade_submission would, minus every screen (tests only)."""
     from grader import verdict
+    from grader.core.backend import named
+    from grader.core.results import OutputSummary
     from grader.exercises import load_reference
+    from grader.grade.pipeline import take_verdict
     from grader.core.locations import cache_root
     from grader.exercises.data import materialize
     from grader.grade.jobs import child_job
@@ -80,10 +83,10 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
         job = for_recorder(job)
     with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:
         run = worker.run(job, time_limit_s=60)
-    result.output = {"stdout": run.stdout.text(), "stderr": run.stderr.text()}
+    result.output = OutputSummary(stdout=run.stdout.text(), stderr=run.stderr.text())
     references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),
                                                      cache_root())) for c in cases}
-    verdict.read_run(run, cases, references, rubric, reference, build, path, result)
+    take_verdict(result, verdict.judge_run(run, cases, references, rubric, reference, build, path, named(backend)))
     return result
 
 
@@ -176,11 +179,11 @@ def test_wall_stops_payload_on_the_gpu(name, rubric, write_cu, parent_watch):
 def test_an_honest_kernel_runs_inside_the_wall(rubric, write_cu):
     result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
     assert result.status == "graded" and result.correct, result.message
-    assert result.sandbox["seccomp"] is True, result.sandbox
+    assert result.sandbox.seccomp is True, result.sandbox
     if os.geteuid() == 0:
-        assert result.sandbox["privileges"] == "dropped from root to uid 65534", result.sandbox
-    assert result.sandbox["host_memory_mib"] == rubric.limits.host_memory_mib
-    assert "launching 101 x 97" in result.output["stdout"]
+        assert result.sandbox.privileges == "dropped from root to uid 65534", result.sandbox
+    assert result.sandbox.host_memory_mib == rubric.limits.host_memory_mib
+    assert "launching 101 x 97" in result.output.stdout
 
 
 def test_guard_reports_are_parsed_and_explained():

@@ -147,10 +147,10 @@ def resolve(log: list[LaunchRecord], *, timed_shape: bool, library: Path | None,
     return launches
 
 
-def sm_count(arch: str, device: dict) -> int | None:
+def sm_count(arch: str, measured: int | None) -> int | None:
     """The GPU's SMs: as the run measured them, else the arch's flagship part."""
-    if device.get("sms"):
-        return int(device["sms"])
+    if measured:
+        return int(measured)
     limits = ARCH_LIMITS.get(arch)
     return limits.sms if limits else None
 

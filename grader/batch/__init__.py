@@ -1,5 +1,7 @@
 """Grading a class as an instructor does: find each student's submission (inputs), grade them
-with resume (grading, store), and write the class's tables (outputs)."""
+with resume (grading, store), and write the class's tables (outputs), the class report
+(classreport), a sample folder against its manifest (manifest), on Slurm (slurm, merge). It
+imports every layer below it (grade, report, platforms and theirs); only the CLI imports it."""
 
 from __future__ import annotations
 

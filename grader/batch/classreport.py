@@ -94,8 +94,8 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
         rows.append(_row(g, outcome, folder))
         if r.fraction is not None and r.correct:          # an incorrect kernel's speed means nothing
             fractions.append((r.fraction, who))
-        if r.floor and r.floor.get("gbps"):
-            floors.setdefault(r.device.get("name", "GPU"), []).append(r.floor["gbps"])
+        if r.floor is not None and r.floor.gbps:
+            floors.setdefault(r.device.name or "GPU", []).append(r.floor.gbps)
         for d in r.diagnosis:
             diag.setdefault(d.code, []).append(who)
         for f in r.findings:

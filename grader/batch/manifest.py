@@ -108,8 +108,8 @@ def judge(exp: Expectation, result: Result) -> list[str]:
         problems.append(f"an attack bought {result.tier} (fraction {result.fraction})")
     if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
-    if exp.output_capped and not result.output.get("dropped_bytes"):
-        problems.append(f"output not capped ({result.output.get('stdout_bytes')} bytes kept)")
+    if exp.output_capped and not result.output.dropped_bytes:
+        problems.append(f"output not capped ({result.output.stdout_bytes} bytes kept)")
     if exp.must_not_create and Path(exp.must_not_create).exists():
         problems.append(f"SIDE EFFECT: {exp.must_not_create} exists: the payload ran")
     for flag in exp.flags:
@@ -120,9 +120,9 @@ def judge(exp: Expectation, result: Result) -> list[str]:
     if exp.findings is not None:
         got = sorted({f.code for f in result.findings})
         if got != sorted(exp.findings):
-            why = result.build.get("sass") if isinstance(result.build.get("sass"), str) else ""
+            why = result.sass.unavailable if result.sass is not None else ""
             problems.append(f"findings {got or 'none'}, expected {sorted(exp.findings) or 'none'} {why}".strip())
-    peak = result.sandbox.get("peak_rss_mib")
+    peak = result.sandbox.peak_rss_mib if result.sandbox is not None else None
     if exp.max_host_memory_mib is not None and peak is not None and peak > exp.max_host_memory_mib:
         problems.append(f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}")
     return problems

@@ -36,7 +36,7 @@ def summary_row(g: Graded) -> dict:
         "fraction_high": f"{ci[1]:.4f}" if ci[1] is not None else "",
         "gbps": f"{r.gbps:.1f}" if r.gbps is not None else "",
         "diagnosis": " ".join(d.code for d in r.diagnosis), "flags": " ".join(r.flags),
-        "message": r.message, "backend": r.backend, "gpu": r.device.get("name", "") if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
+        "message": r.message, "backend": r.backend, "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
         "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused),
     }
 

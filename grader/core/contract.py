@@ -201,13 +201,35 @@ class Output:
 
 
 @dataclass
+class ChildSandbox:
+    """What took effect inside a child, as the child reports it (claimed, like every byte from a
+    process that may run student code; the parent measures the child's peak memory itself)."""
+
+    seccomp: bool = False                        # the system-call filter is installed on every thread
+    seccomp_detail: str = ""                     # how, or why not
+    filter_instructions: int = 0
+    filter_install_ms: float = 0.0
+    privileges: str = ""                         # "unprivileged uid 1000", "dropped from root to uid 65534"
+    device_heap_bytes: int | None = None         # the device malloc heap it set (None: could not)
+    host_memory_mib: int | None = None           # its host-memory allowance over what it held (RLIMIT_DATA)
+    host_memory_base_mib: int | None = None      # what it held when the cap was set
+    host_memory_lowered_to_mib: int | None = None   # an inherited hard limit left less than the allowance
+    host_memory_problem: str = ""
+    gpu_memory_free_bytes: int | None = None
+    gpu_memory_total_bytes: int | None = None
+    rss_at_load_mib: int | None = None           # resident before the submission's library was loaded
+    submission_load_ms: float | None = None
+    emulator_threads: int | None = None          # the OS threads an emulated launch runs on
+
+
+@dataclass
 class HelloFrame:
     backend: str = ""
     pid: int = 0
     t: float = 0.0
     ready_t: float = 0.0
     job_t: float = 0.0
-    sandbox: dict = field(default_factory=dict)
+    sandbox: ChildSandbox = field(default_factory=ChildSandbox)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.core.contract import ChildSandbox
 from grader.core.errors import Exit
 from grader.core.typed import from_data
 
@@ -28,18 +29,18 @@ STATUS_TEXT = {
 
 @dataclass
 class CaseResult:
-    name: str
-    shape: list[int]
-    pattern: str
-    seed: int
+    name: str                               # the case as the rubric names it
+    shape: list[int]                        # its dimensions' values
+    pattern: str                            # its inputs: random, lesson, or an exercise's pattern
+    seed: int                               # the generator's seed (a private run's is its own)
     passed: bool | None            # None: not run (an earlier case stopped the process)
-    bad: int = 0
-    total: int = 0
-    unwritten: int = 0
-    first_mismatch: dict | None = None
-    max_abs_error: float | None = None
+    bad: int = 0                            # elements wrong
+    total: int = 0                          # elements checked
+    unwritten: int = 0                      # elements never written (still the poison)
+    first_mismatch: dict | None = None      # at, got, want
+    max_abs_error: float | None = None      # against the float64 reference
     max_rel_error: float | None = None
-    note: str = ""
+    note: str = ""                          # why not run, or what stopped it
     kind: str = "check"            # check | chain | timed
 
 
@@ -83,10 +84,10 @@ class MistakeMap:
 
 @dataclass
 class DiagnosisEntry:
-    code: str
-    message: str
-    advice: str
-    case: str = ""
+    code: str                               # the rubric's diagnosis code (tanh_gelu, bias_by_row, ...)
+    message: str                            # what the outputs show
+    advice: str                             # the rubric's advice for it
+    case: str = ""                          # the first case that showed it
 
 
 @dataclass
@@ -98,6 +99,17 @@ class SourceNote:
     line: int | None
     title: str
     message: str
+
+
+@dataclass
+class Stop:
+    """Why a grade ends before it is graded (a status other than graded, in the student's terms),
+    as the step that found it returns it; the pipeline ends the Result with it (Result.end)."""
+
+    status: str
+    message: str
+    notes: list[SourceNote] = field(default_factory=list)    # where in the file, for CI annotations
+    flags: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -152,20 +164,20 @@ class TimingResult:
     shape: list[int]                   # the timed dimensions' values
     kernel: str                        # the exercise's kernel, for tables
     byte_model: str                    # the byte model in words
-    bytes_moved: int
-    samples: int
-    stop_reason: str
-    seconds: float
-    submission_ms: float
+    bytes_moved: int                        # by the byte model at the timed shape
+    samples: int                            # rounds timed (A B A B against the floor copies)
+    stop_reason: str                        # converged, max_rounds, time_budget, too_slow
+    seconds: float                          # the timing's wall time
+    submission_ms: float                    # median of the rounds
     submission_gbps: float
-    floor_kind: str
+    floor_kind: str                         # the fastest copy, the floor
     floor_gbps: float
-    copies: list[CopyTiming]
-    fraction: float
-    fraction_ci: list[float]
-    informational_kind: str
+    copies: list[CopyTiming]                # every copy timed beside the submission
+    fraction: float                         # floor time / submission time (from the rounds' medians)
+    fraction_ci: list[float]                # bootstrap 95% interval
+    informational_kind: str                 # a second copy, for comparison only
     informational_fraction: float
-    chain_ms: float | None
+    chain_ms: float | None                  # the lesson's chain (this kernel then the next), where the exercise has one
     chain_gbps: float | None
     chain_bytes: int | None = None
     chain_title: str = ""
@@ -175,36 +187,119 @@ class TimingResult:
 
 
 @dataclass
+class BuildSummary:
+    """The submission's build, as result.json's `build` (grade/steps.py)."""
+
+    ok: bool = False
+    cached: bool = False               # the library came from the build cache
+    seconds: float = 0.0
+    compiler: str = ""                 # the compiler's version line
+    resources: list[dict] = field(default_factory=list)   # per kernel: registers, spills, shared memory (ptxas)
+    messages: list[dict] = field(default_factory=list)    # the compiler's errors and warnings, located
+
+
+@dataclass
+class SassSummary:
+    """What the submission's compiled code shows, kernel by kernel (the findings step)."""
+
+    kernels: dict = field(default_factory=dict)   # kernel -> its facts (analysis/sass.py), `launched` among them
+    unavailable: str = ""              # why there are none: the tool is missing, the object unreadable
+
+
+@dataclass
+class DeviceSummary:
+    """The machine a grade ran on (the pipeline): the GPU as its timing read it, the children's GPU,
+    the GPU's state before and after, and the compiler."""
+
+    name: str = ""                     # the GPU's name ("" without a timing)
+    capability: str = ""
+    sms: int | None = None
+    l2_bytes: int | None = None
+    memory_bytes: int | None = None
+    cuda_runtime: str = ""
+    gpu: str | None = None             # the CUDA_VISIBLE_DEVICES entry the children saw
+    before: dict | None = None         # nvidia-smi's reading before the grade and after it (gpuinfo.py)
+    after: dict | None = None
+    compiler: str = ""                 # nvcc's version line, or the host compiler's (the emulator)
+
+
+@dataclass
+class PrivateInputs:
+    """Where a GPU grade's random cases came from (exercises/pool.py)."""
+
+    private: bool = True
+    drawn_ahead: bool = False          # by the detached process, before this grade started
+    batch: bool = False                # one store for a whole batch (or `grader samples`)
+    about: str = ("random cases drawn from a seed chosen for this run, never shown to a process that runs "
+                  "the submission's code")
+
+
+@dataclass
+class SandboxSummary(ChildSandbox):
+    """The protections in force: what the judged child reports (ChildSandbox, claimed), and what the
+    parent saw and measured itself."""
+
+    peak_rss_mib: int | None = None    # the child's peak resident memory (the parent's wait4)
+    audit: dict = field(default_factory=dict)            # audit mode: system call -> times seen
+    audit_open_paths: list[str] = field(default_factory=list)
+    inputs: PrivateInputs | None = None
+    recorder: ChildSandbox | None = None   # a GPU grade's recording child (the measuring one is the above)
+    lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
+
+
+@dataclass
+class OutputSummary:
+    """What the submission printed (the recorder's host code, then the measuring process's device
+    printf), head and tail kept under the rubric's cap."""
+
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    dropped_bytes: int = 0
+
+
+@dataclass
+class FloorSummary:
+    """The copy floor the fraction is of (the timing's verdict)."""
+
+    kind: str
+    gbps: float
+    copies: dict = field(default_factory=dict)    # copy kind -> GB/s
+
+
+@dataclass
 class Result:
-    exercise: str
-    submission: dict
-    backend: str
-    status: str
-    grader_version: str
-    correct: bool | None = None
-    tier: str | None = None
-    borderline: bool = False
-    fraction: float | None = None
-    fraction_ci: list[float] | None = None
-    gbps: float | None = None
-    floor: dict | None = None
-    cases: list[CaseResult] = field(default_factory=list)
-    diagnosis: list[DiagnosisEntry] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
-    device: dict = field(default_factory=dict)
+    exercise: str                           # the rubric's exercise name
+    submission: dict                        # path and sha256 of the file graded
+    backend: str                            # cuda or emulator
+    status: str                             # graded, compile_error, rejected, crashed, timeout, infrastructure_error
+    grader_version: str                     # the grader that wrote this
+    correct: bool | None = None             # every check passed (None: not graded)
+    tier: str | None = None                 # gold, silver, below (None: not timed, or not correct)
+    borderline: bool = False                # the 95% interval straddles a tier's threshold
+    fraction: float | None = None           # of the copy floor (timing.fraction)
+    fraction_ci: list[float] | None = None  # its 95% interval, [low, high]
+    gbps: float | None = None               # the submission's effective bandwidth at the timed shape
+    floor: FloorSummary | None = None       # what the fraction is of
+    cases: list[CaseResult] = field(default_factory=list) # every check, the chain and the timed sets' verification
+    diagnosis: list[DiagnosisEntry] = field(default_factory=list) # what the wrong outputs look like, named
+    flags: list[str] = field(default_factory=list) # exceeds_copy_floor, too_slow_to_time, screened_out, blocked_by_sandbox, ...
+    device: DeviceSummary = field(default_factory=DeviceSummary) # the machine
     message: str = ""                  # the one-paragraph verdict for anything not graded
     feedback: str = ""                 # the rubric's text for the tier, or why no tier
-    build: dict = field(default_factory=dict)
-    timing: TimingResult | None = None
-    output: dict = field(default_factory=dict)
-    phases: dict = field(default_factory=dict)     # wall seconds of build, child run, checking
-    sandbox: dict = field(default_factory=dict)    # the protections in force in the child (seccomp, limits...)
+    build: BuildSummary | None = None       # the submission's build (None: not built)
+    sass: SassSummary | None = None         # what its compiled code shows (graded kernels only)
+    timing: TimingResult | None = None      # the measurement (a correct kernel on a GPU)
+    output: OutputSummary = field(default_factory=OutputSummary) # what the submission printed
+    phases: dict[str, float] = field(default_factory=dict)   # wall seconds of the build, the children, checking
+    sandbox: SandboxSummary | None = None                     # None: no child said what was in force
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
     launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
     maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
-    seconds: float = 0.0
-    schema: str = SCHEMA
+    seconds: float = 0.0                    # the whole grade's wall time
+    schema: str = SCHEMA                    # grader.result/1
 
     def stop(self, status: str, message: str) -> None:
         """Mark this result as not graded (compile error, rejected, crashed, timeout...), saying why."""
@@ -213,6 +308,12 @@ class Result:
         self.status = status
         self.message = message
         self.correct = None
+
+    def end(self, stop: Stop) -> None:
+        """End this result with what a step found (its status, message, notes and flags)."""
+        self.stop(stop.status, stop.message)
+        self.notes += stop.notes
+        self.flags += [f for f in stop.flags if f not in self.flags]
 
     @property
     def exit_code(self) -> int:

@@ -5,6 +5,10 @@
 The core knows tensors and dimensions; everything an exercise means lives in these files.
 Exercises are found in the grader's own rubrics folder and in every folder listed in
 GRADER_EXERCISES (os.pathsep-separated), each laid out as rubrics/ and reference/ side by side.
+
+The package: the rubric's schema and its loader and checks (schema.py, rubric.py), the cases
+a rubric asks for (plan.py), their inputs and float64 answers (data.py), and the store of a
+run's cases, drawn ahead or shared by a batch (pool.py). It imports core only.
 """
 
 from __future__ import annotations

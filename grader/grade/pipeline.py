@@ -8,13 +8,15 @@ a missing file, a bad rubric, a machine without the tools.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
 from grader.toolchain import gpuinfo
@@ -22,18 +24,22 @@ from grader.run import lanes
 from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_guard, build_reference
-from grader.core.contract import spread_threads
+from grader.core.contract import ChildSandbox, spread_threads
 from grader.core.backend import AUTO, Backend, named
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.exercises import load_reference
 from grader.exercises.plan import run_cases
 from grader.grade.jobs import child_job, draw_inputs
-from grader.core.results import Result, SourceNote
+from grader.core.results import (DeviceSummary, OutputSummary, PrivateInputs, Result, SandboxSummary, SassSummary,
+                                 SourceNote, Stop)
 from grader.exercises.rubric import Rubric
 from grader.run.replaying import record_then_replay
-from grader.run.sandbox import Worker
+from grader.run.sandbox import ChildRun, Worker
 from grader.core.source import Submission
-from grader.grade.steps import build_and_screen, vet_source
+from grader.grade.steps import build_and_screen, read_source, vet_source
+
+if TYPE_CHECKING:
+    from grader.verdict import Verdict
 
 Progress = Callable[[str], None]
 
@@ -78,13 +84,30 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
 
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen.name,
                     status="graded", grader_version=__version__)
-    try:
+    def grade() -> None:
         if chosen.on_gpu and not has_gpu:
             raise InfrastructureError(
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
         _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device,
                emulator_threads, inputs)
+
+    _whatever_happens(result, grade)
+    result.seconds = round(time.perf_counter() - started, 3)
+    _keep_cache_in_bounds(rubric)
+    if draw_ahead and chosen.private_cases and rubric.path and result.status != "infrastructure_error":
+        from grader.exercises.pool import start_drawing_ahead
+
+        start_drawing_ahead(rubric.path)
+    return result
+
+
+def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
+    """Run grade, which fills result; whatever it raises but the grader's own usage and rubric
+    errors, result ends valid: the machine's problem (a missing GPU, a full disk) or a bug of
+    ours, said as such (infrastructure_error)."""
+    try:
+        grade()
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
         result.stop("infrastructure_error", str(exc))
     except GraderError:
@@ -96,14 +119,6 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
             result.stop("infrastructure_error", "internal error in the grader (please report it): "
                         + "".join(traceback.format_exception_only(type(exc), exc)).strip()
                         + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
-    finally:
-        result.seconds = round(time.perf_counter() - started, 3)
-    _keep_cache_in_bounds(rubric)
-    if draw_ahead and chosen.private_cases and rubric.path and result.status != "infrastructure_error":
-        from grader.exercises.pool import start_drawing_ahead
-
-        start_drawing_ahead(rubric.path)
-    return result
 
 
 def _answers(case, rubric: Rubric, exercise, drawn, store):
@@ -137,153 +152,235 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
            guard_mode: str, device: str | None, emulator_threads: int = 0, shared=None) -> None:
-    has_gpu = reading is not None
-    sub = vet_source(p, rubric, result)
-    if sub is None:
-        return
-    arch = gpuinfo.arch(reading) if backend.on_gpu and has_gpu else os.environ.get("GRADER_CUDA_ARCH", "sm_90")
-    phases = result.phases
-    clock = time.perf_counter()
-    worker = recorder = None
-    if not backend.on_gpu or has_gpu:
-        # Started now so its imports and CUDA context overlap the build; it loads nothing of
-        # the student's until it is handed the job. On a GPU, two: the recorder, which runs the
-        # submission's host code, and the measuring process, which runs none (child/replay.py).
-        if backend.records_then_replays:
-            from grader.core.processes import close_to_children
-
-            close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
-            device = device or lanes.default_device()
-            recorder = Worker(backend=backend.name, output_cap=rubric.limits.output_cap_bytes,
-                              cpu_limit_s=rubric.limits.time_limit_s, device=device)
-        worker = Worker(backend=backend.name, output_cap=rubric.limits.output_cap_bytes,
-                        cpu_limit_s=rubric.limits.time_limit_s, device=device if backend.on_gpu else None,
-                        torch=backend.times and bool(rubric.timing.baseline),
-                        cpu_threads=1 if backend.on_gpu else spread_threads(emulator_threads))
-    pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
-    # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
-    # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
-    draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
-    # Imported only now, with the child already starting: numpy's import overlaps its start-up.
-    from grader import verdict
-    from grader.core.locations import cache_root
-    from grader.exercises.pool import Store
-
-    # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this
-    # process (exercises/plan.py): the emulator runs the student's host code beside the device
-    # code, so there they are the rubric's seeds, reproducible and public.
-    store = None
+    """Grade p into result: each step returns what it found and only this function (with
+    take_verdict) writes the Result."""
+    sub = read_source(p, rubric)
+    if isinstance(sub, Stop):
+        return result.end(sub)
+    result.submission["sha256"] = sub.sha256
+    stop = vet_source(p, sub, rubric)
+    if stop:
+        return result.end(stop)
+    run = _Run(p, rubric, backend, reading, say, guard_mode, device, emulator_threads)
     try:
-        exercise = load_reference(rubric)
-        if shared is not None and backend.private_cases and worker:
-            store = shared.get()
+        run.start(shared)
+        from grader import verdict          # numpy's import, with the children already starting
+
+        built = build_and_screen(p, sub, rubric, backend, run.arch, say)
+        result.phases["build_s"] = round(time.perf_counter() - run.started, 3)
+        result.build = built.summary
+        if built.stop:
+            return result.end(built.stop)
+        build, gpu_build = built.build, built.gpu_build
+        sass_future = run.pool.submit(_analyse_sass, gpu_build, sub, rubric) if gpu_build else None
+        if run.worker is None:
+            raise InfrastructureError(
+                f"{p.name} compiled for {run.arch}, but grading on the cuda backend needs an NVIDIA GPU and none "
+                "is visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
+        children = run.run_children(build, sub, result.phases)
+        result.output = _output_of(children.runs)
+        stop = _refused_by_replay(children.refusals, p) if children.refusals else None
+        if stop:
+            return result.end(stop)
+        clock = time.perf_counter()
+        judged = verdict.judge_run(children.judged, run.cases, run.references, rubric, run.exercise, build, p,
+                                   backend)
+        take_verdict(result, judged)
+        if result.sandbox is not None:
+            result.sandbox.inputs = run.private_inputs()
+            result.sandbox.recorder = children.recorder_sandbox
+            result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
+        result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
+                                before=reading if backend.on_gpu else None, after=children.after,
+                                compiler=build.compiler)
+        log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
+                                             {c.name for c in run.cases if c.timed})
+        result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
+                                           resources=(gpu_build or build).resources, arch=run.arch)
+        result.phases["check_s"] = round(time.perf_counter() - clock, 3)
+        if sass_future is not None and result.status == "graded":
+            result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
+    finally:
+        run.close()
+
+
+def _device(timing_read: dict, **seen) -> DeviceSummary:
+    """The machine: the GPU as the timing read it (the measuring process's claim: only the known
+    facts are kept) and what the parent saw."""
+    known = {f.name for f in dataclasses.fields(DeviceSummary)} - set(seen)
+    return DeviceSummary(**{k: v for k, v in timing_read.items() if k in known}, **seen)
+
+
+def take_verdict(result: Result, v: Verdict) -> None:
+    """The verdict's parts into the Result (the other half of the one place that writes it)."""
+    result.cases, result.maps, result.diagnosis = v.cases, v.maps, v.diagnosis
+    result.sandbox = v.sandbox
+    result.phases.update(v.phases)
+    result.flags += v.flags
+    if v.stop is not None:
+        result.end(v.stop)
+        return
+    result.correct, result.timing, result.floor = v.correct, v.timing, v.floor
+    result.tier, result.borderline, result.feedback = v.tier, v.borderline, v.feedback
+    if v.timing is not None:
+        result.fraction, result.fraction_ci, result.gbps = v.timing.fraction, v.timing.fraction_ci, v.timing.submission_gbps
+
+
+@dataclass
+class _Children:
+    """What the children's runs gave back: the run judged, every run (for their output), the
+    recorder's refusals and sandbox, and the GPU's state after them."""
+
+    judged: ChildRun
+    runs: list[ChildRun]
+    refusals: list[str] = field(default_factory=list)
+    recorder_sandbox: ChildSandbox | None = None
+    after: dict | None = None
+
+
+class _Run:
+    """One grade's moving parts: its children (started first, so that their imports and CUDA
+    context overlap the build), its thread pools, its store of cases with their inputs and
+    answers being drawn, and the reference and guard builds."""
+
+    def __init__(self, p: Path, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
+                 guard_mode: str, device: str | None, emulator_threads: int):
+        self.p, self.rubric, self.backend, self.say, self.guard_mode = p, rubric, backend, say, guard_mode
+        self.has_gpu = reading is not None
+        self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu
+                     else os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
+        self.device, self.emulator_threads = device, emulator_threads
+        self.started = time.perf_counter()
+        self.worker = self.recorder = self.store = None
+        self.pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
+        # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
+        # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
+        self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
+        self.inputs: dict = {}
+        self.references: dict = {}
+        self.cases: list = []
+
+    def start(self, shared) -> None:
+        """Start the children, then the reference and guard builds and the draws, beside the build."""
+        rubric, backend = self.rubric, self.backend
+        limits = rubric.limits
+        if not backend.on_gpu or self.has_gpu:
+            # It loads nothing of the student's until it is handed the job. On a GPU, two: the
+            # recorder, which runs the submission's host code, and the measuring process, which
+            # runs none (run/child/replay.py).
+            if backend.records_then_replays:
+                from grader.core.processes import close_to_children
+
+                close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
+                self.device = self.device or lanes.default_device()
+                self.recorder = Worker(backend=backend.name, output_cap=limits.output_cap_bytes,
+                                       cpu_limit_s=limits.time_limit_s, device=self.device)
+            self.worker = Worker(backend=backend.name, output_cap=limits.output_cap_bytes,
+                                 cpu_limit_s=limits.time_limit_s, device=self.device if backend.on_gpu else None,
+                                 torch=backend.times and bool(rubric.timing.baseline),
+                                 cpu_threads=1 if backend.on_gpu else spread_threads(self.emulator_threads))
+        # Imported only now, with the child already starting: numpy's import overlaps its start-up.
+        from grader.core.locations import cache_root
+        from grader.exercises.pool import Store
+
+        self.exercise = load_reference(rubric)
+        if self.worker is None:
+            return
+        # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this
+        # process (exercises/plan.py): the emulator runs the student's host code beside the device
+        # code, so there they are the rubric's seeds, reproducible and public.
+        if shared is not None and backend.private_cases:
+            self.store = shared.get()
+        elif backend.private_cases:
+            self.store = Store.for_gpu_run(cache_root(), rubric, self.exercise,
+                                           lambda s: run_cases(rubric, backend, s))
         else:
-            store = (Store.for_gpu_run(cache_root(), rubric, exercise, lambda s: run_cases(rubric, backend, s))
-                     if backend.private_cases and worker else Store(cache_root()))
-        reference_future = pool.submit(build_reference, backend=backend, arch=arch,
-                                       exercise_kernels=exercise.kernels) if worker else None
-        inputs = draw_inputs(draws, rubric, exercise, backend, store) if worker else {}
+            self.store = Store(cache_root())
+        self.reference = self.pool.submit(build_reference, backend=backend, arch=self.arch,
+                                          exercise_kernels=self.exercise.kernels)
+        self.inputs = draw_inputs(self.draws, rubric, self.exercise, backend, self.store)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
         # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
-        references = {c.name: draws.submit(_answers, c, rubric, exercise, inputs[c.name], store)
-                      for c in run_cases(rubric, backend, store.secret)} if worker else {}
-        guard_future = pool.submit(build_guard) if worker else None
-        built = build_and_screen(p, sub, rubric, backend, arch, result, say)
-        phases["build_s"] = round(time.perf_counter() - clock, 3)
-        if built is None:
-            return
-        build, gpu_build = built
-        sass_future = pool.submit(_analyse_sass, gpu_build, sub, rubric) if gpu_build else None
-        if worker is None:
-            raise InfrastructureError(
-                f"{p.name} compiled for {arch}, but grading on the cuda backend needs an NVIDIA GPU and none is "
-                "visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
-        job, cases = child_job(rubric, backend=backend, build=build, reference=reference_future.result(),
-                               guard=guard_future.result(), guard_mode=guard_mode, has_launcher=sub.has_launcher,
-                               emulator_threads=emulator_threads, store=store)
-        if store.secret is not None:
-            result.sandbox["inputs"] = {"private": True, "drawn_ahead": store.drawn_ahead, "batch": store.keep,
-                                        "about": "random cases drawn from a seed chosen for this run, never shown "
-                                                 "to a process that runs the submission's code"}
-        if backend.on_gpu:
-            result.device["before"] = reading
+        self.references = {c.name: self.draws.submit(_answers, c, rubric, self.exercise, self.inputs[c.name],
+                                                     self.store)
+                           for c in run_cases(rubric, backend, self.store.secret)}
+        self.guard = self.pool.submit(build_guard)
+
+    def private_inputs(self) -> PrivateInputs | None:
+        store = self.store
+        if store is None or store.secret is None:
+            return None
+        return PrivateInputs(drawn_ahead=store.drawn_ahead, batch=store.keep)
+
+    def run_children(self, build: BuildResult, sub: Submission, phases: dict) -> _Children:
+        """The child's job, its inputs on disk, then the children's run in the GPU's lane."""
+        rubric, backend = self.rubric, self.backend
+        job, self.cases = child_job(rubric, backend=backend, build=build, reference=self.reference.result(),
+                                    guard=self.guard.result(), guard_mode=self.guard_mode,
+                                    has_launcher=sub.has_launcher, emulator_threads=self.emulator_threads,
+                                    store=self.store)
         # The inputs are on disk before the child is told to start; the answers may still be
         # being computed while it runs.
         wait = time.perf_counter()
-        for f in inputs.values():
+        for f in self.inputs.values():
             f.result()
         phases["inputs_wait_s"] = round(time.perf_counter() - wait, 3)
-
         # The count the verdict will report: every case whose output comes back, and each check's chain.
-        checks = len(cases) + sum(1 for cj in job.cases if cj.chain is not None)
-        say(f"running {checks} checks{' and the timing' if backend.times else ''}"
-            f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
-        device_code = pool.submit(_device_code, build) if backend.records_then_replays else None
+        checks = len(self.cases) + sum(1 for cj in job.cases if cj.chain is not None)
+        self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
+                 f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
+        device_code = self.pool.submit(_device_code, build) if backend.records_then_replays else None
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
-        waited = worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
-        if recorder is not None:
-            waited = max(waited, recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
+        waited = self.worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
+        if self.recorder is not None:
+            waited = max(waited, self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
         phases["child_start_wait_s"] = round(waited, 3)
-        with lanes.gpu_lane(device) if backend.on_gpu else contextlib.nullcontext() as lane:
+        with lanes.gpu_lane(self.device) if backend.on_gpu else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
             clock = time.perf_counter()
-            # The lane is handed on once the child has sent everything, not when it has exited.
-            def handed_on() -> None:
+
+            def handed_on() -> None:     # the lane is handed on once the child has sent everything
                 lane.release()
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
-            if recorder is not None:
-                both = record_then_replay(recorder, worker, job, device_code=device_code.result(),
+            if self.recorder is not None:
+                both = record_then_replay(self.recorder, self.worker, job, device_code=device_code.result(),
                                           time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                           launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
                 phases["record_s"] = round(both.recorder.seconds, 3)
-                run = both.judged
+                out = _Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
+                                both.refusals, _hello_sandbox(both.recorder) if both.measurer else None)
             else:
-                both = None
-                run = worker.run(job, time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on if lane else None)
+                run = self.worker.run(job, time_limit_s=rubric.limits.time_limit_s,
+                                      on_sent=handed_on if lane else None)
+                out = _Children(run, [run])
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend.on_gpu:
-            result.device["gpu"] = device
-            result.device["after"] = gpuinfo.snapshot()
-        result.output = _output_of([both.recorder] + ([both.measurer] if both.measurer else []) if both else [run])
-        clock = time.perf_counter()
-        if both is not None and both.refusals:
-            _refused_by_replay(both.refusals, p, result)
-            return
-        if both is not None and both.measurer is not None:
-            _recorder_sandbox(both.recorder, result)
-        verdict.read_run(run, cases, references, rubric, exercise, build, p, result)
-        _note_lowered_limits(rubric, worker, result)
-        log, timed_shape = launches.pick_log([f.data for f in run.frames], {c.name for c in cases if c.timed})
-        result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
-                                           resources=(gpu_build or build).resources, arch=arch)
-        phases["check_s"] = round(time.perf_counter() - clock, 3)
-        _add_findings(result, sass_future, rubric, arch)
-        result.device.setdefault("nvcc" if backend.on_gpu else "compiler", build.compiler)
-    finally:
-        for child in (recorder, worker):
+            out.after = gpuinfo.snapshot()
+        return out
+
+    def close(self) -> None:
+        for child in (self.recorder, self.worker):
             if child is not None:
                 child.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
-        draws.shutdown(wait=False, cancel_futures=True)
-        if store is not None and not store.keep:          # a batch's store is the batch's to close
-            store.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.draws.shutdown(wait=False, cancel_futures=True)
+        if self.store is not None and not self.store.keep:          # a batch's store is the batch's to close
+            self.store.close()
 
 
-def _note_lowered_limits(rubric: Rubric, worker: Worker, result: Result) -> None:
-    """result.sandbox['lowered_limits']: the grader's limits an inherited hard limit lowered (each
-    only stricter: grader/core/limits.py)."""
+def _lowered_limits(rubric: Rubric, worker: Worker, reported: SandboxSummary | None) -> dict:
+    """The grader's limits an inherited hard limit lowered (each only stricter: grader/core/limits.py)."""
     import resource
 
     from grader.core.limits import lowered
 
     found = {**lowered({resource.RLIMIT_AS: rubric.limits.build_memory_mib << 20}), **worker.lowered}
-    if "host_memory_lowered_to_mib" in result.sandbox:         # the child's own cap, clamped where it is set
+    if reported is not None and reported.host_memory_lowered_to_mib is not None:   # the child's own cap
         found["private memory (the child)"] = {"wanted_mib": rubric.limits.host_memory_mib,
-                                               "got_mib": result.sandbox["host_memory_lowered_to_mib"]}
-    if found:
-        result.sandbox["lowered_limits"] = found
+                                               "got_mib": reported.host_memory_lowered_to_mib}
+    return found
 
 
 def _device_code(build: BuildResult) -> list[str]:
@@ -292,29 +389,25 @@ def _device_code(build: BuildResult) -> list[str]:
     return [str(p) for p in device_code(build.library)]
 
 
-def _output_of(runs: list) -> dict:
+def _output_of(runs: list[ChildRun]) -> OutputSummary:
     """What the submission printed: the recorder's (its host code) then the measuring process's
     (device printf)."""
-    return {"stdout": "".join(r.stdout.text() for r in runs), "stderr": "".join(r.stderr.text() for r in runs),
-            "stdout_bytes": sum(r.stdout.total for r in runs), "stderr_bytes": sum(r.stderr.total for r in runs),
-            "dropped_bytes": sum(r.stdout.dropped + r.stderr.dropped for r in runs)}
+    return OutputSummary(stdout="".join(r.stdout.text() for r in runs), stderr="".join(r.stderr.text() for r in runs),
+                         stdout_bytes=sum(r.stdout.total for r in runs), stderr_bytes=sum(r.stderr.total for r in runs),
+                         dropped_bytes=sum(r.stdout.dropped + r.stderr.dropped for r in runs))
 
 
-def _recorder_sandbox(run, result: Result) -> None:
-    """The recorder's sandbox as result.sandbox['recorder'] (the measuring process's is the main one)."""
+def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
+    """What a child (the recorder) said was in force."""
     from grader.core.contract import HelloFrame
 
-    hello = next((f.data for f in run.frames if isinstance(f.data, HelloFrame)), None)
-    if hello is not None and isinstance(hello.sandbox, dict):
-        result.sandbox["recorder"] = {k: hello.sandbox[k] for k in ("seccomp", "privileges", "host_memory_mib")
-                                      if k in hello.sandbox}
+    return next((f.data.sandbox for f in run.frames if isinstance(f.data, HelloFrame)), None)
 
 
-def _refused_by_replay(reasons: list[str], p: Path, result: Result) -> None:
+def _refused_by_replay(reasons: list[str], p: Path) -> Stop:
     """A recording the grader will not replay: the launches it holds cannot be timed fairly."""
-    result.stop("rejected", "\n".join(f"{p.name}: {r}" for r in reasons))
-    result.flags.append("refused_by_replay")
-    result.notes += [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons]
+    return Stop("rejected", "\n".join(f"{p.name}: {r}" for r in reasons),
+                [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons], ["refused_by_replay"])
 
 
 def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
@@ -324,19 +417,13 @@ def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
                         default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
 
 
-def _add_findings(result: Result, sass_future, rubric: Rubric, arch: str) -> None:
-    """The rubric's findings from the compiled code, with this run's figures; for graded kernels."""
+def _findings(kernels, result: Result, rubric: Rubric, arch: str) -> tuple[SassSummary, list]:
+    """What the compiled code shows (kernels: analysis.sass's, or why there are none) and the
+    rubric's findings from it, with this run's launches and timing."""
     from grader.analysis import findings
 
-    if sass_future is None or result.status != "graded":
-        return
-    kernels = sass_future.result()
     if isinstance(kernels, str):
-        result.build["sass"] = f"unavailable: {kernels}"
-        return
-    kernels = findings.with_launches(kernels, result.launches,
-                                     launches.sm_count(arch, result.device))
-    result.build["sass"] = {k.name: dict(k.facts, launched=k.launched) for k in kernels}
-    result.findings = findings.explain(kernels, rubric, result.timing, result.device.get("name", ""))
-
-
+        return SassSummary(unavailable=kernels), []
+    kernels = findings.with_launches(kernels, result.launches, launches.sm_count(arch, result.device.sms))
+    return (SassSummary({k.name: dict(k.facts, launched=k.launched) for k in kernels}),
+            findings.explain(kernels, rubric, result.timing, result.device.name))

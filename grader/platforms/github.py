@@ -69,8 +69,8 @@ def annotations(result: Result) -> list[str]:
             notices.append(command("notice", "every check passed on the CPU emulator; tiers are graded only on a GPU",
                                    title="correct"))
     sb = result.sandbox
-    if sb and not sb.get("seccomp"):
-        warnings.append(command("warning", f"the system-call filter was not in force: {sb.get('seccomp_detail')}",
+    if sb is not None and not sb.seccomp:
+        warnings.append(command("warning", f"the system-call filter was not in force: {sb.seccomp_detail}",
                                 title="sandbox"))
     return errors[:PER_KIND] + warnings[:PER_KIND] + notices[:PER_KIND]
 

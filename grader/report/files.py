@@ -134,11 +134,13 @@ def notices(result: Result) -> list[str]:
     """What the reader must know about how this run was protected and measured."""
     found = []
     sb = result.sandbox
-    if sb and not sb.get("seccomp"):
-        found.append(f"The system-call filter was not in force here ({sb.get('seccomp_detail', 'unknown')}): the "
+    if sb is None:
+        return found
+    if not sb.seccomp:
+        found.append(f"The system-call filter was not in force here ({sb.seccomp_detail or 'unknown'}): the "
                      "submission ran with the other protections only (its own process group, resource limits, no "
                      "network where the grader runs as root). Set limits.require_seccomp to refuse to grade instead.")
-    free, total = sb.get("gpu_memory_free_bytes"), sb.get("gpu_memory_total_bytes")
+    free, total = sb.gpu_memory_free_bytes, sb.gpu_memory_total_bytes
     if free is not None and total and free < 0.5 * total:
         found.append(f"Another process held {(total - free) / 2**30:.0f} GiB of this GPU's {total / 2**30:.0f} GiB "
                      "when this ran; its work may have disturbed the timing.")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core.backend import named
-from grader.core.contract import Job, spread_threads
+from grader.core.contract import Job, RecordedOp, Recording, spread_threads
 from grader.run.sandbox import ChildRun, Worker
 
 
@@ -47,7 +47,6 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     before the measuring process is handed its job."""
     import secrets
 
-    from grader.run.child.replay import recording_refusals
     from grader.core.contract import RecordingFrame, RefusedFrame
 
     record = recorder.run(for_recorder(job), time_limit_s=time_limit_s)
@@ -83,3 +82,44 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
                 torch=bool(job.timing and job.timing.baseline),
                 cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
+
+
+def _who(op: RecordedOp) -> str:
+    from grader.toolchain.outcome import demangle
+
+    return demangle(op.kernel) if op.kernel else "a kernel"
+
+
+def recording_refusals(recording: Recording, launcher: str | None) -> list[str]:
+    """What in a recording is refused before anything runs, said to the student: launches from a
+    thread of their own or after the launcher returned, on a stream the grader did not give, or
+    whose kernel the recorder could not name."""
+    who = f"your launcher {launcher}" if launcher else "the launch"
+    seen: set[str] = set()
+    reasons: list[str] = []
+
+    def say(text: str) -> None:
+        if text not in seen:
+            seen.add(text)
+            reasons.append(text)
+
+    every = [op for ops in recording.ops for op in ops] + list(recording.late)
+    for op in every:
+        if op.kind not in ("launch", "cooperative"):
+            continue
+        if op.thread == "outside":
+            say(f"{who} started a thread that launched {_who(op)} after the launcher returned. The grader runs only "
+                "the launches the launcher makes itself, before it returns: launch every kernel from it, on the "
+                "stream it is given, and start no threads.")
+        elif op.thread == "other":
+            say(f"{who} launched {_who(op)} from a thread of its own. The grader runs only the launches the launcher "
+                "makes itself, before it returns: launch every kernel from it, on the stream it is given.")
+        if op.stream == "other":
+            say(f"{who} launched {_who(op)} on a stream the grader did not give it. Launch on the stream your "
+                "launcher is given (or on the default stream, 0): that is the one the grader times.")
+        if op.error:
+            say(f"{who} launched {_who(op)}, and the grader could not read the launch ({op.error}): the recording "
+                "process's GPU context had failed, as it does when something other than the launches the grader "
+                "sees ran on the GPU (a kernel launched through the driver, say). Launch with <<<...>>> or "
+                "cudaLaunchKernel on the stream you are given.")
+    return reasons

@@ -3,140 +3,198 @@
 Runs in the parent, which never loads student code: the float64 references are computed here
 from the same inputs the child was given, and every frame the child sent is treated as data.
 One module per job: checks (outputs against the reference), wall (what the sandbox stopped),
-timing (the fraction, the speedup, the tier); read_run here puts them together.
+timing (the fraction, the speedup, the tier); judge_run here puts them together into a Verdict,
+which the pipeline puts into the Result. It imports core, exercises, toolchain and run (what a
+child's run brought back); grade calls it.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.backend import named
+from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
 from grader.core.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
-from grader.core.results import CaseResult, DiagnosisEntry, Result
+from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
+                                 TimingResult)
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.verdict.checks import check_case
 from grader.verdict.timing import give_tier, judge_timing
-from grader.verdict.wall import stopped_by_wall
+from grader.verdict.wall import audited, stopped_by_wall
 
-__all__ = ["Expected", "expected_for", "read_run"]
+__all__ = ["Expected", "Verdict", "expected_for", "judge_run"]
 
 
-def read_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
-             reference: ExerciseReference, build: BuildResult, p: Path, result: Result) -> None:
+@dataclass
+class Verdict:
+    """What a child's run comes to: the verdict step's value, put into the Result by the pipeline."""
+
+    cases: list[CaseResult] = field(default_factory=list)
+    maps: list[MistakeMap] = field(default_factory=list)
+    diagnosis: list[DiagnosisEntry] = field(default_factory=list)
+    correct: bool | None = None
+    stop: Stop | None = None                   # the run ended the grade (a crash, a timeout, the wall)
+    timing: TimingResult | None = None
+    floor: FloorSummary | None = None
+    tier: str | None = None
+    borderline: bool = False
+    feedback: str = ""
+    flags: list[str] = field(default_factory=list)
+    sandbox: SandboxSummary | None = None      # None: the child never said what was in force
+    device: dict = field(default_factory=dict)  # the GPU as the timing read it
+    phases: dict = field(default_factory=dict)  # the child's own clock (ready, job, hello, checks, done)
+
+
+@dataclass
+class _Frames:
+    """What the child sent, read once: the checked cases and everything else by kind."""
+
+    verdict: Verdict
+    timing: TimingFrame | None = None
+    baselines: list[BaselineTimingFrame] = field(default_factory=list)
+    fatal: FatalFrame | None = None
+    done: bool = False
+
+
+def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
+                 reference: ExerciseReference, build: BuildResult, p: Path) -> _Frames:
     by_name = {c.name: c for c in cases}
     seen: set[str] = set()
-    timing_frame: TimingFrame | None = None
-    baseline_frames: list[BaselineTimingFrame] = []
-    fatal: FatalFrame | None = None
-    done = False
+    v = Verdict()
+    out = _Frames(v)
     for frame in run.frames:
         h = frame.data
         if isinstance(h, CaseFrame) and h.case in by_name:
             case = by_name[h.case]
             seen.add(case.name)
             outcome = check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p,
-                                 {d.code for d in result.diagnosis})
-            result.cases += outcome.rows
-            result.maps += outcome.maps
+                                 {d.code for d in v.diagnosis})
+            v.cases += outcome.rows
+            v.maps += outcome.maps
             for d in outcome.diagnoses:
-                if all(e.code != d.code for e in result.diagnosis):    # the first case that shows a mistake names it
-                    result.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
+                if all(e.code != d.code for e in v.diagnosis):    # the first case that shows a mistake names it
+                    v.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
         elif isinstance(h, TimingFrame):
-            timing_frame = h
+            out.timing = h
         elif isinstance(h, BaselineTimingFrame):
-            baseline_frames.append(h)
+            out.baselines.append(h)
         elif isinstance(h, FatalFrame):
-            fatal = h
+            out.fatal = h
         elif isinstance(h, DoneFrame):
-            done = True
-            result.phases["child_done_t"] = round(h.t, 3)
+            out.done = True
+            v.phases["child_done_t"] = round(h.t, 3)
             if h.checks_t is not None:
-                result.phases["child_checks_t"] = round(h.checks_t, 3)
+                v.phases["child_checks_t"] = round(h.checks_t, 3)
             if h.sampled_t is not None:
-                result.phases["child_sampled_t"] = round(h.sampled_t, 3)
+                v.phases["child_sampled_t"] = round(h.sampled_t, 3)
         elif isinstance(h, HelloFrame):
-            result.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
-                                 child_hello_t=round(h.t, 3))
-            result.sandbox.update(h.sandbox if isinstance(h.sandbox, dict) else {})
-    skipped = set(timing_frame.skipped) if timing_frame else set()
+            v.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
+                            child_hello_t=round(h.t, 3))
+            v.sandbox = SandboxSummary(**vars(h.sandbox))
+    skipped = set(out.timing.skipped) if out.timing else set()
     for case in cases:
         if case.name not in seen:
             note = ("skipped: one launch at the timed shape took longer than timing.slow_launch_s, so only set 0 "
                     "was run" if case.name in skipped else "not run")
-            result.cases.append(CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None,
-                                           note=note, kind="timed" if case.timed else "check"))
+            v.cases.append(CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None,
+                                      note=note, kind="timed" if case.timed else "check"))
+    return out
 
-    result.sandbox["peak_rss_mib"] = round(run.max_rss_kib / 1024)
-    if stopped_by_wall(run, fatal, rubric, result, str(p)):
-        return
-    crashed_frame = next((c for c in result.cases if c.note.startswith("crashed:")), None)
-    checks = [c for c in result.cases if c.kind != "timed"]
-    timed_only = (run.timed_out and fatal is None and timing_frame is None and checks
-                  and all(c.passed for c in checks))
-    if timed_only:
-        # Every check passed; only the timed shape did not finish in the limit. Such a
-        # kernel cannot be cheating for speed: it is graded, and on a GPU it is below
-        # every threshold (the floor copies this shape in tens of microseconds).
-        for c in result.cases:
-            if c.kind == "timed" and c.passed is None:
-                c.note = f"skipped: the launch at the timed shape did not finish within {rubric.limits.time_limit_s:g} s"
-        result.correct = True
-        result.flags.append("too_slow_to_time")
-        if named(result.backend).times:
-            result.tier = "below"
-        result.feedback = (f"Every correctness check passed, but one launch at the timed shape "
-                           f"({' x '.join(str(v) for v in rubric.timing.dims.values())}) did not finish within {rubric.limits.time_limit_s:g} s, so it "
-                           "could not be timed" + (" and is graded below." if named(result.backend).times else ".")
-                           + " Look for what makes it slow: a printf from every thread costs minutes at this size.")
-        for d in result.diagnosis:
-            d.advice = rubric.feedback.diagnosis.get(d.code, "")
-        return
+
+def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
+              reference: ExerciseReference, build: BuildResult, p: Path, backend: Backend) -> Verdict:
+    """The verdict on a child's run: each case checked against its float64 answers, how the run
+    ended, and for a correct kernel on a GPU its timing and tier."""
+    read = _read_frames(run, cases, references, rubric, reference, build, p)
+    v = read.verdict
+    if v.sandbox is not None:
+        v.sandbox.peak_rss_mib = round(run.max_rss_kib / 1024)
+        v.sandbox.audit, v.sandbox.audit_open_paths = audited(run)
+    v.stop = stopped_by_wall(run, read.fatal, rubric, v.sandbox, str(p))
+    if v.stop is None and _timed_shape_only_too_slow(run, read, v):
+        _graded_too_slow(v, rubric, backend)
+    elif v.stop is None:
+        v.stop = _how_it_ended(run, read, v, rubric)
+        if v.stop is None:
+            checked = [c for c in v.cases if c.passed is not None]
+            v.correct = bool(checked) and all(c.passed for c in checked) and not any(
+                c.passed is None and not c.note.startswith("skipped") for c in v.cases)
+            _timed(v, read, rubric)
+    for d in v.diagnosis:
+        d.advice = rubric.feedback.diagnosis.get(d.code, "")
+    return v
+
+
+def _timed_shape_only_too_slow(run: ChildRun, read: _Frames, v: Verdict) -> bool:
+    """Every check passed; only the timed shape did not finish in the limit."""
+    checks = [c for c in v.cases if c.kind != "timed"]
+    return bool(run.timed_out and read.fatal is None and read.timing is None and checks
+                and all(c.passed for c in checks))
+
+
+def _graded_too_slow(v: Verdict, rubric: Rubric, backend: Backend) -> None:
+    """Such a kernel cannot be cheating for speed: it is graded, and on a GPU it is below every
+    threshold (the floor copies this shape in tens of microseconds)."""
+    limit = rubric.limits.time_limit_s
+    for c in v.cases:
+        if c.kind == "timed" and c.passed is None:
+            c.note = f"skipped: the launch at the timed shape did not finish within {limit:g} s"
+    v.correct = True
+    v.flags.append("too_slow_to_time")
+    if backend.times:
+        v.tier = "below"
+    v.feedback = (f"Every correctness check passed, but one launch at the timed shape "
+                  f"({' x '.join(str(d) for d in rubric.timing.dims.values())}) did not finish within {limit:g} s, so "
+                  "it could not be timed" + (" and is graded below." if backend.times else ".")
+                  + " Look for what makes it slow: a printf from every thread costs minutes at this size.")
+
+
+def _how_it_ended(run: ChildRun, read: _Frames, v: Verdict, rubric: Rubric) -> Stop | None:
+    """A run that did not finish: a timeout, a crash, a failure to load; None when it finished."""
+    crashed_frame = next((c for c in v.cases if c.note.startswith("crashed:")), None)
     if run.timed_out:
-        result.stop("timeout", f"the submission did not finish within {rubric.limits.time_limit_s:g} s "
-              "(an endless loop, or a kernel far too slow); the run was stopped.")
-    elif crashed_frame is not None:
-        result.stop("crashed", crashed_frame.note.removeprefix("crashed: "))
-    elif fatal is not None:
-        stage = fatal.stage
-        result.stop("crashed" if stage != "load" else "infrastructure_error",
-                    f"{fatal.error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
-        if stage == "load":
-            result.status = "crashed" if "undefined symbol" in fatal.error else "infrastructure_error"
-    elif not done:
+        return Stop("timeout", f"the submission did not finish within {rubric.limits.time_limit_s:g} s "
+                    "(an endless loop, or a kernel far too slow); the run was stopped.")
+    if crashed_frame is not None:
+        return Stop("crashed", crashed_frame.note.removeprefix("crashed: "))
+    if read.fatal is not None:
+        stage, error = read.fatal.stage, read.fatal.error
+        status = "crashed" if stage != "load" or "undefined symbol" in error else "infrastructure_error"
+        return Stop(status, f"{error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
+    if not read.done:
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""
-        result.stop("crashed", f"the grading process died ({how}){problem} before finishing.")
+        return Stop("crashed", f"the grading process died ({how}){problem} before finishing.")
+    return None
+
+
+def _timed(v: Verdict, read: _Frames, rubric: Rubric) -> None:
+    """The timing's verdict and the tier, for a run that finished."""
+    if read.timing is not None:
+        for entry in _untouched_during_timing(read.timing, rubric):
+            v.correct = False
+            if all(e.code != entry.code for e in v.diagnosis):
+                v.diagnosis.append(entry)
+        t = v.timing = judge_timing(read.timing, rubric, read.baselines)
+        v.floor = FloorSummary(t.floor_kind, t.floor_gbps, {c.kind: c.gbps for c in t.copies})
+        v.device = dict(read.timing.device)
+    if v.correct and v.timing is not None:
+        tier = give_tier(v.timing, rubric)
+        v.tier, v.borderline, v.feedback = tier.tier, tier.borderline, tier.feedback
+        v.flags += tier.flags
+    elif v.correct:
+        v.feedback = rubric.feedback.no_gpu
     else:
-        checked = [c for c in result.cases if c.passed is not None]
-        result.correct = bool(checked) and all(c.passed for c in checked) and not any(
-            c.passed is None and not c.note.startswith("skipped") for c in result.cases)
-
-    if result.status == "graded" and timing_frame is not None:
-        _untouched_during_timing(timing_frame, rubric, result)
-        t = result.timing = judge_timing(timing_frame, rubric, baseline_frames)
-        result.fraction, result.fraction_ci, result.gbps = t.fraction, t.fraction_ci, t.submission_gbps
-        result.floor = {"kind": t.floor_kind, "gbps": t.floor_gbps, "copies": {c.kind: c.gbps for c in t.copies}}
-        result.device.update(timing_frame.device)
-    if result.status == "graded":
-        if result.correct and result.timing is not None:
-            tier = give_tier(result.timing, rubric)
-            result.tier, result.borderline, result.feedback = tier.tier, tier.borderline, tier.feedback
-            result.flags += tier.flags
-        elif result.correct:
-            result.feedback = rubric.feedback.no_gpu
-        else:
-            result.feedback = "Fix correctness first: only a correct kernel is timed against the floor and gets a tier."
-    for d in result.diagnosis:
-        d.advice = rubric.feedback.diagnosis.get(d.code, "")
+        v.feedback = "Fix correctness first: only a correct kernel is timed against the floor and gets a tier."
 
 
-def _untouched_during_timing(frame: TimingFrame, rubric: Rubric, result: Result) -> None:
+def _untouched_during_timing(frame: TimingFrame, rubric: Rubric) -> list[DiagnosisEntry]:
     """What the measuring process saw of the timed launches besides their time: a grader buffer the
     kernels changed, or timed launches of one set that left different outputs (a launcher or a
     kernel that does less on some calls; only where the exercise's outputs are bit-exact)."""
@@ -155,7 +213,4 @@ def _untouched_during_timing(frame: TimingFrame, rubric: Rubric, result: Result)
                         "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random among the timed ones) left {output} "
                         "different from the last one, which was verified: each timed call must do the whole work",
                         "", case))
-    for entry in found:
-        result.correct = False
-        if all(e.code != entry.code for e in result.diagnosis):
-            result.diagnosis.append(entry)
+    return found

@@ -17,15 +17,15 @@ the GPU it runs in two processes:
 
 Whatever the recorder missed or was made to forge (a launch through a driver function found at
 run time, a thread, a rewritten frame) either never runs or runs in the open: the replay's
-outputs are then wrong, or its time honest. This module is the part of that both processes and
-the parent share: the stand-in addresses, what refuses a recording, and the relocation.
+outputs are then wrong, or its time honest. This module is the part of that both children share:
+the stand-in addresses and the relocation. What refuses a recording before anything is replayed
+is the parent's (grader/run/replaying.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.core.contract import RecordedOp, Recording
 
 # Stand-in buffers live here: far above any integer a launcher passes, below where the CUDA driver
 # maps device memory on Linux x86-64, each in a slot of its own, 2 MiB aligned (as cudaMalloc's
@@ -97,47 +97,6 @@ def relocate(args: bytes, params: list[Param], stand_ins: dict[str, tuple[int, i
                               "which the grader did not pass to that call.")
             out[at: at + 8] = (real[name] + (word - lo)).to_bytes(8, "little", signed=False)
     return bytes(out)
-
-
-def _who(op: RecordedOp) -> str:
-    from grader.toolchain.outcome import demangle
-
-    return demangle(op.kernel) if op.kernel else "a kernel"
-
-
-def recording_refusals(recording: Recording, launcher: str | None) -> list[str]:
-    """What in a recording is refused before anything runs, said to the student: launches from a
-    thread of their own or after the launcher returned, on a stream the grader did not give, or
-    whose kernel the recorder could not name."""
-    who = f"your launcher {launcher}" if launcher else "the launch"
-    seen: set[str] = set()
-    reasons: list[str] = []
-
-    def say(text: str) -> None:
-        if text not in seen:
-            seen.add(text)
-            reasons.append(text)
-
-    every = [op for ops in recording.ops for op in ops] + list(recording.late)
-    for op in every:
-        if op.kind not in ("launch", "cooperative"):
-            continue
-        if op.thread == "outside":
-            say(f"{who} started a thread that launched {_who(op)} after the launcher returned. The grader runs only "
-                "the launches the launcher makes itself, before it returns: launch every kernel from it, on the "
-                "stream it is given, and start no threads.")
-        elif op.thread == "other":
-            say(f"{who} launched {_who(op)} from a thread of its own. The grader runs only the launches the launcher "
-                "makes itself, before it returns: launch every kernel from it, on the stream it is given.")
-        if op.stream == "other":
-            say(f"{who} launched {_who(op)} on a stream the grader did not give it. Launch on the stream your "
-                "launcher is given (or on the default stream, 0): that is the one the grader times.")
-        if op.error:
-            say(f"{who} launched {_who(op)}, and the grader could not read the launch ({op.error}): the recording "
-                "process's GPU context had failed, as it does when something other than the launches the grader "
-                "sees ran on the GPU (a kernel launched through the driver, say). Launch with <<<...>>> or "
-                "cudaLaunchKernel on the stream you are given.")
-    return reasons
 
 
 def recording_stand_ins(given: dict, sizes: dict[str, int]) -> dict[str, tuple[int, int]]:

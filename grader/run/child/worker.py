@@ -31,8 +31,8 @@ T0 = time.perf_counter()
 
 from grader.run import protocol  # noqa: E402
 from grader.core.limits import clamp  # noqa: E402
-from grader.core.contract import (CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame, Job, Limits,  # noqa: E402
-                             RecordingFrame, RefusedFrame)
+from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
+                                  Job, Limits, RecordingFrame, RefusedFrame)
 from grader.run.child import guard  # noqa: E402
 from grader.run.child.backends import Region, count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
@@ -98,29 +98,9 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
         return not outcome.fatal and not (outcome.fault and outcome.fault.buffer is None)
     frame.ok = True
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
-    second_fulls = {}
     repeat = backend.name == "cuda" and not job.order_exact and not cj.timed
-    if reverse_check or repeat:
-        # The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
-        # reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes.
-        # Any difference, bit for bit, is a race or a missing barrier; where the exercise lets a
-        # sum's order vary, the parent compares the values within the tolerance instead.
-        views2 = dict(views)
-        for b in mine:
-            second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
-        backend.set_reverse(reverse_check)
-        second = backend.launch_submission(cj.launch, views2)
-        if second.ok:
-            second = backend.synchronize()
-        backend.set_reverse(False)
-        frame.second_kind = "reverse" if reverse_check else "repeat"
-        if second.ok:
-            differs = sum(count_differences(backend.read(fulls[b.name]), backend.read(second_fulls[b.name]))
-                          for b in mine)
-            frame.second_differs, frame.second_diff_count = differs > 0, differs
-        else:
-            frame.second_error, frame.second_fault = second.error, second.fault
-            second_fulls = {}
+    second_fulls = _second_run(backend, cj, views, fulls, mine, pad, frame, reverse_check) \
+        if reverse_check or repeat else {}
     sent = {b.name: fulls[b.name] for b in mine}
     if cj.chain is not None:
         res = backend.reference_call(cj.chain, views)
@@ -138,6 +118,30 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     sender.send(backend, frame, regions)
     backend.release_case()
     return True
+
+
+def _second_run(backend, cj: CaseJob, views: dict, fulls: dict, mine: list, pad: int, frame: CaseFrame,
+                reverse: bool) -> dict:
+    """The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
+    reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes. Any
+    difference, bit for bit, is a race or a missing barrier; where the exercise lets a sum's order
+    vary, the parent compares the values within the tolerance instead. What it found goes into
+    frame; returns the second run's outputs (none when it failed)."""
+    second_fulls, views2 = {}, dict(views)
+    for b in mine:
+        second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
+    backend.set_reverse(reverse)
+    second = backend.launch_submission(cj.launch, views2)
+    if second.ok:
+        second = backend.synchronize()
+    backend.set_reverse(False)
+    frame.second_kind = "reverse" if reverse else "repeat"
+    if not second.ok:
+        frame.second_error, frame.second_fault = second.error, second.fault
+        return {}
+    differs = sum(count_differences(backend.read(fulls[b.name]), backend.read(second_fulls[b.name])) for b in mine)
+    frame.second_differs, frame.second_diff_count = differs > 0, differs
+    return second_fulls
 
 
 def _import_quietly(*names: str) -> None:
@@ -191,7 +195,7 @@ def _vm_data_bytes() -> int | None:
     return None
 
 
-def apply_limits(backend, limits: Limits) -> dict:
+def apply_limits(backend, limits: Limits) -> ChildSandbox:
     """The device heap, the host-memory cap and the drop of privileges; what took effect.
 
     The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
@@ -199,11 +203,11 @@ def apply_limits(backend, limits: Limits) -> dict:
     the address space itself would break it, and the grader's own baseline (torch, the CUDA
     context) is not the submission's to pay for.
     """
-    report: dict = {}
+    report = ChildSandbox()
     heap = limits.device_heap_bytes
     if heap:
         code = backend.set_device_heap(heap)
-        report["device_heap_bytes"] = heap if code == 0 else None
+        report.device_heap_bytes = heap if code == 0 else None
     cap_mib = limits.host_memory_mib
     base = _vm_data_bytes()
     if cap_mib and base is not None:
@@ -211,26 +215,26 @@ def apply_limits(backend, limits: Limits) -> dict:
         try:
             soft, _ = clamp(resource.RLIMIT_DATA, cap)
             if soft < cap:
-                report["host_memory_lowered_to_mib"] = round((soft - base) / 2**20)
+                report.host_memory_lowered_to_mib = round((soft - base) / 2**20)
             resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
-            report["host_memory_mib"] = cap_mib
-            report["host_memory_base_mib"] = round(base / 2**20)
+            report.host_memory_mib = cap_mib
+            report.host_memory_base_mib = round(base / 2**20)
         except (ValueError, OSError) as exc:
-            report["host_memory_mib"] = None
-            report["host_memory_problem"] = str(exc)
+            report.host_memory_mib = None
+            report.host_memory_problem = str(exc)
     if os.geteuid() == 0:
         if limits.drop_privileges:
             try:
                 os.setgroups([])
                 os.setresgid(NOBODY, NOBODY, NOBODY)
                 os.setresuid(NOBODY, NOBODY, NOBODY)
-                report["privileges"] = f"dropped from root to uid {NOBODY}"
+                report.privileges = f"dropped from root to uid {NOBODY}"
             except OSError as exc:
-                report["privileges"] = f"root (could not drop: {exc})"
+                report.privileges = f"root (could not drop: {exc})"
         else:
-            report["privileges"] = "root (drop_privileges is off)"
+            report.privileges = "root (drop_privileges is off)"
     else:
-        report["privileges"] = f"unprivileged uid {os.geteuid()}"
+        report.privileges = f"unprivileged uid {os.geteuid()}"
     return report
 
 
@@ -243,78 +247,119 @@ def main() -> int:
         pass
     t_ready = time.perf_counter() - T0
     if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
-        ready_fd = int(sys.argv[4])
-        try:
-            os.write(ready_fd, b"1")
-        except OSError:
-            pass
-        os.close(ready_fd)
+        _say_ready(int(sys.argv[4]))
     job = Job.from_json(json.load(sys.stdin))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     t_job = time.perf_counter() - T0
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
-    sender = Sender(channel, shared)
+    sender: Sender | NullSender = Sender(channel, shared)
     try:
         files = InputFiles(job.input_files() if job.role != "record" else [])
+        backend = _backend_for(job)
         if job.role == "record":
-            from grader.run.child.recorder import RecordingBackend
-
-            backend = RecordingBackend(job.reference_library)
             sender = NullSender()
-        elif job.role == "replay":
-            from grader.run.child.measurer import ReplayBackend
-            from grader.run.child.replay import call_sizes
-
-            backend = ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
-                                    layout_seed=job.layout_seed,
-                                    sizes=call_sizes(job.cases + job.timed_cases + job.baseline_cases))
-        elif job.backend == "cuda":
-            if job.library:
-                raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
-                                 "its library's launches record and never run")
-            from grader.run.child.backends import CudaBackend
-
-            backend = CudaBackend(job.reference_library)
-        else:
-            from grader.run.child.emulator import EmulatorBackend
-
-            backend = EmulatorBackend(job.reference_library, threads=job.emulator_threads)
-        wall = guard.Guard(job.guard_library)
-        sandbox = apply_limits(backend, job.limits)
-        # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
-        # wall a .pyc write would be a blocked call, so a late import only reads.
-        sys.dont_write_bytecode = True
-        status = wall.install(mode=guard.AUDIT if job.guard_mode == "audit" else guard.ENFORCE,
-                              report_fd=guard_fd)
-        sandbox.update(seccomp=status.seccomp, seccomp_detail=status.detail,
-                       filter_instructions=status.filter_instructions, filter_install_ms=status.install_ms)
-        if backend.name == "cuda":
-            sandbox["gpu_memory_free_bytes"], sandbox["gpu_memory_total_bytes"] = backend.memory()
-        sandbox["rss_at_load_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-        t_load = time.perf_counter()
-        if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
-            from grader.run.child.replay import Refused
-
-            try:
-                backend.load_submission(job.library)
-            except Refused as refused:
-                channel.send(RefusedFrame([str(refused)]))
-                return 0
-        sandbox["submission_load_ms"] = round((time.perf_counter() - t_load) * 1000, 3)
-        if job.library and backend.name == "emulator":
-            sandbox["emulator_threads"] = backend.launch_threads()
+        sandbox = _behind_the_wall(backend, job, guard_fd)
+    except _Refused as refused:
+        channel.send(RefusedFrame([str(refused.reason)]))
+        return 0
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0
     channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox))
+    done = _run_job(backend, job, files, sender, channel)
+    if done is None:
+        return 0
+    if job.role == "record":
+        channel.send(RecordingFrame(backend.finish()))
+    done.t = time.perf_counter() - T0
+    channel.send(done)
+    # Everything is sent: closing the channel now lets the parent hand the GPU's lane on while
+    # this process exits (tearing down a CUDA context takes a moment).
+    os.close(result_fd)
+    return 0
+
+
+def _say_ready(ready_fd: int) -> None:
+    try:
+        os.write(ready_fd, b"1")
+    except OSError:
+        pass
+    os.close(ready_fd)
+
+
+def _backend_for(job: Job):
+    """The backend for the job's role and backend: the recorder's, the measuring process's, the
+    grader's own kernels on a GPU (calibration), the CPU emulator's."""
+    if job.role == "record":
+        from grader.run.child.recorder import RecordingBackend
+
+        return RecordingBackend(job.reference_library)
+    if job.role == "replay":
+        from grader.run.child.measurer import ReplayBackend
+        from grader.run.child.replay import call_sizes
+
+        return ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
+                             layout_seed=job.layout_seed,
+                             sizes=call_sizes(job.cases + job.timed_cases + job.baseline_cases))
+    if job.backend == "cuda":
+        if job.library:
+            raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
+                             "its library's launches record and never run")
+        from grader.run.child.backends import CudaBackend
+
+        return CudaBackend(job.reference_library)
+    from grader.run.child.emulator import EmulatorBackend
+
+    return EmulatorBackend(job.reference_library, threads=job.emulator_threads)
+
+
+class _Refused(Exception):
+    """The measuring process will not replay the recording (replay.Refused, carried out of the load)."""
+
+    def __init__(self, reason):
+        super().__init__(str(reason))
+        self.reason = reason
+
+
+def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
+    """The limits, then the wall, then (only then) the submission's library or device code: what
+    took effect."""
+    wall = guard.Guard(job.guard_library)
+    sandbox = apply_limits(backend, job.limits)
+    # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
+    # wall a .pyc write would be a blocked call, so a late import only reads.
+    sys.dont_write_bytecode = True
+    status = wall.install(mode=guard.AUDIT if job.guard_mode == "audit" else guard.ENFORCE, report_fd=guard_fd)
+    sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
+    sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
+    if backend.name == "cuda":
+        sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
+    sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    t_load = time.perf_counter()
+    if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
+        from grader.run.child.replay import Refused
+
+        try:
+            backend.load_submission(job.library)
+        except Refused as refused:
+            raise _Refused(refused) from None
+    sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
+    if job.library and backend.name == "emulator":
+        sandbox.emulator_threads = backend.launch_threads()
+    return sandbox
+
+
+def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Channel) -> DoneFrame | None:
+    """Every check case, then the timing (or the verification cases); the done frame to send, or
+    None when a fatal frame was sent and the run ends here."""
     for cj in job.cases:
         try:
             go_on = run_case(backend, cj, job, files, sender, job.reverse_check)
         except Exception as exc:  # noqa: BLE001
             channel.send(FatalFrame(cj.name, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
-            return 0
+            return None
         if not go_on:
-            return 0
+            return None
     done = DoneFrame(checks_t=time.perf_counter() - T0)
     if job.timing is not None:
         from grader.run.child.timing import run_calibration, run_timing
@@ -324,19 +369,12 @@ def main() -> int:
             done.sampled_t = sampled - T0 if sampled else None
         except Exception as exc:  # noqa: BLE001
             channel.send(FatalFrame("timing", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
-            return 0
+            return None
     else:
         for cj in job.verify_cases:
             if not run_case(backend, cj, job, files, sender, False):
-                return 0
-    if job.role == "record":
-        channel.send(RecordingFrame(backend.finish()))
-    done.t = time.perf_counter() - T0
-    channel.send(done)
-    # Everything is sent: closing the channel now lets the parent hand the GPU's lane on while
-    # this process exits (tearing down a CUDA context takes a moment).
-    os.close(result_fd)
-    return 0
+                return None
+    return done
 
 
 if __name__ == "__main__":
