@@ -16,13 +16,18 @@ from grader.exercises.plan import plan_cases, shape_of, timed_cases
 from grader.exercises.rubric import dims_values
 
 
+def _tensors(arrays):
+    """Drawn inputs (numpy) as the reference's expected() and MISTAKES take them (data.answers)."""
+    return {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
+
+
 @pytest.mark.parametrize("name", sorted(exercise_files()))
 def test_each_exercise_keeps_its_contract(name):
     rubric = load_all()[name]
     ref = load_reference(rubric)
     outputs = [t for t in rubric.tensors if t.role == "out" and not t.chain]
     for case in plan_cases(rubric):
-        inputs = draw(rubric, ref, case)                        # shapes and dtypes are checked by draw
+        inputs = _tensors(draw(rubric, ref, case))              # shapes and dtypes are checked by draw
         want = ref.expected(inputs, dict(case.dims))
         values = dims_values(rubric, case.dims)
         for t in outputs:
@@ -30,7 +35,7 @@ def test_each_exercise_keeps_its_contract(name):
     # Every mistake model is a different function from the answer on random inputs (beyond the
     # margin diagnosis matches with), or it would name right answers as mistakes.
     case = max((c for c in plan_cases(rubric) if c.inputs == "random"), key=lambda c: sum(c.dims.values()))
-    inputs = draw(rubric, ref, case)
+    inputs = _tensors(draw(rubric, ref, case))
     right = ref.expected(inputs, dict(case.dims))[outputs[0].name]
     for code, model in ref.mistakes.items():
         wrong, mask = model(inputs, dict(case.dims))
@@ -101,15 +106,37 @@ MISTAKES = {"forgot_a": lambda t, dims: (t["x"].double() + t["y"].double(), None
 """
 
 
-@pytest.fixture
-def course(tmp_path, monkeypatch):
+# The same exercise laid out as new exercises are: the generators in numpy (inputs.py), the
+# answers and mistakes with torch (reference.py).
+COURSE_INPUTS = """
+from grader.exercises.draws import uniform
+
+def random(dims, seed):
+    n = dims["n"]
+    return {"x": uniform(n, seed, 0, -1.0, 1.0), "y": uniform(n, seed, 1, -1.0, 1.0)}
+
+GENERATORS = {"random": random}
+"""
+COURSE_ANSWERS = COURSE_REFERENCE[COURSE_REFERENCE.index("def expected"):]
+
+
+@pytest.fixture(params=["reference.py draws", "inputs.py draws"])
+def course(request, tmp_path, monkeypatch):
+    from grader.exercises import _LOADED
+
     root = tmp_path / "course"
     (root / "rubrics").mkdir(parents=True)
     (root / "reference" / "saxpy").mkdir(parents=True)
     (root / "rubrics" / "saxpy.yaml").write_text(COURSE_RUBRIC)
-    (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_REFERENCE)
+    if request.param == "inputs.py draws":
+        (root / "reference" / "saxpy" / "inputs.py").write_text(COURSE_INPUTS)
+        (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_ANSWERS)
+    else:
+        (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_REFERENCE)
     monkeypatch.setenv("GRADER_EXERCISES", str(root))
-    return root
+    _LOADED.clear()
+    yield root
+    _LOADED.clear()
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
@@ -141,6 +168,12 @@ def test_a_broken_reference_is_named(course):
     rubric = choose(exercise="saxpy")
     with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES has no 'forgot_a'"):
         load_reference(rubric).module             # checked when first imported
+    inputs = course / "reference" / "saxpy" / "inputs.py"
+    if inputs.is_file():                          # the generators are checked where they are written
+        _LOADED.clear()
+        inputs.write_text(COURSE_INPUTS.replace('{"random": random}', '{"rand": random}'))
+        with pytest.raises(ExerciseError, match=r"inputs\.py has no generator 'random'"):
+            load_reference(choose(exercise="saxpy")).inputs
     _LOADED.clear()
     ref.unlink()
     with pytest.raises(ExerciseError, match=r"reference\.py: no such file"):
@@ -178,3 +211,42 @@ def test_a_calibrate_run_needs_its_reference_kernel(course):
     with pytest.raises(ExerciseError, match="exports no grader_ref_nothing"):
         load_reference(choose(exercise="saxpy"))
     _LOADED.clear()
+
+
+def test_the_torch_inputs_are_the_numpy_draws_bit_for_bit():
+    import numpy as np
+
+    from grader.exercises import draws, inputs
+
+    for n, seed, stream in ((1, 0, 0), (1001, 7, 2), (65537, 2**70 + 3, 1)):
+        assert np.array_equal(inputs.hashes(n, seed, stream).numpy(), draws.hashes(n, seed, stream))
+        a, b = inputs.uniform(n, seed, stream, -4.0, 4.0).numpy(), draws.uniform(n, seed, stream, -4.0, 4.0)
+        assert a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+        assert b.min() >= -4.0 and b.max() < 4.0
+
+
+def test_drawing_every_exercises_cases_never_imports_torch(tmp_path):
+    """Each shipped exercise draws its inputs with numpy (its inputs.py): a first grade's inputs are
+    on disk without waiting for torch's import, which only the answers need."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from pathlib import Path
+from grader.core.backend import CUDA
+from grader.exercises import exercise_files, load_exercise, load_reference
+from grader.exercises.data import materialize
+from grader.exercises.plan import run_cases
+for name in sorted(exercise_files()):
+    rubric = load_exercise(name)
+    ref = load_reference(rubric)
+    for case in run_cases(rubric, CUDA, 99):
+        if not case.timed:
+            arrays = materialize(rubric, ref, case, Path({str(tmp_path)!r}))
+            assert all(a.dtype.name == "float32" for a in arrays.values()), (name, case.name)
+assert "torch" not in sys.modules, "torch was imported"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

@@ -128,28 +128,44 @@ def reference_folder(rubric) -> Path:
 class Reference:
     """An exercise's reference, used in the parent only (it never runs in the child).
 
-    The reference.py module (written with torch) is imported only when something needs it: a
-    case's inputs or answers not yet in the cache (data.py), or a failing output to diagnose
-    (MISTAKES). A warm submission reads both from the cache and never imports torch.
+    Its modules are imported only when something needs them: inputs.py (GENERATORS, in numpy)
+    to draw a case not yet in the cache; reference.py (written with torch: expected and MISTAKES)
+    for a case's answers not yet in the cache, or to name a failing output's mistake. A warm
+    submission reads both from the cache and never imports torch; a first grade draws its inputs
+    without waiting for torch. An exercise without an inputs.py draws with reference.py's
+    GENERATORS (torch tensors, as before).
     """
 
     def __init__(self, rubric, folder: Path, kernels: str, digest: str):
         self._rubric = rubric
         self.folder = folder
         self.kernels = kernels          # reference kernels' CUDA source ("" when none)
-        self.digest = digest            # of reference.py and kernels.cu: a key for cached inputs and answers
+        self.digest = digest            # of reference.py, inputs.py and kernels.cu: a key for cached inputs and answers
         self._module = None
+        self._inputs = None
 
     @property
     def module(self):
         """reference.py itself, imported and checked against the rubric on first use."""
         if self._module is None:
-            self._module = _import_reference(self._rubric, self.folder / "reference.py")
+            path = self.folder / "reference.py"
+            self._module = _check_answers(self._rubric, path, _import(self._rubric, path, "reference"))
         return self._module
 
     @property
+    def inputs(self):
+        """The module whose GENERATORS draw the inputs: inputs.py, else reference.py."""
+        if self._inputs is None:
+            path = self.folder / "inputs.py"
+            if path.is_file():
+                self._inputs = _check_generators(self._rubric, path, _import(self._rubric, path, "inputs"))
+            else:
+                self._inputs = _check_generators(self._rubric, self.folder / "reference.py", self.module)
+        return self._inputs
+
+    @property
     def generators(self) -> dict[str, Callable]:
-        return dict(self.module.GENERATORS)
+        return dict(self.inputs.GENERATORS)
 
     @property
     def expected(self) -> Callable:
@@ -161,7 +177,7 @@ class Reference:
         return {c: found[c] for c in self._rubric.mistakes}
 
     def generate(self, generator: str, dims: dict, seed: int):
-        return self.module.GENERATORS[generator](dims, seed)
+        return self.inputs.GENERATORS[generator](dims, seed)
 
 
 _LOADED: dict[Path, Reference] = {}
@@ -186,15 +202,17 @@ def load_reference(rubric) -> Reference:
             if f"grader_ref_{step.kernel}" not in kernels:
                 raise ExerciseError(f"{cu}: exports no grader_ref_{step.kernel}, which {rubric.path} times in "
                                     f"calibrate run {run.name!r}")
-    digest = hashlib.sha256(path.read_bytes() + b"\0" + kernels.encode()).hexdigest()[:16]
+    inputs = folder / "inputs.py"
+    digest = hashlib.sha256(path.read_bytes() + b"\0" + (inputs.read_bytes() if inputs.is_file() else b"") + b"\0"
+                            + kernels.encode()).hexdigest()[:16]
     ref = Reference(rubric, folder, kernels, digest)
     _LOADED[folder] = ref
     return ref
 
 
-def _import_reference(rubric, path: Path):
-    """Import an exercise's reference.py and check it against its rubric."""
-    name = f"grader_exercise_{rubric.exercise}"
+def _import(rubric, path: Path, part: str):
+    """Import one of an exercise's modules (reference.py, inputs.py) under a name of its own."""
+    name = f"grader_exercise_{rubric.exercise}" + ("" if part == "reference" else f"_{part}")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -202,10 +220,14 @@ def _import_reference(rubric, path: Path):
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - reported with the file's name
         raise ExerciseError(f"{path}: cannot be loaded: {type(exc).__name__}: {exc}") from exc
-    for attr in ("GENERATORS", "expected"):
-        if not hasattr(module, attr):
-            raise ExerciseError(f"{path}: defines no {attr} (an exercise's reference.py defines GENERATORS, "
-                                "expected and MISTAKES)")
+    return module
+
+
+def _check_answers(rubric, path: Path, module):
+    """reference.py against its rubric: expected, and MISTAKES for every mistake the rubric lists."""
+    if not hasattr(module, "expected"):
+        raise ExerciseError(f"{path}: defines no expected (an exercise's reference.py defines expected and "
+                            "MISTAKES; its inputs.py GENERATORS)")
     mistakes = dict(getattr(module, "MISTAKES", {}))
     for i, code in enumerate(rubric.mistakes):
         if code not in mistakes:
@@ -213,6 +235,14 @@ def _import_reference(rubric, path: Path):
     for code in mistakes:
         if code not in rubric.mistakes:
             raise ExerciseError(f"{path}: MISTAKES models {code!r}, which {rubric.path} does not list under mistakes")
+    return module
+
+
+def _check_generators(rubric, path: Path, module):
+    """The generators against the rubric: every case's, and `random` (the timed inputs)."""
+    if not hasattr(module, "GENERATORS"):
+        raise ExerciseError(f"{path}: defines no GENERATORS (an exercise's inputs.py defines its input generators "
+                            "by name; without an inputs.py, reference.py does)")
     for i, case in enumerate(rubric.checks.cases):
         if case.inputs not in module.GENERATORS:
             raise ExerciseError(f"{rubric.path}: checks.cases[{i}].inputs: {path} has no generator {case.inputs!r} "

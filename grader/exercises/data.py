@@ -35,31 +35,44 @@ from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.exercises.rubric import Rubric, dims_values
 
 
-def draw(rubric: Rubric, reference: Reference, case: Case) -> dict:
-    """The case's input tensors (torch, float32, contiguous), checked against the rubric's shapes."""
-    import torch
-
+def draw(rubric: Rubric, reference: Reference, case: Case) -> dict[str, np.ndarray]:
+    """The case's input tensors (float32, contiguous numpy arrays), checked against the rubric's
+    shapes. A generator returns numpy arrays (inputs.py); torch tensors (an older reference.py's
+    GENERATORS) are taken as they are, and only then is torch imported."""
     drawn = reference.generate(case.inputs, dict(case.dims), case.draw_seed)
     values = dims_values(rubric, case.dims)
+    source = reference.folder / ("inputs.py" if (reference.folder / "inputs.py").is_file() else "reference.py")
     out = {}
     for t in tensors_of(rubric, case):
         if t.role != "in":
             continue
         if t.name not in drawn:
-            raise ExerciseError(f"{reference.folder / 'reference.py'}: generator {case.inputs!r} gave no {t.name!r} "
-                                f"for {case.name}")
+            raise ExerciseError(f"{source}: generator {case.inputs!r} gave no {t.name!r} for {case.name}")
         value = drawn[t.name]
+        kind = str(getattr(value, "dtype", type(value).__name__))
+        if not isinstance(value, np.ndarray):
+            value = _from_torch(value)
         want = shape_of(t, values)
-        if tuple(value.shape) != want or value.dtype != torch.float32:
-            raise ExerciseError(f"{reference.folder / 'reference.py'}: generator {case.inputs!r} gave {t.name} as "
-                                f"{value.dtype} {tuple(value.shape)} for {case.name}; the rubric says float32 {want}")
-        out[t.name] = value.contiguous()
+        if value is None or value.shape != want or value.dtype != np.float32:
+            shape = tuple(getattr(drawn[t.name], "shape", ()))
+            raise ExerciseError(f"{source}: generator {case.inputs!r} gave {t.name} as {kind} {shape} for "
+                                f"{case.name}; the rubric says float32 {want}")
+        out[t.name] = np.ascontiguousarray(value)
     return out
 
 
-# What references import from the grader (the hash generators, GELU): part of every case's key.
+def _from_torch(value) -> np.ndarray | None:
+    """A float32 torch tensor as a numpy array; None for anything else."""
+    import torch
+
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+        return None
+    return value.detach().cpu().contiguous().numpy()
+
+
+# What exercises import from the grader (the hash generators, GELU): part of every case's key.
 _SHARED = hashlib.sha256(b"".join((Path(__file__).parent / f).read_bytes()
-                                  for f in ("inputs.py", "refmath.py"))).hexdigest()[:16]
+                                  for f in ("draws.py", "inputs.py", "refmath.py"))).hexdigest()[:16]
 
 
 def _key(rubric: Rubric, reference: Reference, case: Case) -> str:
@@ -138,9 +151,9 @@ def materialize(rubric: Rubric, reference: Reference, case: Case, cache: Path) -
     found = _read(path, shapes, np.float32)          # a private case's: drawn ahead into the run's folder
     if found is not None:
         return found
-    tensors = {name: t.numpy() for name, t in draw(rubric, reference, case).items()}
-    _write(path, [tensors[name] for name in shapes])
-    return tensors
+    arrays = draw(rubric, reference, case)
+    _write(path, [arrays[name] for name in shapes])
+    return arrays
 
 
 def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,

@@ -1,37 +1,19 @@
-"""Inputs for exercises' generators: the same bits on every machine and version, and nothing to
-predict without the seed.
-
-An exercise's reference.py draws its inputs from these (its GENERATORS). They are a keyed
-counter generator, not torch's generators (which change between versions and devices): a case's
-inputs are a pure function of (seed, stream, index), so a result can be reproduced anywhere.
-
-The key is Philox-4x32-10's 128 bits, taken from a BLAKE2b digest of (seed, stream): knowing
-some values of a stream tells nothing usable about the others, and a seed of any size is taken
-whole. On a GPU the grader draws the random cases' seeds afresh for every run and never shows
-them to a process that runs student code (exercises/plan.py), so a kernel cannot recognise its
-inputs and regenerate them instead of reading them. numpy's bit generators keep their streams
-stable across versions (NEP 19).
+"""Inputs for exercises' generators, as torch tensors: draws.py's values, bit for bit, for a
+reference.py written with torch that draws its own inputs (its GENERATORS: an exercise without an
+inputs.py). A new exercise writes its generators in numpy with draws.py (see its docstring), so
+that drawing a run's cases never waits for torch's import.
 """
 
 from __future__ import annotations
 
-import hashlib
-
-import numpy as np
 import torch
 
-_MASK = 0xFFFFFFFF
-
-
-def _key(seed: int, stream: int) -> int:
-    digest = hashlib.blake2b(f"grader inputs {int(seed)} {int(stream)}".encode(), digest_size=16).digest()
-    return int.from_bytes(digest, "little")
+from grader.exercises import draws
 
 
 def hashes(n: int, seed: int, stream: int) -> torch.Tensor:
     """n uniformly distributed 32-bit values (in int64) of (index, seed, stream)."""
-    raw = np.random.Philox(key=_key(seed, stream)).random_raw((n + 1) // 2)
-    return torch.from_numpy(raw.view(np.int32)[:n]).to(torch.int64).bitwise_and_(_MASK)
+    return torch.from_numpy(draws.hashes(n, seed, stream))
 
 
 def unit(h: torch.Tensor) -> torch.Tensor:

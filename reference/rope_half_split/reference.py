@@ -8,47 +8,12 @@ pos * theta_j, theta_j = 10000^(-2j/headDim) (RoFormer's equation 15 with i = j 
 
 The tables are float32 (cos and sin of the double angle, rounded), as the kernel reads them;
 the reference promotes those same floats to double, so a check prices the kernel's arithmetic
-and not the tables'.
+and not the tables'. The inputs and the tables are drawn by inputs.py.
 """
 
 from __future__ import annotations
 
 import torch
-
-from grader.exercises.inputs import uniform
-
-BASE = 10000.0
-
-
-def tables(seq: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    half = head_dim // 2
-    j = torch.arange(half, dtype=torch.float64)
-    theta = torch.pow(torch.tensor(BASE, dtype=torch.float64), -2.0 * j / head_dim)
-    angle = torch.arange(seq, dtype=torch.float64)[:, None] * theta[None, :]
-    return torch.cos(angle).float(), torch.sin(angle).float()
-
-
-def _with_tables(x: torch.Tensor, dims: dict) -> dict[str, torch.Tensor]:
-    cos, sin = tables(dims["seq"], dims["headDim"])
-    shape = (dims["batch"], dims["seq"], dims["heads"], dims["headDim"])
-    return {"in": x.view(shape), "cosTab": cos, "sinTab": sin}
-
-
-def lesson(dims: dict, seed: int) -> dict[str, torch.Tensor]:
-    """The lesson's pattern: in[i] = ((i % 61) - 30) * 0.125."""
-    n = dims["batch"] * dims["seq"] * dims["heads"] * dims["headDim"]
-    i = torch.arange(n, dtype=torch.int64)
-    return _with_tables(((i % 61) - 30).to(torch.float32) * 0.125, dims)
-
-
-def random(dims: dict, seed: int) -> dict[str, torch.Tensor]:
-    """in uniform over [-4, 4], a query's or key's range."""
-    n = dims["batch"] * dims["seq"] * dims["heads"] * dims["headDim"]
-    s = seed * 7919 + dims["batch"] * 1009 + dims["seq"] * 101 + dims["heads"] * 11 + dims["headDim"]
-    return _with_tables(uniform(n, s, 0, -4.0, 4.0), dims)
-
-
-GENERATORS = {"lesson": lesson, "random": random}
 
 
 def _parts(t: dict, pos: torch.Tensor | None = None):
