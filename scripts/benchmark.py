@@ -13,7 +13,9 @@ incorrect samples, each made distinct so that each compiles), submissions per mi
 time goes, and each kernel's fraction in the batch against the median of three lone grades of it
 (a batch of one job: one at a time, nothing else building), with each run's submission time and
 floor bandwidth, to tell which side moved.
-Writes a JSON document (--out) and prints a table last.
+Writes a JSON document (--out: the machine, the figures, the table's rows) and prints a table last;
+scripts/gpu-check keeps it under $OUT/figures/, to be committed as docs/figures/*.json (docs/figures.md
+is generated from them by scripts/docs.py).
 """
 
 from __future__ import annotations
@@ -285,9 +287,30 @@ def main() -> int:
     return _finish(args, figures, rows)
 
 
+def machine() -> dict:
+    """What the figures were measured on: the GPU (nvidia-smi), the CPU cores, CUDA and torch."""
+    info: dict = {"cores": os.cpu_count()}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        if out:
+            info["gpu"], info["driver"] = [v.strip() for v in out[0].split(",", 1)]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        import torch
+
+        info["torch"], info["cuda"] = torch.__version__, torch.version.cuda or ""
+    except ImportError:
+        pass
+    return info
+
+
 def _finish(args, figures: dict, rows: list) -> int:
     if args.out:
-        args.out.write_text(json.dumps({"figures": figures, "rows": [list(r) for r in rows]}, indent=1))
+        kind = f"batch of {args.batch}" if args.batch else "submit"
+        args.out.write_text(json.dumps({"machine": machine(), "backend": args.backend, "kind": kind,
+                                        "figures": figures, "rows": [list(r) for r in rows]}, indent=1))
     width = max(len(r[0]) for r in rows)
     print(f"\n{'figure':<{width}}  {'measured':<34} {'target':<30} verdict")
     for name, value, target, ok in rows:

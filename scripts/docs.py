@@ -5,9 +5,11 @@
   expects on each backend (from submissions/<exercise>/manifest.yaml);
 - docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/schema.py);
 - docs/cli.md: every command's --help (from grader/cli/);
-- docs/result-json.md: every key of result.json (from the dataclasses of grader/core/results.py).
+- docs/result-json.md: every key of result.json (from the dataclasses of grader/core/results.py);
+- docs/figures.md: the benchmark's tables (from docs/figures/*.json, scripts/benchmark.py's output).
 
-Run `python scripts/docs.py` after changing a manifest, the rubric schema, a command or a result part;
+Run `python scripts/docs.py` after changing a manifest, the rubric schema, a command, a result part
+or a recorded benchmark;
 `python scripts/docs.py --check` (tests/test_docs.py) fails, naming the file, when one is stale.
 """
 
@@ -135,6 +137,35 @@ def result_json_md() -> str:
     return "\n".join(r for r in rows if r != "") + "\n"
 
 
+def figures_md() -> str:
+    """The benchmark's tables, one per run recorded in docs/figures/ (scripts/benchmark.py --out)."""
+    import json
+
+    out = [GENERATED.format(source="docs/figures/*.json"), "# Figures\n",
+           "What `scripts/benchmark.py` measured (`scripts/gpu-check bench` and `batch` on a GPU machine: "
+           "[benchmarks.md](benchmarks.md) says how), one table per recorded run. To record a run, copy "
+           "the JSON files gpu-check leaves under `$OUT/figures/` into `docs/figures/` and run "
+           "`python scripts/docs.py`.\n"]
+    found = sorted((ROOT / "docs" / "figures").glob("*.json"))
+    if not found:
+        out.append("No run of the current code is recorded yet.\n")
+    for path in found:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        m = doc.get("machine", {})
+        where = ", ".join(v for v in (m.get("gpu"), f"{m['cores']} cores" if m.get("cores") else None,
+                                      f"driver {m['driver']}" if m.get("driver") else None,
+                                      f"CUDA {m['cuda']}" if m.get("cuda") else None,
+                                      f"torch {m['torch']}" if m.get("torch") else None) if v)
+        out.append(f"\n## {doc.get('kind', 'submit')} on {where or 'an unnamed machine'} "
+                   f"(`--backend {doc.get('backend', 'cuda')}`; {path.name})\n")
+        out += ["| figure | measured | target | verdict |", "| --- | --- | --- | --- |"]
+        for name, value, target, ok in doc.get("rows", []):
+            verdict = "" if ok is None else ("pass" if ok else "MISS")
+            cells = [str(c).replace("|", "/") for c in (name.strip(), value, target, verdict)]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def cli_md() -> str:
     from click.testing import CliRunner
 
@@ -151,7 +182,7 @@ def cli_md() -> str:
 
 
 FILES = {"docs/samples.md": samples_md, "docs/rubric-keys.md": rubric_keys_md, "docs/cli.md": cli_md,
-         "docs/result-json.md": result_json_md}
+         "docs/result-json.md": result_json_md, "docs/figures.md": figures_md}
 
 
 def main() -> int:

@@ -28,6 +28,29 @@ def test_a_stale_page_is_named(tmp_path, monkeypatch):
     assert docs.main() == 1
 
 
+def test_the_figures_page_is_the_benchmarks_rows(tmp_path, monkeypatch):
+    """docs/figures.md restates docs/figures/*.json (scripts/benchmark.py --out): each run's machine
+    and every row, its verdict from the row's own pass or miss."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import docs
+
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    assert "No run of the current code is recorded yet." in docs.figures_md()
+    (tmp_path / "docs" / "figures").mkdir(parents=True)
+    (tmp_path / "docs" / "figures" / "nvidia-h200.json").write_text(json.dumps({
+        "machine": {"gpu": "NVIDIA H200", "cores": 16, "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0"},
+        "backend": "cuda", "kind": "submit", "figures": {},
+        "rows": [["submit warm, median of 3", "1.62 s", "<= 2.0 s", True], ["  phases", "build_s 0.1", "", None],
+                 ["float4: median fraction, tier", "0.941 {'silver'}", ">= 0.95, gold", False]]}))
+    page = docs.figures_md()
+    assert "## submit on NVIDIA H200, 16 cores, driver 580.159.04, CUDA 13.0, torch 2.11.0" in page
+    assert "| submit warm, median of 3 | 1.62 s | <= 2.0 s | pass |" in page
+    assert "| phases | build_s 0.1 |  |  |" in page
+    assert "| float4: median fraction, tier | 0.941 {'silver'} | >= 0.95, gold | MISS |" in page
+
+
 def test_every_link_in_the_readme_and_docs_leads_to_a_file():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     for page in pages:
