@@ -142,8 +142,9 @@ def figures_md() -> str:
     import json
 
     out = [GENERATED.format(source="docs/figures/*.json"), "# Figures\n",
-           "What `scripts/benchmark.py` measured (`scripts/gpu-check bench` and `batch` on a GPU machine: "
-           "[benchmarks.md](benchmarks.md) says how), one table per recorded run. To record a run, copy "
+           "What `scripts/benchmark.py` and `grader calibrate` measured (`scripts/gpu-check bench` and `batch` "
+           "on a GPU machine: [benchmarks.md](benchmarks.md) says how), one table per recorded run. To record "
+           "a run, copy "
            "the JSON files gpu-check leaves under `$OUT/figures/` into `docs/figures/` and run "
            "`python scripts/docs.py`.\n"]
     found = sorted((ROOT / "docs" / "figures").glob("*.json"))
@@ -151,6 +152,15 @@ def figures_md() -> str:
         out.append("No run of the current code is recorded yet.\n")
     for path in found:
         doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("kind") == "calibrate":
+            from grader.grade.calibration import read_json, render
+
+            cals = read_json(path)
+            gpu = next((c.device.get("name") for c in cals if c.device.get("name")), "a GPU")
+            out.append(f"\n## `grader calibrate` on {gpu} ({path.name})\n")
+            out.append("Where each exercise's tier lines sit against the lesson's own kernels:\n")
+            out.append("```\n" + "\n\n".join(render(c).rstrip() for c in cals) + "\n```")
+            continue
         m = doc.get("machine", {})
         where = ", ".join(v for v in (m.get("gpu"), f"{m['cores']} cores" if m.get("cores") else None,
                                       f"driver {m['driver']}" if m.get("driver") else None,

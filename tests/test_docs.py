@@ -49,6 +49,15 @@ def test_the_figures_page_is_the_benchmarks_rows(tmp_path, monkeypatch):
     assert "| submit warm, median of 3 | 1.62 s | <= 2.0 s | pass |" in page
     assert "| phases | build_s 0.1 |  |  |" in page
     assert "| float4: median fraction, tier | 0.941 {'silver'} | >= 0.95, gold | MISS |" in page
+    # `grader calibrate --json-out`: the table the command prints, from the same dataclasses
+    from grader.grade.calibration import Calibration, Row, render, write_json
+
+    cal = Calibration("bias_gelu_fused", "t", {"rows": 16384, "cols": 1024}, {"name": "NVIDIA H200"}, "copy_vec4",
+                      {"gold": 0.9, "silver": 0.75}, [Row("copy_vec4", "", 134217728, 0.0358, 3748.3, 1.0, True),
+                                                      Row("biasGeluFused", "2 floats", 134217728, 0.0604, 2221.6, 0.593)])
+    write_json([cal], tmp_path / "docs" / "figures" / "nvidia-h200-calibrate.json")
+    page = docs.figures_md()
+    assert "## `grader calibrate` on NVIDIA H200 (nvidia-h200-calibrate.json)" in page and render(cal).rstrip() in page
 
 
 def test_every_link_in_the_readme_and_docs_leads_to_a_file():

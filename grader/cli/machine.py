@@ -61,15 +61,21 @@ def exercises() -> None:
 @click.command()
 @click.option("--exercise", "names", multiple=True, metavar="NAME",
               help="The exercise to calibrate (repeatable; default: every exercise with calibrate runs).")
-def calibrate(names: tuple[str, ...]) -> None:
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the tables as JSON here (docs/figures/ keeps them: docs/figures.md).")
+def calibrate(names: tuple[str, ...], json_out: Path | None) -> None:
     """Time the lessons' own reference kernels and the copies on this GPU: where the tier lines sit."""
-    from grader.grade.calibration import calibrate as run, render
+    from grader.grade.calibration import calibrate as run, render, write_json
     from grader.exercises import load_all, load_exercise
 
     try:
         rubrics = [load_exercise(n) for n in names] or [r for r in load_all().values() if r.calibrate.runs]
+        done = []
         for rubric in rubrics:
-            click.echo(render(run(rubric)))
+            done.append(run(rubric))
+            click.echo(render(done[-1]))
+        if json_out is not None:
+            write_json(done, json_out)
     except GraderError as exc:
         fail(exc)
 

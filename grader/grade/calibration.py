@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from grader.core.backend import CUDA
 from grader.toolchain import gpuinfo
@@ -114,6 +115,23 @@ def _rows(rubric: Rubric, frame: CalibrationFrame, copy_bytes: int, values: dict
         gbps = moved / (ms * 1e-3) / 1e9
         cal.rows.append(Row(run.name, run.note, moved, ms, gbps, gbps / floor_gbps))
     return cal
+
+
+def write_json(calibrations: list[Calibration], path: Path) -> None:
+    """The tables as JSON (`grader calibrate --json-out`): what docs/figures.md restates."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"kind": "calibrate", "calibrations": [dataclasses.asdict(c) for c in calibrations]},
+                               indent=1))
+
+
+def read_json(path: Path) -> list[Calibration]:
+    import json
+
+    from grader.core.typed import from_data
+
+    return [from_data(Calibration, c) for c in json.loads(path.read_text(encoding="utf-8"))["calibrations"]]
 
 
 def render(cal: Calibration) -> str:
