@@ -162,3 +162,17 @@ def test_only_the_pipeline_writes_a_result():
                         and t.attr in fields):
                     found.append(f"{p.relative_to(PACKAGE)}:{node.lineno}: writes {t.value.id}.{t.attr}")
     assert not found, "\n".join(found)
+
+
+def test_every_tool_is_looked_up_in_one_place():
+    """toolchain/tools.py finds every external tool (nvcc where the user said the toolkit is, the
+    rest on PATH); nothing else asks shutil.which, so two lookups can never disagree again."""
+    found = []
+    for p in PACKAGE.rglob("*.py"):
+        if p == PACKAGE / "toolchain" / "tools.py":
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr == "which" and isinstance(node.value, ast.Name)
+                    and node.value.id == "shutil"):
+                found.append(f"{p.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, "shutil.which outside toolchain/tools.py: " + ", ".join(found)

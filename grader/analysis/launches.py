@@ -11,11 +11,11 @@ ptxas's registers and shared memory with the CUDA occupancy calculator's rules.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.toolchain import tools
 from grader.toolchain.outcome import demangle
 from grader.core.contract import CaseFrame, LaunchRecord, TimingFrame
 from grader.core.objmemo import read_beside
@@ -104,7 +104,7 @@ def _threads(dims: list[int]) -> int:
 
 def _symbols(library: Path | None) -> dict[int, str]:
     """The library's function symbols by address (static and anonymous-namespace kernels too)."""
-    nm = shutil.which("nm")
+    nm = tools.locate("nm")
     if library is None or nm is None:
         return {}
 

@@ -26,11 +26,11 @@ submission's code: it is read as an ELF file.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.toolchain import tools
 from grader.toolchain.tools import require as find_tool
 from grader.core.objmemo import read_beside
 from grader.core.source import Submission
@@ -110,7 +110,7 @@ def _list_symbols(obj: Path, undefined: bool) -> list[tuple[str, str, str]]:
     if not mangled:
         return []
     names = [m for m, _ in mangled]
-    filt = shutil.which("c++filt")
+    filt = tools.locate("c++filt")
     demangled = (subprocess.run([filt], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
                  if filt else names)
     if len(demangled) != len(names):

@@ -9,13 +9,13 @@ the merge is `grader merge`'s. The report folder must be on a filesystem every n
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from grader.toolchain import tools
 from grader.core.backend import AUTO, Backend
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
@@ -93,7 +93,7 @@ def shard_folder(report_dir: Path, k: int, n: int) -> Path:
 def node_shape(partition: str | None) -> tuple[int, int] | None:
     """(CPUs, memory in MB) of the smallest node of the partition (the default one when None), from
     sinfo; None when sinfo cannot say."""
-    if shutil.which("sinfo") is None:
+    if tools.locate("sinfo") is None:
         return None
     args = ["sinfo", "-h", "-o", "%c|%m"] + (["-p", partition] if partition else [])
     try:
@@ -262,5 +262,5 @@ def _advice(reason: str) -> str:
 
 
 def _cancel(ids: list[str], options: SlurmOptions) -> None:
-    if options.cluster == "slurm" and shutil.which("scancel"):
+    if options.cluster == "slurm" and tools.locate("scancel"):
         subprocess.run(["scancel", *sorted({i.split("_")[0] for i in ids})], capture_output=True, timeout=60)

@@ -14,7 +14,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import struct
 import subprocess
 import time
@@ -226,7 +225,7 @@ def emulator_flags(*, fibers: bool, spread: bool = False) -> list[str]:
 def build_guard() -> Path | None:
     """The child's seccomp filter (grader/run/child/guard.c) as a shared library, built once per host
     with the C compiler; None where there is no C compiler or the host is not Linux."""
-    cc = shutil.which("cc") or shutil.which("gcc")
+    cc = tools.locate("cc") or tools.locate("gcc")
     if cc is None or not os.path.exists("/proc/self/status"):
         return None
     text = GUARD_SOURCE.read_text()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 
+from grader.toolchain import tools
 from grader.core.backend import AUTO, CUDA, EMULATOR, Backend, named
 
 _FIELDS = ("name", "compute_cap", "clocks.sm", "clocks.mem", "clocks.max.sm", "driver_version", "temperature.gpu")
@@ -15,7 +15,7 @@ _FIELDS = ("name", "compute_cap", "clocks.sm", "clocks.mem", "clocks.max.sm", "d
 
 def snapshot() -> dict:
     """One nvidia-smi reading of the first visible GPU; {} when there is none."""
-    exe = shutil.which("nvidia-smi")
+    exe = tools.locate("nvidia-smi")
     if exe is None:
         return {}
     try:
@@ -38,7 +38,7 @@ def probe() -> dict | None:
     """
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return None
-    if shutil.which("nvidia-smi"):
+    if tools.locate("nvidia-smi"):
         return snapshot() or None
     return {} if _driver_capability() is not None else None
 
@@ -86,7 +86,7 @@ def arch(reading: dict | None = None) -> str:
 
 def indices() -> list[str]:
     """nvidia-smi's index of every GPU on the machine; [] without nvidia-smi."""
-    exe = shutil.which("nvidia-smi")
+    exe = tools.locate("nvidia-smi")
     if exe is None:
         return []
     try:

@@ -3,7 +3,6 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
 from grader.core.checking import compare, read_guards
 from grader.core.contract import CaseFrame, Fault
@@ -214,7 +214,7 @@ def _location(name: str, tensor, index: list[int]) -> str:
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
-    if not pc_offset or build.library is None or shutil.which("addr2line") is None:
+    if not pc_offset or build.library is None or tools.locate("addr2line") is None:
         return ""
     try:
         out = subprocess.run(["addr2line", "-e", str(build.library), "-i", hex(pc_offset)], capture_output=True,
