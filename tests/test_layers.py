@@ -176,3 +176,14 @@ def test_every_tool_is_looked_up_in_one_place():
                     and node.value.id == "shutil"):
                 found.append(f"{p.relative_to(PACKAGE)}:{node.lineno}")
     assert not found, "shutil.which outside toolchain/tools.py: " + ", ".join(found)
+
+
+def test_the_default_exercise_is_named_once_and_no_exercise_elsewhere():
+    """An exercise is data: the package names no exercise but the default one, in one place
+    (core/locations.py), which picks what a command grades when none is named."""
+    from grader.core.locations import DEFAULT_EXERCISE
+
+    names = [p.stem for p in (PACKAGE.parent / "rubrics").glob("*.yaml")]
+    assert DEFAULT_EXERCISE in names and len(names) >= 3
+    found = [f"{p.relative_to(PACKAGE)}: {n}" for p in PACKAGE.rglob("*.py") for n in names if n in p.read_text()]
+    assert found == ["core/locations.py: " + DEFAULT_EXERCISE], found

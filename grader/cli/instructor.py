@@ -11,6 +11,7 @@ from rich.console import Console
 from grader.cli.common import err_console, fail
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
+from grader.core.locations import DEFAULT_EXERCISE
 
 
 @click.command()
@@ -172,7 +173,7 @@ def _shard(value: str) -> tuple[int, int]:
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--exercise", default=None, metavar="NAME",
-              help="The exercise (`grader exercises` lists them; default: bias_gelu_fused).")
+              help=f"The exercise (`grader exercises` lists them; default: {DEFAULT_EXERCISE}).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML for the gradebook's points instead of a named exercise.")
 def merge(out: Path, folders: tuple[Path, ...], exercise: str | None, rubric_path: Path | None) -> None:
@@ -223,7 +224,7 @@ class _BatchProgress:
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path),
-                default="submissions/bias_gelu_fused")
+                default=f"submissions/{DEFAULT_EXERCISE}")
 @click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="Where to run the samples (auto: the GPU when one is visible).")
 @click.option("--exercise", default=None, metavar="NAME",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core.errors import ExerciseError, UsageError
-from grader.core.locations import reference_dir, rubrics_dir
+from grader.core.locations import DEFAULT_EXERCISE, reference_dir, rubrics_dir
 
 
 def rubric_folders() -> list[Path]:
@@ -56,7 +56,6 @@ def load_exercise(name: str):
     return load_rubric(files[name])
 
 
-DEFAULT_EXERCISE = "bias_gelu_fused"
 
 
 def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None, file: Path | None = None,

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grader.core.exprs import Expr
-from grader.core.locations import rubrics_dir
+from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
 from grader.core.signature import Signature, parse_signature
 from grader.core.typed import type_hints
 
-DEFAULT_RUBRIC = rubrics_dir() / "bias_gelu_fused.yaml"
+DEFAULT_RUBRIC = rubrics_dir() / f"{DEFAULT_EXERCISE}.yaml"
 
 # The diagnosis codes the core emits for any exercise; an exercise adds its mistakes (codes its
 # reference models) and unwritten_<dim> for each dimension of an output. The rubric's feedback
