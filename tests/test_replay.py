@@ -291,3 +291,34 @@ def test_the_device_code_is_read_from_the_built_library(rubric):
         magic, _version, header, size = struct.unpack_from("<IHHQ", p.read_bytes())
         assert magic == FATBIN_MAGIC and p.stat().st_size == header + size
     assert sum(p.stat().st_size for p in pieces) > 4096        # the submission's kernels, not only the empty one
+
+
+def test_the_child_takes_the_backend_its_role_asks_for(monkeypatch):
+    """worker._backend_for: the recorder's for role record, the measuring process's (with the
+    recording, the device code, the layout seed and every call's sizes) for role replay, the
+    emulator's for an emulator job; a GPU job that names a library is never run directly."""
+    from grader.run.child import emulator, measurer, recorder, worker
+
+    made = {}
+
+    def stub(name):
+        def make(*args, **kw):
+            made[name] = (args, kw)
+            return name
+        return make
+
+    monkeypatch.setattr(recorder, "RecordingBackend", stub("record"))
+    monkeypatch.setattr(measurer, "ReplayBackend", stub("replay"))
+    monkeypatch.setattr(emulator, "EmulatorBackend", stub("emulator"))
+    job = _job()
+    assert worker._backend_for(dataclasses.replace(job, role="record")) == "record"
+    rec = Recording()
+    assert worker._backend_for(dataclasses.replace(job, role="replay", recording=rec, device_code=["a.fatbin"],
+                                                   layout_seed=7)) == "replay"
+    _, kw = made["replay"]
+    assert kw["recording"] is rec and kw["device_code"] == ["a.fatbin"] and kw["layout_seed"] == 7
+    assert set(kw["sizes"]) == {c.launch.key for c in job.cases + job.timed_cases + job.baseline_cases}
+    assert worker._backend_for(dataclasses.replace(job, backend="emulator", role="run", emulator_threads=3)) == "emulator"
+    assert made["emulator"][1] == {"threads": 3}
+    with pytest.raises(ValueError, match="recorded, then replayed"):
+        worker._backend_for(dataclasses.replace(job, role="run", library="lib.so"))
