@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from grader.run import protocol
 from grader.toolchain.outcome import BuildResult
@@ -221,3 +222,12 @@ def test_the_speedup_over_the_pytorch_baseline_is_reported_at_every_shape():
     assert "Against PyTorch (`F.gelu(x).sum(0)`) in the same process: 2.00x faster at 2 x 4 x 8" in md
     assert "2.50x faster at 4 x 14 x 40" in md and "2.50e-07" in md
     assert "Against PyTorch" in render_text(result, r)
+
+
+@pytest.mark.parametrize("forged", [None, [1, 2], "all on"])
+def test_a_forged_hello_is_a_claim_of_nothing_not_an_internal_error(rubric, forged):
+    """A hello frame whose sandbox is not a mapping (host code can forge frames in a child that runs
+    it, the emulator's): nothing is claimed in force, and the run is judged as any other."""
+    result = _judge_with_sandbox(rubric, forged)
+    assert result.status == "graded" and result.correct, result.message
+    assert result.sandbox is not None and result.sandbox.seccomp is False

@@ -401,7 +401,8 @@ def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
     """What a child (the recorder) said was in force."""
     from grader.core.contract import HelloFrame
 
-    return next((f.data.sandbox for f in run.frames if isinstance(f.data, HelloFrame)), None)
+    said = next((f.data.sandbox for f in run.frames if isinstance(f.data, HelloFrame)), None)
+    return said if isinstance(said, ChildSandbox) else None
 
 
 def _refused_by_replay(reasons: list[str], p: Path) -> Stop:

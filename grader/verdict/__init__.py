@@ -16,7 +16,8 @@ from pathlib import Path
 
 from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
-from grader.core.contract import BaselineTimingFrame, CaseFrame, DoneFrame, FatalFrame, HelloFrame, TimingFrame
+from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
+                                  TimingFrame)
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
 from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
@@ -96,7 +97,9 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
         elif isinstance(h, HelloFrame):
             v.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
                             child_hello_t=round(h.t, 3))
-            v.sandbox = SandboxSummary(**vars(h.sandbox))
+            # claimed: on the emulator the child runs the submission's host code, which can forge it
+            claimed = h.sandbox if isinstance(h.sandbox, ChildSandbox) else ChildSandbox()
+            v.sandbox = SandboxSummary(**vars(claimed))
     skipped = set(out.timing.skipped) if out.timing else set()
     for case in cases:
         if case.name not in seen:
