@@ -54,7 +54,7 @@ def output_frame(case, ref, pad, corrupt=False):
     return protocol.Frame(header, payload)
 
 
-def judge(rubric, frames_for, timing):
+def judge(rubric, frames_for, timing, backend="cuda"):
     cases, timed = plan_cases(rubric), timed_cases(rubric)
     with ThreadPoolExecutor(2) as pool:
         refs = {c.name: pool.submit(reference_for, c, rubric) for c in cases + timed}
@@ -62,7 +62,7 @@ def judge(rubric, frames_for, timing):
         frames += [f for c in cases + timed for f in frames_for(c, refs[c.name].result())]
         frames += [protocol.Frame(timing, b""), protocol.Frame({"type": "done"}, b"")]
         run = ChildRun(frames, 0, False, 1.0, CappedOutput(64), CappedOutput(64))
-        result = Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
+        result = Result(exercise="e", submission={}, backend=backend, status="graded", grader_version="0")
         build = BuildResult(True, None, None, True, 0.0, "")
         read_run(run, cases + timed, refs, rubric, build, Path("k.cu"), result)
     return result
@@ -231,3 +231,15 @@ def test_a_forged_hello_is_a_claim_of_nothing_not_an_internal_error(rubric, forg
     result = _judge_with_sandbox(rubric, forged)
     assert result.status == "graded" and result.correct, result.message
     assert result.sandbox is not None and result.sandbox.seccomp is False
+
+
+def test_a_timing_frame_in_an_emulator_run_buys_nothing(rubric):
+    """The emulator times nothing, and its child runs the submission's host code, which can sign a
+    frame: a timing frame there (forged, at the floor's speed) gives no fraction and no tier."""
+    r = small(rubric)
+    frames = lambda c, ref: [output_frame(c, ref, r.checks.guard_floats)]    # noqa: E731
+    on_gpu = judge(r, frames, timing_frame([0.0375] * 60))
+    assert on_gpu.tier == "gold" and on_gpu.fraction > 0.9                     # the same frames, judged as timed
+    forged = judge(r, frames, timing_frame([0.0375] * 60), backend="emulator")
+    assert forged.correct is True and forged.tier is None and forged.fraction is None and forged.timing is None
+    assert forged.floor is None and forged.device.name == ""

@@ -115,6 +115,10 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
     """The verdict on a child's run: each case checked against its float64 answers, how the run
     ended, and for a correct kernel on a GPU its timing and tier."""
     read = _read_frames(run, cases, references, rubric, reference, build, p)
+    if not backend.times:
+        # Nothing is timed there: a timing frame can only be forged (the emulator's child runs the
+        # submission's host code, which can sign frames), and it never buys a fraction or a tier.
+        read.timing, read.baselines = None, []
     v = read.verdict
     if v.sandbox is not None:
         v.sandbox.peak_rss_mib = round(run.max_rss_kib / 1024)
@@ -186,7 +190,7 @@ def _timed(v: Verdict, read: _Frames, rubric: Rubric) -> None:
                 v.diagnosis.append(entry)
         t = v.timing = judge_timing(read.timing, rubric, read.baselines)
         v.floor = FloorSummary(t.floor_kind, t.floor_gbps, {c.kind: c.gbps for c in t.copies})
-        v.device = dict(read.timing.device)
+        v.device = dict(read.timing.device) if isinstance(read.timing.device, dict) else {}
     if v.correct and v.timing is not None:
         tier = give_tier(v.timing, rubric)
         v.tier, v.borderline, v.feedback = tier.tier, tier.borderline, tier.feedback
