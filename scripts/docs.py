@@ -36,6 +36,12 @@ def _outcome(e) -> str:
     return words + (", " + ", ".join(extra) if extra else "")
 
 
+def _why(g, m) -> str:
+    """What decides the outcome (the manifest's why), once where both backends say the same."""
+    return g.why if g.why == m.why else "; ".join(w for w in (f"GPU: {g.why}" if g.why else "",
+                                                               f"emulator: {m.why}" if m.why else "") if w)
+
+
 def samples_md() -> str:
     from grader.exercises import load_exercise
     from grader.batch.manifest import load_manifest
@@ -48,11 +54,12 @@ def samples_md() -> str:
         rubric = load_exercise(exercise)
         gpu = {e.file: e for e in load_manifest(manifest, "cuda", rubric)}
         emu = {e.file: e for e in load_manifest(manifest, "emulator", rubric)}
-        out.append(f"\n## {exercise}\n\n| sample | what it is | on a GPU | on the emulator |\n| --- | --- | --- | --- |")
+        out.append(f"\n## {exercise}\n\n| sample | what it is | on a GPU | on the emulator | why |\n"
+                   "| --- | --- | --- | --- | --- |")
         for name in sorted(gpu, key=lambda n: (gpu[n].attack, n)):
             g, m = gpu[name], emu[name]
             about = g.about.replace("|", "\\|") + (" (attack)" if g.attack else "")
-            out.append(f"| {name} | {about} | {_outcome(g)} | {_outcome(m)} |")
+            out.append(f"| {name} | {about} | {_outcome(g)} | {_outcome(m)} | {_why(g, m).replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
 
@@ -137,14 +144,53 @@ def result_json_md() -> str:
     return "\n".join(r for r in rows if r != "") + "\n"
 
 
+def record_samples(path: Path, into: Path) -> Path:
+    """A `grader samples --json-out` document (every sample's whole result) kept as the little that
+    docs/figures.md shows: each sample's outcome and fraction, and the machine they ran on."""
+    import json
+
+    results = json.loads(path.read_text(encoding="utf-8"))
+    first = next(iter(results.values()))
+    device = first.get("device") or {}
+    before = device.get("before") or {}
+    machine = {"gpu": device.get("name") or before.get("name") or "", "driver": before.get("driver_version", ""),
+               "cuda": device.get("cuda_runtime", ""), "backend": first.get("backend", "")}
+    rows = [{"file": name, "status": r["status"], "correct": r.get("correct"), "tier": r.get("tier"),
+             "fraction": r.get("fraction"), "fraction_ci": r.get("fraction_ci")} for name, r in results.items()]
+    slug = "".join(c if c.isalnum() else "-" for c in (machine["gpu"] or "no-gpu").lower()).strip("-")
+    out = into / f"{slug}-samples-{first['exercise']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"kind": "samples", "exercise": first["exercise"], "machine": machine, "samples": rows},
+                              indent=1) + "\n", encoding="utf-8")
+    return out
+
+
+def _samples_section(doc: dict, name: str) -> list[str]:
+    m = doc.get("machine", {})
+    where = ", ".join(v for v in (m.get("gpu"), f"driver {m['driver']}" if m.get("driver") else "",
+                                  f"CUDA {m['cuda']}" if m.get("cuda") else "") if v)
+    out = [f"\n## `grader samples` of {doc['exercise']} on {where or 'an unnamed machine'} ({name})\n",
+           "| sample | outcome | fraction of the floor (95% interval) |", "| --- | --- | --- |"]
+    for s in doc["samples"]:
+        outcome = s["status"] if s["status"] != "graded" else (
+            "graded" if s["correct"] is None else "correct" if s["correct"] else "incorrect")
+        if s.get("tier"):
+            outcome += f", {s['tier']}"
+        ci = s.get("fraction_ci")
+        timed = s.get("fraction") is not None and s["correct"]         # an incorrect kernel's speed means nothing
+        frac = (f"{s['fraction']:.3f}" + (f" ({ci[0]:.3f} to {ci[1]:.3f})" if ci else "")) if timed else ""
+        out.append(f"| {s['file']} | {outcome} | {frac} |")
+    return out
+
+
 def figures_md() -> str:
     """The benchmark's tables, one per run recorded in docs/figures/ (scripts/benchmark.py --out)."""
     import json
 
     out = [GENERATED.format(source="docs/figures/*.json"), "# Figures\n",
-           "What `scripts/benchmark.py` and `grader calibrate` measured (`scripts/gpu-check bench` and `batch` "
-           "on a GPU machine: [benchmarks.md](benchmarks.md) says how), one table per recorded run. To record "
-           "a run, copy "
+           "What `scripts/benchmark.py`, `grader calibrate` and `grader samples` measured (`scripts/gpu-check` "
+           "on a GPU machine: [benchmarks.md](benchmarks.md) says how), one table per recorded run; the outcome "
+           "each sample must get, and why, is in [samples.md](samples.md). To record a run, copy "
            "the JSON files gpu-check leaves under `$OUT/figures/` into `docs/figures/` and run "
            "`python scripts/docs.py`.\n"]
     found = sorted((ROOT / "docs" / "figures").glob("*.json"))
@@ -152,6 +198,9 @@ def figures_md() -> str:
         out.append("No run of the current code is recorded yet.\n")
     for path in found:
         doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("kind") == "samples":
+            out += _samples_section(doc, path.name)
+            continue
         if doc.get("kind") == "calibrate":
             from grader.grade.calibration import read_json, render
 
@@ -198,7 +247,14 @@ FILES = {"docs/samples.md": samples_md, "docs/rubric-keys.md": rubric_keys_md, "
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when a generated file is stale; write nothing")
+    ap.add_argument("--record-samples", type=Path, nargs="+", default=[], metavar="JSON",
+                    help="keep `grader samples --json-out` documents under --into as the figures' samples tables")
+    ap.add_argument("--into", type=Path, default=ROOT / "docs" / "figures", help="where --record-samples writes")
     args = ap.parse_args()
+    if args.record_samples:
+        for path in args.record_samples:
+            print(record_samples(path, args.into))
+        return 0
     stale = []
     for rel, make in FILES.items():
         path, text = ROOT / rel, make()

@@ -67,3 +67,31 @@ def test_every_link_in_the_readme_and_docs_leads_to_a_file():
             if target.startswith(("http://", "https://", "mailto:")) or target.endswith(".svg"):
                 continue
             assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+def test_a_samples_run_is_kept_as_its_outcomes_and_fractions(tmp_path, monkeypatch):
+    """`scripts/docs.py --record-samples` keeps of `grader samples --json-out` only what figures.md
+    shows: each sample's outcome, and the fraction of the correct ones (an incorrect kernel's speed
+    means nothing)."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import docs
+
+    device = {"name": "NVIDIA H200", "cuda_runtime": "13.0", "before": {"driver_version": "580.159.04"}}
+    results = {
+        "fast.cu": {"exercise": "gelu_sum", "backend": "cuda", "status": "graded", "correct": True, "tier": "silver",
+                    "fraction": 0.7512, "fraction_ci": [0.749, 0.753], "device": device, "cases": [{"big": 1}]},
+        "wrong.cu": {"exercise": "gelu_sum", "backend": "cuda", "status": "graded", "correct": False, "tier": None,
+                     "fraction": 0.83, "fraction_ci": [0.8, 0.9], "device": device},
+        "evil.cu": {"exercise": "gelu_sum", "backend": "cuda", "status": "rejected", "correct": None, "tier": None,
+                    "fraction": None, "fraction_ci": None, "device": device},
+    }
+    (tmp_path / "samples.json").write_text(json.dumps(results))
+    kept = docs.record_samples(tmp_path / "samples.json", tmp_path / "docs" / "figures")
+    assert kept.name == "nvidia-h200-samples-gelu_sum.json" and "cases" not in kept.read_text()
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    page = docs.figures_md()
+    assert "## `grader samples` of gelu_sum on NVIDIA H200, driver 580.159.04, CUDA 13.0" in page
+    assert "| fast.cu | correct, silver | 0.751 (0.749 to 0.753) |" in page
+    assert "| wrong.cu | incorrect |  |" in page and "| evil.cu | rejected |  |" in page

@@ -16,9 +16,9 @@ from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
 from grader.run.sandbox import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
-         "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s",
+         "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
          "max_host_memory_mib", "findings"}
-_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains"}
+_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains", "why"}
 
 
 @dataclass
@@ -39,6 +39,7 @@ class Expectation:
     build_time_s: float | None = None                   # a shorter build time limit for this sample
     max_host_memory_mib: int | None = None              # the child's peak resident memory must stay below
     findings: list[str] | None = None                   # the findings from the compiled code, exactly
+    why: str = ""                                       # what decides the outcome (docs/samples.md shows it)
 
 
 @dataclass
