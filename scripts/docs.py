@@ -6,7 +6,9 @@
 - docs/rubric-keys.md: every rubric key, its default and what it means (from grader/exercises/schema.py);
 - docs/cli.md: every command's --help (from grader/cli/);
 - docs/result-json.md: every key of result.json (from the dataclasses of grader/core/results.py);
-- docs/figures.md: the benchmark's tables (from docs/figures/*.json, scripts/benchmark.py's output).
+- docs/figures.md: the benchmark's tables (from docs/figures/*.json, scripts/benchmark.py's output);
+- and tables inside hand-written pages (SECTIONS): the limits in docs/design.md (the schema), the
+  exercises' kernels and the findings in docs/students.md (the rubrics and the manifests).
 
 Run `python scripts/docs.py` after changing a manifest, the rubric schema, a command, a result part
 or a recorded benchmark;
@@ -225,6 +227,75 @@ def figures_md() -> str:
     return "\n".join(out) + "\n"
 
 
+def limits_table() -> str:
+    """Every resource limit, its default and what it does (the rubric schema's `limits`)."""
+    from grader.exercises.rubric import describe
+
+    rows = ["| limit | default | what it is, and past it |", "| --- | --- | --- |"]
+    for key, default, doc in describe():
+        if key.startswith("limits."):
+            rows.append(f"| `{key.removeprefix('limits.')}` | {default} | {doc.replace('|', '/')} |")
+    return "\n".join(rows)
+
+
+def exercises_table() -> str:
+    """Each exercise's kernel, its default launch and its optional launcher (the rubrics)."""
+    from grader.exercises import load_all
+
+    def params(sig) -> str:
+        return ", ".join(f"{p.ctype} {p.name}" if p.name else p.ctype for p in sig.params)
+
+    rows = ["| exercise | kernel (default launch) | optional launcher |", "| --- | --- | --- |"]
+    for name, r in sorted(load_all().items()):
+        k = r.kernel
+        grid = ", ".join(str(g) for g in k.grid)
+        starts = [f"`{t.name}` starts at {t.init}" for t in r.tensors if t.role == "out" and not t.chain
+                  and t.init not in ("", "poison")]
+        launch = f"`{k.parsed.name}({params(k.parsed)})`, grid `({grid})` x {', '.join(str(b) for b in k.block)}"
+        launcher = f"`{k.parsed_launcher.name}({params(k.parsed_launcher)})`" if k.launcher else ""
+        rows.append(f"| {name} | {launch}{'; ' + ', '.join(starts) if starts else ''} | {launcher} |")
+    return "\n".join(rows)
+
+
+def findings_table() -> str:
+    """Each finding the rubrics give, when it shows, what to do, and the samples whose manifest
+    expects it."""
+    from grader.batch.manifest import load_manifest
+    from grader.exercises import load_all
+
+    seen: dict[str, dict] = {}
+    for name, r in sorted(load_all().items()):
+        manifest = ROOT / "submissions" / name / "manifest.yaml"
+        samples = load_manifest(manifest, "cuda", r) if manifest.is_file() else []
+        for rule in r.findings:
+            row = seen.setdefault(rule.code, {"when": rule.when, "advice": rule.advice, "samples": []})
+            row["samples"] += [f"{name}/{e.file}" for e in samples if e.findings and rule.code in e.findings]
+    rows = ["| finding | shows when | what to do | samples that show it |", "| --- | --- | --- | --- |"]
+    for code, row in seen.items():
+        when = " and ".join(f"`{c.fact} {c.op} {c.value:g}`" for c in row["when"])
+        advice = " ".join(row["advice"].split()).replace("|", "/")
+        rows.append(f"| `{code}` | {when} | {advice} | {', '.join(row['samples'])} |")
+    return "\n".join(rows)
+
+
+# Generated tables inside hand-written pages: between `<!-- generated: NAME ... -->` and
+# `<!-- end generated: NAME -->`, the function's output.
+SECTIONS = {"docs/design.md": {"limits": limits_table},
+            "docs/students.md": {"exercises": exercises_table, "findings": findings_table}}
+
+
+def with_sections(text: str, sections: dict, rel: str) -> str:
+    import re
+
+    for name, make in sections.items():
+        pattern = re.compile(rf"(<!-- generated: {name} [^\n]*-->\n).*?(\n<!-- end generated: {name} -->)", re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"{rel}: no generated section {name!r} (<!-- generated: {name} ... --> ... "
+                             f"<!-- end generated: {name} -->)")
+        text = pattern.sub(lambda m: m.group(1) + make() + m.group(2), text)
+    return text
+
+
 def cli_md() -> str:
     from click.testing import CliRunner
 
@@ -256,6 +327,14 @@ def main() -> int:
             print(record_samples(path, args.into))
         return 0
     stale = []
+    for rel, sections in SECTIONS.items():
+        path = ROOT / rel
+        old = path.read_text(encoding="utf-8")
+        new = with_sections(old, sections, rel)
+        if args.check and new != old:
+            stale.append(rel)
+        elif not args.check and new != old:
+            path.write_text(new, encoding="utf-8")
     for rel, make in FILES.items():
         path, text = ROOT / rel, make()
         if args.check:

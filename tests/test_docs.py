@@ -24,8 +24,18 @@ def test_a_stale_page_is_named(tmp_path, monkeypatch):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "samples.md").write_text("old\n")
     monkeypatch.setattr(docs, "FILES", {"docs/samples.md": lambda: "new\n"})
+    monkeypatch.setattr(docs, "SECTIONS", {})
     monkeypatch.setattr(sys, "argv", ["docs.py", "--check"])
     assert docs.main() == 1
+    # a table inside a hand-written page: stale, then regenerated in place
+    (tmp_path / "docs" / "samples.md").write_text("new\n")
+    (tmp_path / "docs" / "page.md").write_text("<!-- generated: t (x) -->\nold\n<!-- end generated: t -->\n")
+    monkeypatch.setattr(docs, "SECTIONS", {"docs/page.md": {"t": lambda: "fresh"}})
+    assert docs.main() == 1
+    monkeypatch.setattr(sys, "argv", ["docs.py"])
+    assert docs.main() == 0 and "\nfresh\n" in (tmp_path / "docs" / "page.md").read_text()
+    monkeypatch.setattr(sys, "argv", ["docs.py", "--check"])
+    assert docs.main() == 0
 
 
 def test_the_figures_page_is_the_benchmarks_rows(tmp_path, monkeypatch):
@@ -95,3 +105,16 @@ def test_a_samples_run_is_kept_as_its_outcomes_and_fractions(tmp_path, monkeypat
     assert "## `grader samples` of gelu_sum on NVIDIA H200, driver 580.159.04, CUDA 13.0" in page
     assert "| fast.cu | correct, silver | 0.751 (0.749 to 0.753) |" in page
     assert "| wrong.cu | incorrect |  |" in page and "| evil.cu | rejected |  |" in page
+
+
+def test_a_generated_section_is_rewritten_in_place_and_a_missing_one_is_named():
+    import pytest
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import docs
+
+    page = "intro\n<!-- generated: t (from x) -->\nold rows\n<!-- end generated: t -->\nprose after\n"
+    assert docs.with_sections(page, {"t": lambda: "| new |"}, "p.md") == (
+        "intro\n<!-- generated: t (from x) -->\n| new |\n<!-- end generated: t -->\nprose after\n")
+    with pytest.raises(SystemExit, match="p.md: no generated section 'u'"):
+        docs.with_sections(page, {"u": lambda: ""}, "p.md")
