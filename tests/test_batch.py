@@ -407,3 +407,24 @@ def test_a_class_is_graded_against_the_exercise_most_files_define(tmp_path, monk
     r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(tmp_path / "out2"), "--backend", "emulator",
                                  "--exercise", "bias_gelu_fused"])
     assert r.exit_code == 0 and fake.exercises == {"bias_gelu_fused"}
+
+
+def test_a_stored_result_of_the_older_schema_is_graded_again_not_misread(tmp_path):
+    """results.jsonl from before grader.result/2 (build.sass, device.nvcc): the student is graded
+    again, and the lines of the current schema are kept."""
+    import json
+
+    from grader.batch.store import ResultStore
+    from grader.core.results import SCHEMA, Result
+
+    new = Result(exercise="e", submission={"path": "b.cu"}, backend="emulator", status="graded",
+                 grader_version="0", correct=True)
+    old = dict(new.to_json(), schema="grader.result/1", build={"ok": True, "sass": "unavailable: no nvdisasm"},
+               device={"nvcc": "release 13.0"})
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"student": "ann", "file": "a.cu", "key": "k1", "result": old}) + "\n"
+                    + json.dumps({"student": "bob", "file": "b.cu", "key": "k2", "result": new.to_json()}) + "\n")
+    store = ResultStore(path)
+    assert store.reusable("ann", "k1") is None
+    kept = store.reusable("bob", "k2")
+    assert kept is not None and kept.schema == SCHEMA and kept.correct is True

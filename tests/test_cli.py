@@ -167,7 +167,7 @@ def test_json_document_and_report_dir(tmp_path):
     for key in ("schema", "submission", "exercise", "status", "correct", "tier", "fraction", "fraction_ci", "gbps",
                 "floor", "cases", "diagnosis", "flags", "device", "backend", "grader_version"):
         assert key in doc
-    assert doc["schema"] == "grader.result/1" and doc["backend"] == "emulator"
+    assert doc["schema"] == "grader.result/2" and doc["backend"] == "emulator"
     assert doc["correct"] is True and doc["tier"] is None
     assert len(doc["submission"]["sha256"]) == 64
     assert any(c["name"].startswith("lesson 101x97") and c["passed"] for c in doc["cases"])

@@ -13,7 +13,7 @@ from grader.core.contract import ChildSandbox
 from grader.core.errors import Exit
 from grader.core.typed import from_data
 
-SCHEMA = "grader.result/1"
+SCHEMA = "grader.result/2"    # 2: the parts typed (sass out of build, device.compiler, null when not reached)
 STATUSES = ("graded", "compile_error", "rejected", "crashed", "timeout", "infrastructure_error")
 # Each status in words, for reports and platforms.
 STATUS_TEXT = {
@@ -299,7 +299,7 @@ class Result:
     launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
     maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
     seconds: float = 0.0                    # the whole grade's wall time
-    schema: str = SCHEMA                    # grader.result/1
+    schema: str = SCHEMA                    # grader.result/2
 
     def stop(self, status: str, message: str) -> None:
         """Mark this result as not graded (compile error, rejected, crashed, timeout...), saying why."""
