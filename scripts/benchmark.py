@@ -288,15 +288,13 @@ def main() -> int:
 
 
 def machine() -> dict:
-    """What the figures were measured on: the GPU (nvidia-smi), the CPU cores, CUDA and torch."""
-    info: dict = {"cores": os.cpu_count()}
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
-        if out:
-            info["gpu"], info["driver"] = [v.strip() for v in out[0].split(",", 1)]
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    """What the figures were measured on: the GPU (the grader's own nvidia-smi reading), the CPU
+    cores, CUDA and torch."""
+    sys.path.insert(0, str(ROOT))
+    from grader.toolchain.gpuinfo import snapshot
+
+    gpu = snapshot()
+    info: dict = {"cores": os.cpu_count(), "gpu": gpu.get("name", ""), "driver": gpu.get("driver_version", "")}
     try:
         import torch
 

@@ -80,6 +80,27 @@ class Channel:
             view = view[os.write(self.fd, view):]
 
 
+_PARTIAL = "the result stream ended inside a frame"
+
+
+def _header_at(view: memoryview, pos: int, seq: int, key: bytes) -> tuple[bytes, int] | str:
+    """The frame starting at pos, read as far as its header: (header bytes, payload length), or
+    _PARTIAL while its prefix or header has not all arrived, or TAMPERED when it is not the
+    frame the child signed as number seq. The payload is not looked at."""
+    if len(view) - pos < _PREFIX.size:
+        return _PARTIAL
+    hlen, plen, mac = _PREFIX.unpack_from(view, pos)
+    if hlen > MAX_HEADER:
+        return TAMPERED
+    start = pos + _PREFIX.size
+    if len(view) < start + hlen:
+        return _PARTIAL
+    head = bytes(view[start:start + hlen])
+    if not hmac.compare_digest(mac, _mac(key, seq, head, plen)):
+        return TAMPERED
+    return head, plen
+
+
 class StreamCheck:
     """The parent's running check of the result stream as it arrives: once a complete frame fails
     authentication, the stream is forged and nothing the child sends after it can count, so the
@@ -91,21 +112,18 @@ class StreamCheck:
         self.problem: str | None = None
 
     def feed(self, buffer: bytes | bytearray) -> str | None:
-        """Advance over every complete frame now in buffer (the whole stream so far); TAMPERED once
-        one is forged, else None."""
+        """Advance over every frame whose header is now in buffer (the whole stream so far);
+        TAMPERED once one is forged, else None."""
         view = memoryview(buffer)
-        while self.problem is None and len(view) - self._pos >= _PREFIX.size:
-            hlen, plen, mac = _PREFIX.unpack_from(view, self._pos)
-            if hlen > MAX_HEADER:
+        while self.problem is None:
+            found = _header_at(view, self._pos, self._seq, self._key)
+            if found == _PARTIAL:
+                break
+            if found == TAMPERED:
                 self.problem = TAMPERED
                 break
-            start = self._pos + _PREFIX.size
-            if len(view) < start + hlen:
-                break
-            if not hmac.compare_digest(mac, _mac(self._key, self._seq, bytes(view[start:start + hlen]), plen)):
-                self.problem = TAMPERED
-                break
-            self._pos, self._seq = start + hlen + plen, self._seq + 1
+            head, plen = found
+            self._pos, self._seq = self._pos + _PREFIX.size + len(head) + plen, self._seq + 1
         return self.problem
 
 
@@ -115,24 +133,20 @@ def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | Non
     frames: list[Frame] = []
     pos, view, seq = 0, memoryview(buffer), 0
     while pos < len(view):
-        if len(view) - pos < _PREFIX.size:
-            return frames, "the result stream ended inside a frame"
-        hlen, plen, mac = _PREFIX.unpack_from(view, pos)
-        if hlen > MAX_HEADER:
-            return frames, TAMPERED
-        end = pos + _PREFIX.size + hlen + plen
+        found = _header_at(view, pos, seq, key)
+        if isinstance(found, str):
+            return frames, found
+        head, plen = found
+        end = pos + _PREFIX.size + len(head) + plen
         if end > len(view):
-            return frames, "the result stream ended inside a frame"
-        head = bytes(view[pos + _PREFIX.size : pos + _PREFIX.size + hlen])
-        if not hmac.compare_digest(mac, _mac(key, seq, head, plen)):
-            return frames, TAMPERED
+            return frames, _PARTIAL
         try:
             header = json.loads(head)
         except ValueError:
             return frames, TAMPERED
         if not isinstance(header, dict):
             return frames, TAMPERED
-        frames.append(Frame(header, bytes(view[pos + _PREFIX.size + hlen : end])))
+        frames.append(Frame(header, bytes(view[end - plen: end])))
         pos, seq = end, seq + 1
     return frames, None
 

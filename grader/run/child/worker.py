@@ -36,6 +36,7 @@ from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, F
 from grader.run.child import guard  # noqa: E402
 from grader.run.child.backends import Region, count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
+from grader.run.child.replay import Refused  # noqa: E402 - the measuring process refuses a recording
 
 NOBODY = 65534
 
@@ -259,8 +260,8 @@ def main() -> int:
         if job.role == "record":
             sender = NullSender()
         sandbox = _behind_the_wall(backend, job, guard_fd)
-    except _Refused as refused:
-        channel.send(RefusedFrame([str(refused.reason)]))
+    except Refused as refused:
+        channel.send(RefusedFrame([str(refused)]))
         return 0
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
@@ -313,14 +314,6 @@ def _backend_for(job: Job):
     return EmulatorBackend(job.reference_library, threads=job.emulator_threads)
 
 
-class _Refused(Exception):
-    """The measuring process will not replay the recording (replay.Refused, carried out of the load)."""
-
-    def __init__(self, reason):
-        super().__init__(str(reason))
-        self.reason = reason
-
-
 def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     """The limits, then the wall, then (only then) the submission's library or device code: what
     took effect."""
@@ -337,12 +330,7 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     t_load = time.perf_counter()
     if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
-        from grader.run.child.replay import Refused
-
-        try:
-            backend.load_submission(job.library)
-        except Refused as refused:
-            raise _Refused(refused) from None
+        backend.load_submission(job.library)    # the measuring process may raise Refused (main sends it)
     sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
     if job.library and backend.name == "emulator":
         sandbox.emulator_threads = backend.launch_threads()
