@@ -256,9 +256,11 @@ class _Run:
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
-        self.inputs: dict = {}
-        self.references: dict = {}
+        self.inputs: dict = {}          # case name -> the future of its inputs on disk
+        self.references: dict = {}      # case name -> the future of its float64 answers
         self.cases: list = []
+        self.exercise = None
+        self.reference = self.guard = None   # the futures of the reference and guard builds (start)
 
     def start(self, shared) -> None:
         """Start the children, then the reference and guard builds and the draws, beside the build."""
