@@ -197,6 +197,17 @@ def test_guard_reports_are_parsed_and_explained():
     assert found[2].action == "malformed"
 
 
+def test_an_open_of_the_gpus_device_files_is_explained_as_a_stream_or_context_of_its_own():
+    # A launcher that makes a stream on every call exhausts the context's channels; the driver then
+    # opens /dev/nvidiactl again, after the wall (seen on the H200 with driver_stream_priority.cu).
+    gpu, file = guard.parse_reports(b"blocked 257 openat 0xffffff9c 0x7ffd 0x80002 /dev/nvidiactl\n"
+                                    b"blocked 257 openat 0xffffff9c 0x7ffd 0x241 /tmp/stash\n")
+    said = gpu.describe()
+    assert "driver" in said and "stream" in said and "/dev/nvidiactl" in said
+    assert "create, change or delete a file" not in said
+    assert "create, change or delete a file" in file.describe() and "stream" not in file.describe()
+
+
 def test_guard_filter_builds_and_fits(tmp_path):
     library = build_guard()
     if library is None:

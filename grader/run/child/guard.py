@@ -51,14 +51,26 @@ class Blocked:
 
     @property
     def meaning(self) -> str:
+        if self._opens_the_gpu:
+            return "asked the GPU's driver for something that needs a new handle on the device"
         for text, names in _MEANING.items():
             if self.name in names:
                 return text
         return f"made the system call {self.name}, which a kernel launch has no need of"
 
+    @property
+    def _opens_the_gpu(self) -> bool:
+        """An open of the driver's device files after the wall: the child's own context is made
+        before it, so this is the submission asking for more (a stream or a context of its own)."""
+        return self.name in ("open", "openat") and self.path.startswith("/dev/nvidia")
+
     def describe(self) -> str:
         where = f" ({self.path})" if self.path else ""
-        return f"your code {self.meaning}: the system call {self.name}{where} was blocked before it ran"
+        said = f"your code {self.meaning}: the system call {self.name}{where} was blocked before it ran"
+        if self._opens_the_gpu:
+            said += (". That is most often a stream or a context your code created (a stream made on every call): "
+                     "launch on the stream the grader gives your launcher, and create none")
+        return said
 
 
 _REPORT_STARTS = (b"blocked ", b"audit ")
