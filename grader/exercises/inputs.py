@@ -13,7 +13,7 @@ from grader.exercises import draws
 
 def hashes(n: int, seed: int, stream: int) -> torch.Tensor:
     """n uniformly distributed 32-bit values (in int64) of (index, seed, stream)."""
-    return torch.from_numpy(draws.hashes(n, seed, stream))
+    return torch.from_numpy(draws.hashes(n, seed, stream).astype("int64"))
 
 
 def unit(h: torch.Tensor) -> torch.Tensor:
