@@ -184,6 +184,11 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
     return out
 
 
+def answers_kept(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> bool:
+    """Whether answers() will find the case's answers on disk rather than compute them (with torch)."""
+    return input_file(rubric, reference, case, cache).with_name("answers.f64").is_file()
+
+
 def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want: dict[str, np.ndarray], *,
              rtol: float, atol: float, keep: bool = False) -> dict:
     """Each output's answers made ready for the fast float32 check (checking.prepare), kept beside

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import importlib
 import os
 import time
 import traceback
@@ -283,6 +284,7 @@ class _Run:
                                  cpu_threads=1 if backend.on_gpu else spread_threads(self.emulator_threads))
         # Imported only now, with the child already starting: numpy's import overlaps its start-up.
         from grader.core.locations import cache_root
+        from grader.exercises import data
         from grader.exercises.pool import Store
 
         self.exercise = load_reference(rubric)
@@ -300,13 +302,18 @@ class _Run:
             self.store = Store(cache_root())
         self.reference = self.pool.submit(build_reference, backend=backend, arch=self.arch,
                                           exercise_kernels=self.exercise.kernels)
+        cases = run_cases(rubric, backend, self.store.secret)
+        if not all(data.answers_kept(rubric, self.exercise, c, self.store.folder_for(c)) for c in cases):
+            # Some answers are computed with torch: its import (seconds on a freshly started
+            # machine) starts now, beside the build, not after the draws.
+            self.draws.submit(importlib.import_module, "torch")
         self.inputs = draw_inputs(self.draws, rubric, self.exercise, backend, self.store)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
         # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
         self.references = {c.name: self.draws.submit(_answers, c, rubric, self.exercise, self.inputs[c.name],
                                                      self.store)
-                           for c in run_cases(rubric, backend, self.store.secret)}
+                           for c in cases}
         self.guard = self.pool.submit(build_guard)
 
     def private_inputs(self) -> PrivateInputs | None:
