@@ -270,3 +270,49 @@ def test_every_exit_code_comes_from_the_one_table():
     assert bare == []
     assert [UsageError.exit_code, InfrastructureError.exit_code, GraderError.exit_code] == [Exit.USAGE] + [Exit.INFRASTRUCTURE] * 2
     assert [e.value for e in Exit] == [0, 1, 2, 3, 4, 130]
+
+
+_LEAVE = """
+import atexit, sys, threading, time
+from pathlib import Path
+from grader import cli
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+if sys.argv[2] == "thread":
+    def late():
+        time.sleep(3 * cli.LEAVE_WAIT_S)
+        (out / "thread").write_text("done")
+    threading.Thread(target=late).start()
+print("printed before the exit", end="")
+cli._leave(5)
+"""
+
+
+@pytest.mark.parametrize("with_thread", [False, True])
+def test_the_quick_exit_keeps_the_code_the_exit_handlers_the_output_and_a_thread_still_writing(tmp_path, with_thread):
+    """cli._leave skips the interpreter's teardown (torch's took 0.4 s) only once the grader's own
+    threads have ended; a thread still writing a file gets the ordinary exit, which waits for it."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _LEAVE, str(tmp_path), "thread" if with_thread else "none"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout == "printed before the exit"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").exists() == with_thread
+
+
+def test_the_command_line_exits_with_the_grade_s_code_through_main(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    missing = subprocess.run([sys.executable, "-m", "grader", "submit", str(tmp_path / "nope.cu")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    bad = subprocess.run([sys.executable, "-m", "grader", "submit", str(SUBMISSIONS / "bias_by_row.cu"),
+                          "--backend", "emulator", "--no-report", "--format", "json", "-q"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "c")})
+    assert bad.returncode == 1 and json.loads(bad.stdout)["correct"] is False
