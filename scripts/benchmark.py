@@ -180,14 +180,24 @@ def _edited(path: str, k: int) -> str:
 def child_stages(p: dict) -> dict[str, float]:
     """The child's run (phases' child_s) split by the times its frames carry: loading the
     libraries behind the wall, the checks, the timing's sampling, the timed sets' outputs, and the
-    rest (handing the job over, the exit, the parent reading the last frames)."""
+    rest (handing the job over, the exit, the parent reading the last frames); on a GPU the recorder's
+    run (record_s) likewise, apart from the rest."""
     need = ("child_job_t", "child_hello_t", "child_checks_t", "child_done_t", "child_s")
     if not all(k in p for k in need):
         return {}
     sampled = p.get("child_sampled_t", p["child_checks_t"])
-    return {"load": p["child_hello_t"] - p["child_job_t"], "checks": p["child_checks_t"] - p["child_hello_t"],
-            "sampling": sampled - p["child_checks_t"], "outputs": p["child_done_t"] - sampled,
-            "rest": p["child_s"] - (p["child_done_t"] - p["child_job_t"])}
+    stages = {"load": p["child_hello_t"] - p["child_job_t"], "checks": p["child_checks_t"] - p["child_hello_t"],
+              "sampling": sampled - p["child_checks_t"], "outputs": p["child_done_t"] - sampled}
+    rec = ("recorder_job_t", "recorder_hello_t", "recorder_checks_t", "recorder_done_t")
+    if all(k in p for k in rec):         # the recorder's run (record_s): its load, its calls, the rest
+        recorded = p.get("recorder_sampled_t", p["recorder_checks_t"])
+        stages.update({"record_load": p["recorder_hello_t"] - p["recorder_job_t"],
+                       "record_checks": p["recorder_checks_t"] - p["recorder_hello_t"],
+                       "record_timing": recorded - p["recorder_checks_t"],
+                       "record_send": p["recorder_done_t"] - recorded,
+                       "record_rest": p["record_s"] - (p["recorder_done_t"] - p["recorder_job_t"])})
+    stages["rest"] = p["child_s"] - (p["child_done_t"] - p["child_job_t"]) - p.get("record_s", 0.0)
+    return stages
 
 
 def _phases(doc: dict) -> str:

@@ -358,6 +358,7 @@ class _Run:
                                           time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                           launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
                 phases["record_s"] = round(both.recorder.seconds, 3)
+                phases.update(_recorder_times(both.recorder))
                 out = _Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
                                 both.refusals, _hello_sandbox(both.recorder) if both.measurer else None)
             else:
@@ -390,6 +391,24 @@ def _lowered_limits(rubric: Rubric, worker: Worker, reported: SandboxSummary | N
         found["private memory (the child)"] = {"wanted_mib": rubric.limits.host_memory_mib,
                                                "got_mib": reported.host_memory_lowered_to_mib}
     return found
+
+
+def _recorder_times(run: ChildRun) -> dict[str, float]:
+    """When the recorder was handed its job, loaded the library, ended the checks' calls and the
+    timing's, and sent everything (seconds on its own clock, from its start): where record_s goes."""
+    from grader.core.contract import DoneFrame, HelloFrame
+
+    out = {}
+    for f in run.frames:
+        if isinstance(f.data, HelloFrame):
+            out.update(recorder_job_t=round(f.data.job_t, 3), recorder_hello_t=round(f.data.t, 3))
+        elif isinstance(f.data, DoneFrame):
+            out["recorder_done_t"] = round(f.data.t, 3)
+            if f.data.checks_t is not None:
+                out["recorder_checks_t"] = round(f.data.checks_t, 3)
+            if f.data.sampled_t is not None:
+                out["recorder_sampled_t"] = round(f.data.sampled_t, 3)
+    return out
 
 
 def _device_code(build: BuildResult) -> list[str]:

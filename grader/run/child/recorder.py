@@ -41,6 +41,8 @@ class RecordingBackend(CudaBackend):
         self.recording = Recording()
         self._ops_index: dict[tuple, int] = {}
         self._views_index: dict[tuple, int] = {}
+        self._sizes = ctypes.c_longlong(), ctypes.c_longlong()
+        self._held = (_RecordedOp * 16)(), ctypes.create_string_buffer(1 << 16)     # _take's buffers (_room)
 
     def load_submission(self, submission_lib: str) -> None:
         super().load_submission(submission_lib)
@@ -154,11 +156,10 @@ class RecordingBackend(CudaBackend):
 
     def _take(self) -> tuple[bytes, bytes]:
         """What the harness recorded since the last take, as raw bytes: its ops, their arguments."""
-        n, nbytes = ctypes.c_longlong(), ctypes.c_longlong()
+        n, nbytes = self._sizes
         for _ in range(8):                  # more may arrive between the two calls (a thread): ask again
             self.sub.grader_record_sizes(ctypes.byref(n), ctypes.byref(nbytes))
-            ops = (_RecordedOp * (n.value + 8))()
-            args = ctypes.create_string_buffer(nbytes.value + 4096)
+            ops, args = self._room(n.value + 8, nbytes.value + 4096)
             got = self.sub.grader_record_take(ops, n.value + 8, args, nbytes.value + 4096)
             if got == -2:                   # more than the harness holds: what it holds, and a refusal
                 self.recording.late.append(RecordedOp(error="more launches in one call than the grader records"))
@@ -170,6 +171,16 @@ class RecordingBackend(CudaBackend):
         size = ctypes.sizeof(_RecordedOp)
         used = sum(o.arg_bytes for o in ops[:got])
         return ctypes.string_at(ops, size * got), ctypes.string_at(args, used)
+
+    def _room(self, ops: int, arg_bytes: int):
+        """Buffers for at least this many ops and argument bytes: the last ones when they are
+        large enough (most calls record one launch), else larger ones, kept for the next take."""
+        held_ops, held_args = self._held
+        if len(held_ops) < ops or len(held_args) < arg_bytes:
+            held_ops = (_RecordedOp * max(ops, 2 * len(held_ops)))()
+            held_args = ctypes.create_string_buffer(max(arg_bytes, 2 * len(held_args)))
+            self._held = held_ops, held_args
+        return held_ops, held_args
 
     @staticmethod
     def _decode(raw_ops: bytes, raw: bytes) -> list[RecordedOp]:
