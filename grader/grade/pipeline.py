@@ -187,6 +187,7 @@ def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, resu
         judged = verdict.judge_run(children.judged, run.cases, run.references, rubric, run.exercise, build, p,
                                    backend)
         take_verdict(result, judged)
+        result.phases.update(run.draw_times)
         if result.sandbox is not None:
             result.sandbox.inputs = run.private_inputs()
             result.sandbox.recorder = children.recorder_sandbox
@@ -262,6 +263,7 @@ class _Run:
         self.cases: list = []
         self.exercise = None
         self.reference = self.guard = None   # the futures of the reference and guard builds (start)
+        self.draw_times: dict[str, float] = {}     # _clocked's: when torch was imported, the answers ready
 
     def start(self, shared) -> None:
         """Start the children, then the reference and guard builds and the draws, beside the build."""
@@ -306,15 +308,23 @@ class _Run:
         if not all(data.answers_kept(rubric, self.exercise, c, self.store.folder_for(c)) for c in cases):
             # Some answers are computed with torch: its import (seconds on a freshly started
             # machine) starts now, beside the build, not after the draws.
-            self.draws.submit(importlib.import_module, "torch")
+            self.draws.submit(self._clocked, "torch_imported_t", importlib.import_module, "torch")
         self.inputs = draw_inputs(self.draws, rubric, self.exercise, backend, self.store)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
         # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
-        self.references = {c.name: self.draws.submit(_answers, c, rubric, self.exercise, self.inputs[c.name],
+        self.references = {c.name: self.draws.submit(self._clocked, "answers_ready_t", _answers, c, rubric,
+                                                     self.exercise, self.inputs[c.name],
                                                      self.store)
                            for c in cases}
         self.guard = self.pool.submit(build_guard)
+
+    def _clocked(self, name: str, fn, *args):
+        """fn(*args), noting when the last call under this name ended (seconds since the grade
+        started; phases): when torch was imported, when the last answers were ready."""
+        out = fn(*args)
+        self.draw_times[name] = round(time.perf_counter() - self.started, 3)
+        return out
 
     def private_inputs(self) -> PrivateInputs | None:
         store = self.store
