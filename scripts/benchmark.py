@@ -204,8 +204,12 @@ def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
     keys = ("build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "record_s", "child_s", "check_s")
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
+    # When torch was imported and the answers were ready (seconds into the grade; only a grade
+    # that computed answers has them): what a first grade's check waits for.
+    clocks = " ".join(f"{k.removesuffix('_t')} at {p[k]:.2f}" for k in ("torch_imported_t", "answers_ready_t") if k in p)
     return (" ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p)
-            + f" | in-process {doc['seconds']:.2f}" + (f" | child: {stages}" if stages else ""))
+            + f" | in-process {doc['seconds']:.2f}" + (f" | {clocks}" if clocks else "")
+            + (f" | child: {stages}" if stages else ""))
 
 
 def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3) -> dict:
