@@ -322,3 +322,20 @@ def test_the_child_takes_the_backend_its_role_asks_for(monkeypatch):
     assert made["emulator"][1] == {"threads": 3}
     with pytest.raises(ValueError, match="recorded, then replayed"):
         worker._backend_for(dataclasses.replace(job, role="run", library="lib.so"))
+
+
+def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each():
+    """Both children's hello and done frames are read by one function (contract.clock_phases):
+    the recorder's under recorder_*, the measuring process's under child_*; a moment not reached
+    (no timing: no sampled_t) is left out."""
+    from types import SimpleNamespace
+
+    from grader.core.contract import DoneFrame, HelloFrame, clock_phases
+    from grader.grade.pipeline import _recorder_times
+
+    run = SimpleNamespace(frames=[SimpleNamespace(data=HelloFrame(t=0.4, ready_t=0.1, job_t=0.3)),
+                                  SimpleNamespace(data=DoneFrame(t=0.9, checks_t=0.5))])
+    assert _recorder_times(run) == {"recorder_ready_t": 0.1, "recorder_job_t": 0.3, "recorder_hello_t": 0.4,
+                                    "recorder_done_t": 0.9, "recorder_checks_t": 0.5}
+    assert clock_phases(DoneFrame(t=2.0, checks_t=1.0, sampled_t=1.5), "child") == {
+        "child_done_t": 2.0, "child_checks_t": 1.0, "child_sampled_t": 1.5}

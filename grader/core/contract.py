@@ -336,6 +336,16 @@ class DoneFrame:
     sampled_t: float | None = None      # when the timing's sampling was done (before the timed sets' outputs)
 
 
+def clock_phases(frame: HelloFrame | DoneFrame, child: str) -> dict[str, float]:
+    """The times a child's hello or done frame carries (seconds since it started, on its own
+    clock), as phases named `<child>_<moment>_t`: the parent's account of where a child's run went."""
+    if isinstance(frame, HelloFrame):
+        moments = {"ready": frame.ready_t, "job": frame.job_t, "hello": frame.t}
+    else:
+        moments = {"done": frame.t, "checks": frame.checks_t, "sampled": frame.sampled_t}
+    return {f"{child}_{k}_t": round(v, 3) for k, v in moments.items() if v is not None}
+
+
 FRAME_TYPES = {"hello": HelloFrame, "case": CaseFrame, "timing": TimingFrame, "baseline_timing": BaselineTimingFrame,
                "calibration": CalibrationFrame, "fatal": FatalFrame, "done": DoneFrame, "recording": RecordingFrame,
                "refused": RefusedFrame}

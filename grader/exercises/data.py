@@ -161,7 +161,7 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
     """The case's outputs in float64, from the file beside its inputs when an earlier run computed
     them (or the process that drew a private case ahead), else computed by the exercise's
     expected() and written; a private case's only when keep (drawing ahead)."""
-    path = input_file(rubric, reference, case, cache).with_name("answers.f64")
+    path = answers_file(rubric, reference, case, cache)
     shapes = _shapes(rubric, case, "out")
     found = _read(path, shapes, np.float64)
     if found is not None:
@@ -184,9 +184,14 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
     return out
 
 
+def answers_file(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> Path:
+    """Where answers() keeps the case's float64 answers: beside its inputs."""
+    return input_file(rubric, reference, case, cache).with_name("answers.f64")
+
+
 def answers_kept(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> bool:
     """Whether answers() will find the case's answers on disk rather than compute them (with torch)."""
-    return input_file(rubric, reference, case, cache).with_name("answers.f64").is_file()
+    return answers_file(rubric, reference, case, cache).is_file()
 
 
 def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want: dict[str, np.ndarray], *,

@@ -404,20 +404,14 @@ def _lowered_limits(rubric: Rubric, worker: Worker, reported: SandboxSummary | N
 
 
 def _recorder_times(run: ChildRun) -> dict[str, float]:
-    """When the recorder was handed its job, loaded the library, ended the checks' calls and the
-    timing's, and sent everything (seconds on its own clock, from its start): where record_s goes."""
-    from grader.core.contract import DoneFrame, HelloFrame
+    """When the recorder was ready, was handed its job, loaded the library, ended the checks' calls
+    and the timing's, and sent everything (its own clock): where record_s goes."""
+    from grader.core.contract import DoneFrame, HelloFrame, clock_phases
 
-    out = {}
+    out: dict[str, float] = {}
     for f in run.frames:
-        if isinstance(f.data, HelloFrame):
-            out.update(recorder_job_t=round(f.data.job_t, 3), recorder_hello_t=round(f.data.t, 3))
-        elif isinstance(f.data, DoneFrame):
-            out["recorder_done_t"] = round(f.data.t, 3)
-            if f.data.checks_t is not None:
-                out["recorder_checks_t"] = round(f.data.checks_t, 3)
-            if f.data.sampled_t is not None:
-                out["recorder_sampled_t"] = round(f.data.sampled_t, 3)
+        if isinstance(f.data, (HelloFrame, DoneFrame)):
+            out.update(clock_phases(f.data, "recorder"))
     return out
 
 

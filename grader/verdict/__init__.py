@@ -17,7 +17,7 @@ from pathlib import Path
 from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
 from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
-                                  TimingFrame)
+                                  TimingFrame, clock_phases)
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
 from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
@@ -89,14 +89,9 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
             out.fatal = h
         elif isinstance(h, DoneFrame):
             out.done = True
-            v.phases["child_done_t"] = round(h.t, 3)
-            if h.checks_t is not None:
-                v.phases["child_checks_t"] = round(h.checks_t, 3)
-            if h.sampled_t is not None:
-                v.phases["child_sampled_t"] = round(h.sampled_t, 3)
+            v.phases.update(clock_phases(h, "child"))
         elif isinstance(h, HelloFrame):
-            v.phases.update(child_ready_t=round(h.ready_t, 3), child_job_t=round(h.job_t, 3),
-                            child_hello_t=round(h.t, 3))
+            v.phases.update(clock_phases(h, "child"))
             # claimed: on the emulator the child runs the submission's host code, which can forge it
             claimed = h.sandbox if isinstance(h.sandbox, ChildSandbox) else ChildSandbox()
             v.sandbox = SandboxSummary(**vars(claimed))
