@@ -283,3 +283,54 @@ print("ok", round(ci.median, 3), len(reports))
     assert out.returncode == 0, out.stdout + out.stderr[-2000:]
     word, median, reports = out.stdout.split()
     assert word == "ok" and 0.6 < float(median) < 0.7 and reports == "0", out.stdout
+
+
+def test_others_can_enter_reads_every_folder_on_the_way(tmp_path):
+    from grader.run.sandbox import _others_can_enter
+
+    inner = tmp_path / "private" / "inner"
+    inner.mkdir(parents=True)
+    os.chmod(tmp_path / "private", 0o700)
+    os.chmod(inner, 0o755)
+    try:
+        assert not _others_can_enter(str(inner))          # its own bits are fine; its parent's are not
+        os.chmod(tmp_path / "private", 0o711)
+        assert _others_can_enter(str(inner)) == _others_can_enter(str(tmp_path))
+        assert not _others_can_enter(str(tmp_path / "missing"))
+    finally:
+        os.chmod(tmp_path / "private", 0o755)
+
+
+def test_a_temporary_directory_nobody_can_enter_moves_the_childs_folder_and_says_so(tmp_path, monkeypatch):
+    """As root the child drops to nobody: with TMPDIR under a private folder (what `mktemp -d`
+    makes, as CI did) its copy of the library could not be opened ("Permission denied"), and a
+    correct kernel could not be graded. The grader puts the children's folders where nobody can
+    enter them and says so in result.json; a run that does not drop privileges changes nothing."""
+    import tempfile
+
+    import pytest
+
+    from grader.exercises import load_exercise
+    from grader.grade.pipeline import grade_submission
+    from grader.run import sandbox
+
+    private = tmp_path / "private"
+    (private / "tmp").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    monkeypatch.setenv("TMPDIR", str(private / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)            # gettempdir() reads TMPDIR again
+    sandbox.child_folder_base.cache_clear()
+    try:
+        base, adapted = sandbox.child_folder_base()
+        if os.geteuid() != 0:
+            assert (base, adapted) == (None, [])
+            pytest.skip("the folder only moves where the grader runs as root (CI does)")
+        assert base == "/tmp" and "cannot enter the temporary directory" in adapted[0]
+        result = grade_submission("submissions/bias_gelu_fused/scalar_2d.cu",
+                                  rubric=load_exercise("bias_gelu_fused"), backend="emulator")
+        assert result.status == "graded" and result.correct, result.message
+        assert result.sandbox.adapted == adapted
+        assert not list((private / "tmp").glob("grader-run-*"))
+    finally:
+        sandbox.child_folder_base.cache_clear()
+        os.chmod(private, 0o755)

@@ -245,6 +245,7 @@ class SandboxSummary(ChildSandbox):
     inputs: PrivateInputs | None = None
     recorder: ChildSandbox | None = None   # a GPU grade's recording child (the measuring one is the above)
     lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
+    adapted: list[str] = field(default_factory=list)     # what the grader changed to fit this machine, and why
 
 
 @dataclass

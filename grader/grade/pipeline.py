@@ -192,6 +192,7 @@ def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, resu
             result.sandbox.inputs = run.private_inputs()
             result.sandbox.recorder = children.recorder_sandbox
             result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
+            result.sandbox.adapted = list(run.worker.adapted)
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
                                 before=reading if backend.on_gpu else None, after=children.after,
                                 compiler=build.compiler)

@@ -179,7 +179,8 @@ class Worker:
                                             if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
-        self._workdir = tempfile.mkdtemp(prefix="grader-run-")
+        base, self.adapted = child_folder_base()
+        self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
@@ -378,6 +379,44 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.cancel()
+
+
+_FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _others_can_enter(folder: str) -> bool:
+    """Whether a user who owns nothing on the way (nobody) can reach folder: every folder from
+    the root down to it has the others' execute bit."""
+    path = os.path.realpath(folder)
+    while True:
+        try:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+@functools.cache
+def child_folder_base() -> tuple[str | None, list[str]]:
+    """Where the children's own folders go, and what the grader changed to find it (for result.json).
+
+    The temporary directory (TMPDIR), unless the grader runs as root and the child, which drops
+    to nobody, could not enter it (a TMPDIR under a private folder, as `mktemp -d` makes): then
+    the first of /tmp, /var/tmp and /dev/shm that it can enter, and the change is said. None of
+    them: the temporary directory all the same (the child will report what it could not open)."""
+    base = tempfile.gettempdir()
+    if os.geteuid() != 0 or _others_can_enter(base):
+        return None, []
+    for fallback in _FALLBACK_BASES:
+        if os.path.isdir(fallback) and _others_can_enter(fallback) and os.access(fallback, os.W_OK):
+            return fallback, [f"the children's folders are under {fallback}: they run as nobody, who cannot "
+                              f"enter the temporary directory {base} (a folder on its way lacks o+x)"]
+    return None, [f"the children run as nobody, who cannot enter the temporary directory {base}, and none of "
+                  f"{', '.join(_FALLBACK_BASES)} could be used instead: give TMPDIR a folder others can enter"]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
