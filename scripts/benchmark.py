@@ -206,7 +206,7 @@ def _phases(doc: dict) -> str:
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
     # When torch was imported and the answers were ready (seconds into the grade; only a grade
     # that computed answers has them): what a first grade's check waits for.
-    clocks = " ".join(f"{k.removesuffix('_t')} at {p[k]:.2f}" for k in ("torch_imported_t", "answers_ready_t") if k in p)
+    clocks = " ".join(f"{k.removesuffix('_t')} at {p[k]:.2f}" for k in ("reference_loaded_t", "answers_ready_t") if k in p)
     return (" ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p)
             + f" | in-process {doc['seconds']:.2f}" + (f" | {clocks}" if clocks else "")
             + (f" | child: {stages}" if stages else ""))

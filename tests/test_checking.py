@@ -1,8 +1,8 @@
-"""The checks on numpy arrays (what the parent compares); the exercise's references are torch, as
-exercises write them, turned into numpy at the boundary as the grader does."""
+"""The checks on numpy arrays (what the parent compares), against the exercise's reference (numpy,
+as bias_gelu_fused's reference.py is written) and its mistake models as the grader runs them
+(Reference.mistakes)."""
 
 import numpy as np
-import torch
 
 from grader.core.checking import GUARD_BITS, POISON_BITS, bits_array, compare, read_guards
 from grader.verdict.diagnosis import diagnose
@@ -13,9 +13,12 @@ TOL = dict(rtol=1e-5, atol=1e-6)
 
 
 @pytest.fixture(autouse=True)
-def _reference(bias_gelu):
-    global ref, bias_gelu_fn, gelu_erf, gelu_tanh
+def _reference(bias_gelu, rubric):
+    from grader.exercises import load_reference
+
+    global ref, bias_gelu_fn, gelu_erf, gelu_tanh, models
     ref = bias_gelu
+    models = load_reference(rubric).mistakes
     bias_gelu_fn, gelu_erf, gelu_tanh = ref.bias_gelu, ref.gelu_erf, ref.gelu_tanh
 
 
@@ -25,13 +28,9 @@ def inputs(rows=6, cols=5):
             (g.standard_normal(cols) * 0.5).astype(np.float32))
 
 
-def T(a):
-    return torch.from_numpy(a)
-
-
 def bias_gelu_np(x, b):
-    """The exercise's reference (torch), as float64 numpy."""
-    return bias_gelu_fn(T(x), T(b)).numpy()
+    """The exercise's reference, in float64."""
+    return bias_gelu_fn(x, b)
 
 
 def test_exact_output_passes():
@@ -78,7 +77,7 @@ def run_diagnose(got, x, b, guards=GuardDamage(0, 0, 0)):
     want = bias_gelu_np(x, b)
     cmp = compare(got, want, **TOL)
     return diagnose(got, want, {"x": x, "bias": b}, {"rows": x.shape[0], "cols": x.shape[1]}, cmp, guards, **TOL,
-                    axes=["rows", "cols"], mistakes=ref.MISTAKES)
+                    axes=["rows", "cols"], mistakes=models)
 
 
 def codes(got, x, b):
@@ -87,12 +86,12 @@ def codes(got, x, b):
 
 def test_diagnoses_the_usual_mistakes():
     x, b = inputs(40, 30)
-    xd, bd = T(x).double(), T(b).double()
-    assert codes(gelu_tanh(xd + bd).float().numpy(), x, b) == ["tanh_gelu"]
-    assert codes(gelu_erf(xd).float().numpy(), x, b) == ["bias_missing"]
-    assert codes((gelu_erf(xd) + bd).float().numpy(), x, b) == ["bias_after_gelu"]
-    row_bias = torch.cat([bd, bd[:10]])          # rows past cols read no real bias entry: not judged
-    by_row = gelu_erf(xd + row_bias[:, None]).float().numpy()
+    xd, bd = x.astype(np.float64), b.astype(np.float64)
+    assert codes(gelu_tanh(xd + bd).astype(np.float32), x, b) == ["tanh_gelu"]
+    assert codes(gelu_erf(xd).astype(np.float32), x, b) == ["bias_missing"]
+    assert codes((gelu_erf(xd) + bd).astype(np.float32), x, b) == ["bias_after_gelu"]
+    row_bias = np.concatenate([bd, bd[:10]])     # rows past cols read no real bias entry: not judged
+    by_row = gelu_erf(xd + row_bias[:, None]).astype(np.float32)
     assert codes(by_row, x, b)[0] == "bias_by_row"
 
 

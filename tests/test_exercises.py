@@ -4,8 +4,8 @@ a course's own exercise (a folder outside the grader) grades with no change to t
 import shutil
 import textwrap
 
+import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 from grader.cli import cli
@@ -16,31 +16,26 @@ from grader.exercises.plan import plan_cases, shape_of, timed_cases
 from grader.exercises.rubric import dims_values
 
 
-def _tensors(arrays):
-    """Drawn inputs (numpy) as the reference's expected() and MISTAKES take them (data.answers)."""
-    return {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
-
-
 @pytest.mark.parametrize("name", sorted(exercise_files()))
 def test_each_exercise_keeps_its_contract(name):
     rubric = load_all()[name]
     ref = load_reference(rubric)
     outputs = [t for t in rubric.tensors if t.role == "out" and not t.chain]
     for case in plan_cases(rubric):
-        inputs = _tensors(draw(rubric, ref, case))              # shapes and dtypes are checked by draw
-        want = ref.expected(inputs, dict(case.dims))
+        inputs = draw(rubric, ref, case)                        # shapes and dtypes are checked by draw
+        want = ref.answers_for(inputs, dict(case.dims))
         values = dims_values(rubric, case.dims)
         for t in outputs:
-            assert tuple(want[t.name].shape) == shape_of(t, values) and want[t.name].dtype == torch.float64
+            assert tuple(want[t.name].shape) == shape_of(t, values) and want[t.name].dtype == np.float64
     # Every mistake model is a different function from the answer on random inputs (beyond the
     # margin diagnosis matches with), or it would name right answers as mistakes.
     case = max((c for c in plan_cases(rubric) if c.inputs == "random"), key=lambda c: sum(c.dims.values()))
-    inputs = _tensors(draw(rubric, ref, case))
-    right = ref.expected(inputs, dict(case.dims))[outputs[0].name]
+    inputs = draw(rubric, ref, case)
+    right = ref.answers_for(inputs, dict(case.dims))[outputs[0].name]
     for code, model in ref.mistakes.items():
         wrong, mask = model(inputs, dict(case.dims))
         tol = rubric.tolerance
-        differs = (wrong.double() - right).abs() > 4 * (tol.atol + tol.rtol * right.abs())   # diagnosis's margin
+        differs = np.abs(wrong - right) > 4 * (tol.atol + tol.rtol * np.abs(right))   # diagnosis's margin
         assert bool((differs if mask is None else differs & mask).any()), code
     assert len(timed_cases(rubric)) == rubric.timing.input_sets
 
@@ -118,9 +113,20 @@ def random(dims, seed):
 GENERATORS = {"random": random}
 """
 COURSE_ANSWERS = COURSE_REFERENCE[COURSE_REFERENCE.index("def expected"):]
+# ... and its answers and mistakes in numpy, as the shipped exercises are (no torch in the grader).
+COURSE_NUMPY_ANSWERS = """
+import numpy as np
+
+ARRAYS = "numpy"
+
+def expected(t, dims):
+    return {"out": 2.0 * t["x"].astype(np.float64) + t["y"]}
+
+MISTAKES = {"forgot_a": lambda t, dims: (t["x"] + t["y"].astype(np.float64), None)}
+"""
 
 
-@pytest.fixture(params=["reference.py draws", "inputs.py draws"])
+@pytest.fixture(params=["reference.py draws", "inputs.py draws", "numpy answers"])
 def course(request, tmp_path, monkeypatch):
     from grader.exercises import _LOADED
 
@@ -131,6 +137,9 @@ def course(request, tmp_path, monkeypatch):
     if request.param == "inputs.py draws":
         (root / "reference" / "saxpy" / "inputs.py").write_text(COURSE_INPUTS)
         (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_ANSWERS)
+    elif request.param == "numpy answers":
+        (root / "reference" / "saxpy" / "inputs.py").write_text(COURSE_INPUTS)
+        (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_NUMPY_ANSWERS)
     else:
         (root / "reference" / "saxpy" / "reference.py").write_text(COURSE_REFERENCE)
     monkeypatch.setenv("GRADER_EXERCISES", str(root))
@@ -168,6 +177,10 @@ def test_a_broken_reference_is_named(course):
     rubric = choose(exercise="saxpy")
     with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES has no 'forgot_a'"):
         load_reference(rubric).module             # checked when first imported
+    _LOADED.clear()
+    ref.write_text('ARRAYS = "jax"\n' + COURSE_REFERENCE)
+    with pytest.raises(ExerciseError, match=r"reference\.py: ARRAYS is 'jax'; .* 'torch' or 'numpy'"):
+        load_reference(choose(exercise="saxpy")).module
     inputs = course / "reference" / "saxpy" / "inputs.py"
     if inputs.is_file():                          # the generators are checked where they are written
         _LOADED.clear()

@@ -68,19 +68,55 @@ def test_the_fast_checks_limits_are_prepared_once_per_tolerance(tmp_path, monkey
     assert np.array_equal(again.prepared["out"].want32, first.want["out"].astype(np.float32))
 
 
-def test_a_warm_submission_never_imports_torch(tmp_path):
+def test_no_grade_of_a_shipped_exercise_imports_torch_in_the_grading_process(tmp_path):
+    """The shipped references are written with numpy (ARRAYS = "numpy"): the first grade, which
+    draws its cases and computes their answers, the warm one, which reads them from the cache,
+    and an incorrect one, whose mistake is named by the reference's models, all grade without
+    torch (its import made a first grade on the H200 wait 4 to 6 s)."""
     env = dict(os.environ, GRADER_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     code = ("import json, sys\n"
             "from grader.exercises import load_exercise\n"
             "from grader.grade.pipeline import grade_submission\n"
             "r = grade_submission(sys.argv[1], rubric=load_exercise('bias_gelu_fused'), backend='emulator')\n"
-            "print(json.dumps({'status': r.status, 'correct': r.correct, 'torch': 'torch' in sys.modules}))\n")
-    sample = str(ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu")
-    runs = [json.loads(subprocess.run([sys.executable, "-c", code, sample], capture_output=True, text=True,
-                                      env=env, cwd=ROOT, check=True).stdout.strip().splitlines()[-1])
-            for _ in range(2)]
-    assert runs[0] == {"status": "graded", "correct": True, "torch": True}      # the first draws and computes
-    assert runs[1] == {"status": "graded", "correct": True, "torch": False}     # the warm one reads the cache
+            "print(json.dumps({'status': r.status, 'correct': r.correct, 'torch': 'torch' in sys.modules,\n"
+            "                  'diagnosis': sorted({d.code for d in r.diagnosis})}))\n")
+    samples = ROOT / "submissions" / "bias_gelu_fused"
+
+    def grade(name: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", code, str(samples / name)], capture_output=True, text=True,
+                              env=env, cwd=ROOT, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, warm = grade("float4_launcher.cu"), grade("float4_launcher.cu")
+    assert first == warm == {"status": "graded", "correct": True, "torch": False, "diagnosis": []}
+    wrong = grade("bias_by_row.cu")
+    assert wrong["correct"] is False and "bias_by_row" in wrong["diagnosis"] and wrong["torch"] is False
+
+
+def test_a_reference_written_with_torch_is_given_tensors(tmp_path):
+    """ARRAYS left out: expected() is given torch tensors (what a course's own reference.py may be
+    written with), and what it returns is turned into float64 numpy arrays."""
+    from grader.exercises import _LOADED
+
+    rubric = load_exercise("bias_gelu_fused")
+    folder = tmp_path / "reference" / "bias_gelu_fused"
+    folder.mkdir(parents=True)
+    (folder / "reference.py").write_text(
+        "import torch\n"
+        "def expected(t, dims):\n"
+        "    assert isinstance(t['x'], torch.Tensor)\n"
+        "    return {'out': t['x'] * 2}\n"
+        "MISTAKES = {c: (lambda t, d: (t['x'], torch.ones_like(t['x'], dtype=torch.bool)))\n"
+        "            for c in ('tanh_gelu', 'bias_missing', 'bias_after_gelu', 'bias_by_row')}\n")
+    from grader.exercises import Reference
+
+    ref = Reference(rubric, folder, "", "test")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = ref.answers_for({"x": x, "bias": np.zeros(3, np.float32)}, {"rows": 2, "cols": 3})
+    assert ref.arrays == "torch" and got["out"].dtype == np.float64 and got["out"].tolist() == (2.0 * x).tolist()
+    alt, mask = ref.mistakes["bias_missing"]({"x": x, "bias": np.zeros(3, np.float32)}, {"rows": 2, "cols": 3})
+    assert alt.dtype == np.float64 and mask.dtype == bool and mask.all()
+    _LOADED.clear()
 
 
 def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_state(tmp_path, monkeypatch):

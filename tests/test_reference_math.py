@@ -20,38 +20,187 @@ def test_constants_are_float_rounded():
 
 
 def test_gelu_erf_values():
-    v = torch.tensor([0.0, 1.0, -1.0, 3.0], dtype=torch.float64)
-    want = torch.tensor([0.5 * x * (1 + math.erf(x * INV_SQRT2)) for x in v.tolist()], dtype=torch.float64)
-    assert torch.allclose(gelu_erf(v), want, rtol=0, atol=1e-15)
-    assert abs(float(gelu_erf(torch.tensor([1.0], dtype=torch.float64))) - 0.8413447460685429) < 1e-7
+    v = np.array([0.0, 1.0, -1.0, 3.0])
+    want = np.array([0.5 * x * (1 + math.erf(x * INV_SQRT2)) for x in v])
+    assert np.allclose(gelu_erf(v), want, rtol=0, atol=1e-15)
+    assert abs(float(gelu_erf(np.array([1.0]))[0]) - 0.8413447460685429) < 1e-7
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    return np.abs(got - want) / np.spacing(np.maximum(np.abs(want), np.finfo(np.float64).tiny))
+
+
+def test_numpy_erf_is_within_one_ulp_of_the_c_librarys_and_torchs():
+    """The answers of a first grade are computed with refmath.erf (fdlibm's approximations in
+    numpy) instead of torch's: every branch (below 0.84375, to 1.25, to 1/0.35, to 6, beyond),
+    their edges, both signs, tiny values and the special values, against math.erf (the C
+    library) and torch.special.erf."""
+    from grader.exercises.refmath import erf
+
+    rng = np.random.default_rng(7)
+    edges = np.array([0.84375, 1.25, 1 / 0.35, 6.0, 2.0**-28, 1e-300, 5e-324])
+    edges = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
+    x = np.concatenate([np.linspace(-7, 7, 200_001), rng.standard_normal(100_000) * 3,
+                        rng.standard_normal(10_000) * 1e-6, edges, -edges, [0.0, -0.0, 30.0, -30.0]])
+    got = erf(x)
+    libm = np.array([math.erf(v) for v in x])
+    assert _ulps(got, libm).max() <= 1.0
+    assert _ulps(got, torch.special.erf(torch.from_numpy(x)).numpy()).max() <= 1.0
+    assert np.signbit(erf(np.array([-0.0])))[0] and erf(np.array([np.inf, -np.inf])).tolist() == [1.0, -1.0]
+    assert np.isnan(erf(np.array([np.nan])))[0]
+
+
+def test_numpy_gelus_match_torchs_on_blocks_larger_than_one():
+    """gelu_erf and gelu_tanh on numpy arrays (in blocks, over threads) against the torch forms
+    the references were written with, on an array of several blocks and an odd length, kept in
+    its shape."""
+    from grader.exercises import refmath
+
+    rng = np.random.default_rng(3)
+    v = rng.uniform(-12, 12, size=(7, 3 * refmath.BLOCK // 7 + 5))
+    t = torch.from_numpy(v)
+    assert refmath.gelu_erf(v).shape == v.shape
+    assert np.max(np.abs(refmath.gelu_erf(v) - refmath.gelu_erf(t).numpy())) < 1e-14
+    assert np.max(np.abs(refmath.gelu_tanh(v) - refmath.gelu_tanh(t).numpy())) < 1e-14
 
 
 def test_the_two_gelus_differ_most_near_2_7_by_4_7e_4():
     # the lesson measured 4.735273e-04 at x = 2.701655
-    x = torch.linspace(-8, 8, 1_000_001, dtype=torch.float64)
-    gap = (gelu_erf(x) - gelu_tanh(x)).abs()
+    x = np.linspace(-8, 8, 1_000_001)
+    gap = np.abs(gelu_erf(x) - gelu_tanh(x))
     i = int(gap.argmax())
-    assert abs(float(x[i].abs()) - 2.7017) < 0.01
+    assert abs(abs(float(x[i])) - 2.7017) < 0.01
     assert 4.70e-4 < float(gap[i]) < 4.76e-4
 
 
 def test_bias_is_per_column_and_chain_adds_residual():
-    x = torch.zeros(3, 4)
-    bias = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    x = np.zeros((3, 4), dtype=np.float32)
+    bias = np.array([0.0, 1.0, 2.0, 3.0], dtype=np.float32)
     out = bias_gelu_fn(x, bias)
-    assert torch.allclose(out[2], gelu_erf(bias.double()))
-    r = torch.ones(3, 4)
+    assert np.allclose(out[2], gelu_erf(bias.astype(np.float64)))
+    r = np.ones((3, 4), dtype=np.float32)
     both = ref.expected({"x": x, "bias": bias, "r": r}, {"rows": 3, "cols": 4})
-    assert torch.allclose(both["out"], out) and torch.allclose(both["chain"], out + 1)
+    assert np.allclose(both["out"], out) and np.allclose(both["chain"], out + 1)
     assert set(ref.expected({"x": x, "bias": bias}, {"rows": 3, "cols": 4})) == {"out"}
 
 
 def test_bias_by_row_mistake_is_defined_only_where_row_below_cols():
-    x = torch.zeros(5, 3)
-    bias = torch.tensor([1.0, 2.0, 3.0])
+    x = np.zeros((5, 3), dtype=np.float32)
+    bias = np.array([1.0, 2.0, 3.0], dtype=np.float32)
     alt, mask = ref.MISTAKES["bias_by_row"]({"x": x, "bias": bias}, {"rows": 5, "cols": 3})
     assert mask[:3].all() and not mask[3:].any()
-    assert torch.allclose(alt[1], gelu_erf(torch.full((3,), 2.0, dtype=torch.float64)))
+    assert np.allclose(alt[1], gelu_erf(np.full(3, 2.0)))
+
+
+def test_every_shipped_reference_gives_the_answers_its_torch_form_gave(rubric):
+    """The three shipped references moved from torch to numpy (ARRAYS = "numpy", so that a first
+    grade never imports torch): on a random case of each, expected() and every mistake model
+    against the torch forms they replaced, within 1e-13 of the answer's scale."""
+    from grader.exercises import load_exercise, load_reference
+    from grader.exercises.data import draw
+    from grader.exercises.plan import plan_cases
+
+    torch_forms = _torch_forms()
+    for name in ("bias_gelu_fused", "gelu_sum", "rope_half_split"):
+        r = load_exercise(name)
+        reference = load_reference(r)
+        assert reference.arrays == "numpy"
+        case = next(c for c in plan_cases(r) if c.inputs == "random" and not c.timed)
+        inputs = draw(r, reference, case)
+        tensors = {k: torch.from_numpy(np.array(v)) for k, v in inputs.items()}
+        want = torch_forms[name]["expected"](tensors, dict(case.dims))
+        got = reference.answers_for(inputs, dict(case.dims))
+        assert set(got) == set(want), name
+        for out in got:
+            w = want[out].numpy()
+            assert np.max(np.abs(got[out].reshape(w.shape) - w)) <= 1e-13 * max(1.0, np.max(np.abs(w))), (name, out)
+        for code, model in reference.mistakes.items():
+            alt, mask = model(inputs, dict(case.dims))
+            w_alt, w_mask = torch_forms[name][code](tensors, dict(case.dims))
+            w_alt = w_alt.numpy()
+            assert np.max(np.abs(alt.reshape(w_alt.shape) - w_alt)) <= 1e-13 * max(1.0, np.max(np.abs(w_alt))), code
+            assert (mask is None) == (w_mask is None), code
+            if mask is not None:
+                assert np.array_equal(mask.reshape(w_mask.shape), w_mask.numpy()), code
+
+
+def _torch_forms() -> dict:
+    """The references as they were written with torch (until the move to numpy), kept here as the
+    yardstick for the numpy ones."""
+    c = INV_SQRT2
+
+    def erf_gelu(v):
+        return 0.5 * v * (1.0 + torch.special.erf(v * c))
+
+    def tanh_gelu(v):
+        a, b = float(np.float32(0.7978845608)), float(np.float32(0.044715))
+        return 0.5 * v * (1.0 + torch.tanh(a * (v + b * v * v * v)))
+
+    def by_row(t, d):
+        x, b = t["x"].double(), t["bias"].double()
+        rows, cols = x.shape
+        row_bias = torch.zeros(rows, dtype=torch.float64)
+        k = min(rows, cols)
+        row_bias[:k] = b[:k]
+        return erf_gelu(x + row_bias[:, None]), (torch.arange(rows) < cols)[:, None].expand(rows, cols)
+
+    def bias_expected(t, d):
+        out = erf_gelu(t["x"].double() + t["bias"].double()[None, :])
+        return {"out": out, **({"chain": out + t["r"].double()} if "r" in t else {})}
+
+    def parts(t, pos=None):
+        x = t["in"].double()
+        half = x.shape[-1] // 2
+        cos, sin = t["cosTab"].double(), t["sinTab"].double()
+        cs = (cos[None, :, None, :], sin[None, :, None, :]) if pos is None else (cos[pos], sin[pos])
+        return x[..., :half], x[..., half:], *cs
+
+    def rope(t, pos=None, sign=1, swap=False):
+        x0, x1, co, si = parts(t, pos)
+        if swap:
+            co, si = si, co
+        return torch.cat([x0 * co - sign * x1 * si, sign * x0 * si + x1 * co], dim=-1)
+
+    def interleaved(t, d):
+        x = t["in"].double()
+        co, si = t["cosTab"].double()[None, :, None, :], t["sinTab"].double()[None, :, None, :]
+        out = torch.empty_like(x)
+        out[..., 0::2] = x[..., 0::2] * co - x[..., 1::2] * si
+        out[..., 1::2] = x[..., 0::2] * si + x[..., 1::2] * co
+        return out, None
+
+    def swapped(t, d):
+        x0, x1, co, si = parts(t)
+        return torch.cat([x0 * si - x1 * co, x0 * co + x1 * si], dim=-1), None
+
+    def rows(d):
+        return torch.arange(d["batch"] * d["seq"] * d["heads"]).view(d["batch"], d["seq"], d["heads"])
+
+    def from_head(t, d):
+        b, q, h = d["batch"], d["seq"], d["heads"]
+        head = torch.arange(h).view(1, 1, h).expand(b, q, h)
+        return rope(t, head.clamp(max=q - 1)), (head < q)[..., None].expand(b, q, h, d["headDim"])
+
+    return {
+        "bias_gelu_fused": {
+            "expected": bias_expected,
+            "tanh_gelu": lambda t, d: (tanh_gelu(t["x"].double() + t["bias"].double()[None, :]), None),
+            "bias_missing": lambda t, d: (erf_gelu(t["x"].double()), None),
+            "bias_after_gelu": lambda t, d: (erf_gelu(t["x"].double()) + t["bias"].double()[None, :], None),
+            "bias_by_row": by_row},
+        "gelu_sum": {
+            "expected": lambda t, d: {"out": erf_gelu(t["x"].double()).sum(0)},
+            "tanh_gelu": lambda t, d: (tanh_gelu(t["x"].double()).sum(0), None),
+            "layout_b_r_d": lambda t, d: (erf_gelu(t["x"].double().reshape(d["B"], d["R"], d["D"])).sum(1), None),
+            "missing_last_slice": lambda t, d: (erf_gelu(t["x"].double()[:-1]).sum(0), None)},
+        "rope_half_split": {
+            "expected": lambda t, d: {"out": rope(t)},
+            "interleaved": interleaved,
+            "sign_flipped": lambda t, d: (rope(t, sign=-1), None),
+            "cos_sin_swapped": swapped,
+            "position_ignores_heads": lambda t, d: (rope(t, rows(d) % d["seq"]), None),
+            "position_from_head": from_head},
+    }
 
 
 def test_random_inputs_are_deterministic_and_span_knee_and_tails(rubric):

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -128,11 +129,12 @@ class Reference:
     """An exercise's reference, used in the parent only (it never runs in the child).
 
     Its modules are imported only when something needs them: inputs.py (GENERATORS, in numpy)
-    to draw a case not yet in the cache; reference.py (written with torch: expected and MISTAKES)
-    for a case's answers not yet in the cache, or to name a failing output's mistake. A warm
-    submission reads both from the cache and never imports torch; a first grade draws its inputs
-    without waiting for torch. An exercise without an inputs.py draws with reference.py's
-    GENERATORS (torch tensors, as before).
+    to draw a case not yet in the cache; reference.py (expected and MISTAKES) for a case's answers
+    not yet in the cache, or to name a failing output's mistake. reference.py's functions are given
+    torch tensors, or numpy arrays where it says `ARRAYS = "numpy"` (the three shipped exercises
+    do: their first grade never imports torch); answers_for and mistakes turn either into numpy.
+    A warm submission reads both from the cache. An exercise without an inputs.py draws with
+    reference.py's GENERATORS (torch tensors, as before).
     """
 
     def __init__(self, rubric, folder: Path, kernels: str, digest: str):
@@ -142,14 +144,52 @@ class Reference:
         self.digest = digest            # of reference.py, inputs.py and kernels.cu: a key for cached inputs and answers
         self._module = None
         self._inputs = None
+        self._lock = threading.Lock()       # a grade computes several cases' answers at once
 
     @property
     def module(self):
         """reference.py itself, imported and checked against the rubric on first use."""
-        if self._module is None:
-            path = self.folder / "reference.py"
-            self._module = _check_answers(self._rubric, path, _import(self._rubric, path, "reference"))
+        with self._lock:
+            if self._module is None:
+                path = self.folder / "reference.py"
+                self._module = _check_answers(self._rubric, path, _import(self._rubric, path, "reference"))
         return self._module
+
+    @property
+    def arrays(self) -> str:
+        """What reference.py's functions are given and give back: "torch" tensors (the default)
+        or "numpy" arrays (its ARRAYS says so)."""
+        return getattr(self.module, "ARRAYS", "torch")
+
+    def answers_for(self, inputs: dict, dims: dict) -> dict:
+        """expected() on a case's float32 inputs (writable copies): each output it gives, as a float64 array."""
+        want = self.module.expected(self._given(inputs), dims)
+        return {name: _float64(value) for name, value in want.items()}
+
+    @property
+    def mistakes(self) -> dict[str, Callable]:
+        """The rubric's mistakes, each a model that takes the case's numpy inputs and dims and
+        gives what that mistake would output (float64) and where it is defined (None: everywhere)."""
+        found = dict(getattr(self.module, "MISTAKES", {}))
+        return {c: self._numpy_model(found[c]) for c in self._rubric.mistakes}
+
+    def _numpy_model(self, model: Callable) -> Callable:
+        def run(inputs: dict, dims: dict):
+            import numpy as np
+
+            alt, mask = model(self._given(inputs), dims)
+            return _float64(alt), (None if mask is None else np.asarray(_numpy(mask), dtype=bool))
+        return run
+
+    def _given(self, inputs: dict) -> dict:
+        import numpy as np
+
+        copies = {k: np.array(v) for k, v in inputs.items()}            # writable: a model may change them
+        if self.arrays == "numpy":
+            return copies
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in copies.items()}
 
     @property
     def inputs(self):
@@ -165,15 +205,6 @@ class Reference:
     @property
     def generators(self) -> dict[str, Callable]:
         return dict(self.inputs.GENERATORS)
-
-    @property
-    def expected(self) -> Callable:
-        return self.module.expected
-
-    @property
-    def mistakes(self) -> dict[str, Callable]:
-        found = dict(getattr(self.module, "MISTAKES", {}))
-        return {c: found[c] for c in self._rubric.mistakes}
 
     def generate(self, generator: str, dims: dict, seed: int):
         return self.inputs.GENERATORS[generator](dims, seed)
@@ -222,8 +253,29 @@ def _import(rubric, path: Path, part: str):
     return module
 
 
+def _numpy(value):
+    """A torch tensor as a numpy array (on the CPU); anything else as it is."""
+    if type(value).__module__.startswith("torch"):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def _float64(value):
+    """An output as a contiguous float64 numpy array."""
+    import numpy as np
+
+    return np.ascontiguousarray(np.asarray(_numpy(value), dtype=np.float64))
+
+
+ARRAY_KINDS = ("torch", "numpy")
+
+
 def _check_answers(rubric, path: Path, module):
     """reference.py against its rubric: expected, and MISTAKES for every mistake the rubric lists."""
+    arrays = getattr(module, "ARRAYS", "torch")
+    if arrays not in ARRAY_KINDS:
+        raise ExerciseError(f"{path}: ARRAYS is {arrays!r}; it says what expected() and MISTAKES are given: "
+                            f"{' or '.join(repr(k) for k in ARRAY_KINDS)} (torch when it is left out)")
     if not hasattr(module, "expected"):
         raise ExerciseError(f"{path}: defines no expected (an exercise's reference.py defines expected and "
                             "MISTAKES; its inputs.py GENERATORS)")

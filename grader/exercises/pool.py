@@ -1,11 +1,11 @@
 """Where a run's cases lie (Store), and the next GPU run's private cases, drawn ahead of it.
 
 A GPU run's random cases come from a secret of its own (plan.py), so they cannot be cached the
-way public cases are; drawing them needs torch in the grading process (the generators and the
-float64 answers are written with it), which costs more than the rest of a warm grade (on the
-H200's host: torch's import alone about 1.5 s; drawing the two timed sets and their answers as
-much again). So each `grader submit` on a GPU, once its grade is done, starts a detached process
-(`python -m grader.exercises.pool`) that draws the *next* run's private cases: every private case's
+way public cases are; drawing them and computing their float64 answers costs more than the rest
+of a warm grade (the two timed sets are 16M values each; with a reference written with torch,
+its import as well: 1.5 s on a warm H200 host, 4 to 6 s on a fresh one). So each `grader
+submit` on a GPU, once its grade is done, starts a detached process (`python -m
+grader.exercises.pool`) that draws the *next* run's private cases: every private case's
 inputs, answers and prepared answers, with a new secret, into a folder under the cache's runs/.
 The next grade claims that folder (renaming it, so two graders never share one), uses it once and
 removes it. When none is ready (the first grade of a machine, a batch, two grades in quick

@@ -44,14 +44,10 @@ def _still(init: str) -> str:
 
 
 def _run_mistake(model: Callable, inputs: dict[str, np.ndarray], dims: dict, shape) -> tuple[np.ndarray, np.ndarray | None]:
-    """An exercise's mistake model (written with torch, in its reference.py) on numpy inputs:
-    what it outputs, as float64, and where that is defined (None: everywhere). torch is imported
-    here, on a failing submission only: a passing one never needs it."""
-    import torch
-
-    alt, mask = model({k: torch.from_numpy(np.array(v)) for k, v in inputs.items()}, dims)     # writable copies
-    alt = alt.to(torch.float64).reshape(shape).numpy()
-    return alt, (None if mask is None else mask.reshape(shape).numpy().astype(bool))
+    """An exercise's mistake model (Reference.mistakes: numpy in, numpy out) at the output's shape:
+    what it outputs, as float64, and where that is defined (None: everywhere)."""
+    alt, mask = model(inputs, dims)
+    return alt.reshape(shape), (None if mask is None else mask.reshape(shape))
 
 
 def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: Comparison,
@@ -59,7 +55,7 @@ def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: C
              mistakes: dict[str, Callable], init: str = "poison") -> list[Diagnosis]:
     """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
     to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined),
-    written with torch tensors (the exercise's reference.py)."""
+    on numpy arrays (Reference.mistakes: the exercise's reference.py, whatever it is written with)."""
     found = _guard_writes(guards)
     if cmp.passed:
         return found

@@ -8,20 +8,23 @@ pos * theta_j, theta_j = 10000^(-2j/headDim) (RoFormer's equation 15 with i = j 
 
 The tables are float32 (cos and sin of the double angle, rounded), as the kernel reads them;
 the reference promotes those same floats to double, so a check prices the kernel's arithmetic
-and not the tables'. The inputs and the tables are drawn by inputs.py.
+and not the tables'. Written with numpy (ARRAYS). The inputs and the tables are drawn by
+inputs.py.
 """
 
 from __future__ import annotations
 
-import torch
+import numpy as np
+
+ARRAYS = "numpy"        # expected() and MISTAKES are given numpy arrays (the default is torch tensors)
 
 
-def _parts(t: dict, pos: torch.Tensor | None = None):
+def _parts(t: dict, pos: np.ndarray | None = None):
     """x0, x1 (the two halves), cos and sin broadcast over [batch, seq, heads, half], in float64.
     pos: the position each (batch, seq, heads) row is rotated by (default: its seq index)."""
-    x = t["in"].double()
+    x = t["in"].astype(np.float64)
     half = x.shape[-1] // 2
-    cos, sin = t["cosTab"].double(), t["sinTab"].double()
+    cos, sin = t["cosTab"].astype(np.float64), t["sinTab"].astype(np.float64)
     if pos is None:
         c, s = cos[None, :, None, :], sin[None, :, None, :]
     else:
@@ -29,11 +32,11 @@ def _parts(t: dict, pos: torch.Tensor | None = None):
     return x[..., :half], x[..., half:], c, s
 
 
-def _join(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
-    return torch.cat([lo, hi], dim=-1)
+def _join(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.concatenate([lo, hi], axis=-1)
 
 
-def expected(t: dict, dims: dict) -> dict[str, torch.Tensor]:
+def expected(t: dict, dims: dict) -> dict[str, np.ndarray]:
     x0, x1, c, s = _parts(t)
     return {"out": _join(x0 * c - x1 * s, x0 * s + x1 * c)}
 
@@ -43,10 +46,10 @@ def expected(t: dict, dims: dict) -> dict[str, torch.Tensor]:
 
 def _interleaved(t: dict, dims: dict):
     """RoFormer's adjacent pairs (2j, 2j+1) instead of (j, j + half)."""
-    x = t["in"].double()
+    x = t["in"].astype(np.float64)
     x0, x1 = x[..., 0::2], x[..., 1::2]
-    c, s = t["cosTab"].double()[None, :, None, :], t["sinTab"].double()[None, :, None, :]
-    out = torch.empty_like(x)
+    c, s = t["cosTab"].astype(np.float64)[None, :, None, :], t["sinTab"].astype(np.float64)[None, :, None, :]
+    out = np.empty_like(x)
     out[..., 0::2] = x0 * c - x1 * s
     out[..., 1::2] = x0 * s + x1 * c
     return out, None
@@ -62,10 +65,10 @@ def _swapped(t: dict, dims: dict):
     return _join(x0 * s - x1 * c, x0 * c + x1 * s), None
 
 
-def _rows(dims: dict) -> torch.Tensor:
+def _rows(dims: dict) -> np.ndarray:
     """The flat (batch, seq, heads) row index of every row, shaped [batch, seq, heads]."""
     b, q, h = dims["batch"], dims["seq"], dims["heads"]
-    return torch.arange(b * q * h).view(b, q, h)
+    return np.arange(b * q * h).reshape(b, q, h)
 
 
 def _ignores_heads(t: dict, dims: dict):
@@ -78,9 +81,9 @@ def _ignores_heads(t: dict, dims: dict):
 def _from_head(t: dict, dims: dict):
     """pos = the head index (defined where it is below seq)."""
     b, q, h = dims["batch"], dims["seq"], dims["heads"]
-    head = torch.arange(h).view(1, 1, h).expand(b, q, h)
-    x0, x1, c, s = _parts(t, head.clamp(max=q - 1))
-    mask = (head < q)[..., None].expand(b, q, h, dims["headDim"])
+    head = np.broadcast_to(np.arange(h).reshape(1, 1, h), (b, q, h))
+    x0, x1, c, s = _parts(t, np.minimum(head, q - 1))
+    mask = np.broadcast_to((head < q)[..., None], (b, q, h, dims["headDim"]))
     return _join(x0 * c - x1 * s, x0 * s + x1 * c), mask
 
 
