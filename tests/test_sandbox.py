@@ -1,6 +1,8 @@
 import os
 from pathlib import Path
 
+import pytest
+
 from grader.run import protocol
 from grader.run.sandbox import CappedOutput
 
@@ -334,3 +336,58 @@ def test_a_temporary_directory_nobody_can_enter_moves_the_childs_folder_and_says
     finally:
         sandbox.child_folder_base.cache_clear()
         os.chmod(private, 0o755)
+
+
+def test_a_done_frame_ends_the_stream_only_when_it_is_the_last_whole_frame():
+    key = b"k" * 32
+    done = _frames(({"type": "case", "n": 1}, b"\x00" * 8), ({"type": "done", "t": 1.0}, b""), key=key)
+    assert protocol.ends_with_done(done, key)
+    assert not protocol.ends_with_done(done[:-2], key)                       # cut inside the done frame
+    assert not protocol.ends_with_done(_frames(({"type": "case"}, b""), key=key), key)
+    assert not protocol.ends_with_done(done, b"x" * 32)                      # not signed with this run's key
+    assert not protocol.ends_with_done(b"", key)
+
+
+@pytest.fixture
+def leaving_when_done(monkeypatch):
+    """Every child run as the measuring process is: left once its done frame is in, reaped in the
+    background (the emulator's child stands in for it here)."""
+    from grader.run import sandbox
+
+    runs = []
+    original = sandbox.Worker.run
+
+    def run(self, job, **kw):
+        kw["leave_when_done"] = True
+        runs.append(self)
+        return original(self, job, **kw)
+    monkeypatch.setattr(sandbox.Worker, "run", run)
+    return runs
+
+
+def test_a_child_left_when_done_keeps_its_output_and_is_reaped(leaving_when_done, rubric, write_cu):
+    """Leaving the measuring process once it has sent everything (its CUDA context's teardown
+    took 0.15 s a grade) loses nothing: its verdict, what it printed, and no process or folder
+    of it is left once it has been reaped."""
+    from test_wall import launcher, run_unscreened
+
+    from grader.run.sandbox import leftover_processes, settle
+
+    result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
+    assert result.status == "graded" and result.correct, result.message
+    assert "launching 101 x 97" in result.output.stdout
+    settle()
+    worker = leaving_when_done[-1]
+    assert worker.proc.returncode is not None and not Path(worker._workdir).exists()
+    assert leftover_processes() == []
+
+
+def test_a_child_that_ends_without_its_done_frame_is_still_waited_for(leaving_when_done, rubric, write_cu):
+    """Without a done frame (the child died) nothing is left early: the exit status and the end
+    of stderr are what the verdict reads."""
+    from test_wall import launcher, run_unscreened
+
+    result = run_unscreened(write_cu(launcher('    fprintf(stderr, "bye\\n"); fflush(stderr); abort();')),
+                            rubric, "emulator")
+    assert result.status == "crashed", (result.status, result.message)
+    assert "bye" in result.output.stderr

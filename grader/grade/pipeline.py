@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import importlib
 import os
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -238,7 +237,11 @@ class _Children:
     runs: list[ChildRun]
     refusals: list[str] = field(default_factory=list)
     recorder_sandbox: ChildSandbox | None = None
-    after: dict | None = None
+    reading: Future | None = None       # nvidia-smi's reading after them, taken while the verdict is judged
+
+    @property
+    def after(self) -> dict | None:
+        return None if self.reading is None else self.reading.result()
 
 
 class _Run:
@@ -264,7 +267,7 @@ class _Run:
         self.cases: list = []
         self.exercise = None
         self.reference = self.guard = None   # the futures of the reference and guard builds (start)
-        self.draw_times: dict[str, float] = {}     # _clocked's: when torch was imported, the answers ready
+        self.draw_times: dict[str, float] = {}     # _clocked's: when reference.py was loaded, the answers ready
 
     def start(self, shared) -> None:
         """Start the children, then the reference and guard builds and the draws, beside the build."""
@@ -307,9 +310,9 @@ class _Run:
                                           exercise_kernels=self.exercise.kernels)
         cases = run_cases(rubric, backend, self.store.secret)
         if not all(data.answers_kept(rubric, self.exercise, c, self.store.folder_for(c)) for c in cases):
-            # Some answers are computed with torch: its import (seconds on a freshly started
-            # machine) starts now, beside the build, not after the draws.
-            self.draws.submit(self._clocked, "torch_imported_t", importlib.import_module, "torch")
+            # Some answers are computed: reference.py is imported now, beside the build, not after
+            # the draws (written with torch, it imports torch: seconds on a freshly started machine).
+            self.draws.submit(self._clocked, "reference_loaded_t", lambda: self.exercise.module)
         self.inputs = draw_inputs(self.draws, rubric, self.exercise, backend, self.store)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
@@ -322,7 +325,7 @@ class _Run:
 
     def _clocked(self, name: str, fn, *args):
         """fn(*args), noting when the last call under this name ended (seconds since the grade
-        started; phases): when torch was imported, when the last answers were ready."""
+        started; phases): when reference.py was loaded, when the last answers were ready."""
         out = fn(*args)
         self.draw_times[name] = round(time.perf_counter() - self.started, 3)
         return out
@@ -378,7 +381,7 @@ class _Run:
                 out = _Children(run, [run])
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend.on_gpu:
-            out.after = gpuinfo.snapshot()
+            out.reading = self.pool.submit(gpuinfo.snapshot)     # nvidia-smi takes a while: beside the verdict
         return out
 
     def close(self) -> None:

@@ -151,6 +151,13 @@ def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | Non
     return frames, None
 
 
+def ends_with_done(buffer: bytes | bytearray, key: bytes) -> bool:
+    """Whether buffer holds only authentic, whole frames and its last is the done frame (the
+    child has sent everything it will)."""
+    frames, problem = parse(buffer, key)
+    return problem is None and bool(frames) and frames[-1].header.get("type") == "done"
+
+
 # -- the shared area -----------------------------------------------------------
 
 _F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)

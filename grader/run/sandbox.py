@@ -9,6 +9,7 @@ parent gets a ChildRun back: a faulting or hanging kernel is a status.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -130,7 +132,9 @@ STARTED_GROUPS: set[int] = set()
 
 def leftover_processes() -> list[int]:
     """Live processes in any process group a Worker of this process started (the child and
-    anything it spawned); there should be none once its run is over."""
+    anything it spawned); there should be none once its run is over (the children left when
+    done are waited for first: they are being reaped)."""
+    settle()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -219,10 +223,17 @@ class Worker:
             self._ready_fd = None
         return time.perf_counter() - start
 
-    def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None) -> ChildRun:
+    def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None,
+            leave_when_done: bool = False) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.
         on_sent is called once the child has closed its result channel (it has sent everything,
         and is exiting): the GPU's lane can be handed on then.
+
+        leave_when_done: once the channel has closed after the done frame, what is left in the
+        child's stdout and stderr is read and the child is killed and reaped in the background,
+        instead of waiting for its exit: tearing down a CUDA context took 0.15 s of every GPU
+        grade. Only for a child that runs no submission host code (the measuring process): one
+        that does is waited for, so that nothing of it outlives its run.
 
         The job's libraries are read by the child, which may no longer be root by then: the
         submission's is copied into the child's own directory first."""
@@ -241,10 +252,12 @@ class Worker:
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
-        results, reports, timed_out, forged = self._collect(out, err, deadline=start + time_limit_s,
-                                                            on_sent=on_sent, check=protocol.StreamCheck(secret))
+        done = (lambda data: protocol.ends_with_done(data, secret)) if leave_when_done else None
+        results, reports, timed_out, forged, left = self._collect(out, err, deadline=start + time_limit_s,
+                                                                  on_sent=on_sent, check=protocol.StreamCheck(secret),
+                                                                  done=done)
         shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
-        returncode = self._finish(kill=timed_out or forged)
+        returncode = self._finish(kill=timed_out or forged, wait=not left)
         frames, problem = protocol.parse(results, secret)
         try:
             shared, shared_problem = protocol.resolve_shared(frames, shared_fd if job.shared_bytes else None,
@@ -265,15 +278,18 @@ class Worker:
                         max_rss_kib=self._max_rss_kib, shared=shared)
 
     def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
-                 on_sent: Callable[[], None] | None,
-                 check: protocol.StreamCheck) -> tuple[bytearray, bytearray, bool, bool]:
+                 on_sent: Callable[[], None] | None, check: protocol.StreamCheck,
+                 done: Callable[[bytearray], bool] | None = None) -> tuple[bytearray, bytearray, bool, bool, bool]:
         """Read the result channel, the guard's reports, stdout and stderr until all four are closed
-        (the child has exited) or the deadline passes: (results, reports, timed out, forged).
+        (the child has exited) or the deadline passes: (results, reports, timed out, forged, left
+        early).
 
         Stopping rule: every stream at its end, the deadline, or bytes no grader wrote on the result
         channel (a forged frame: check) or the guard's pipe (forged_report); after those the child
-        is killed at once, and the verdict says the grader's descriptors were written to. select
-        wakes at least every 0.5 s."""
+        is killed at once, and the verdict says the grader's descriptors were written to. Where
+        done is given, also the result channel's end once done(results) says its last frame is the
+        done frame: what the other streams hold by then is read, and collecting ends (left early).
+        select wakes at least every 0.5 s."""
         proc = self.proc
         results, reports = bytearray(), bytearray()
         sel = selectors.DefaultSelector()
@@ -297,21 +313,24 @@ class Worker:
                         open_streams -= 1
                         if key.data is results and on_sent is not None:
                             on_sent()
+                        if key.data is results and done is not None and done(results):
+                            _drain(sel, reports)
+                            return results, reports, False, forged_report(reports), True
                         continue
                     if key.data is results:
                         results += chunk
                         if check.feed(results):
-                            return results, reports, False, True
+                            return results, reports, False, True, False
                     elif key.data is reports:
                         if len(reports) < 1 << 16:
                             reports += chunk
                             if forged_report(reports):
-                                return results, reports, False, True
+                                return results, reports, False, True, False
                     else:
                         key.data.feed(chunk)
         finally:
             sel.close()
-        return results, reports, timed_out, False
+        return results, reports, timed_out, False, False
 
     def _close_shared(self) -> None:
         if self._shared_fd is not None:
@@ -328,9 +347,23 @@ class Worker:
         if not self._done:
             self._finish(kill=True)
 
-    def _finish(self, *, kill: bool) -> int | None:
+    def _finish(self, *, kill: bool, wait: bool = True) -> int | None:
+        """End the child: wait for its exit (killing it first where kill, or after 10 s), or where
+        not wait (it sent its done frame and is exiting: Worker.run's leave_when_done) note its peak
+        memory, kill it and reap it in the background; then close what the parent held."""
         proc = self.proc
-        if kill:
+        if not wait:
+            returncode = self._reap(timeout=0)
+            if returncode is None:
+                self._max_rss_kib = _peak_rss_kib(proc.pid)
+                _kill_group(proc)
+                reaper = threading.Thread(target=self._reap_in_background, name=f"reap-{proc.pid}", daemon=True)
+                reaper.start()
+                _REAPERS[:] = [r for r in _REAPERS if r.is_alive()] + [reaper]
+                self._close_fds()
+                self._done = True
+                return 0                # it had sent its done frame: its exit status is no longer read
+        elif kill:
             _kill_group(proc)
         returncode = self._reap(timeout=10)
         if returncode is None:
@@ -338,6 +371,21 @@ class Worker:
             returncode = self._reap(timeout=None)
         _kill_group(proc)                               # anything it left behind in its group
         processes.ended(proc.pid)
+        self._close_fds()
+        if not self._done:
+            _remove_tree(self._workdir)
+        self._done = True
+        return returncode
+
+    def _reap_in_background(self) -> None:
+        proc = self.proc
+        self._reap(timeout=None)
+        _kill_group(proc)
+        processes.ended(proc.pid)
+        _remove_tree(self._workdir)
+
+    def _close_fds(self) -> None:
+        proc = self.proc
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 if stream:
@@ -351,9 +399,6 @@ class Worker:
             if self._ready_fd is not None:
                 os.close(self._ready_fd)
                 self._ready_fd = None
-            _remove_tree(self._workdir)
-        self._done = True
-        return returncode
 
     def _reap(self, *, timeout: float | None) -> int | None:
         """Wait for the child with wait4, which also reports its peak memory; None on timeout."""
@@ -417,6 +462,49 @@ def child_folder_base() -> tuple[str | None, list[str]]:
                               f"enter the temporary directory {base} (a folder on its way lacks o+x)"]
     return None, [f"the children run as nobody, who cannot enter the temporary directory {base}, and none of "
                   f"{', '.join(_FALLBACK_BASES)} could be used instead: give TMPDIR a folder others can enter"]
+
+
+_REAPERS: list[threading.Thread] = []       # the threads reaping children left when done
+
+
+def settle(timeout_s: float = 10.0) -> None:
+    """Wait (at most timeout_s) for the children left when done to be reaped."""
+    deadline = time.monotonic() + timeout_s
+    for reaper in list(_REAPERS):
+        reaper.join(max(0.0, deadline - time.monotonic()))
+        if not reaper.is_alive():
+            with contextlib.suppress(ValueError):
+                _REAPERS.remove(reaper)
+
+
+def _peak_rss_kib(pid: int) -> int:
+    """A live child's peak resident memory (VmHWM), 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _drain(sel: selectors.BaseSelector, reports: bytearray) -> None:
+    """Read what the streams still registered hold now, without waiting for their end."""
+    while True:
+        ready = sel.select(timeout=0)
+        if not ready:
+            return
+        for key, _ in ready:
+            fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                sel.unregister(key.fileobj)
+            elif key.data is reports:
+                if len(reports) < 1 << 16:
+                    reports += chunk
+            elif key.data is not None and hasattr(key.data, "feed"):
+                key.data.feed(chunk)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
