@@ -391,3 +391,22 @@ def test_a_child_that_ends_without_its_done_frame_is_still_waited_for(leaving_wh
                             rubric, "emulator")
     assert result.status == "crashed", (result.status, result.message)
     assert "bye" in result.output.stderr
+
+
+def test_folders_a_killed_grader_left_are_swept_and_fresh_ones_kept(tmp_path, monkeypatch):
+    """A SIGKILLed grader cannot remove its children's folders (46 had piled up in /tmp over a
+    day of tests): the next grader removes this user's that are older than a run can be."""
+    import time as clock
+
+    from grader.run import sandbox
+
+    old, fresh, other = tmp_path / "grader-run-old", tmp_path / "grader-run-fresh", tmp_path / "unrelated-old"
+    for folder in (old, fresh, other):
+        folder.mkdir()
+    (old / "submission.so").write_bytes(b"x")
+    past = clock.time() - sandbox.STALE_FOLDER_S - 60
+    for folder in (old, other):
+        os.utime(folder, (past, past))
+    monkeypatch.setattr(sandbox, "_FALLBACK_BASES", ())
+    sandbox._sweep_stale_folders(str(tmp_path))
+    assert not old.exists() and fresh.is_dir() and other.is_dir()

@@ -427,6 +427,22 @@ class Worker:
 
 
 _FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+STALE_FOLDER_S = 6 * 3600.0     # a child's folder lives as long as its run (minutes): older ones were left
+
+
+def _sweep_stale_folders(*bases: str) -> None:
+    """Remove this user's children's folders that a killed grader left behind (a SIGKILL gives
+    it no chance to): those older than STALE_FOLDER_S, once a process."""
+    now = time.time()
+    for base in bases + _FALLBACK_BASES:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(base):
+                if not entry.name.startswith("grader-run-") or not entry.is_dir(follow_symlinks=False):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_uid == os.geteuid() and now - st.st_mtime > STALE_FOLDER_S:
+                        _remove_tree(entry.path)
 
 
 def _others_can_enter(folder: str) -> bool:
@@ -454,6 +470,7 @@ def child_folder_base() -> tuple[str | None, list[str]]:
     the first of /tmp, /var/tmp and /dev/shm that it can enter, and the change is said. None of
     them: the temporary directory all the same (the child will report what it could not open)."""
     base = tempfile.gettempdir()
+    _sweep_stale_folders(base)
     if os.geteuid() != 0 or _others_can_enter(base):
         return None, []
     for fallback in _FALLBACK_BASES:
