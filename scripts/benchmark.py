@@ -202,7 +202,7 @@ def child_stages(p: dict) -> dict[str, float]:
 
 def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
-    keys = ("build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "record_s", "child_s", "check_s")
+    keys = ("probe_s", "build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "record_s", "child_s", "check_s")
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
     # When torch was imported and the answers were ready (seconds into the grade; only a grade
     # that computed answers has them): what a first grade's check waits for.

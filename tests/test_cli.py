@@ -169,6 +169,8 @@ def test_json_document_and_report_dir(tmp_path):
         assert key in doc
     assert doc["schema"] == "grader.result/2" and doc["backend"] == "emulator"
     assert doc["correct"] is True and doc["tier"] is None
+    # the phases a grade is timed by, from the GPU's probe (none asked for here) to the verdict
+    assert doc["phases"]["probe_s"] < 0.5 and doc["phases"]["build_s"] > 0 and "check_s" in doc["phases"]
     assert len(doc["submission"]["sha256"]) == 64
     assert any(c["name"].startswith("lesson 101x97") and c["passed"] for c in doc["cases"])
     assert any(c["kind"] == "chain" and c["passed"] for c in doc["cases"])

@@ -79,11 +79,13 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
     reading = gpuinfo.probe() if requested == AUTO or requested.on_gpu else None
+    probed = time.perf_counter() - started          # nvidia-smi's answer, before anything else can start
     has_gpu = reading is not None
     chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
 
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen.name,
                     status="graded", grader_version=__version__)
+    result.phases["probe_s"] = round(probed, 3)
     def grade() -> None:
         if chosen.on_gpu and not has_gpu:
             raise InfrastructureError(
