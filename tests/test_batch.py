@@ -218,6 +218,31 @@ def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
     assert fake.devices == {"s0": "0", "s1": "1", "s2": "0", "s3": "1"}
 
 
+def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_path, monkeypatch, rubric):
+    """Grades in flight share one interpreter lock: while the batch runs, a thread that wakes
+    (the lane's grade, on its children's frames) waits at most half a millisecond for it, not 5."""
+    import sys
+
+    from grader.batch.grading import SWITCH_INTERVAL_S, grade_entries
+    from grader.batch.inputs import find_submissions
+
+    seen = []
+    fake = FakeGrader(monkeypatch)
+
+    def watching(*a, **k):
+        seen.append(sys.getswitchinterval())
+        return fake(*a, **k)
+    monkeypatch.setattr(grader.grade.pipeline, "grade_submission", watching)
+    before = sys.getswitchinterval()
+    entries = find_submissions(_class(tmp_path, 3))
+    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=2, devices=["0"])
+    assert seen and all(abs(v - SWITCH_INTERVAL_S) < 1e-9 for v in seen)
+    assert sys.getswitchinterval() == before
+    seen.clear()
+    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=1, devices=["0"])
+    assert seen and all(v == before for v in seen)            # one at a time: nothing to hand on to
+
+
 def test_a_gpu_lane_is_held_by_one_grader_at_a_time(tmp_path, monkeypatch):
     """Threads here, but the lock is a file lock: another process's grader waits the same way."""
     from grader.run import lanes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ Progress = Callable[[Graded, int, int], None]     # (the one just done, how many
 
 
 PER_LANE = 8        # in flight for each GPU lane: measured on one H200, its lane stays busy (batch benchmark)
+# With several grades in flight in this one process, the grade that holds a GPU's lane wakes on
+# each of its children's frames and then waits for the interpreter's lock, which a thread doing
+# pure-Python work (a report, SASS) gives up only every switch interval (5 ms by default): at the
+# hand-offs (the recorder done, the measuring process's job, its end) the lane sat idle for that.
+SWITCH_INTERVAL_S = 0.0005
 
 
 def default_jobs(backend: str | Backend, lanes: int = 1) -> int:
@@ -79,6 +85,9 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backen
             progress(g, len(done_by_index), len(entries))
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
+    switch_interval = sys.getswitchinterval()
+    if pool is not None:
+        sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
     try:
         if backend.private_cases and any(e.path is not None and not e.problem for e in entries):
             from grader.exercises.pool import class_store
@@ -100,6 +109,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backen
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+            sys.setswitchinterval(switch_interval)
         if run.shared is not None:
             run.shared.close()
     outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
