@@ -159,7 +159,7 @@ class Reference:
     def arrays(self) -> str:
         """What reference.py's functions are given and give back: "torch" tensors (the default)
         or "numpy" arrays (its ARRAYS says so)."""
-        return getattr(self.module, "ARRAYS", "torch")
+        return _arrays_of(self.module)
 
     def answers_for(self, inputs: dict, dims: dict) -> dict:
         """expected() on a case's float32 inputs (writable copies): each output it gives, as a float64 array."""
@@ -270,9 +270,14 @@ def _float64(value):
 ARRAY_KINDS = ("torch", "numpy")
 
 
+def _arrays_of(module) -> str:
+    """reference.py's ARRAYS: what its functions are given (torch, where it says nothing)."""
+    return getattr(module, "ARRAYS", ARRAY_KINDS[0])
+
+
 def _check_answers(rubric, path: Path, module):
     """reference.py against its rubric: expected, and MISTAKES for every mistake the rubric lists."""
-    arrays = getattr(module, "ARRAYS", "torch")
+    arrays = _arrays_of(module)
     if arrays not in ARRAY_KINDS:
         raise ExerciseError(f"{path}: ARRAYS is {arrays!r}; it says what expected() and MISTAKES are given: "
                             f"{' or '.join(repr(k) for k in ARRAY_KINDS)} (torch when it is left out)")

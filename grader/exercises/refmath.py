@@ -63,8 +63,8 @@ BLOCK = 1 << 16             # values a block: its temporaries stay in a core's c
 def blockwise(fn, v: np.ndarray) -> np.ndarray:
     """fn (elementwise, numpy) of v in float64, a block of BLOCK values at a time, the blocks
     spread over the machine's cores: GELU of 16M values took 4.6 s in passes over whole arrays,
-    1.3 s in blocks on one core, 0.46 s on two. The threads are the call's own (a pool kept between calls would
-    outlive the grade and hold up the command's exit)."""
+    1.3 s in blocks on one core, 0.46 s on two. The threads are the call's own (a pool kept
+    between calls would outlive the grade and hold up the command's exit)."""
     v = np.asarray(v, dtype=np.float64)
     flat = np.ascontiguousarray(v).reshape(-1)
     out = np.empty_like(flat)

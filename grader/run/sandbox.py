@@ -183,6 +183,7 @@ class Worker:
                                             if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
+        _sweep_stale_folders_once()
         base, self.adapted = child_folder_base()
         self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
@@ -306,8 +307,7 @@ class Worker:
                     timed_out = True
                     break
                 for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                    fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
-                    chunk = os.read(fd, 1 << 20)
+                    chunk = _read(key)
                     if not chunk:
                         sel.unregister(key.fileobj)
                         open_streams -= 1
@@ -430,9 +430,14 @@ _FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
 STALE_FOLDER_S = 6 * 3600.0     # a child's folder lives as long as its run (minutes): older ones were left
 
 
+@functools.cache
+def _sweep_stale_folders_once() -> None:
+    _sweep_stale_folders(tempfile.gettempdir())
+
+
 def _sweep_stale_folders(*bases: str) -> None:
     """Remove this user's children's folders that a killed grader left behind (a SIGKILL gives
-    it no chance to): those older than STALE_FOLDER_S, once a process."""
+    it no chance to): those older than STALE_FOLDER_S (Worker does it once a process)."""
     now = time.time()
     for base in bases + _FALLBACK_BASES:
         with contextlib.suppress(OSError):
@@ -470,7 +475,6 @@ def child_folder_base() -> tuple[str | None, list[str]]:
     the first of /tmp, /var/tmp and /dev/shm that it can enter, and the change is said. None of
     them: the temporary directory all the same (the child will report what it could not open)."""
     base = tempfile.gettempdir()
-    _sweep_stale_folders(base)
     if os.geteuid() != 0 or _others_can_enter(base):
         return None, []
     for fallback in _FALLBACK_BASES:
@@ -506,21 +510,23 @@ def _peak_rss_kib(pid: int) -> int:
     return 0
 
 
+def _read(key: selectors.SelectorKey) -> bytes:
+    """What one of a child's streams holds now (b"" at its end)."""
+    return os.read(key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno(), 1 << 20)
+
+
 def _drain(sel: selectors.BaseSelector, reports: bytearray) -> None:
-    """Read what the streams still registered hold now, without waiting for their end."""
-    while True:
-        ready = sel.select(timeout=0)
-        if not ready:
-            return
+    """Read what the streams still registered (the guard's reports, stdout, stderr: the result
+    channel has ended) hold now, without waiting for their end."""
+    while ready := sel.select(timeout=0):
         for key, _ in ready:
-            fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
-            chunk = os.read(fd, 1 << 20)
+            chunk = _read(key)
             if not chunk:
                 sel.unregister(key.fileobj)
             elif key.data is reports:
                 if len(reports) < 1 << 16:
                     reports += chunk
-            elif key.data is not None and hasattr(key.data, "feed"):
+            else:
                 key.data.feed(chunk)
 
 
