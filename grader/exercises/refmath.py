@@ -7,16 +7,15 @@ Each function takes numpy arrays (what a reference that says `ARRAYS = "numpy"` 
 tensors (a reference written with torch). For numpy, erf is computed here (`erf`, below), to
 within one unit in the last place of the C library's and torch's (tests/test_reference_math.py),
 so that a first grade computes its answers without importing torch, which took longer on the
-H200's host (4 to 6 s) than the rest of the grade; large arrays are computed in blocks on every
-core (numpy releases the interpreter lock).
+H200's host (4 to 6 s) than the rest of the grade; large arrays are computed in blocks over a
+few threads (grader/core/blocks.py).
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
+
+from grader.core.blocks import elementwise
 
 
 def f32(value: float) -> float:
@@ -32,7 +31,7 @@ GELU_B = f32(0.044715)             # the tanh form's cubic coefficient
 def gelu_erf(v):
     """The exact GELU (F.gelu's default): 0.5 v (1 + erf(v / sqrt(2)))."""
     if isinstance(v, np.ndarray):
-        return blockwise(_gelu_erf, v)
+        return elementwise(_gelu_erf, v)
     import torch
 
     return 0.5 * v * (1.0 + torch.special.erf(v * INV_SQRT2))
@@ -41,7 +40,7 @@ def gelu_erf(v):
 def gelu_tanh(v):
     """The tanh approximation: 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))."""
     if isinstance(v, np.ndarray):
-        return blockwise(_gelu_tanh, v)
+        return elementwise(_gelu_tanh, v)
     import torch
 
     return 0.5 * v * (1.0 + torch.tanh(GELU_A * (v + GELU_B * v * v * v)))
@@ -53,33 +52,6 @@ def _gelu_erf(v: np.ndarray) -> np.ndarray:
 
 def _gelu_tanh(v: np.ndarray) -> np.ndarray:
     return 0.5 * v * (1.0 + np.tanh(GELU_A * (v + GELU_B * v * v * v)))
-
-
-# -- computing in blocks on every core -------------------------------------------
-
-BLOCK = 1 << 16             # values a block: its temporaries stay in a core's cache
-
-
-def blockwise(fn, v: np.ndarray) -> np.ndarray:
-    """fn (elementwise, numpy) of v in float64, a block of BLOCK values at a time, the blocks
-    spread over the machine's cores: GELU of 16M values took 4.6 s in passes over whole arrays,
-    1.3 s in blocks on one core, 0.46 s on two. The threads are the call's own (a pool kept
-    between calls would outlive the grade and hold up the command's exit)."""
-    v = np.asarray(v, dtype=np.float64)
-    flat = np.ascontiguousarray(v).reshape(-1)
-    out = np.empty_like(flat)
-    if flat.size <= BLOCK:
-        out[:] = fn(flat)
-        return out.reshape(v.shape)
-
-    def one(start: int) -> None:
-        out[start:start + BLOCK] = fn(flat[start:start + BLOCK])
-
-    blocks = range(0, flat.size, BLOCK)
-    with ThreadPoolExecutor(max_workers=min(len(blocks), os.cpu_count() or 2), thread_name_prefix="refmath") as pool:
-        for done in [pool.submit(one, s) for s in blocks]:
-            done.result()
-    return out.reshape(v.shape)
 
 
 # -- erf in float64, for numpy ----------------------------------------------------

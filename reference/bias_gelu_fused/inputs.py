@@ -25,9 +25,8 @@ def random(dims: dict, seed: int) -> dict[str, np.ndarray]:
     s = seed * 7919 + rows * 31 + cols
     h = hashes(n, s, 0)
     u = unit(h)
-    x = u * np.float32(8.0) - np.float32(4.0)
-    tails = (h & 0xFF) < 26
-    x[tails] = u[tails] * np.float32(24.0) - np.float32(12.0)
+    tails = (h & np.uint32(0xFF)) < np.uint32(26)
+    x = np.where(tails, u * np.float32(24.0) - np.float32(12.0), u * np.float32(8.0) - np.float32(4.0))
     return {"x": x.reshape(rows, cols), "bias": uniform(cols, s, 1, -1.0, 1.0),
             "r": uniform(n, s, 2, -2.0, 2.0).reshape(rows, cols)}
 
