@@ -179,14 +179,17 @@ def _edited(path: str, k: int) -> str:
 
 def child_stages(p: dict) -> dict[str, float]:
     """The child's run (phases' child_s) split by the times its frames carry: loading the
-    libraries behind the wall, the checks, the timing's sampling, the timed sets' outputs, and the
+    libraries behind the wall, the wait for the recorder's end beyond that (gate), the checks, the
+    timing's sampling, the timed sets' outputs, and the
     rest (handing the job over, the exit, the parent reading the last frames); on a GPU the recorder's
     run (record_s) likewise, apart from the rest."""
     need = ("child_job_t", "child_hello_t", "child_checks_t", "child_done_t", "child_s")
     if not all(k in p for k in need):
         return {}
     sampled = p.get("child_sampled_t", p["child_checks_t"])
-    stages = {"load": p["child_hello_t"] - p["child_job_t"], "checks": p["child_checks_t"] - p["child_hello_t"],
+    loaded = p.get("child_loaded_t", p["child_hello_t"])
+    stages = {"load": loaded - p["child_job_t"], "gate": p["child_hello_t"] - loaded,
+              "checks": p["child_checks_t"] - p["child_hello_t"],
               "sampling": sampled - p["child_checks_t"], "outputs": p["child_done_t"] - sampled}
     rec = ("recorder_job_t", "recorder_hello_t", "recorder_checks_t", "recorder_done_t")
     if all(k in p for k in rec):         # the recorder's run (record_s): its load, its calls, the rest
@@ -202,7 +205,8 @@ def child_stages(p: dict) -> dict[str, float]:
 
 def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
-    keys = ("probe_s", "build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "record_s", "child_s", "check_s")
+    keys = ("probe_s", "build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "lane_s", "record_s",
+            "gate_wait_s", "child_s", "check_s")
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
     # When torch was imported and the answers were ready (seconds into the grade; only a grade
     # that computed answers has them): what a first grade's check waits for.

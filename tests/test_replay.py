@@ -333,9 +333,47 @@ def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each()
     from grader.core.contract import DoneFrame, HelloFrame, clock_phases
     from grader.grade.pipeline import _recorder_times
 
-    run = SimpleNamespace(frames=[SimpleNamespace(data=HelloFrame(t=0.4, ready_t=0.1, job_t=0.3)),
+    run = SimpleNamespace(frames=[SimpleNamespace(data=HelloFrame(t=0.4, ready_t=0.1, job_t=0.3, loaded_t=0.35)),
                                   SimpleNamespace(data=DoneFrame(t=0.9, checks_t=0.5))])
-    assert _recorder_times(run) == {"recorder_ready_t": 0.1, "recorder_job_t": 0.3, "recorder_hello_t": 0.4,
-                                    "recorder_done_t": 0.9, "recorder_checks_t": 0.5}
+    assert _recorder_times(run) == {"recorder_ready_t": 0.1, "recorder_job_t": 0.3, "recorder_loaded_t": 0.35,
+                                    "recorder_hello_t": 0.4, "recorder_done_t": 0.9, "recorder_checks_t": 0.5}
     assert clock_phases(DoneFrame(t=2.0, checks_t=1.0, sampled_t=1.5), "child") == {
         "child_done_t": 2.0, "child_checks_t": 1.0, "child_sampled_t": 1.5}
+
+
+def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
+    """record_then_replay: the recorder is left once its done frame is in (reaped in the
+    background), and the measuring process is handed its job with the recorder's gone() as its
+    gate, so nothing of the replay runs while the recorder might."""
+    from grader.run import protocol
+    from grader.run.replaying import record_then_replay
+    from grader.run.sandbox import CappedOutput, ChildRun
+    from grader.core.contract import RecordingFrame, encode
+    events = []
+
+    class Stand:
+        def __init__(self, name, frames):
+            self.name, self.frames = name, frames
+
+        def run(self, job, **kw):
+            events.append((self.name, "run", job.role, kw.get("leave_when_done"), kw.get("gate")))
+            if kw.get("gate"):
+                kw["gate"]()
+                events.append((self.name, "gate opened"))
+            return ChildRun(frames=self.frames, returncode=0, timed_out=False, seconds=0.0,
+                            stdout=CappedOutput(1 << 10), stderr=CappedOutput(1 << 10))
+
+        def cancel(self):
+            events.append((self.name, "cancel"))
+
+        def gone(self):
+            events.append((self.name, "gone"))
+
+    recording = Recording(calls={}, ops=[], views=[])
+    frame = protocol.Frame(encode(RecordingFrame(recording)), b"")
+    recorder, measurer = Stand("recorder", [frame]), Stand("measurer", [])
+    record_then_replay(recorder, measurer, _job(), device_code=["a.fatbin"], time_limit_s=5, launcher=None)
+    assert events[0][:4] == ("recorder", "run", "record", True)
+    assert events[2][:3] == ("measurer", "run", "replay")
+    assert events[2][4] is not None                 # gated: its gate waits for the recorder's end
+    assert events[3:] == [("recorder", "gone"), ("measurer", "gate opened")]

@@ -393,6 +393,79 @@ def test_a_child_that_ends_without_its_done_frame_is_still_waited_for(leaving_wh
     assert "bye" in result.output.stderr
 
 
+@pytest.fixture
+def gated(monkeypatch):
+    """Every child run as the measuring process is: handed its job at once, run only once the gate
+    (standing in for the recorder's end: a pause here) has opened. The runs, as they came back."""
+    import time
+
+    from grader.run import sandbox
+
+    runs = []
+    original = sandbox.Worker.run
+
+    def run(self, job, **kw):
+        kw["gate"] = lambda: time.sleep(GATE_PAUSE_S)
+        runs.append(original(self, job, **kw))
+        return runs[-1]
+    monkeypatch.setattr(sandbox.Worker, "run", run)
+    return runs
+
+
+GATE_PAUSE_S = 2.0
+
+
+def test_a_gated_child_runs_its_job_only_after_the_gate_and_is_timed_from_it(gated, rubric, write_cu):
+    """The measuring process parses its job and loads while the recorder is torn down; its cases
+    run after the gate, whose wait is not counted as the child's time."""
+    from test_wall import launcher, run_unscreened
+
+    from grader.core.contract import HelloFrame
+
+    result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
+    assert result.status == "graded" and result.correct, (result.status, result.message)
+    assert "launching 101 x 97" in result.output.stdout
+    run = gated[-1]
+    hello = next(f.data for f in run.frames if isinstance(f.data, HelloFrame))
+    assert hello.t - hello.job_t >= GATE_PAUSE_S * 0.9          # it said hello (ran anything) after the gate
+    assert run.seconds < hello.t - hello.job_t                  # and its time counts from there
+
+
+def test_a_gated_child_whose_gate_never_opens_runs_nothing(rubric, write_cu, tmp_path):
+    """Where the parent closes stdin without the go byte (it ended first), the child sends nothing
+    and loads nothing more: no hello frame, no case."""
+    from test_wall import launcher
+
+    from grader.grade.jobs import child_job
+    from grader.toolchain.build import build_guard, build_submission
+    from grader.core.source import read_submission
+    from grader.run import sandbox
+
+    sub = read_submission(write_cu(launcher("")), rubric.kernel.launcher_name)
+    build = build_submission(sub, rubric, backend="emulator", arch="sm_90")
+    job, _ = child_job(rubric, backend="emulator", build=build, has_launcher=True, guard=build_guard(), draw=True)
+    job.timing, job.timed_cases, job.verify_cases = None, [], []
+
+    with sandbox.Worker(backend="emulator", output_cap=1 << 16, cpu_limit_s=30) as worker:
+        real = worker.proc.stdin.write      # stdin is closed with the go byte never written
+        worker.proc.stdin.write = lambda data: real(data) if data != protocol.GO else None
+        run = worker.run(job, time_limit_s=20, gate=lambda: None)
+    assert run.frames == [] and not run.timed_out, run.frames
+    assert run.returncode == 0
+
+
+def test_gone_returns_once_a_child_left_when_done_is_reaped(leaving_when_done, rubric, write_cu):
+    """The gate the measuring process waits behind is the recorder's gone(): it returns once the
+    child left when done has been reaped, its folder removed."""
+    from test_wall import launcher, run_unscreened
+
+    result = run_unscreened(write_cu(launcher("")), rubric, "emulator")
+    assert result.correct, result.message
+    worker = leaving_when_done[-1]
+    worker.gone()
+    assert worker.proc.returncode is not None and not Path(worker._workdir).exists()
+
+
 def test_folders_a_killed_grader_left_are_swept_and_fresh_ones_kept(tmp_path, monkeypatch):
     """A SIGKILLed grader cannot remove its children's folders (46 had piled up in /tmp over a
     day of tests): the next grader removes this user's that are older than a run can be."""

@@ -139,6 +139,7 @@ class Job:
     device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
     recording: "Recording | None" = None                   # replay: what the recorder saw
     layout_seed: int = 0                # replay: where the buffers lie in device memory this run
+    gated: bool = False                 # run nothing until protocol.GO arrives on stdin (the recorder gone)
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""
@@ -230,6 +231,7 @@ class HelloFrame:
     ready_t: float = 0.0
     job_t: float = 0.0
     sandbox: ChildSandbox = field(default_factory=ChildSandbox)
+    loaded_t: float | None = None       # when it had loaded (a gated job then waits for the go byte)
 
 
 @dataclass
@@ -340,7 +342,7 @@ def clock_phases(frame: HelloFrame | DoneFrame, child: str) -> dict[str, float]:
     """The times a child's hello or done frame carries (seconds since it started, on its own
     clock), as phases named `<child>_<moment>_t`: the parent's account of where a child's run went."""
     if isinstance(frame, HelloFrame):
-        moments = {"ready": frame.ready_t, "job": frame.job_t, "hello": frame.t}
+        moments = {"ready": frame.ready_t, "job": frame.job_t, "loaded": frame.loaded_t, "hello": frame.t}
     else:
         moments = {"done": frame.t, "checks": frame.checks_t, "sampled": frame.sampled_t}
     return {f"{child}_{k}_t": round(v, 3) for k, v in moments.items() if v is not None}

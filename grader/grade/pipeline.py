@@ -374,6 +374,7 @@ class _Run:
                                           time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                           launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
                 phases["record_s"] = round(both.recorder.seconds, 3)
+                phases["gate_wait_s"] = round(both.gate_wait_s, 3)
                 phases.update(_recorder_times(both.recorder))
                 out = _Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
                                 both.refusals, _hello_sandbox(both.recorder) if both.measurer else None)

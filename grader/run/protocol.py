@@ -47,6 +47,9 @@ class Frame:
         return decode(self.header)
 
 
+GO = b"g"       # the byte a gated child waits for on stdin, after its job's line (sandbox.Worker.run)
+
+
 def new_key() -> bytes:
     return os.urandom(32)
 

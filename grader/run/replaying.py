@@ -6,6 +6,7 @@ device code alone (run/child/replay.py says why). run_worker runs a job the way 
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -23,6 +24,7 @@ class ReplayRun:
     recorder: ChildRun
     measurer: ChildRun | None = None        # None: the recorder failed, or its recording was refused
     refusals: list[str] = field(default_factory=list)
+    gate_wait_s: float = 0.0                # how long the measuring process waited for the recorder's end
 
     @property
     def judged(self) -> ChildRun:
@@ -43,13 +45,15 @@ def for_recorder(job: Job) -> Job:
 def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
                        launcher: str | None, on_sent: Callable[[], None] | None = None) -> ReplayRun:
     """Record the submission's launches in one child, then replay them in another that never loads
-    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed,
-    before the measuring process is handed its job."""
+    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
+    and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
     import secrets
 
     from grader.core.contract import RecordingFrame, RefusedFrame
 
-    record = recorder.run(for_recorder(job), time_limit_s=time_limit_s)
+    # Left once its done frame is in: killed with its group, and reaped in the background while
+    # the measuring process takes its job; that one runs nothing until the recorder is gone.
+    record = recorder.run(for_recorder(job), time_limit_s=time_limit_s, leave_when_done=True)
     recorder.cancel()
     recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
     out = ReplayRun(record)
@@ -62,7 +66,13 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
                                  layout_seed=secrets.randbits(62) | 1)
     # It runs none of the submission's host code: once it has sent its done frame it is reaped in
     # the background (its CUDA context's teardown took 0.15 s of every grade).
-    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True)
+    def recorder_gone() -> None:
+        waited = time.perf_counter()
+        recorder.gone()
+        out.gate_wait_s = time.perf_counter() - waited
+
+    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True,
+                                gate=recorder_gone)
     out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]
     return out
 

@@ -210,6 +210,7 @@ class Worker:
         processes.started(self.proc.pid)
         self.output_cap = output_cap
         self._done = False
+        self._reaper: threading.Thread | None = None     # reaping the child in the background (left when done)
         self._max_rss_kib = 0
 
     def wait_ready(self, timeout_s: float) -> float:
@@ -225,7 +226,7 @@ class Worker:
         return time.perf_counter() - start
 
     def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None,
-            leave_when_done: bool = False) -> ChildRun:
+            leave_when_done: bool = False, gate: Callable[[], None] | None = None) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.
         on_sent is called once the child has closed its result channel (it has sent everything,
         and is exiting): the GPU's lane can be handed on then.
@@ -233,8 +234,14 @@ class Worker:
         leave_when_done: once the channel has closed after the done frame, what is left in the
         child's stdout and stderr is read and the child is killed and reaped in the background,
         instead of waiting for its exit: tearing down a CUDA context took 0.15 s of every GPU
-        grade. Only for a child that runs no submission host code (the measuring process): one
-        that does is waited for, so that nothing of it outlives its run.
+        grade. For the measuring process, which runs no submission host code, and for the
+        recorder, whose end the measuring process's gate waits for (gone()).
+
+        gate: the child is handed its job at once (it parses it, puts up the wall and loads the
+        device code) but runs nothing of it until gate() has returned: the measuring process
+        starts while the recorder, killed once its done frame is in, is still being torn down
+        (its CUDA context took about 0.1 s of every grade), and runs no kernel until it is gone.
+        The time limit counts from the gate.
 
         The job's libraries are read by the child, which may no longer be root by then: the
         submission's is copied into the child's own directory first."""
@@ -242,13 +249,18 @@ class Worker:
         assert proc.stdin and proc.stdout and proc.stderr
         start = time.perf_counter()
         secret = protocol.new_key()
-        job = dataclasses.replace(job, key=secret.hex(),
+        job = dataclasses.replace(job, key=secret.hex(), gated=gate is not None,
                                   library=self._private_copy(job.library) if job.library else "")
         shared_bytes = job.output_bytes()
         if self._shared_fd is not None and protocol.size_shared_area(self._shared_fd, shared_bytes):
             job = dataclasses.replace(job, shared_fd=self._shared_fd, shared_bytes=shared_bytes)
         try:
-            proc.stdin.write(json.dumps(job.to_json()).encode())
+            proc.stdin.write(json.dumps(job.to_json()).encode() + b"\n")     # one line (worker.main)
+            if gate is not None:
+                proc.stdin.flush()
+                gate()
+                start = time.perf_counter()
+                proc.stdin.write(protocol.GO)
             proc.stdin.close()
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
@@ -359,6 +371,7 @@ class Worker:
                 _kill_group(proc)
                 reaper = threading.Thread(target=self._reap_in_background, name=f"reap-{proc.pid}", daemon=True)
                 reaper.start()
+                self._reaper = reaper
                 _REAPERS[:] = [r for r in _REAPERS if r.is_alive()] + [reaper]
                 self._close_fds()
                 self._done = True
@@ -376,6 +389,14 @@ class Worker:
             _remove_tree(self._workdir)
         self._done = True
         return returncode
+
+    def gone(self) -> None:
+        """Return once the child has ended and been reaped (a child left when done is being reaped
+        in the background; one never run is killed now): nothing of it runs any more."""
+        if self._reaper is not None:
+            self._reaper.join()
+        elif not self._done:
+            self._finish(kill=True)
 
     def _reap_in_background(self) -> None:
         proc = self.proc

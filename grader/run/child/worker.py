@@ -3,13 +3,17 @@
 Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]`;
 it creates its CUDA context at once (through the driver: no torch, which took 2 to 3.5 s to
 import; torch only where the job times a PyTorch baseline, the last argument), writes a byte on
-READY_FD, then reads the job as JSON on stdin. The order after that is the point of this module:
+READY_FD, then reads the job as one line of JSON on stdin. The order after that is the point of
+this module:
 
 1. load the grader's reference kernels and everything else the grader needs;
 2. limits: the device heap, a host-memory cap measured from here, privileges dropped
    when running as root;
 3. the wall: the seccomp filter of guard.c, on every thread;
-4. only then the submission's library (its static initialisers run inside the wall).
+4. only then the submission's library (its static initialisers run inside the wall), or, for the
+   measuring process, the submission's device code;
+5. a gated job (the measuring process's) then waits for protocol.GO on stdin: the parent sends it
+   once the recorder is gone, so no kernel of this job runs while anything of the recorder does.
 
 It computes no reference and judges nothing: it sends each output back on the
 authenticated result channel and the parent decides.
@@ -249,7 +253,7 @@ def main() -> int:
     t_ready = time.perf_counter() - T0
     if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
         _say_ready(int(sys.argv[4]))
-    job = Job.from_json(json.load(sys.stdin))
+    job = Job.from_json(json.loads(sys.stdin.buffer.readline()))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     t_job = time.perf_counter() - T0
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
@@ -266,7 +270,11 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0
-    channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox))
+    t_loaded = time.perf_counter() - T0
+    if job.gated and sys.stdin.buffer.read(len(protocol.GO)) != protocol.GO:
+        return 0                            # the parent ended before the recorder did: nothing runs
+    channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox,
+                            loaded_t=t_loaded))
     done = _run_job(backend, job, files, sender, channel)
     if done is None:
         return 0
