@@ -99,7 +99,8 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
 
 
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
-    from grader.run.sandbox import Worker, leftover_processes
+    from grader.run.sandbox import Worker
+    from grader.run.groups import leftover_processes
 
     w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10)
     try:
@@ -128,18 +129,19 @@ def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
 
 
 def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, tmp_path):
+    import grader.grade.children
     import grader.grade.pipeline
     from grader.core.contract import spread_threads
     from grader.exercises import load_exercise
 
     seen = []
-    real = grader.grade.pipeline.Worker
+    real = grader.grade.children.Worker
 
     def spy(**kwargs):
         seen.append(kwargs.get("cpu_threads", 1))
         return real(**kwargs)
 
-    monkeypatch.setattr(grader.grade.pipeline, "Worker", spy)
+    monkeypatch.setattr(grader.grade.children, "Worker", spy)
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
     sample = Path(__file__).parent.parent / "submissions" / "bias_gelu_fused" / "compile_error.cu"
     for threads in (0, 1):
@@ -223,7 +225,7 @@ def test_after_the_childs_preload_the_stopping_rule_opens_and_imports_nothing():
     import subprocess
     import sys
 
-    from grader.run.sandbox import _numpy_parent, _package_parent
+    from grader.run.spawn import numpy_parent as _numpy_parent, package_parent as _package_parent
 
     code = """
 import sys
@@ -256,7 +258,7 @@ def test_the_stopping_rule_runs_inside_the_real_wall(tmp_path):
 
     import pytest
 
-    from grader.run.sandbox import _numpy_parent, _package_parent
+    from grader.run.spawn import numpy_parent as _numpy_parent, package_parent as _package_parent
     from grader.toolchain.build import build_guard
 
     library = build_guard()
@@ -288,7 +290,7 @@ print("ok", round(ci.median, 3), len(reports))
 
 
 def test_others_can_enter_reads_every_folder_on_the_way(tmp_path):
-    from grader.run.sandbox import _others_can_enter
+    from grader.run.folders import others_can_enter as _others_can_enter
 
     inner = tmp_path / "private" / "inner"
     inner.mkdir(parents=True)
@@ -314,16 +316,16 @@ def test_a_temporary_directory_nobody_can_enter_moves_the_childs_folder_and_says
 
     from grader.exercises import load_exercise
     from grader.grade.pipeline import grade_submission
-    from grader.run import sandbox
+    from grader.run import folders
 
     private = tmp_path / "private"
     (private / "tmp").mkdir(parents=True)
     os.chmod(private, 0o700)
     monkeypatch.setenv("TMPDIR", str(private / "tmp"))
     monkeypatch.setattr(tempfile, "tempdir", None)            # gettempdir() reads TMPDIR again
-    sandbox.child_folder_base.cache_clear()
+    folders.child_folder_base.cache_clear()
     try:
-        base, adapted = sandbox.child_folder_base()
+        base, adapted = folders.child_folder_base()
         if os.geteuid() != 0:
             assert (base, adapted) == (None, [])
             pytest.skip("the folder only moves where the grader runs as root (CI does)")
@@ -334,7 +336,7 @@ def test_a_temporary_directory_nobody_can_enter_moves_the_childs_folder_and_says
         assert result.sandbox.adapted == adapted
         assert not list((private / "tmp").glob("grader-run-*"))
     finally:
-        sandbox.child_folder_base.cache_clear()
+        folders.child_folder_base.cache_clear()
         os.chmod(private, 0o755)
 
 
@@ -371,7 +373,7 @@ def test_a_child_left_when_done_keeps_its_output_and_is_reaped(leaving_when_done
     of it is left once it has been reaped."""
     from test_wall import launcher, run_unscreened
 
-    from grader.run.sandbox import leftover_processes, settle
+    from grader.run.groups import leftover_processes, settle
 
     result = run_unscreened(write_cu(launcher('    printf("launching %d x %d\\n", rows, cols);')), rubric, "emulator")
     assert result.status == "graded" and result.correct, result.message
@@ -471,15 +473,15 @@ def test_folders_a_killed_grader_left_are_swept_and_fresh_ones_kept(tmp_path, mo
     day of tests): the next grader removes this user's that are older than a run can be."""
     import time as clock
 
-    from grader.run import sandbox
+    from grader.run import folders
 
     old, fresh, other = tmp_path / "grader-run-old", tmp_path / "grader-run-fresh", tmp_path / "unrelated-old"
     for folder in (old, fresh, other):
         folder.mkdir()
     (old / "submission.so").write_bytes(b"x")
-    past = clock.time() - sandbox.STALE_FOLDER_S - 60
+    past = clock.time() - folders.STALE_FOLDER_S - 60
     for folder in (old, other):
         os.utime(folder, (past, past))
-    monkeypatch.setattr(sandbox, "_FALLBACK_BASES", ())
-    sandbox._sweep_stale_folders(str(tmp_path))
+    monkeypatch.setattr(folders, "FALLBACK_BASES", ())
+    folders.sweep_stale_folders(str(tmp_path))
     assert not old.exists() and fresh.is_dir() and other.is_dir()

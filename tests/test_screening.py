@@ -177,7 +177,7 @@ def test_child_has_no_network():
     import subprocess
     import sys
 
-    from grader.run.sandbox import _limits
+    from grader.run.spawn import limits_in_child as _limits
 
     code = ("import socket\ns = socket.socket()\ns.settimeout(2)\ntry:\n    s.connect(('1.1.1.1', 53))\n"
             "    print('connected')\nexcept OSError as e:\n    print('unreachable', e.errno)\n")

@@ -16,7 +16,8 @@ import pytest
 from grader.toolchain.build import build_guard, build_submission
 from grader.run.child import guard
 from grader.core.results import Result
-from grader.run.sandbox import Worker, leftover_processes
+from grader.run.groups import leftover_processes
+from grader.run.sandbox import Worker
 from grader.core.source import read_submission
 
 KERNEL = """

@@ -13,7 +13,7 @@ from grader.core.backend import Backend, named
 from grader.core.errors import RubricError
 from grader.core.results import STATUSES, Result
 from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
-from grader.run.sandbox import leftover_processes
+from grader.run.groups import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",

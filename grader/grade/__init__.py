@@ -1,5 +1,6 @@
 """Grading one submission: the pipeline (pipeline.grade_submission) and its steps before
-anything runs (steps.py: read the source, build, screen), the child's job (jobs.py), and
+anything runs (steps.py: read the source, build, screen), the run of its children beside the
+build and its cases' draws (children.py), the child's job (jobs.py), and
 `grader calibrate` (calibration.py). It calls every layer below (toolchain, run, analysis,
 verdict) and is called by report, batch and the CLI; it imports nothing above itself.
 """

@@ -1,4 +1,5 @@
-"""Running a submission's GPU (or emulated) work in a child process.
+"""Running a submission's GPU (or emulated) work in a child process: Worker, and the ChildRun it
+returns.
 
 The child gets a time limit, resource limits, a private working directory
 and a scrubbed environment; results come back on a private pipe (never the
@@ -9,13 +10,9 @@ parent gets a ChildRun back: a faulting or hanging kernel is a status.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
-import functools
 import json
 import os
-import resource
 import select
 import selectors
 import shutil
@@ -28,10 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader.run import protocol
+from grader.run import folders, groups, protocol, spawn
 from grader.core import processes
-from grader.core.limits import lowered, set_clamped
-from grader.core.processes import set_death_signal
 from grader.run.child.guard import Blocked, forged_report, parse_reports
 from grader.core.contract import Job
 
@@ -85,79 +80,6 @@ class ChildRun:
     shared: object = None                                     # the shared area the payloads may view
 
 
-_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH",
-             "NVIDIA_VISIBLE_DEVICES", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS")
-
-
-CLONE_NEWNET = 0x40000000
-# Resolved here, in the parent: between fork and exec (where _limits runs) the child may not
-# import or dlopen anything, since another thread of the parent may have held those locks.
-try:
-    _UNSHARE = ctypes.CDLL(None, use_errno=True).unshare
-except (OSError, AttributeError):
-    _UNSHARE = None
-
-
-def _limits(cpu_seconds: int, nproc: int) -> None:
-    """Runs in the child between fork and exec: its own process group, resource limits, no network.
-    Only system calls here: no imports, no allocation-heavy work."""
-    os.setsid()                                    # its own process group: killing it kills its children too
-    set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
-    # Each clamped to the inherited hard limit (grader/core/limits.py): a lower one stands.
-    set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    set_clamped(resource.RLIMIT_FSIZE, CHILD_FILE_BYTES)
-    set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
-    if os.geteuid() != 0:
-        try:
-            set_clamped(resource.RLIMIT_NPROC, nproc)
-        except (ValueError, OSError):
-            pass
-    elif _UNSHARE is not None:
-        _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
-
-
-CHILD_FILE_BYTES = 256 * 1024 * 1024
-CHILD_OPEN_FILES = 1024
-
-
-def lowered_limits(cpu_seconds: int) -> dict:
-    """The child's limits that an inherited hard limit lowers (limits.lowered), for result.json."""
-    return lowered({resource.RLIMIT_CPU: cpu_seconds + 5, resource.RLIMIT_FSIZE: CHILD_FILE_BYTES,
-                    resource.RLIMIT_NOFILE: CHILD_OPEN_FILES})
-
-
-STARTED_GROUPS: set[int] = set()
-
-
-def leftover_processes() -> list[int]:
-    """Live processes in any process group a Worker of this process started (the child and
-    anything it spawned); there should be none once its run is over (the children left when
-    done are waited for first: they are being reaped)."""
-    settle()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp in STARTED_GROUPS and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def _process_limit() -> int:
-    """Threads count as processes for RLIMIT_NPROC; torch and the CUDA driver start a few dozen."""
-    try:
-        return len(os.listdir("/proc/self/task")) + 256
-    except OSError:
-        return 512
-
-
 class Worker:
     """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
@@ -176,22 +98,22 @@ class Worker:
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
-        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+        env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP}
         if device is not None:
             env["CUDA_VISIBLE_DEVICES"] = device
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [_package_parent(), _numpy_parent(), env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [spawn.package_parent(), spawn.numpy_parent(), env.get("PYTHONPATH", "")]
                                             if p)
         env["PYTHONUNBUFFERED"] = "1"
         env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
-        _sweep_stale_folders_once()
-        base, self.adapted = child_folder_base()
+        folders.sweep_stale_folders_once()
+        base, self.adapted = folders.child_folder_base()
         self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
-        self.lowered = lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
-        nproc = _process_limit()
+        self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
+        nproc = spawn.process_limit()
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
             # Without torch the child needs nothing of site-packages: -S spares it the site
@@ -201,12 +123,12 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
-            preexec_fn=lambda: _limits(cpu, nproc),
+            preexec_fn=lambda: spawn.limits_in_child(cpu, nproc),
         )
         os.close(write_fd)
         os.close(guard_write_fd)
         os.close(ready_write_fd)
-        STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
+        groups.STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
         processes.started(self.proc.pid)
         self.output_cap = output_cap
         self._done = False
@@ -245,25 +167,8 @@ class Worker:
 
         The job's libraries are read by the child, which may no longer be root by then: the
         submission's is copied into the child's own directory first."""
-        proc = self.proc
-        assert proc.stdin and proc.stdout and proc.stderr
-        start = time.perf_counter()
         secret = protocol.new_key()
-        job = dataclasses.replace(job, key=secret.hex(), gated=gate is not None,
-                                  library=self._private_copy(job.library) if job.library else "")
-        shared_bytes = job.output_bytes()
-        if self._shared_fd is not None and protocol.size_shared_area(self._shared_fd, shared_bytes):
-            job = dataclasses.replace(job, shared_fd=self._shared_fd, shared_bytes=shared_bytes)
-        try:
-            proc.stdin.write(json.dumps(job.to_json()).encode() + b"\n")     # one line (worker.main)
-            if gate is not None:
-                proc.stdin.flush()
-                gate()
-                start = time.perf_counter()
-                proc.stdin.write(protocol.GO)
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass                                        # it died before the job: reported below
+        job, start = self._hand_over(job, secret, gate)
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
         done = (lambda data: protocol.ends_with_done(data, secret)) if leave_when_done else None
         results, reports, timed_out, forged, left = self._collect(out, err, deadline=start + time_limit_s,
@@ -289,6 +194,30 @@ class Worker:
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
                         stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
                         max_rss_kib=self._max_rss_kib, shared=shared)
+
+    def _hand_over(self, job: Job, secret: bytes, gate: Callable[[], None] | None) -> tuple[Job, float]:
+        """Write the job (signed with secret, the library copied into the child's folder, the
+        shared area sized for its outputs) as one line, then, where gated, the go byte once gate()
+        has returned: the job as sent, and when the child's time started."""
+        proc = self.proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        start = time.perf_counter()
+        job = dataclasses.replace(job, key=secret.hex(), gated=gate is not None,
+                                  library=self._private_copy(job.library) if job.library else "")
+        shared_bytes = job.output_bytes()
+        if self._shared_fd is not None and protocol.size_shared_area(self._shared_fd, shared_bytes):
+            job = dataclasses.replace(job, shared_fd=self._shared_fd, shared_bytes=shared_bytes)
+        try:
+            proc.stdin.write(json.dumps(job.to_json()).encode() + b"\n")     # one line (worker.main)
+            if gate is not None:
+                proc.stdin.flush()
+                gate()
+                start = time.perf_counter()
+                proc.stdin.write(protocol.GO)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass                                        # it died before the job: reported below
+        return job, start
 
     def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
                  on_sent: Callable[[], None] | None, check: protocol.StreamCheck,
@@ -367,26 +296,26 @@ class Worker:
         if not wait:
             returncode = self._reap(timeout=0)
             if returncode is None:
-                self._max_rss_kib = _peak_rss_kib(proc.pid)
-                _kill_group(proc)
+                self._max_rss_kib = groups.peak_rss_kib(proc.pid)
+                groups.kill_group(proc)
                 reaper = threading.Thread(target=self._reap_in_background, name=f"reap-{proc.pid}", daemon=True)
                 reaper.start()
                 self._reaper = reaper
-                _REAPERS[:] = [r for r in _REAPERS if r.is_alive()] + [reaper]
+                groups.keep_reaper(reaper)
                 self._close_fds()
                 self._done = True
                 return 0                # it had sent its done frame: its exit status is no longer read
         elif kill:
-            _kill_group(proc)
+            groups.kill_group(proc)
         returncode = self._reap(timeout=10)
         if returncode is None:
-            _kill_group(proc)
+            groups.kill_group(proc)
             returncode = self._reap(timeout=None)
-        _kill_group(proc)                               # anything it left behind in its group
+        groups.kill_group(proc)                               # anything it left behind in its group
         processes.ended(proc.pid)
         self._close_fds()
         if not self._done:
-            _remove_tree(self._workdir)
+            folders.remove_tree(self._workdir)
         self._done = True
         return returncode
 
@@ -401,9 +330,9 @@ class Worker:
     def _reap_in_background(self) -> None:
         proc = self.proc
         self._reap(timeout=None)
-        _kill_group(proc)
+        groups.kill_group(proc)
         processes.ended(proc.pid)
-        _remove_tree(self._workdir)
+        folders.remove_tree(self._workdir)
 
     def _close_fds(self) -> None:
         proc = self.proc
@@ -447,90 +376,6 @@ class Worker:
         self.cancel()
 
 
-_FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
-STALE_FOLDER_S = 6 * 3600.0     # a child's folder lives as long as its run (minutes): older ones were left
-
-
-@functools.cache
-def _sweep_stale_folders_once() -> None:
-    _sweep_stale_folders(tempfile.gettempdir())
-
-
-def _sweep_stale_folders(*bases: str) -> None:
-    """Remove this user's children's folders that a killed grader left behind (a SIGKILL gives
-    it no chance to): those older than STALE_FOLDER_S (Worker does it once a process)."""
-    now = time.time()
-    for base in bases + _FALLBACK_BASES:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(base):
-                if not entry.name.startswith("grader-run-") or not entry.is_dir(follow_symlinks=False):
-                    continue
-                with contextlib.suppress(OSError):
-                    st = entry.stat(follow_symlinks=False)
-                    if st.st_uid == os.geteuid() and now - st.st_mtime > STALE_FOLDER_S:
-                        _remove_tree(entry.path)
-
-
-def _others_can_enter(folder: str) -> bool:
-    """Whether a user who owns nothing on the way (nobody) can reach folder: every folder from
-    the root down to it has the others' execute bit."""
-    path = os.path.realpath(folder)
-    while True:
-        try:
-            if not os.stat(path).st_mode & 0o001:
-                return False
-        except OSError:
-            return False
-        parent = os.path.dirname(path)
-        if parent == path:
-            return True
-        path = parent
-
-
-@functools.cache
-def child_folder_base() -> tuple[str | None, list[str]]:
-    """Where the children's own folders go, and what the grader changed to find it (for result.json).
-
-    The temporary directory (TMPDIR), unless the grader runs as root and the child, which drops
-    to nobody, could not enter it (a TMPDIR under a private folder, as `mktemp -d` makes): then
-    the first of /tmp, /var/tmp and /dev/shm that it can enter, and the change is said. None of
-    them: the temporary directory all the same (the child will report what it could not open)."""
-    base = tempfile.gettempdir()
-    if os.geteuid() != 0 or _others_can_enter(base):
-        return None, []
-    for fallback in _FALLBACK_BASES:
-        if os.path.isdir(fallback) and _others_can_enter(fallback) and os.access(fallback, os.W_OK):
-            return fallback, [f"the children's folders are under {fallback}: they run as nobody, who cannot "
-                              f"enter the temporary directory {base} (a folder on its way lacks o+x)"]
-    return None, [f"the children run as nobody, who cannot enter the temporary directory {base}, and none of "
-                  f"{', '.join(_FALLBACK_BASES)} could be used instead: give TMPDIR a folder others can enter"]
-
-
-_REAPERS: list[threading.Thread] = []       # the threads reaping children left when done
-
-
-def settle(timeout_s: float = 10.0) -> None:
-    """Wait (at most timeout_s) for the children left when done to be reaped."""
-    deadline = time.monotonic() + timeout_s
-    for reaper in list(_REAPERS):
-        reaper.join(max(0.0, deadline - time.monotonic()))
-        if not reaper.is_alive():
-            with contextlib.suppress(ValueError):
-                _REAPERS.remove(reaper)
-
-
-def _peak_rss_kib(pid: int) -> int:
-    """A live child's peak resident memory (VmHWM), 0 where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def _read(key: selectors.SelectorKey) -> bytes:
     """What one of a child's streams holds now (b"" at its end)."""
     return os.read(key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno(), 1 << 20)
@@ -549,30 +394,3 @@ def _drain(sel: selectors.BaseSelector, reports: bytearray) -> None:
                     reports += chunk
             else:
                 key.data.feed(chunk)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _remove_tree(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@functools.cache
-def _numpy_parent() -> str:
-    """The folder numpy is installed in: the child runs with -S (no site-packages: a faster start)
-    and imports numpy for the stopping rule (core/stats.py)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("numpy")
-    return os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else ""
-
-
-def _package_parent() -> str:
-    from grader.core.locations import PACKAGE_DIR
-
-    return str(PACKAGE_DIR.parent)

@@ -1,0 +1,73 @@
+"""The process groups the grader's children run in: killing one, waiting for the children left to
+be reaped in the background, and finding any process of them still alive once a run is over.
+
+Imports nothing of the grader's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+
+STARTED_GROUPS: set[int] = set()
+
+
+def leftover_processes() -> list[int]:
+    """Live processes in any process group a Worker of this process started (the child and
+    anything it spawned); there should be none once its run is over (the children left when
+    done are waited for first: they are being reaped)."""
+    settle()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp in STARTED_GROUPS and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+_REAPERS: list[threading.Thread] = []       # the threads reaping children left when done
+
+
+def keep_reaper(reaper: threading.Thread) -> None:
+    """Note a thread reaping a child left when done (settle waits for it)."""
+    _REAPERS[:] = [r for r in _REAPERS if r.is_alive()] + [reaper]
+
+
+def settle(timeout_s: float = 10.0) -> None:
+    """Wait (at most timeout_s) for the children left when done to be reaped."""
+    deadline = time.monotonic() + timeout_s
+    for reaper in list(_REAPERS):
+        reaper.join(max(0.0, deadline - time.monotonic()))
+        if not reaper.is_alive():
+            with contextlib.suppress(ValueError):
+                _REAPERS.remove(reaper)
+
+
+def peak_rss_kib(pid: int) -> int:
+    """A live child's peak resident memory (VmHWM), 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
