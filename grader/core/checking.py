@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from grader.core.blocks import BLOCK, each_block
-
 from grader.core.contract import GUARD_BITS, POISON_BITS  # noqa: F401 - the patterns, as the checks read them
 
 

@@ -13,7 +13,6 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from grader.core.backend import Backend
 from grader.core.contract import ChildSandbox, spread_threads
@@ -23,6 +22,7 @@ from grader.exercises import load_reference
 from grader.exercises.plan import run_cases
 from grader.exercises.rubric import Rubric
 from grader.grade.jobs import child_job, draw_inputs
+from grader.grade.steps import Progress
 from grader.run import lanes
 from grader.run.replaying import record_then_replay
 from grader.run.sandbox import ChildRun, Worker
@@ -30,7 +30,6 @@ from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_guard, build_reference
 from grader.toolchain.outcome import BuildResult
 
-Progress = Callable[[str], None]
 
 
 def _answers(case, rubric: Rubric, exercise, drawn, store):

@@ -25,12 +25,11 @@ from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
 from grader.run.sandbox import Worker
 from grader.core.source import Submission
-from grader.grade.steps import build_and_screen, read_source, vet_source
+from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
 
 if TYPE_CHECKING:
     from grader.verdict import Verdict
 
-Progress = Callable[[str], None]
 
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
