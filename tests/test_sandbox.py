@@ -456,11 +456,22 @@ def test_a_gated_child_whose_gate_never_opens_runs_nothing(rubric, write_cu, tmp
     assert run.returncode == 0
 
 
-def test_gone_returns_once_a_child_left_when_done_is_reaped(leaving_when_done, rubric, write_cu):
+def test_gone_returns_once_a_child_left_when_done_is_reaped(leaving_when_done, rubric, write_cu, monkeypatch):
     """The gate the measuring process waits behind is the recorder's gone(): it returns once the
-    child left when done has been reaped, its folder removed."""
+    child left when done has been reaped, its folder removed, however long the reaping takes
+    (held back here by a second)."""
+    import time
+
     from test_wall import launcher, run_unscreened
 
+    from grader.run import sandbox
+
+    reap = sandbox.Worker._reap_in_background
+
+    def slowly(self):
+        time.sleep(1.0)
+        reap(self)
+    monkeypatch.setattr(sandbox.Worker, "_reap_in_background", slowly)
     result = run_unscreened(write_cu(launcher("")), rubric, "emulator")
     assert result.correct, result.message
     worker = leaving_when_done[-1]
