@@ -245,7 +245,8 @@ def exercises_table() -> str:
     def params(sig) -> str:
         return ", ".join(f"{p.ctype} {p.name}" if p.name else p.ctype for p in sig.params)
 
-    rows = ["| exercise | kernel (default launch) | optional launcher |", "| --- | --- | --- |"]
+    rows = ["| exercise | kernel (default launch) | optional launcher | kernel name with the launcher |",
+            "| --- | --- | --- | --- |"]
     for name, r in sorted(load_all().items()):
         k = r.kernel
         grid = ", ".join(str(g) for g in k.grid)
@@ -253,7 +254,8 @@ def exercises_table() -> str:
                   and t.init not in ("", "poison")]
         launch = f"`{k.parsed.name}({params(k.parsed)})`, grid `({grid})` x {', '.join(str(b) for b in k.block)}"
         launcher = f"`{k.parsed_launcher.name}({params(k.parsed_launcher)})`" if k.launcher else ""
-        rows.append(f"| {name} | {launch}{'; ' + ', '.join(starts) if starts else ''} | {launcher} |")
+        named = ("" if not k.launcher else f"required (`{k.name}`)" if k.name_required else "any")
+        rows.append(f"| {name} | {launch}{'; ' + ', '.join(starts) if starts else ''} | {launcher} | {named} |")
     return "\n".join(rows)
 
 

@@ -29,12 +29,105 @@ def test_launcher_is_detected_only_when_defined(write_cu):
     assert defined.has_launcher
 
 
-def test_missing_kernel_names_what_was_found(write_cu):
+def test_missing_kernel_names_what_was_found(write_cu, rubric):
     sub = read_submission(write_cu("__global__ void biasGeluFuse(const float* x) {}\n"), LAUNCHER)
-    msg = missing_kernel_message(sub, "biasGeluFused", "SIG")
-    assert "'biasGeluFuse' (line 1)" in msg and "Did you mean" in msg and "SIG" in msg
+    msg = missing_kernel_message(sub, rubric.kernel)
+    assert "'biasGeluFuse' (line 1)" in msg and "Did you mean" in msg and rubric.kernel.signature in msg
+    assert "Without a launcher the grader launches the kernel by its name" in msg
+    assert "Or define the launcher" not in msg        # bias+GELU asks for the name: no way round it is offered
     empty = read_submission(write_cu("int main() { return 0; }\n"), LAUNCHER)
-    assert "defines no __global__ kernel" in missing_kernel_message(empty, "biasGeluFused", "SIG")
+    assert "defines no __global__ kernel" in missing_kernel_message(empty, rubric.kernel)
+
+
+def _load(name):
+    from grader.exercises.rubric import load_rubric
+    from grader.core.locations import rubrics_dir
+    return load_rubric(rubrics_dir() / f"{name}.yaml")
+
+
+GELU_SUM_BODY = """
+__global__ void gelu_sum_forward(const float* x, float* out, int R, int B, int D) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * D) return;
+    float acc = 0.0f;
+    for (int r = 0; r < R; ++r) { float v = x[r * B * D + i]; acc += 0.5f * v * (1.0f + erff(v * 0.70710678f)); }
+    out[i] = acc;
+}
+"""
+GELU_SUM_LAUNCHER = """
+void launchGeluSum(const float* x, float* out, int R, int B, int D, cudaStream_t stream) {
+    gelu_sum_forward<<<(B * D + 255) / 256, 256, 0, stream>>>(x, out, R, B, D);
+}
+"""
+
+
+def test_a_launcher_is_the_contract_where_the_rubric_does_not_ask_for_the_name(write_cu):
+    from grader.grade.steps import vet_source
+
+    rubric = _load("gelu_sum")
+    assert rubric.kernel.name_required is False
+    p = write_cu(GELU_SUM_BODY + GELU_SUM_LAUNCHER)
+    sub = read_submission(p, rubric.kernel.launcher_name)
+    assert sub.has_launcher and sub.kernel("geluSum") is None
+    assert vet_source(p, sub, rubric) is None
+    # without the launcher the kernel is needed by name, and the way round it is named
+    p = write_cu(GELU_SUM_BODY, "nolauncher.cu")
+    stop = vet_source(p, read_submission(p, rubric.kernel.launcher_name), rubric)
+    assert stop.status == "rejected"
+    assert "Or define the launcher and launch your own kernels from it" in stop.message
+    assert "void launchGeluSum(" in stop.message
+
+
+def test_a_launcher_does_not_excuse_the_name_where_the_rubric_asks_for_it(write_cu, rubric):
+    from grader.grade.steps import vet_source
+
+    assert rubric.kernel.name_required is True
+    p = write_cu("__global__ void bias_gelu(const float* x, const float* b, float* o, int r, int c) {}\n"
+                 "void launchBiasGeluFused(const float* x, const float* b, float* o, int r, int c, cudaStream_t s) {\n"
+                 "  bias_gelu<<<1, 1, 0, s>>>(x, b, o, r, c);\n}\n")
+    stop = vet_source(p, read_submission(p, LAUNCHER), rubric)
+    assert stop.status == "rejected"
+    assert "This exercise asks for its kernel by that name" in stop.message
+    assert "The grader calls" not in stop.message and "bias_gelu' (line 1)" in stop.message
+
+
+@pytest.mark.parametrize("include", ["<torch/extension.h>", '"torch/extension.h"', "<ATen/ATen.h>",
+                                     "<c10/cuda/CUDAStream.h>", "<pybind11/pybind11.h>", "<Python.h>",
+                                     "<torch/types.h>"])
+def test_a_pytorch_extension_header_is_answered_by_name(include, write_cu):
+    from grader.core.source import source_refusals
+
+    p = write_cu(f"#include <cuda_runtime.h>\n#include {include}\n" + GELU_SUM_BODY + GELU_SUM_LAUNCHER)
+    sig = _load("gelu_sum").kernel.launcher
+    found = source_refusals(read_submission(p, "launchGeluSum"), launcher=sig)
+    assert [f.line for f in found] == [2]
+    what = found[0].what
+    assert what.startswith(f"#include {include}: a PyTorch extension header")
+    assert "drop the PyTorch wrapper" in what and sig in what
+
+
+@pytest.mark.parametrize("text, line", [
+    ('import torch\nfrom torch.utils.cpp_extension import load_inline\ncuda_src = """\n__global__ void k() {}\n"""\n', 1),
+    ('# the answer\n\nfrom torch.utils.cpp_extension import load_inline\nsrc = r\'\'\'\n__global__ void k() {}\n\'\'\'\n'
+     'mod = load_inline(name="m", cpp_sources="", cuda_sources=src)\n', 3),
+    ('import torch.nn as nn\nkernel = """\n__global__ void k() {}\n"""\n', 1),
+])
+def test_python_around_a_cuda_string_is_answered_by_line(text, line, write_cu):
+    found = read_submission(write_cu(text), "launchGeluSum")
+    assert isinstance(found, SourceProblem) and found.line == line
+    assert "is Python, not CUDA" in found.message and "(launchGeluSum)" in found.message
+    assert found.message.startswith(f"k.cu:{line}: `")
+
+
+@pytest.mark.parametrize("text", [
+    # Python quoted in a comment is a comment
+    "/*\nimport torch\nfrom torch.utils.cpp_extension import load_inline\nsrc = \"\"\"\n*/\n__global__ void k() {}\n",
+    "// import torch\n// from torch import nn\n__global__ void k() {}\n",
+    # C++ that only looks alike
+    "#include <cuda_runtime.h>\nconst char* from = \"torch\";\n__global__ void k() {}\n",
+])
+def test_cuda_that_mentions_python_is_read_as_cuda(text, write_cu):
+    assert not isinstance(read_submission(write_cu(text), "launchGeluSum"), SourceProblem)
 
 
 # Parameter lists students write that the default launch can call: accepted, whatever the spelling.

@@ -76,10 +76,32 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
         line = data[: exc.start].count(b"\n") + 1
         return SourceProblem(f"{path.name} is not UTF-8 text (byte {exc.start}); save it as UTF-8.", line)
     code = blank_comments_and_strings(text)
+    python = _python_around_cuda(code)
+    if python is not None:
+        shown = text.splitlines()[python - 1].strip()
+        return SourceProblem(
+            f"{path.name}:{python}: `{shown}` is Python, not CUDA: this looks like a PyTorch extension's Python "
+            "file with the CUDA source in a string. Save what is inside the string (the kernels) as the .cu file, "
+            "drop the PyTorch wrapper and load_inline, and add the launcher the exercise calls"
+            + (f" ({launcher})." if launcher else "."), python)
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
     sub.has_launcher = bool(launcher) and defines_function(code, launcher)
     return sub
+
+
+# Lines only a Python file has at its start: an import of torch (or of load_inline), a
+# load_inline( call, a name bound to a triple-quoted string.
+_PYTHON_LINE = re.compile(r"^[ \t]*(?:(?:import|from)[ \t]+torch\b.*|from[ \t]+\w[\w.]*[ \t]+import[ \t]+.*"
+                          r"|\w+[ \t]*=[ \t]*load_inline[ \t]*\(.*|\w+[ \t]*=[ \t]*[rRuUbB]?(?:\"\"\"|\'\'\').*)$", re.M)
+
+
+def _python_around_cuda(code: str) -> int | None:
+    """The line of the first Python statement in a file that pastes a CUDA source string with its
+    Python around it, or None. code: comments blanked, so Python quoted in a C++ comment is not
+    Python; two such lines are needed (a C++ file has none of them)."""
+    found = list(_PYTHON_LINE.finditer(code))
+    return code.count("\n", 0, found[0].start()) + 1 if len(found) >= 2 else None
 
 
 def defines_function(code: str, name: str) -> bool:
@@ -141,14 +163,26 @@ def find_kernels(code: str) -> list[KernelDecl]:
     return list(seen.values())
 
 
-def missing_kernel_message(sub: Submission, name: str, signature: str) -> str:
+def missing_kernel_message(sub: Submission, kernel) -> str:
+    """Why a file without the exercise's kernel is not graded (kernel: the rubric's Kernel). With
+    the launcher that is only because the exercise asks for the name; without it, the default
+    launch calls the kernel, and the launcher is the other way in."""
+    name, signature = kernel.name, kernel.signature
     found = [k.name for k in sub.kernels]
-    if not found:
-        return (f"{sub.path.name} defines no __global__ kernel. Define this one:\n  {signature}")
     close = difflib.get_close_matches(name, found, n=1, cutoff=0.6)
     hint = f" Did you mean to name '{close[0]}' '{name}'?" if close else ""
     listed = ", ".join(f"'{k.name}' (line {k.line})" for k in sub.kernels)
-    return f"{sub.path.name} has no kernel named '{name}'; it defines {listed}.{hint} The grader calls:\n  {signature}"
+    defines = f"it defines {listed}" if found else "it defines no __global__ kernel"
+    if sub.has_launcher:
+        return (f"{sub.path.name} has no kernel named '{name}'; {defines}.{hint} This exercise asks for its kernel "
+                f"by that name: name the kernel your {kernel.launcher_name} launches '{name}' (its parameters are "
+                f"yours to choose, as your launcher passes them):\n  {signature}")
+    other_way = (f"\nOr define the launcher and launch your own kernels from it, whatever they are called:\n  "
+                 f"{kernel.launcher.rstrip(';')} {{ ... }}" if kernel.launcher and not kernel.name_required else "")
+    if not found:
+        return f"{sub.path.name} defines no __global__ kernel. Define this one:\n  {signature}{other_way}"
+    return (f"{sub.path.name} has no kernel named '{name}'; {defines}.{hint} Without a launcher the grader "
+            f"launches the kernel by its name:\n  {signature}{other_way}")
 
 
 def signature_problem(decl: KernelDecl, kernel) -> str | None:
@@ -199,10 +233,25 @@ _CUDA_HEADER = re.compile(
     r"thrust/[\w/.]+|cuda/[\w/]+|crt/\w+\.h|texture_\w+\.h|surface_\w+\.h)$")
 
 
-def source_refusals(sub: Submission) -> list[Finding]:
+# Headers of a PyTorch extension: the grader compiles plain CUDA, and nvcc takes over two minutes
+# on torch/extension.h alone (139 s against 1.6 s for a plain file, measured on the CI's machine).
+_TORCH_HEADER = re.compile(r"^(torch/|ATen/|c10/|pybind11/|Python\.h$|caffe2/)")
+
+
+def torch_header_advice(include: str, launcher: str) -> str:
+    """What to do about a PyTorch extension's header, in one line (launcher: the exercise's
+    launcher signature, or "")."""
+    then = f" and define the launcher the grader calls: {launcher.rstrip(';')} {{ ... }}" if launcher else ""
+    return (f"#include {include}: a PyTorch extension header; the grader compiles plain CUDA without PyTorch. Keep "
+            f"your kernels, drop the PyTorch wrapper (the torch::Tensor function, TORCH_CHECK, PYBIND11_MODULE){then}")
+
+
+def source_refusals(sub: Submission, *, launcher: str = "") -> list[Finding]:
     """What the source itself may not contain: include paths that leave the file (they would
     read files into the compiler's messages), headers of the student's own (the submission
-    is one file), and inline assembly in host code. Any system header by name is fine."""
+    is one file), PyTorch's extension headers (answered with what to keep; launcher: the
+    exercise's launcher signature) and inline assembly in host code. Any system header by name
+    is fine."""
     found: list[Finding] = []
     code, text = sub.code, sub.text
     for m in re.finditer(r"^[ \t]*#[ \t]*include\b(.*)$", code, re.M):
@@ -213,7 +262,9 @@ def source_refusals(sub: Submission) -> list[Finding]:
             found.append(Finding(f"#include {raw}: a computed include; include CUDA and standard headers by name", line))
             continue
         name = inc.group(2).strip()
-        if name.startswith("/") or ".." in name.split("/") or name.startswith("~"):
+        if _TORCH_HEADER.match(name):
+            found.append(Finding(torch_header_advice(inc.group(0), launcher), line))
+        elif name.startswith("/") or ".." in name.split("/") or name.startswith("~"):
             found.append(Finding(f"#include {inc.group(0)}: a path outside the submission; include CUDA and "
                                  "standard headers only", line))
         elif inc.group(1) == '"' and not (name in _CPP_HEADERS or name in _C_HEADERS or _CUDA_HEADER.match(name)):

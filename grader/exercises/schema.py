@@ -66,6 +66,11 @@ class Kernel:
     block: list[Expr] = _doc("The default launch's block (x, y, z).", default_factory=lambda: [Expr("256")])
     launcher: str = _doc("Signature of the optional host launcher the grader calls instead of the default launch "
                          "(its last parameter is the cudaStream_t to launch on); empty: none.", default="")
+    name_required: bool = _doc(
+        "Whether the exercise asks for the kernel by its name even from a file with the launcher (the course page "
+        "names it). false: a file that defines the launcher is graded whatever its kernels are called, so code "
+        "brought from elsewhere needs only a launcher; a file without the launcher always needs the kernel, by "
+        "name, since the default launch calls it.", default=False)
 
     # Parsed once, on first use (the loader's check is the first), and kept: every step that needs a
     # parameter list or a type asks these, none parses the rubric's text again.

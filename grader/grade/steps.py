@@ -37,13 +37,15 @@ def read_source(p: Path, rubric: Rubric) -> Submission | Stop:
 def vet_source(p: Path, sub: Submission, rubric: Rubric) -> Stop | None:
     """What can be checked on the text: nothing it may not do, the kernel there with the right
     parameters. A Stop when refused."""
-    refused = source_refusals(sub)
+    refused = source_refusals(sub, launcher=rubric.kernel.launcher)
     if refused:
         return Stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused),
                     [SourceNote(str(p), f.line, "not accepted for grading", f.what) for f in refused])
     kernel = sub.kernel(rubric.kernel.name)
+    if sub.has_launcher and not rubric.kernel.name_required:
+        return None                 # the launcher is the contract: its kernels may have any name
     if kernel is None:
-        message = missing_kernel_message(sub, rubric.kernel.name, rubric.kernel.signature)
+        message = missing_kernel_message(sub, rubric.kernel)
         return Stop("rejected", message, [SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", message)])
     problem = None if sub.has_launcher else signature_problem(kernel, rubric.kernel)
     if problem:
