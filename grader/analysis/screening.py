@@ -6,10 +6,13 @@ the grader cannot grade. It is not the security wall: a submission can reach
 any function at run time without importing it, so the operating system stops
 hostile code (grader/run/child/guard.c). Here a submission is refused when it:
 
-- calls CUDA runtime (or driver) functions that change what the timing
-  measures: stream and event creation, allocation, copies and sets,
-  synchronisation, L2 persistence and device limits, graphs and host
-  callbacks, cudaLaunchKernelEx (whose attributes can set cache policy);
+- calls CUDA runtime (or driver) functions the replay cannot reproduce or that
+  would change what the floor measures: stream creation, host, managed or
+  pooled memory, 2D/3D and peer copies, L2 persistence and device limits,
+  graphs and host callbacks, cudaLaunchKernelEx (whose attributes can set cache
+  policy). The launcher's memsets, copies, copies to symbols, cudaMalloc'd
+  workspace, events and synchronisation are recorded and replayed instead
+  (grader/run/child/replay.py);
 - runs code when the library loads: a file-scope initialiser that calls a
   function (other than the C++ and CUDA runtime's own start-up), or an
   __attribute__((constructor)).
@@ -37,27 +40,26 @@ from grader.core.source import Submission
 
 # (pattern on the imported function's plain name, why it is refused, what to do instead)
 TIMING_RULES: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^(cuda(Stream|Event)(Create|Destroy)|cu(Stream|Event)(Create|Destroy))"),
-     "creates or destroys a stream or an event: launch on the stream your launcher is given, which is the one "
-     "the grader times"),
-    (re.compile(r"^(cuda(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemPool|DeviceSetMemPool)|"
-                r"cu(MemAlloc|MemFree|MemHostAlloc|MemPool|MemCreate|MemMap))"),
-     "allocates or frees memory: the grader owns every buffer; work in the buffers you are given (shared "
-     "memory or registers for scratch)"),
-    (re.compile(r"^(cuda(Memcpy|Memset|MemPrefetch|MemAdvise)|cu(Memcpy|Memset|MemPrefetch|MemAdvise))"),
-     "copies or sets memory from the host: the grader prepares every input and output; do the work in a kernel"),
-    (re.compile(r"^(cuda(DeviceSynchronize|ThreadSynchronize|StreamSynchronize|EventSynchronize|StreamWaitEvent|"
-                r"StreamQuery|EventQuery|EventRecord|EventElapsedTime)|cu(CtxSynchronize|StreamSynchronize|"
-                r"EventSynchronize|StreamWaitEvent|EventRecord|EventElapsedTime))"),
-     "synchronises with or times the device: the grader does both around your launch; return as soon as your "
-     "kernels are launched"),
+    (re.compile(r"^(cudaStream(Create|Destroy)|cuStream(Create|Destroy))"),
+     "creates or destroys a stream: the grader replays your launcher's work on the stream it is given, the one it "
+     "times; launch and copy on that stream (events, synchronisation and cudaGetLastError are fine)"),
+    (re.compile(r"^(cuda(MallocHost|HostAlloc|HostRegister|HostUnregister|MallocManaged|MallocPitch|Malloc3D|"
+                r"MallocArray|MallocMipmapped|FreeHost|FreeArray|FreeMipmapped|MemPool|DeviceSetMemPool|"
+                r"MallocFromPoolAsync)|cu(MemAlloc|MemFree|MemHostAlloc|MemPool|MemCreate|MemMap))"),
+     "allocates memory the replay cannot reproduce (host, managed, pitched, array or pooled memory): allocate a "
+     "device workspace with cudaMalloc or cudaMallocAsync, or work in the buffers you are given"),
+    (re.compile(r"^(cuda(Memcpy(2D|3D|Peer|FromSymbol|Array|ToArray|FromArray|Batch)\w*|Memset(2D|3D)\w*|"
+                r"MemPrefetch\w*|MemAdvise\w*|GetSymbolAddress)|cu(Memcpy|Memset|MemPrefetch|MemAdvise))"),
+     "copies or sets memory in a way the replay cannot reproduce (2D and 3D copies, peer copies, reading a symbol "
+     "back, a symbol's device address on the host, the driver's copies): use cudaMemcpyAsync, cudaMemsetAsync or "
+     "cudaMemcpyToSymbol on the buffers you are given, your workspace or your __device__ variables"),
     (re.compile(r"^(cuda(DeviceSetLimit|ThreadSetLimit|CtxResetPersistingL2Cache|StreamSetAttribute|"
-                r"DeviceSetCacheConfig|ThreadSetCacheConfig|DeviceSetSharedMemConfig|DeviceReset|SetDevice|"
+                r"DeviceSetCacheConfig|ThreadSetCacheConfig|DeviceSetSharedMemConfig|DeviceReset|"
                 r"SetDeviceFlags|DeviceSetGraphMemAttribute|GraphicsMap)|cu(CtxSetLimit|CtxResetPersistingL2Cache|"
                 r"StreamSetAttribute|CtxSetCacheConfig|DevicePrimaryCtx))"),
-     "changes device-wide settings (limits, L2 persistence, cache configuration, the current device): they "
-     "would change what the copies your kernel is compared with measure; cudaFuncSetAttribute on your own "
-     "kernel is allowed"),
+     "changes device-wide settings (limits, L2 persistence, cache configuration, resetting the device): they "
+     "would change what the copies your kernel is compared with measure, and the replay does not repeat them; "
+     "cudaFuncSetAttribute on your own kernel is allowed"),
     (re.compile(r"^(cuda(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback|UserObject)|"
                 r"cu(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback))"),
      "captures graphs or adds host callbacks: launch your kernels directly with <<<...>>> on the stream you "

@@ -94,6 +94,7 @@ class Limits:
     host_memory_mib: int
     device_heap_bytes: int
     drop_privileges: bool
+    workspace_bytes: int = 256 << 20       # what a launcher may cudaMalloc, over all its calls
 
 
 def usable_cores() -> int:
@@ -286,7 +287,8 @@ class RecordedOp:
     """One thing a launcher did to a kernel during a call, as the recorder saw it (claimed data:
     the replay checks it against the device code before running any of it)."""
 
-    kind: str = "launch"             # launch | cooperative | attribute | cache_config
+    kind: str = "launch"             # launch | cooperative | attribute | cache_config | memset | copy | symbol
+                                     # | alloc | free (the stream-ordered work of replay.py's list)
     kernel: str = ""                 # the kernel's (mangled) device name
     grid: list[int] = field(default_factory=lambda: [1, 1, 1])
     block: list[int] = field(default_factory=lambda: [1, 1, 1])
@@ -295,8 +297,13 @@ class RecordedOp:
     thread: str = "caller"           # caller | other (another thread, during the call) | outside (no call open)
     attribute: int = 0               # attribute, cache_config: the cudaFuncAttribute or cudaFuncCache
     value: int = 0
-    args: str = ""                   # the kernel's parameter buffer, hex
+    args: str = ""                   # the kernel's parameter buffer, hex; a host-to-device copy's bytes
     error: str = ""                  # what the recorder could not read of the launch
+    dst: int = 0                     # memset, copy: the destination address; symbol: the offset; alloc, free: the address
+    src: int = 0                     # copy, symbol: the source address (device to device)
+    nbytes: int = 0                  # memset, copy, symbol, alloc: how many bytes
+    direction: str = ""              # copy, symbol: h2d | d2h | d2d; symbol: the kernel field holds its name
+    call: str = ""                   # the runtime call as the student wrote it (cudaMemsetAsync)
 
 
 @dataclass

@@ -29,6 +29,9 @@ _UNSUPPORTED = [
      "uses half or bfloat16 types"),
     (re.compile(r"\b__pipeline\w*|\bcp\.async|\bcuda::memcpy_async|\b__cluster\w*|\bcluster_dims\b"),
      "uses asynchronous copies or clusters"),
+    # thrust's, CUB's and libcu++'s headers are written for nvcc's two passes, not for g++ and a shim.
+    (re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?:thrust|cub|cuda)/[^>\"]*[>\"]", re.M),
+     "uses thrust, CUB or libcu++"),
 ]
 
 

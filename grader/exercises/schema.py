@@ -220,6 +220,10 @@ class Limits:
     static_device_mib: int = _doc(
         "Static __device__ memory (global arrays) a submission may declare, MiB; more is refused before it "
         "runs, since it takes GPU memory the next grader on the same GPU needs.", default=64)
+    workspace_mib: int = _doc(
+        "Device memory a launcher may allocate for itself (cudaMalloc, cudaMallocAsync, thrust's and CUB's "
+        "temporary storage), MiB, over all its calls: the grader gives it buffers of those sizes, poisoned before "
+        "every call; more is refused, naming the limit.", default=256)
     build_time_s: float = _doc("Wall time one build (nvcc or g++) may take before it is a compile_error.", default=120.0)
     build_memory_mib: int = _doc("Address space each compiler process may take, MiB (RLIMIT_AS).", default=8192)
     cache_max_mib: int = _doc(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.backend import Backend
-from grader.core.contract import ChildSandbox, spread_threads
+from grader.core.contract import ChildSandbox, RefusedFrame, spread_threads
 from grader.core.results import OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import load_reference
@@ -190,7 +190,8 @@ class GradeRun:
             else:
                 run = self.worker.run(job, time_limit_s=rubric.limits.time_limit_s,
                                       on_sent=handed_on if lane else None)
-                out = Children(run, [run])
+                out = Children(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame)
+                                            for r in f.data.reasons])
             phases["child_s"] = round(time.perf_counter() - clock, 3)
         if backend.on_gpu:
             out.reading = self.pool.submit(gpuinfo.snapshot)     # nvidia-smi takes a while: beside the verdict

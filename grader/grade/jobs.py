@@ -27,7 +27,7 @@ def child_limits(rubric: Rubric) -> Limits:
     """The rubric's limits as the child applies them."""
     lim = rubric.limits
     return Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
-                  drop_privileges=lim.drop_privileges)
+                  drop_privileges=lim.drop_privileges, workspace_bytes=lim.workspace_mib << 20)
 
 
 def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: Backend, store) -> dict:

@@ -59,7 +59,7 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     out = ReplayRun(record)
     if recording is None or record.blocked or record.timed_out:
         return out
-    out.refusals = recording_refusals(recording, launcher)
+    out.refusals = recording_refusals(recording, launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
     replay = dataclasses.replace(job, role="replay", library="", recording=recording, device_code=device_code,
@@ -102,10 +102,33 @@ def _who(op: RecordedOp) -> str:
     return demangle(op.kernel) if op.kernel else "a kernel"
 
 
-def recording_refusals(recording: Recording, launcher: str | None) -> list[str]:
-    """What in a recording is refused before anything runs, said to the student: launches from a
-    thread of their own or after the launcher returned, on a stream the grader did not give, or
-    whose kernel the recorder could not name."""
+def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[[str], None], workspace_cap: int) -> None:
+    """What the parent refuses of a memset, copy, symbol copy, allocation or free before the
+    measuring process starts: a thread's, one after the launcher returned, one on another stream,
+    a copy to the host, an allocation past the cap (the addresses are the measuring process's to
+    check, with the buffers' sizes)."""
+    from grader.run.child.replay import stream_op_problem
+
+    what = op.call or op.kind
+    if op.thread == "outside":
+        say(f"{who} called {what} after the launcher returned (from a thread of its own). The grader replays only "
+            "what the launcher does before it returns: call everything from it, and start no threads.")
+    elif op.thread == "other":
+        say(f"{who} called {what} from a thread of its own. The grader replays only what the launcher itself does "
+            "before it returns, on the stream it is given.")
+    if op.stream == "other":
+        say(f"{who} called {what} on a stream the grader did not give it. Use the stream your launcher is given (or "
+            "the default stream, 0): that is the one the grader times.")
+    problem = stream_op_problem(op, None, who=who, workspace_cap=workspace_cap)
+    if problem:
+        say(problem)
+
+
+def recording_refusals(recording: Recording, launcher: str | None, workspace_cap: int = 256 << 20) -> list[str]:
+    """What in a recording is refused before anything runs, said to the student: launches (and
+    memsets, copies, allocations) from a thread of their own or after the launcher returned, on a
+    stream the grader did not give, or whose kernel the recorder could not name; copies to the
+    host; a workspace past limits.workspace_mib."""
     who = f"your launcher {launcher}" if launcher else "the launch"
     seen: set[str] = set()
     reasons: list[str] = []
@@ -115,8 +138,13 @@ def recording_refusals(recording: Recording, launcher: str | None) -> list[str]:
             seen.add(text)
             reasons.append(text)
 
+    from grader.run.child.replay import STREAM_KINDS
+
     every = [op for ops in recording.ops for op in ops] + list(recording.late)
     for op in every:
+        if op.kind in STREAM_KINDS:
+            _stream_op_refusals(op, who, say, workspace_cap)
+            continue
         if op.kind not in ("launch", "cooperative"):
             continue
         if op.thread == "outside":

@@ -1020,6 +1020,213 @@ extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
 
 // ---------------------------------------------------------------------------
+// The launcher's stream-ordered work, as the GPU's replay reproduces it (grader/run/child/replay.py):
+// memsets, copies, copies to __device__ and __constant__ variables, a workspace from cudaMalloc
+// (capped by limits.workspace_mib, poisoned before every call), events and synchronisation (no-ops
+// here: the emulator runs everything at once, in order). Each is checked against the call's buffers
+// before it runs (the emulator backend gives them: grader_emu_set_spans) and logged; the backend
+// reads the log after the call (grader_emu_stream_ops) and refuses what the replay would refuse.
+// ---------------------------------------------------------------------------
+enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+                      cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+namespace grader {
+struct StreamOp {                     // emulator.py's _StreamOp
+    int kind;                         // 5 memset, 6 copy, 7 copy to a symbol, 8 allocation, 9 free
+    int direction;                    // copies: 1 host to device, 2 device to host, 3 device to device
+    int refused;                      // 0 it ran; 1 an address outside what it may touch; 2 over the workspace cap
+    int value;
+    unsigned long long dst, src, nbytes;
+    char call[36];
+};
+struct Span { unsigned long long lo, hi; int access; };     // access: 0 the grader's, not this call's; 1 read; 2 write
+constexpr int kStreamOps = 256, kSpans = 256, kWorkspaces = 256;
+inline StreamOp g_stream_ops[kStreamOps];
+inline int g_stream_op_count = 0;
+inline Span g_spans[kSpans];
+inline int g_span_count = 0;
+inline void* g_workspace[kWorkspaces];
+inline size_t g_workspace_bytes[kWorkspaces];
+inline size_t g_workspace_cap = 256u << 20, g_workspace_used = 0;
+constexpr unsigned kPoisonBits = 0x7FC0DEADu;     // contract.POISON_BITS
+
+inline void poison(void* p, size_t n) {
+    unsigned char* b = static_cast<unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(kPoisonBits >> (8 * (i % 4)));
+}
+// Before every call of the launcher: the workspace holds nothing from the last call.
+inline void begin_call() {
+    for (int i = 0; i < kWorkspaces; ++i)
+        if (g_workspace[i]) poison(g_workspace[i], g_workspace_bytes[i]);
+}
+inline StreamOp& log_op(int kind, const char* call) {
+    static StreamOp spare;
+    StreamOp& op = g_stream_op_count < kStreamOps ? g_stream_ops[g_stream_op_count++] : spare;
+    std::memset(&op, 0, sizeof op);
+    op.kind = kind;
+    std::strncpy(op.call, call, sizeof op.call - 1);
+    return op;
+}
+// 2: [p, p + n) lies in an output or the workspace; 1: in an input; 0: in a grader's buffer of
+// another call, or straddling one; -1: in none of them (host memory of the launcher's own).
+inline int reach(const void* p, size_t n) {
+    const auto lo = reinterpret_cast<unsigned long long>(p), hi = lo + n;
+    for (int i = 0; i < kWorkspaces; ++i) {
+        const auto w = reinterpret_cast<unsigned long long>(g_workspace[i]);
+        if (g_workspace[i] && lo >= w && hi <= w + g_workspace_bytes[i]) return 2;
+    }
+    int found = -1;
+    for (int i = 0; i < g_span_count; ++i) {
+        const Span& s = g_spans[i];
+        if (lo < s.hi && hi > s.lo) {
+            if (lo < s.lo || hi > s.hi) return 0;
+            found = s.access > found ? s.access : found;
+        }
+    }
+    return found;
+}
+inline cudaError_t memset_op(const char* call, void* p, int value, size_t n) {
+    StreamOp& op = log_op(5, call);
+    op.dst = reinterpret_cast<unsigned long long>(p);
+    op.value = value;
+    op.nbytes = n;
+    if (reach(p, n) != 2) { op.refused = 1; return cudaErrorInvalidValue; }
+    std::memset(p, value, n);
+    return cudaSuccess;
+}
+inline cudaError_t copy_op(const char* call, void* dst, const void* src, size_t n) {
+    const int to = reach(dst, n), from = reach(src, n);
+    if (to == -1 && from == -1) {                 // host to host: nothing the replay needs
+        if (n && dst != src) std::memmove(dst, src, n);
+        return cudaSuccess;
+    }
+    StreamOp& op = log_op(6, call);
+    op.dst = reinterpret_cast<unsigned long long>(dst);
+    op.src = reinterpret_cast<unsigned long long>(src);
+    op.nbytes = n;
+    op.direction = to != -1 ? (from != -1 ? 3 : 1) : 2;
+    if (to != 2 || from == 0) { op.refused = 1; return cudaErrorInvalidValue; }
+    if (n && dst != src) std::memmove(dst, src, n);
+    return cudaSuccess;
+}
+}  // namespace grader
+
+inline cudaError_t cudaMemset(void* p, int v, size_t n) { return grader::memset_op("cudaMemset", p, v, n); }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) {
+    return grader::memset_op("cudaMemsetAsync", p, v, n);
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+    return grader::copy_op("cudaMemcpy", d, s, n);
+}
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t = nullptr) {
+    return grader::copy_op("cudaMemcpyAsync", d, s, n);
+}
+// A __device__ or __constant__ variable is a host variable here: the copy writes it.
+template <class T> inline cudaError_t grader_symbol_copy(const char* call, T& symbol, const void* src, size_t n,
+                                                         size_t offset, cudaMemcpyKind kind) {
+    grader::StreamOp& op = grader::log_op(7, call);
+    op.dst = offset;
+    op.src = reinterpret_cast<unsigned long long>(src);
+    op.nbytes = n;
+    const int from = grader::reach(src, n);
+    op.direction = from == -1 ? 1 : 3;
+    if (kind == cudaMemcpyDeviceToHost || from == 0 || offset + n > sizeof(T)) {
+        op.refused = 1;
+        return cudaErrorInvalidValue;
+    }
+    std::memcpy(reinterpret_cast<unsigned char*>(const_cast<std::remove_cv_t<T>*>(&symbol)) + offset, src, n);
+    return cudaSuccess;
+}
+template <class T> inline cudaError_t cudaMemcpyToSymbol(T& symbol, const void* src, size_t n, size_t offset = 0,
+                                                         cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    return grader_symbol_copy("cudaMemcpyToSymbol", symbol, src, n, offset, kind);
+}
+template <class T> inline cudaError_t cudaMemcpyToSymbolAsync(T& symbol, const void* src, size_t n, size_t offset = 0,
+                                                              cudaMemcpyKind kind = cudaMemcpyHostToDevice,
+                                                              cudaStream_t = nullptr) {
+    return grader_symbol_copy("cudaMemcpyToSymbolAsync", symbol, src, n, offset, kind);
+}
+inline cudaError_t grader_workspace_alloc(const char* call, void** p, size_t n) {
+    grader::StreamOp& op = grader::log_op(8, call);
+    op.nbytes = n;
+    if (!p) return cudaErrorInvalidValue;
+    *p = nullptr;
+    int slot = -1;
+    for (int i = 0; i < grader::kWorkspaces && slot < 0; ++i)
+        if (!grader::g_workspace[i]) slot = i;
+    if (n > grader::g_workspace_cap - grader::g_workspace_used || slot < 0) {
+        op.refused = 2;
+        return cudaErrorMemoryAllocation;
+    }
+    void* q = std::aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+    if (!q) return cudaErrorMemoryAllocation;
+    grader::poison(q, n);
+    grader::g_workspace[slot] = q;
+    grader::g_workspace_bytes[slot] = n;
+    grader::g_workspace_used += n;
+    op.dst = reinterpret_cast<unsigned long long>(q);
+    *p = q;
+    return cudaSuccess;
+}
+inline cudaError_t grader_workspace_free(const char* call, void* p) {
+    if (!p) return cudaSuccess;               // cudaFree(0): the idiom that starts the runtime
+    for (int i = 0; i < grader::kWorkspaces; ++i) {
+        if (grader::g_workspace[i] == p) {
+            std::free(p);
+            grader::g_workspace[i] = nullptr;
+            grader::g_workspace_used -= grader::g_workspace_bytes[i];
+            return cudaSuccess;
+        }
+    }
+    grader::StreamOp& op = grader::log_op(9, call);
+    op.dst = reinterpret_cast<unsigned long long>(p);
+    op.refused = 1;
+    return cudaErrorInvalidValue;
+}
+inline cudaError_t cudaMalloc(void** p, size_t n) { return grader_workspace_alloc("cudaMalloc", p, n); }
+template <class T> inline cudaError_t cudaMalloc(T** p, size_t n) {
+    return grader_workspace_alloc("cudaMalloc", reinterpret_cast<void**>(p), n);
+}
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t) {
+    return grader_workspace_alloc("cudaMallocAsync", p, n);
+}
+template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t) {
+    return grader_workspace_alloc("cudaMallocAsync", reinterpret_cast<void**>(p), n);
+}
+inline cudaError_t cudaFree(void* p) { return grader_workspace_free("cudaFree", p); }
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return grader_workspace_free("cudaFreeAsync", p); }
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+struct CUevent_st { int unused; };
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { static CUevent_st one; *e = &one; return cudaSuccess; }
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaSuccess; }
+inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t, cudaStream_t = nullptr, unsigned = 0) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaThreadSynchronize() { return cudaSuccess; }
+
+extern "C" void grader_emu_set_spans(const unsigned long long* lo, const unsigned long long* hi, const int* access,
+                                     int n, size_t workspace_cap) {
+    grader::g_span_count = n < grader::kSpans ? n : grader::kSpans;
+    for (int i = 0; i < grader::g_span_count; ++i) grader::g_spans[i] = {lo[i], hi[i], access[i]};
+    grader::g_workspace_cap = workspace_cap;
+    grader::g_stream_op_count = 0;
+    grader::begin_call();
+}
+extern "C" int grader_emu_stream_ops(grader::StreamOp* out, int max) {
+    const int n = grader::g_stream_op_count < max ? grader::g_stream_op_count : max;
+    std::memcpy(out, grader::g_stream_ops, sizeof(grader::StreamOp) * static_cast<size_t>(n > 0 ? n : 0));
+    return n;
+}
+extern "C" int grader_emu_stream_op_size() { return static_cast<int>(sizeof(grader::StreamOp)); }
+
+// ---------------------------------------------------------------------------
 // malloc and free, in kernels (and in a launcher, which the emulator cannot tell
 // apart), draw from a heap capped like the GPU's device heap (rubric
 // limits.device_heap_mib): past the cap malloc returns NULL, as on a GPU.

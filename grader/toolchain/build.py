@@ -42,9 +42,16 @@ GUARD_SOURCE = PACKAGE_DIR / "run" / "child" / "guard.c"
 # The runtime's launch entry points and kernel attribute setters, wrapped at link time so that the
 # harness's recorder sees every launch of the submission's kernels (<<<>>> compiles to
 # __cudaLaunchKernel) and runs none (grader/run/child/replay.py).
+# The stream-ordered work beside the launches (memsets, copies, copies to symbols, the workspace's
+# allocations) is wrapped the same way, and __cudaRegisterVar so the recorder knows each
+# __device__ variable's device name.
 _WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
             "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaFuncSetAttribute",
-            "cudaFuncSetCacheConfig")
+            "cudaFuncSetCacheConfig", "cudaMemset", "cudaMemset_ptds", "cudaMemsetAsync", "cudaMemsetAsync_ptsz",
+            "cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpyToSymbol",
+            "cudaMemcpyToSymbol_ptds", "cudaMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync_ptsz", "cudaMalloc",
+            "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz",
+            "__cudaRegisterVar")
 RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
 
 
@@ -67,6 +74,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend | str,
         on_gpu=backend.on_gpu,
         launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None,
         kernel=rubric.kernel.parsed,
+        workspace_bytes=rubric.limits.workspace_mib << 20,
     )
     if backend.on_gpu:
         source = sub.text

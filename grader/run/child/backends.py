@@ -202,6 +202,10 @@ class Backend:
         vals = (ctypes.c_longlong * n)(*[0 if a.tensor else a.value for a in call.args])
         return ptrs, vals
 
+    def prepare_call(self) -> None:
+        """Before every call of the submission, outside any timed events: the measuring process
+        poisons the launcher's workspace here (measurer.py); nothing to do elsewhere."""
+
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The submission's launch: its launcher, or the kernel with the call's grid and block."""
         ptrs, vals = self._arrays(call, views)

@@ -9,8 +9,20 @@ import ctypes
 import mmap
 import struct
 
-from grader.core.contract import Fault, spread_threads
+from grader.core.contract import Call, Fault, RecordedOp, spread_threads
 from grader.run.child.backends import Backend, LaunchOutcome, Region, _FaultInfo, libc
+from grader.run.child.replay import Refused, Span, stream_op_problem, workspace_name
+
+_KINDS = {5: "memset", 6: "copy", 7: "symbol", 8: "alloc", 9: "free"}
+_DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
+
+
+class _StreamOp(ctypes.Structure):
+    """cuda_shim.h's grader::StreamOp."""
+
+    _fields_ = [("kind", ctypes.c_int), ("direction", ctypes.c_int), ("refused", ctypes.c_int),
+                ("value", ctypes.c_int), ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64),
+                ("nbytes", ctypes.c_uint64), ("call", ctypes.c_char * 36)]
 
 
 def _transparent_huge_pages() -> bool:
@@ -37,6 +49,9 @@ class EmulatorBackend(Backend):
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
+        self._every: list[tuple[int, int]] = []        # every buffer ever made (data start, data end): no call's but its own
+        self._writable: set[int] = set()               # the outputs' views (their start)
+        self.workspace_cap = 256 << 20
 
     def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
         """Memory for nbytes of data (256-byte aligned) that ends near a guard page: (data address,
@@ -61,6 +76,7 @@ class EmulatorBackend(Backend):
         start = (usable_end - nbytes) & ~255
         self._keep.append(mm)
         self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
+        self._every.append((start, start + nbytes))
         return start, usable_end - start
 
     def alloc(self, floats: int, name: str) -> Region:
@@ -77,6 +93,7 @@ class EmulatorBackend(Backend):
     def output(self, n: int, pad: int, name: str, init: str = "poison",
                shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
         full, view = super().output(n, pad, name, init, shape)
+        self._writable.add(view.ptr)
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
@@ -120,6 +137,42 @@ class EmulatorBackend(Backend):
         self.sub.grader_emu_set_heap(self.heap_bytes)
         self.sub.grader_emu_set_threads.argtypes = [ctypes.c_int]
         self.sub.grader_emu_set_threads(self.threads)
+        self.sub.grader_emu_set_spans.argtypes = [ctypes.POINTER(ctypes.c_uint64)] * 2 + [
+            ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_size_t]
+        self.sub.grader_emu_stream_ops.argtypes = [ctypes.POINTER(_StreamOp), ctypes.c_int]
+        if self.sub.grader_emu_stream_op_size() != ctypes.sizeof(_StreamOp):
+            raise RuntimeError("the shim's stream-op log and emulator.py disagree on its layout")
+
+    def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        """The launcher run at once, its memsets, copies and workspace checked as the GPU's replay
+        checks them (replay.stream_op_problem): what the replay would refuse raises Refused."""
+        given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
+        spans = [Span(name, r.ptr, r.ptr + r.nbytes, r.ptr in self._writable) for name, r in given.items()]
+        mine = {(s.lo, s.hi) for s in spans}
+        others = [(lo, hi) for lo, hi in self._every if (lo, hi) not in mine and hi > lo]
+        every = [(s.lo, s.hi, 2 if s.writable else 1) for s in spans] + [(lo, hi, 0) for lo, hi in others]
+        n = len(every)
+        u64 = ctypes.c_uint64 * max(n, 1)
+        self.sub.grader_emu_set_spans(u64(*[e[0] for e in every]), u64(*[e[1] for e in every]),
+                                      (ctypes.c_int * max(n, 1))(*[e[2] for e in every]), n, self.workspace_cap)
+        outcome = super().launch_submission(call, views)
+        self._refuse_stream_ops(spans, call.key)
+        return outcome
+
+    def _refuse_stream_ops(self, spans: list[Span], case: str) -> None:
+        ops = (_StreamOp * 256)()
+        got = self.sub.grader_emu_stream_ops(ops, 256)
+        spaces = [(o.dst, o.nbytes) for o in ops[:got] if o.kind == 8 and not o.refused]
+        spans = spans + [Span(workspace_name(i, nb), a, a + nb, True) for i, (a, nb) in enumerate(spaces)]
+        for o in ops[:got]:
+            if not o.refused:
+                continue
+            op = RecordedOp(kind=_KINDS.get(o.kind, "copy"), dst=o.dst, src=o.src, nbytes=o.nbytes, value=o.value,
+                            direction=_DIRECTIONS.get(o.direction, ""), call=o.call.decode(errors="replace"),
+                            error="over_workspace" if o.refused == 2 else "")
+            problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self.workspace_cap) or (
+                f"your launcher's {op.call or op.kind} touched memory the grader did not give it")
+            raise Refused(f"{problem} (in the call for {case})")
 
     def launch_threads(self) -> int:
         """The OS threads a large launch of the submission runs on (1 where its source shares state

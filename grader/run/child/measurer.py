@@ -5,7 +5,9 @@ The submission's library is never loaded here: its fatbinaries (read by the pare
 are loaded with the driver (cuModuleLoadData), every kernel looked up by the device name the
 recorder saw, its parameter layout read from the module (cuFuncGetParamInfo), and each call's
 launches run with cuLaunchKernel on the legacy default stream, the one the grader times, with
-every stand-in address relocated to the grader's buffer. Everything else (allocation, copies,
+every stand-in address relocated to the grader's buffer; the launcher's memsets and copies run
+there too, in their order (cuMemsetD8Async, cuMemcpy*Async), its workspace a grader's buffer
+poisoned before every call (prepare_call). Everything else (allocation, copies,
 events, the floor's copies, the checksums) is CudaBackend's.
 """
 
@@ -14,8 +16,9 @@ from __future__ import annotations
 import ctypes
 
 from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
-from grader.run.child.replay import Param, Refused, recording_stand_ins, relocate
-from grader.core.contract import Call, LaunchRecord, RecordedOp, Recording
+from grader.run.child.replay import (STREAM_KINDS, Param, Refused, call_spans, recording_stand_ins, relocate,
+                                     relocate_address, stream_op_problem, workspace_name, workspaces)
+from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, Recording
 
 CUDA_ERROR_INVALID_VALUE = 1
 
@@ -35,6 +38,10 @@ class Driver:
                 ("cuFuncSetAttribute", [vp, i, i]),
                 ("cuFuncSetCacheConfig", [vp, i]),
                 ("cuGetErrorString", [i, ctypes.POINTER(ctypes.c_char_p)]),
+                ("cuMemsetD8Async", [vp, ctypes.c_ubyte, sz, vp]),
+                ("cuMemcpyDtoDAsync_v2", [vp, vp, sz, vp]),
+                ("cuMemcpyHtoDAsync_v2", [vp, vp, sz, vp]),
+                ("cuModuleGetGlobal_v2", [ctypes.POINTER(vp), ctypes.POINTER(sz), vp, ctypes.c_char_p]),
                 ("cuOccupancyMaxActiveBlocksPerMultiprocessor", [ctypes.POINTER(i), vp, i, sz])):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, i
@@ -54,9 +61,11 @@ class _Kernel:
 
 class ReplayBackend(CudaBackend):
     def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
-                 sizes: dict[str, dict[str, int]]):
+                 sizes: dict[str, dict[str, int]], outputs: dict[str, set[str]] | None = None,
+                 workspace_cap: int = 256 << 20):
         """device_code: the fatbinaries' files (read now, before the wall); sizes: for each call's key,
-        the bytes of each tensor the call passes (what an address may point into)."""
+        the bytes of each tensor the call passes (what an address may point into); outputs: for each
+        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate."""
         super().__init__(reference_lib, layout_seed)
         self.driver = Driver()
         self._images = []
@@ -64,6 +73,11 @@ class ReplayBackend(CudaBackend):
             with open(path, "rb") as f:
                 self._images.append(ctypes.create_string_buffer(f.read()))
         self.recording, self._sizes = recording, sizes
+        self._outputs, self._workspace_cap = outputs or {}, workspace_cap
+        every = [op for ops in recording.ops for op in ops]
+        self._spaces = workspaces(every)                 # (stand-in address, bytes) of each cudaMalloc
+        self._workspace: dict[str, Region] = {}          # its name -> the grader's buffer behind it
+        self._globals: dict[str, tuple[int, int]] = {}   # a __device__ variable's name -> (address, bytes)
         self._modules: list[int] = []
         self._kernels: dict[str, _Kernel] = {}
         self._used: dict[str, int] = {}
@@ -83,7 +97,40 @@ class ReplayBackend(CudaBackend):
                 self._modules.append(module.value)
         if not self._modules:
             raise RuntimeError(f"the submission's device code did not load: {'; '.join(problems) or 'none found'}")
+        total = sum(n for _, n in self._spaces)
+        if total > self._workspace_cap:
+            raise Refused(f"your launcher allocated {total / 2**20:.1f} MiB of workspace over its calls; this exercise "
+                          f"allows {self._workspace_cap / 2**20:.1f} MiB (limits.workspace_mib): allocate once, and "
+                          "no more than the shape needs.")
         self._check()
+        for i, (_, nbytes) in enumerate(self._spaces):       # the grader's buffers behind the launcher's cudaMalloc
+            self._workspace[workspace_name(i, nbytes)] = self.kept(-(-nbytes // 4) + 1)
+
+    def prepare_call(self) -> None:
+        """Before every call, outside the timed events: the workspace poisoned, so nothing a call
+        leaves there reaches the next (a memo of an earlier call's output cannot pay)."""
+        for region in self._workspace.values():
+            self.fill(region, POISON_BITS)
+
+    def _stand_ins(self, given: dict, case: str) -> dict[str, tuple[int, int]]:
+        """A call's stand-in buffers and the workspace, as relocate() takes them."""
+        stand_ins = recording_stand_ins(given, self._sizes.get(case, {}))
+        for i, (addr, nbytes) in enumerate(self._spaces):
+            stand_ins[workspace_name(i, nbytes)] = (addr, nbytes)
+        return stand_ins
+
+    def _global(self, name: str) -> tuple[int, int] | None:
+        """A __device__ or __constant__ variable of the submission's device code: (address, bytes)."""
+        if name not in self._globals:
+            found = None
+            for module in self._modules:
+                dptr, size = ctypes.c_void_p(), ctypes.c_size_t()
+                if name and self.driver.lib.cuModuleGetGlobal_v2(ctypes.byref(dptr), ctypes.byref(size), module,
+                                                                 name.encode()) == 0:
+                    found = (dptr.value or 0, size.value)
+                    break
+            self._globals[name] = found
+        return self._globals[name]
 
     def _kernel(self, name: str) -> _Kernel | None:
         if name in self._kernels:
@@ -107,8 +154,12 @@ class ReplayBackend(CudaBackend):
         its kernel's size, every address inside a buffer given to that call."""
         for key, rows in self.recording.calls.items():
             for ops_at, views_at, _error in rows:
-                stand_ins = recording_stand_ins(self.recording.views[views_at], self._sizes.get(key, {}))
+                stand_ins = self._stand_ins(self.recording.views[views_at], key)
+                spans = call_spans(stand_ins, self._outputs.get(key, set()), [])
                 for op in self.recording.ops[ops_at]:
+                    if op.kind in STREAM_KINDS:
+                        self._check_stream_op(op, spans, key)
+                        continue
                     kernel = self._kernel(op.kernel)
                     if kernel is None:
                         raise Refused(f"the recording names a kernel, {op.kernel or '(no name)'}, that the "
@@ -119,6 +170,19 @@ class ReplayBackend(CudaBackend):
                             raise Refused(f"the recorded arguments of {op.kernel} are {len(args)} bytes; its "
                                           f"parameters take {kernel.bytes}.")
                         relocate(args, kernel.params, stand_ins, {n: 0 for n in stand_ins}, kernel=op.kernel, case=key)
+
+    def _check_stream_op(self, op: RecordedOp, spans, case: str) -> None:
+        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self._workspace_cap)
+        if problem:
+            raise Refused(f"{problem} (in the call for {case})")
+        if op.kind == "symbol":
+            found = self._global(op.kernel)
+            if found is None:
+                raise Refused(f"your launcher called {op.call} on {op.kernel or 'a variable'}, which the submission's "
+                              "device code does not hold.")
+            if op.dst + op.nbytes > found[1]:
+                raise Refused(f"your launcher's {op.call} writes {op.nbytes} bytes at offset {op.dst} of a variable of "
+                              f"{found[1]} bytes: past its end.")
 
     # -- the replay -----------------------------------------------------------------
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
@@ -146,9 +210,16 @@ class ReplayBackend(CudaBackend):
         return LaunchOutcome(True)
 
     def _prepare(self, ops: list[RecordedOp], given: dict, real: dict[str, int], case: str) -> list:
-        stand_ins = recording_stand_ins(given, self._sizes.get(case, {}))
+        stand_ins = self._stand_ins(given, case)
+        real = {**real, **{name: region.ptr for name, region in self._workspace.items()}}
+        spans = call_spans(stand_ins, set(), [])
         lib, steps = self.driver.lib, []
         for op in ops:
+            if op.kind in STREAM_KINDS:
+                step = self._stream_step(op, spans, real)
+                if step is not None:
+                    steps.append(step)
+                continue
             kernel = self._kernel(op.kernel)
             if op.kind == "attribute":
                 steps.append(lambda k=kernel, op=op: lib.cuFuncSetAttribute(k.handle, op.attribute, op.value))
@@ -161,6 +232,23 @@ class ReplayBackend(CudaBackend):
                 params = (ctypes.c_void_p * max(len(kernel.params), 1))(*[base + p.offset for p in kernel.params])
                 steps.append(self._launcher(kernel, op, buf, params))
         return steps
+
+    def _stream_step(self, op: RecordedOp, spans, real: dict[str, int]):
+        """A memset, copy or symbol copy on the grader's stream (the legacy default, as the launches),
+        its addresses relocated; None for what needs no step (an allocation or a free: the
+        workspace's buffers are the grader's, made when the recording was checked)."""
+        lib, n = self.driver.lib, op.nbytes
+        if op.kind == "memset":
+            dst = relocate_address(op.dst, spans, real)
+            return lambda: lib.cuMemsetD8Async(dst, op.value & 0xFF, n, None)
+        if op.kind not in ("copy", "symbol"):
+            return None
+        dst = (self._global(op.kernel)[0] + op.dst) if op.kind == "symbol" else relocate_address(op.dst, spans, real)
+        if op.direction == "h2d":
+            data = ctypes.create_string_buffer(bytes.fromhex(op.args), max(n, 1))
+            return lambda: (data, lib.cuMemcpyHtoDAsync_v2(dst, data, n, None))[1]
+        src = relocate_address(op.src, spans, real)
+        return lambda: lib.cuMemcpyDtoDAsync_v2(dst, src, n, None)
 
     def _launcher(self, kernel: _Kernel, op: RecordedOp, buf, params):
         lib = self.driver.lib

@@ -1,5 +1,6 @@
 """The recording child's backend: the submission's launcher called on stand-in buffers, every launch
-recorded and none run (replay.py says why).
+and every piece of its stream-ordered work (memsets, copies, the workspace) recorded and none run
+(replay.py says why).
 
 The worker drives it with the same code as the measuring process (worker.run_case, timing.run_timing),
 so the launcher is called for the same calls in the same order; nothing here is memory, and the
@@ -17,7 +18,10 @@ from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
 from grader.run.child.replay import StandIns
 from grader.core.contract import Call, RecordedOp, Recording
 
-_KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config"}
+_KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config", 5: "memset", 6: "copy", 7: "symbol",
+          8: "alloc", 9: "free"}
+_DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
+_ERRORS = {-10: "too_much_data", -11: "over_workspace", -12: "unknown_address", -13: "unknown_symbol"}    # the harness's k*
 _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
 _THREADS = {0: "caller", 1: "other", 2: "outside"}
 LATE_WAIT_S = 0.02          # how long the recorder waits, after the last call, for launches of a thread left running
@@ -30,7 +34,9 @@ class _RecordedOp(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("stream", ctypes.c_int), ("thread", ctypes.c_int),
                 ("attribute", ctypes.c_int), ("value", ctypes.c_int), ("error", ctypes.c_int),
                 ("kernel", ctypes.c_char * 256), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                ("shared_bytes", ctypes.c_uint64), ("arg_at", ctypes.c_uint64), ("arg_bytes", ctypes.c_uint64)]
+                ("shared_bytes", ctypes.c_uint64), ("arg_at", ctypes.c_uint64), ("arg_bytes", ctypes.c_uint64),
+                ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64), ("nbytes", ctypes.c_uint64),
+                ("direction", ctypes.c_int), ("call", ctypes.c_char * 36)]
 
 
 class RecordingBackend(CudaBackend):
@@ -194,6 +200,8 @@ class RecordingBackend(CudaBackend):
                 block=list(o.block), shared_bytes=o.shared_bytes, stream=_STREAMS.get(o.stream, "other"),
                 thread=_THREADS.get(o.thread, "other"), attribute=o.attribute, value=o.value,
                 args=raw[o.arg_at: o.arg_at + o.arg_bytes].hex(),
-                error=f"cudaError {o.error}" if o.error else ""))
+                error=_ERRORS.get(o.error, f"cudaError {o.error}") if o.error else "",
+                dst=o.dst, src=o.src, nbytes=o.nbytes, direction=_DIRECTIONS.get(o.direction, ""),
+                call=o.call.decode(errors="replace")))
         return out
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 STAND_IN_BASE = 0x7E00_0000_0000
 STAND_IN_SPAN = 1 << 40
 STAND_IN_SLOT = 256 << 20
+# The upper half of the window is the workspace's: the harness's cudaMalloc gives its addresses
+# from there (WORKSPACE_BASE), the call's buffers come from the lower half.
+WORKSPACE_BASE = STAND_IN_BASE + (STAND_IN_SPAN >> 1)
 # An address this close to a buffer (before it, or past its end) still belongs to it: a launcher
 # may pass `out - 1` or `x + rows * cols` with a kernel that only reads what it should.
 SLACK = 64 << 10
@@ -52,7 +55,7 @@ class StandIns:
         at = self._next
         slots = max(1, -(-(nbytes + 2 * SLACK) // STAND_IN_SLOT))
         self._next += slots * STAND_IN_SLOT
-        if self._next >= STAND_IN_BASE + STAND_IN_SPAN:        # a job never needs 4096 slots; wrap all the same
+        if self._next >= WORKSPACE_BASE:        # a job never needs 2048 slots; wrap all the same
             self._next = STAND_IN_BASE
         return at + SLACK
 
@@ -108,3 +111,114 @@ def recording_stand_ins(given: dict, sizes: dict[str, int]) -> dict[str, tuple[i
 def call_sizes(cases) -> dict[str, dict[str, int]]:
     """For each case job's call key, the bytes of each tensor it passes."""
     return {cj.launch.key: {b.name: 4 * b.floats for b in cj.buffers} for cj in cases}
+
+
+# ---------------------------------------------------------------------------
+# The launcher's stream-ordered work beside its launches: memsets, copies, copies to symbols, and
+# the workspace it allocates. The recorder records each (the harness's wrappers), the measuring
+# process checks and replays it on the grader's stream in the order it was issued, and the CPU
+# emulator runs it at once with the same checks (grader/shim/cuda_shim.h): the refusals below are
+# the same words on both. Synchronisation and events cost nothing here: one stream is in order.
+# ---------------------------------------------------------------------------
+
+STREAM_KINDS = ("memset", "copy", "symbol", "alloc", "free")
+HOST_BYTES_PER_CALL = 1 << 20           # harness.cu.j2's kHostBytesPerCall
+
+
+@dataclass(frozen=True)
+class Span:
+    """A buffer a call's stream work may touch: one of its tensors, or the launcher's workspace."""
+
+    name: str
+    lo: int
+    hi: int
+    writable: bool
+
+
+def workspaces(ops) -> list[tuple[int, int]]:
+    """The workspace allocations among these ops (address, bytes), each once, in order."""
+    seen: dict[int, int] = {}
+    for op in ops:
+        if op.kind == "alloc" and not op.error and op.dst:
+            seen.setdefault(op.dst, op.nbytes)
+    return list(seen.items())
+
+
+def workspace_name(index: int, nbytes: int) -> str:
+    return f"your workspace {index + 1} ({nbytes} bytes)"
+
+
+def call_spans(stand_ins: dict[str, tuple[int, int]], outputs: set[str],
+               spaces: list[tuple[int, int]]) -> list[Span]:
+    """A call's tensors (outputs writable) and every workspace, as Spans."""
+    spans = [Span(name, addr, addr + nbytes, name in outputs) for name, (addr, nbytes) in stand_ins.items()]
+    return spans + [Span(workspace_name(i, n), a, a + n, True) for i, (a, n) in enumerate(spaces)]
+
+
+def _inside(spans: list[Span], address: int, nbytes: int) -> Span | None:
+    return next((s for s in spans if s.lo <= address and address + nbytes <= s.hi), None)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"
+
+
+def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: int) -> str | None:
+    """Why the replay will not reproduce this memset, copy, symbol copy, allocation or free, in
+    the student's terms, or None. op: a RecordedOp; spans: the call's (None: judge only what
+    needs no addresses, as the parent does before the measuring process starts)."""
+    call = op.call or op.kind
+    outs = ", ".join(s.name for s in spans or [] if s.writable and not s.name.startswith("your workspace"))
+    if op.kind == "alloc":
+        if op.error == "over_workspace":
+            return (f"{who} asked {call} for {_mib(op.nbytes)} more than the {_mib(workspace_cap)} of workspace this "
+                    "exercise allows over all calls (limits.workspace_mib): allocate once, and no more than the "
+                    "shape needs.")
+        return None
+    if op.error == "unknown_address":
+        return (f"{who} gave {call} device memory that is neither a buffer the grader passed nor one your launcher "
+                "allocated with cudaMalloc: use only those.")
+    if op.error == "unknown_symbol":
+        return f"{who} called {call} on a variable that is not a __device__ or __constant__ variable of your file."
+    if op.error == "too_much_data":
+        return (f"{who} uploaded more than {_mib(HOST_BYTES_PER_CALL)} from the host in one call ({call}): the "
+                "launcher never sees the inputs, so what it uploads is constants; compute larger tables in a kernel.")
+    if op.kind == "copy" and op.direction == "d2h":
+        return (f"{who} copied device memory to the host ({call}, {op.nbytes} bytes). The grader replays your "
+                "launcher's work from a recording, made before any data exists, so nothing read back to the host "
+                "can be used: compute on the device (a thrust call that returns a value, such as thrust::reduce, "
+                "copies it to the host; reduce into the output with cub::DeviceReduce instead).")
+    if spans is None:
+        return None
+    if op.kind == "free":
+        if _inside([s for s in spans if s.name.startswith("your workspace")], op.dst, 0) is None:
+            return (f"{who} called {call} on memory it did not allocate (a buffer the grader owns, or none): free "
+                    "only what your launcher allocated with cudaMalloc.")
+        return None
+    writes = op.kind in ("memset", "copy")
+    if writes:
+        target = _inside(spans, op.dst, op.nbytes)
+        if target is None:
+            return (f"{who} called {call} on {op.nbytes} bytes that lie outside every buffer the grader passed to "
+                    "this call and your workspace: a pointer kept from an earlier call, or past a buffer's end, "
+                    f"is not valid. Write only your outputs ({outs}) and the memory your launcher allocated.")
+        if not target.writable:
+            return (f"{who} called {call} on the input {target.name}: the inputs are the grader's and must not "
+                    f"change. Write only your outputs ({outs}) and the memory your launcher allocated.")
+    if op.direction == "d2d" and _inside(spans, op.src, op.nbytes) is None:
+        return (f"{who} called {call} with a source that lies outside every buffer the grader passed to this call "
+                "and your workspace: a pointer kept from an earlier call (its output, say) is not valid in the next.")
+    return None
+
+
+def relocate_address(address: int, spans: list[Span], real: dict[str, int]) -> int:
+    """address, inside one of spans, as the same place in the grader's buffer of that name."""
+    span = _inside(spans, address, 0)
+    if span is None or span.name not in real:
+        raise Refused(f"an address of the recording lies in no buffer of its call ({address:#x})")
+    return real[span.name] + (address - span.lo)
+
+
+def call_outputs(cases) -> dict[str, set[str]]:
+    """For each case job's call key, the tensors it may write (its outputs)."""
+    return {cj.launch.key: {b.name for b in cj.buffers if b.role == "out"} for cj in cases}

@@ -3,6 +3,8 @@
 Method (the parent turns the samples into medians, a fraction and its interval):
 - the timed shape, inputs in `input_sets` sets; the submission's launches rotate
   over them, each set writing its own output, poisoned before every launch;
+- the launcher's workspace (what it allocated with cudaMalloc) is poisoned before every call,
+  outside the events, so no call can serve what an earlier one left there;
 - the floor's copies rotate over `floor_buffers` source and destination pairs: where a
   buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
   the next (a batch on an H200), and one pair made that the floor's noise;
@@ -112,6 +114,8 @@ class _Timing:
             k = self.turn % len(self.sets)
             for b in self.outputs[k]:
                 self.backend.reinit(self.allocated[k][0][b.name], b.init)
+        if name in ("submission", "chain"):
+            self.backend.prepare_call()             # the launcher's workspace poisoned: no memo survives a call
         self.backend.fill(self.flush, time.perf_counter_ns() % 1000 + 1)
 
     def _synchronize(self) -> None:
@@ -249,6 +253,8 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
     def before(name: str, round_: int) -> None:
         for b in outs:
             backend.reinit(views[b.name], b.init)
+        if name == "submission":
+            backend.prepare_call()
         backend.fill(flush, round_ + 1)
 
     samples = _fixed_rounds(backend, {"submission": submission, "baseline": lambda: baseline(views)},

@@ -92,6 +92,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     kept = [b.name for b in cj.buffers if b.role == "in" and b.floats]
     kept_sums = backend.checksums([views[n] for n in kept])
     backend.reset_launch_log()
+    backend.prepare_call()
     outcome = backend.launch_submission(cj.launch, views)
     if outcome.ok:
         outcome = backend.synchronize()
@@ -136,6 +137,7 @@ def _second_run(backend, cj: CaseJob, views: dict, fulls: dict, mine: list, pad:
     for b in mine:
         second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
     backend.set_reverse(reverse)
+    backend.prepare_call()
     second = backend.launch_submission(cj.launch, views2)
     if second.ok:
         second = backend.synchronize()
@@ -209,6 +211,7 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
     context) is not the submission's to pay for.
     """
     report = ChildSandbox()
+    backend.workspace_cap = limits.workspace_bytes          # what the launcher may cudaMalloc (the emulator's shim)
     heap = limits.device_heap_bytes
     if heap:
         code = backend.set_device_heap(heap)
@@ -305,11 +308,12 @@ def _backend_for(job: Job):
         return RecordingBackend(job.reference_library)
     if job.role == "replay":
         from grader.run.child.measurer import ReplayBackend
-        from grader.run.child.replay import call_sizes
+        from grader.run.child.replay import call_outputs, call_sizes
 
+        every = job.cases + job.timed_cases + job.baseline_cases
         return ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
-                             layout_seed=job.layout_seed,
-                             sizes=call_sizes(job.cases + job.timed_cases + job.baseline_cases))
+                             layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
+                             workspace_cap=job.limits.workspace_bytes)
     if job.backend == "cuda":
         if job.library:
             raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
@@ -351,6 +355,9 @@ def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Cha
     for cj in job.cases:
         try:
             go_on = run_case(backend, cj, job, files, sender, job.reverse_check)
+        except Refused as refused:          # the emulator refuses a launcher's stream work as the replay does
+            channel.send(RefusedFrame([str(refused)]))
+            return None
         except Exception as exc:  # noqa: BLE001
             channel.send(FatalFrame(cj.name, f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
             return None
@@ -368,7 +375,11 @@ def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Cha
             return None
     else:
         for cj in job.verify_cases:
-            if not run_case(backend, cj, job, files, sender, False):
+            try:
+                if not run_case(backend, cj, job, files, sender, False):
+                    return None
+            except Refused as refused:
+                channel.send(RefusedFrame([str(refused)]))
                 return None
     return done
 

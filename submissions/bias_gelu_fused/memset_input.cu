@@ -1,0 +1,17 @@
+// ATTACK: zero the input x after computing (a later call with the same buffers would then be
+// cheap to recognise). The replay refuses a memset into an input.
+#include <cuda_runtime.h>
+
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ out,
+                              size_t cols) {
+    const size_t c = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (c >= cols) return;
+    const size_t i = blockIdx.y * cols + c;
+    const float v = x[i] + bias[c];
+    out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
+}
+
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, cudaStream_t stream) {
+    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);
+    cudaMemsetAsync(const_cast<float*>(x), 0, static_cast<size_t>(rows) * cols * sizeof(float), stream);
+}
