@@ -377,3 +377,113 @@ def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
     assert events[2][:3] == ("measurer", "run", "replay")
     assert events[2][4] is not None                 # gated: its gate waits for the recorder's end
     assert events[3:] == [("recorder", "gone"), ("measurer", "gate opened")]
+
+
+# -- the launcher's stream-ordered work (memsets, copies, symbols, the workspace) -----------------
+
+WS = (replay.WORKSPACE_BASE + SLACK, 1 << 20)
+SPANS = replay.call_spans(GIVEN, {"out"}, [WS])
+CAP = 256 << 20
+
+
+def _problem(spans=SPANS, **op):
+    return replay.stream_op_problem(RecordedOp(**op), spans, who="your launcher", workspace_cap=CAP)
+
+
+def test_the_call_s_buffers_never_reach_the_workspace_half_of_the_window():
+    s = StandIns()
+    for _ in range(3000):                       # past the lower half's 2048 slots: it wraps, never upwards
+        assert STAND_IN_BASE <= s.take(1 << 20) < replay.WORKSPACE_BASE
+
+
+@pytest.mark.parametrize("op", [
+    dict(kind="memset", call="cudaMemsetAsync", dst=OUT, nbytes=4096 * 4),            # the whole output
+    dict(kind="memset", call="cudaMemset", dst=OUT + 400, nbytes=16),                  # a part of it
+    dict(kind="memset", call="cudaMemsetAsync", dst=WS[0], nbytes=WS[1]),              # the workspace
+    dict(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=WS[0], src=X, nbytes=4096 * 4),
+    dict(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=OUT, src=WS[0] + 64, nbytes=1024),
+    dict(kind="copy", call="cudaMemcpy", direction="h2d", dst=WS[0], nbytes=64, args="00" * 64),
+    dict(kind="symbol", call="cudaMemcpyToSymbol", direction="h2d", kernel="table", nbytes=8, args="00" * 8),
+    dict(kind="alloc", call="cudaMalloc", dst=WS[0], nbytes=WS[1]),
+    dict(kind="free", call="cudaFree", dst=WS[0]),
+])
+def test_stream_work_inside_the_call_s_outputs_and_workspace_is_replayed(op):
+    assert _problem(**op) is None
+
+
+@pytest.mark.parametrize("op, words", [
+    (dict(kind="memset", call="cudaMemsetAsync", dst=X, nbytes=64), "cudaMemsetAsync on the input x"),
+    (dict(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=BIAS, src=WS[0], nbytes=64), "on the input bias"),
+    (dict(kind="memset", call="cudaMemset", dst=OUT, nbytes=4096 * 4 + 4), "outside every buffer"),      # one past
+    (dict(kind="memset", call="cudaMemset", dst=STAND_IN_BASE + (1 << 38), nbytes=4), "a pointer kept from an earlier call"),
+    (dict(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=OUT, src=STAND_IN_BASE + (1 << 38), nbytes=4),
+     "with a source that lies outside every buffer"),
+    (dict(kind="copy", call="cudaMemcpy", direction="d2h", dst=0x1000, src=OUT, nbytes=4),
+     "copied device memory to the host (cudaMemcpy, 4 bytes)"),
+    (dict(kind="free", call="cudaFree", dst=BIAS), "cudaFree on memory it did not allocate"),
+    (dict(kind="alloc", call="cudaMalloc", nbytes=4 << 30, error="over_workspace"), "limits.workspace_mib"),
+    (dict(kind="copy", call="cudaMemcpyAsync", direction="h2d", dst=OUT, nbytes=2 << 20, error="too_much_data"),
+     "uploaded more than 1.0 MiB from the host"),
+    (dict(kind="copy", call="cudaMemcpyAsync", direction="h2d", dst=0x7F00_0000, nbytes=4, error="unknown_address"),
+     "neither a buffer the grader passed nor one your launcher allocated"),
+    (dict(kind="symbol", call="cudaMemcpyToSymbol", nbytes=4, error="unknown_symbol"), "not a __device__"),
+])
+def test_stream_work_the_replay_cannot_reproduce_is_refused_in_the_students_terms(op, words):
+    problem = _problem(**op)
+    assert problem is not None and words in problem, problem
+    assert problem.startswith("your launcher")
+
+
+def test_the_parent_refuses_what_needs_no_addresses_and_leaves_the_rest_to_the_measuring_process():
+    def refusals(*ops):
+        return recording_refusals(Recording(calls={"c": [[0, 0, 0]]}, ops=[list(ops)], views=[{}]), "launchX",
+                                  workspace_cap=CAP)
+    assert refusals(RecordedOp(kind="memset", call="cudaMemsetAsync", dst=X, nbytes=64)) == []   # needs the sizes
+    assert "copied device memory to the host" in refusals(
+        RecordedOp(kind="copy", call="cudaMemcpy", direction="d2h", dst=1, src=OUT, nbytes=4))[0]
+    assert "on a stream the grader did not give it" in refusals(
+        RecordedOp(kind="memset", call="cudaMemsetAsync", dst=OUT, nbytes=4, stream="other"))[0]
+    assert "after the launcher returned" in refusals(
+        RecordedOp(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=OUT, src=X, nbytes=4, thread="outside"))[0]
+    assert "limits.workspace_mib" in refusals(RecordedOp(kind="alloc", call="cudaMalloc", nbytes=1 << 40,
+                                                         error="over_workspace"))[0]
+
+
+def test_addresses_of_stream_work_are_relocated_into_the_grader_s_buffers():
+    real = {**REAL, replay.workspace_name(0, WS[1]): 0x7F20_0000_0000}
+    assert replay.relocate_address(OUT + 40, SPANS, real) == REAL["out"] + 40
+    assert replay.relocate_address(WS[0] + 4096, SPANS, real) == 0x7F20_0000_0000 + 4096
+    with pytest.raises(Refused):
+        replay.relocate_address(STAND_IN_BASE + (1 << 38), SPANS, real)
+
+
+def test_a_kernel_parameter_into_the_workspace_is_relocated_like_a_tensor():
+    name = replay.workspace_name(0, WS[1])
+    params = _params(8, 8, 4)
+    args = _pack(params, [X, WS[0] + 256, 7])
+    out = relocate(args, params, {**GIVEN, name: WS}, {**REAL, name: 0x7F20_0000_0000}, kernel="k", case="c")
+    assert struct.unpack_from("<QQi", out) == (REAL["x"], 0x7F20_0000_0000 + 256, 7)
+
+
+def test_the_workspace_is_every_successful_allocation_once():
+    ops = [RecordedOp(kind="alloc", dst=WS[0], nbytes=WS[1]), RecordedOp(kind="alloc", dst=WS[0], nbytes=WS[1]),
+           RecordedOp(kind="alloc", nbytes=1 << 40, error="over_workspace"), RecordedOp(kind="launch")]
+    assert replay.workspaces(ops) == [WS]
+
+
+@pytest.mark.parametrize("name, refused", [
+    ("cudaMalloc", False), ("cudaMallocAsync", False), ("cudaFree", False), ("cudaFreeAsync", False),
+    ("cudaMemcpy", False), ("cudaMemcpyAsync", False), ("cudaMemset", False), ("cudaMemsetAsync", False),
+    ("cudaMemcpyToSymbol", False), ("cudaMemcpyToSymbolAsync", False), ("cudaStreamSynchronize", False),
+    ("cudaDeviceSynchronize", False), ("cudaSetDevice", False), ("cudaEventCreate", False),
+    ("cudaEventRecord", False), ("cudaEventSynchronize", False), ("cudaStreamWaitEvent", False),
+    ("cudaEventDestroy", False),
+    ("cudaStreamCreate", True), ("cudaMallocHost", True), ("cudaMallocManaged", True), ("cudaMemcpy2DAsync", True),
+    ("cudaMemcpyFromSymbol", True), ("cudaGetSymbolAddress", True), ("cudaMemcpyPeerAsync", True),
+    ("cuMemcpyHtoD", True), ("cudaDeviceSetLimit", True), ("cudaGraphLaunch", True), ("cudaLaunchHostFunc", True),
+    ("cudaMallocFromPoolAsync", True), ("cudaDeviceReset", True),
+])
+def test_the_screen_refuses_only_what_the_replay_cannot_reproduce(name, refused):
+    from grader.analysis.screening import TIMING_RULES
+
+    assert any(p.match(name) for p, _ in TIMING_RULES) is refused

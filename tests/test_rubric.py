@@ -204,3 +204,32 @@ def test_a_bad_expression_is_named_with_its_line(tmp_path):
     with pytest.raises(RubricError) as err:
         load_rubric(write(tmp_path, BASE.replace("bytes: 8 * n", "bytes: 8 * n +")))
     assert err.value.key == "timing.bytes" and err.value.line is not None and "not an arithmetic expression" in str(err.value)
+
+
+@pytest.mark.parametrize("extra, key, words", [
+    ("tolerance:\n  rtol: -1.0e-5\n", "tolerance.rtol", "cannot be negative"),
+    ("tolerance:\n  atol: -1\n", "tolerance.atol", "cannot be negative"),
+    ("tiers:\n  gold: 1.5\n", "tiers.gold", "gold <= 1"),
+    ("tiers:\n  silver: 0\n", "tiers", "0 < silver"),
+    ("limits:\n  workspace_mib: -1\n", "limits.workspace_mib", "cannot be negative"),
+    ("limits:\n  static_device_mib: -5\n", "limits.static_device_mib", "cannot be negative"),
+    ("tiers:\n  gold: 0.9\n  gold: 0.95\n", "tiers.gold", "given twice (first on line"),
+    ("points:\n  correct: 1\npoints:\n  correct: 2\n", "points", "given twice"),
+])
+def test_values_that_would_fail_correct_kernels_or_hide_a_typo_are_refused_by_key(tmp_path, extra, key, words):
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, BASE + extra))
+    assert err.value.key == key and words in str(err.value), str(err.value)
+
+
+def test_a_negative_guard_is_refused_by_key(tmp_path):
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, BASE.replace("cases: [{dims: {n: 7}}]", "cases: [{dims: {n: 7}}]\n  guard_floats: -5")))
+    assert err.value.key == "checks.guard_floats"
+
+
+def test_a_misspelt_mistake_is_named_where_it_is_misspelt(tmp_path):
+    text = BASE + "mistakes: [tanh_gelux]\nfeedback:\n  diagnosis:\n    tanh_gelu: the tanh form\n"
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == "mistakes[0]" and "did you mean 'tanh_gelu'" in str(err.value)

@@ -67,9 +67,13 @@ def _build(cls: type, node: yaml.Node, prefix: str, path: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     hints = type_hints(cls)
     values: dict[str, Any] = {}
+    seen: dict[str, int] = {}
     for key_node, value_node in node.value:
         key = key_node.value
         dotted = f"{prefix}.{key}" if prefix else key
+        if key in seen:
+            raise RubricError(path, dotted, f"given twice (first on line {seen[key]}): keep one", _line(key_node))
+        seen[key] = _line(key_node)
         if key not in fields:
             known = ", ".join(sorted(fields))
             raise RubricError(path, dotted, f"unknown key (known here: {known})", _line(key_node))
@@ -137,8 +141,18 @@ def _check_semantics(r: Rubric, path: str) -> None:
         raise RubricError(path, key, problem)
 
     _check_exercise(r, bad)
-    if not 0 < r.tiers.silver < r.tiers.gold:
-        bad("tiers", f"need 0 < silver < gold, got silver {r.tiers.silver} and gold {r.tiers.gold}")
+    if not 0 < r.tiers.silver < r.tiers.gold <= 1:
+        bad("tiers.gold" if r.tiers.gold > 1 else "tiers",
+            f"need 0 < silver < gold <= 1 (fractions of the floor), got silver {r.tiers.silver} and gold {r.tiers.gold}")
+    for key in ("rtol", "atol"):
+        if getattr(r.tolerance, key) < 0:
+            bad(f"tolerance.{key}", f"cannot be negative (got {getattr(r.tolerance, key)}): it would fail correct kernels")
+    if r.checks.guard_floats < 0:
+        bad("checks.guard_floats", f"cannot be negative (got {r.checks.guard_floats})")
+    for f in dataclasses.fields(r.limits):
+        value = getattr(r.limits, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            bad(f"limits.{f.name}", f"cannot be negative (got {value})")
     for i, kind in enumerate(r.timing.floor):
         if kind not in FLOOR_KINDS:
             bad(f"timing.floor[{i}]", f"unknown copy {kind!r} (known: {', '.join(FLOOR_KINDS)})")
@@ -159,6 +173,14 @@ def _check_semantics(r: Rubric, path: str) -> None:
     known = diagnosis_codes(r)
     for code in r.feedback.diagnosis:
         if code not in known:
+            import difflib
+
+            unexplained = [(i, m) for i, m in enumerate(r.mistakes) if m not in r.feedback.diagnosis]
+            close = difflib.get_close_matches(code, [m for _, m in unexplained], n=1, cutoff=0.6)
+            if close:
+                i = next(i for i, m in unexplained if m == close[0])
+                bad(f"mistakes[{i}]", f"{close[0]!r} is explained by no feedback.diagnosis entry; did you mean "
+                                      f"{code!r} (feedback.diagnosis has it)?")
             bad(f"feedback.diagnosis.{code}", f"unknown diagnosis code (known: {', '.join(known)})")
     for tier in r.feedback.tiers:
         if tier not in TIER_NAMES:
