@@ -293,6 +293,25 @@ def test_the_device_code_is_read_from_the_built_library(rubric):
     assert sum(p.stat().st_size for p in pieces) > 4096        # the submission's kernels, not only the empty one
 
 
+def test_the_static_variables_the_measuring_process_restores_are_read_from_the_build(rubric, write_cu):
+    from grader.toolchain import tools
+    from grader.toolchain.build import build_submission, device_variables
+    from grader.core.source import read_submission
+
+    if tools.locate("cuobjdump") is None:
+        pytest.skip("no cuobjdump")
+    p = write_cu("namespace t { __device__ float table[64]; }\nstatic __device__ int hidden;\n__constant__ float k[4];\n"
+                 "__device__ int flag;\n"
+                 "__global__ void biasGeluFused(const float* x, const float* b, float* o, size_t c) {\n"
+                 "  o[0] = t::table[0] + hidden + k[0] + flag;\n}\n")
+    build = build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
+    assert build.ok, build.log
+    found = device_variables(build.object)
+    assert {"_ZN1t5tableE", "hidden", "k", "flag"} <= set(found)
+    assert not [n for n in found if n.startswith(".")]
+    assert device_variables(build.object) == found                      # kept beside the object
+
+
 def test_the_child_takes_the_backend_its_role_asks_for(monkeypatch):
     """worker._backend_for: the recorder's for role record, the measuring process's (with the
     recording, the device code, the layout seed and every call's sizes) for role replay, the

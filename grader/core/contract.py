@@ -138,6 +138,7 @@ class Job:
     # device code alone, its library never loaded.
     role: str = "run"
     device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
+    device_globals: list[str] = field(default_factory=list)  # replay: its __device__/__constant__ variables' names
     recording: "Recording | None" = None                   # replay: what the recorder saw
     layout_seed: int = 0                # replay: where the buffers lie in device memory this run
     gated: bool = False                 # run nothing until protocol.GO arrives on stdin (the recorder gone)

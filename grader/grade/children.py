@@ -179,7 +179,8 @@ class GradeRun:
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
             if self.recorder is not None:
-                both = record_then_replay(self.recorder, self.worker, job, device_code=device_code.result(),
+                code, variables = device_code.result()
+                both = record_then_replay(self.recorder, self.worker, job, device_code=code, device_globals=variables,
                                           time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                           launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
                 phases["record_s"] = round(both.recorder.seconds, 3)
@@ -219,10 +220,11 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
     return out
 
 
-def _device_code(build: BuildResult) -> list[str]:
-    from grader.toolchain.build import device_code
+def _device_code(build: BuildResult) -> tuple[list[str], list[str]]:
+    """The fatbinaries the measuring process loads, and its static variables' device names."""
+    from grader.toolchain.build import device_code, device_variables
 
-    return [str(p) for p in device_code(build.library)]
+    return [str(p) for p in device_code(build.library)], device_variables(build.object)
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:

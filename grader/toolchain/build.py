@@ -107,6 +107,29 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend | str,
 FATBIN_MAGIC = 0xBA55ED50
 
 
+def device_variables(obj: Path) -> list[str]:
+    """The device names of the submission's __device__ and __constant__ variables (the OBJECT
+    symbols of its device code, read with cuobjdump -elf from the parent's own build output): the
+    measuring process restores each to its last host-written value before every call, so nothing a
+    kernel leaves in static memory reaches the next call. [] where cuobjdump is missing."""
+    from grader.core.objmemo import read_beside
+
+    tool = tools.locate("cuobjdump")
+    if tool is None:
+        return []
+
+    def read() -> list[str]:
+        done = subprocess.run([tool, "-elf", str(obj)], capture_output=True, text=True)
+        names = []
+        for line in done.stdout.splitlines():
+            cols = line.split()
+            if len(cols) >= 6 and "OBJECT" in cols and not cols[-1].startswith("."):
+                names.append(cols[-1])
+        return list(dict.fromkeys(names))
+
+    return read_beside(obj, "device_variables", read)
+
+
 def device_code(library: Path) -> list[Path]:
     """The fatbinaries in a built library's .nv_fatbin section, each written to a file beside it
     (once): what the measuring process loads with the driver instead of the library itself.

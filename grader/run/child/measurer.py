@@ -62,7 +62,7 @@ class _Kernel:
 class ReplayBackend(CudaBackend):
     def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
                  sizes: dict[str, dict[str, int]], outputs: dict[str, set[str]] | None = None,
-                 workspace_cap: int = 256 << 20):
+                 workspace_cap: int = 256 << 20, device_globals: list[str] | None = None):
         """device_code: the fatbinaries' files (read now, before the wall); sizes: for each call's key,
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
         call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate."""
@@ -78,6 +78,8 @@ class ReplayBackend(CudaBackend):
         self._spaces = workspaces(every)                 # (stand-in address, bytes) of each cudaMalloc
         self._workspace: dict[str, Region] = {}          # its name -> the grader's buffer behind it
         self._globals: dict[str, tuple[int, int]] = {}   # a __device__ variable's name -> (address, bytes)
+        self._variables = list(device_globals or [])     # the parent's list of them (from the build)
+        self._kept: dict[int, tuple[int, int]] = {}      # a variable's address -> (its kept copy, bytes)
         self._modules: list[int] = []
         self._kernels: dict[str, _Kernel] = {}
         self._used: dict[str, int] = {}
@@ -105,12 +107,25 @@ class ReplayBackend(CudaBackend):
         self._check()
         for i, (_, nbytes) in enumerate(self._spaces):       # the grader's buffers behind the launcher's cudaMalloc
             self._workspace[workspace_name(i, nbytes)] = self.kept(-(-nbytes // 4) + 1)
+        lib = self.driver.lib
+        for name in self._variables:                         # each static variable as the module loaded it
+            found = self._global(name)
+            if found is None or not found[1] or found[0] in self._kept:
+                continue
+            copy = self.kept(-(-found[1] // 4))
+            self._kept[found[0]] = (copy.ptr, found[1])
+            lib.cuMemcpyDtoDAsync_v2(copy.ptr, found[0], found[1], None)
+        self.synchronize()
 
     def prepare_call(self) -> None:
-        """Before every call, outside the timed events: the workspace poisoned, so nothing a call
-        leaves there reaches the next (a memo of an earlier call's output cannot pay)."""
+        """Before every call, outside the timed events: the workspace poisoned, and every static
+        __device__ and __constant__ variable put back to what the module loaded with and the
+        launcher's replayed uploads wrote, so nothing a kernel leaves there, in either, reaches the
+        next call (a memo of an earlier call's output cannot pay)."""
         for region in self._workspace.values():
             self.fill(region, POISON_BITS)
+        for live, (copy, nbytes) in self._kept.items():
+            self.driver.lib.cuMemcpyDtoDAsync_v2(live, copy, nbytes, None)
 
     def _stand_ins(self, given: dict, case: str) -> dict[str, tuple[int, int]]:
         """A call's stand-in buffers and the workspace, as relocate() takes them."""
@@ -243,12 +258,19 @@ class ReplayBackend(CudaBackend):
             return lambda: lib.cuMemsetD8Async(dst, op.value & 0xFF, n, None)
         if op.kind not in ("copy", "symbol"):
             return None
-        dst = (self._global(op.kernel)[0] + op.dst) if op.kind == "symbol" else relocate_address(op.dst, spans, real)
+        base = self._global(op.kernel)[0] if op.kind == "symbol" else 0
+        dst = base + op.dst if op.kind == "symbol" else relocate_address(op.dst, spans, real)
         if op.direction == "h2d":
             data = ctypes.create_string_buffer(bytes.fromhex(op.args), max(n, 1))
-            return lambda: (data, lib.cuMemcpyHtoDAsync_v2(dst, data, n, None))[1]
-        src = relocate_address(op.src, spans, real)
-        return lambda: lib.cuMemcpyDtoDAsync_v2(dst, src, n, None)
+            copy = lambda: (data, lib.cuMemcpyHtoDAsync_v2(dst, data, n, None))[1]     # noqa: E731
+        else:
+            src = relocate_address(op.src, spans, real)
+            copy = lambda: lib.cuMemcpyDtoDAsync_v2(dst, src, n, None)      # noqa: E731
+        kept = self._kept.get(base) if op.kind == "symbol" else None
+        if kept is None:
+            return copy
+        # what the launcher uploads stays, as on a GPU: the kept copy takes it too
+        return lambda: copy() or lib.cuMemcpyDtoDAsync_v2(kept[0] + op.dst, dst, n, None)
 
     def _launcher(self, kernel: _Kernel, op: RecordedOp, buf, params):
         lib = self.driver.lib

@@ -3,8 +3,9 @@
 Method (the parent turns the samples into medians, a fraction and its interval):
 - the timed shape, inputs in `input_sets` sets; the submission's launches rotate
   over them, each set writing its own output, poisoned before every launch;
-- the launcher's workspace (what it allocated with cudaMalloc) is poisoned before every call,
-  outside the events, so no call can serve what an earlier one left there;
+- the launcher's workspace (what it allocated with cudaMalloc) is poisoned, and the static
+  __device__ variables put back to their loaded and uploaded values, before every call, outside
+  the events (backend.prepare_call), so no call can serve what an earlier one left there;
 - the floor's copies rotate over `floor_buffers` source and destination pairs: where a
   buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
   the next (a batch on an H200), and one pair made that the floor's noise;
