@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 
 _PREFIX = struct.Struct("<II32s")
-MAX_HEADER = 1 << 20
+MAX_HEADER = 16 << 20          # a recording (recorder.MAX_RECORDED_BYTES, in hex) fits
 TAMPERED = "something other than the grader wrote to its result channel (a frame failed authentication)"
 
 

@@ -24,6 +24,8 @@ _DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
 _ERRORS = {-10: "too_much_data", -11: "over_workspace", -12: "unknown_address", -13: "unknown_symbol"}    # the harness's k*
 _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
 _THREADS = {0: "caller", 1: "other", 2: "outside"}
+MAX_RECORDED_BYTES = 4 << 20    # parameter and upload bytes of the calls that differ, in one recording (its frame's header
+# is at most protocol.MAX_HEADER; hex doubles them)
 LATE_WAIT_S = 0.02          # how long the recorder waits, after the last call, for launches of a thread left running
 # (the corpus's latest comes 1 ms after the call; one later than this is never replayed, so its work is missing)
 
@@ -36,7 +38,8 @@ class _RecordedOp(ctypes.Structure):
                 ("kernel", ctypes.c_char * 256), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared_bytes", ctypes.c_uint64), ("arg_at", ctypes.c_uint64), ("arg_bytes", ctypes.c_uint64),
                 ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64), ("nbytes", ctypes.c_uint64),
-                ("direction", ctypes.c_int), ("call", ctypes.c_char * 36)]
+                ("direction", ctypes.c_int), ("call", ctypes.c_char * 36),
+                ("name_at", ctypes.c_uint64), ("name_bytes", ctypes.c_uint64)]
 
 
 class RecordingBackend(CudaBackend):
@@ -50,6 +53,7 @@ class RecordingBackend(CudaBackend):
         self._views_index: dict[tuple, int] = {}
         self._sizes = ctypes.c_longlong(), ctypes.c_longlong()
         self._held = (_RecordedOp * 16)(), ctypes.create_string_buffer(1 << 16)     # _take's buffers (_room)
+        self._distinct_bytes, self._too_large = 0, False
 
     def load_submission(self, submission_lib: str) -> None:
         super().load_submission(submission_lib)
@@ -127,7 +131,17 @@ class RecordingBackend(CudaBackend):
         outcome = super().launch_submission(call, views)
         raw = self._take()
         ops_at = self._ops_index.get(raw)
-        if ops_at is None:                   # most calls repeat an earlier one byte for byte: decoded once
+        if ops_at is None and self._distinct_bytes + len(raw[1]) > MAX_RECORDED_BYTES:
+            # a launcher whose calls all differ (new uploads every call): refused, the frame kept small
+            if not self._too_large:
+                self._too_large = True
+                self.recording.late.append(RecordedOp(kind="copy", error="recording_too_large",
+                                                      call="your launcher's calls"))
+            ops_at = self._ops_index.setdefault(b"too large", len(self.recording.ops))
+            if ops_at == len(self.recording.ops):
+                self.recording.ops.append([])
+        elif ops_at is None:                 # most calls repeat an earlier one byte for byte: decoded once
+            self._distinct_bytes += len(raw[1])
             ops_at = self._ops_index[raw] = len(self.recording.ops)
             self.recording.ops.append(self._decode(*raw))
         error = 0 if outcome.ok else self._error_code(outcome)
@@ -176,7 +190,7 @@ class RecordingBackend(CudaBackend):
         else:
             raise RuntimeError("the launcher's threads keep launching: the recording cannot be read")
         size = ctypes.sizeof(_RecordedOp)
-        used = sum(o.arg_bytes for o in ops[:got])
+        used = max((max(o.arg_at + o.arg_bytes, o.name_at + o.name_bytes) for o in ops[:got]), default=0)
         return ctypes.string_at(ops, size * got), ctypes.string_at(args, used)
 
     def _room(self, ops: int, arg_bytes: int):
@@ -196,7 +210,9 @@ class RecordingBackend(CudaBackend):
         for at in range(0, len(raw_ops), size):
             o = _RecordedOp.from_buffer_copy(raw_ops, at)
             out.append(RecordedOp(
-                kind=_KINDS.get(o.kind, "launch"), kernel=o.kernel.decode(errors="replace"), grid=list(o.grid),
+                kind=_KINDS.get(o.kind, "launch"),
+                kernel=(raw[o.name_at: o.name_at + o.name_bytes] if o.name_bytes else o.kernel).decode(errors="replace"),
+                grid=list(o.grid),
                 block=list(o.block), shared_bytes=o.shared_bytes, stream=_STREAMS.get(o.stream, "other"),
                 thread=_THREADS.get(o.thread, "other"), attribute=o.attribute, value=o.value,
                 args=raw[o.arg_at: o.arg_at + o.arg_bytes].hex(),

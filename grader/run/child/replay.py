@@ -136,11 +136,12 @@ class Span:
 
 
 def workspaces(ops) -> list[tuple[int, int]]:
-    """The workspace allocations among these ops (address, bytes), each once, in order."""
+    """The workspace allocations among these ops (address, bytes), each address once, in order,
+    with the most bytes it was asked for (the harness gives a freed address again)."""
     seen: dict[int, int] = {}
     for op in ops:
         if op.kind == "alloc" and not op.error and op.dst:
-            seen.setdefault(op.dst, op.nbytes)
+            seen[op.dst] = max(seen.get(op.dst, 0), op.nbytes)     # a freed address given again, maybe larger
     return list(seen.items())
 
 
@@ -180,6 +181,10 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
                 "allocated with cudaMalloc: use only those.")
     if op.error == "unknown_symbol":
         return f"{who} called {call} on a variable that is not a __device__ or __constant__ variable of your file."
+    if op.error == "recording_too_large":
+        return (f"{who}'s calls differ from one another by more than {_mib(4 << 20)} of parameters and uploads "
+                "(new data uploaded from the host on every call, say): the grader cannot record them. Upload "
+                "constants once, and keep each call's work the same but for the buffers it is given.")
     if op.error == "too_much_data":
         return (f"{who} uploaded more than {_mib(HOST_BYTES_PER_CALL)} from the host in one call ({call}): the "
                 "launcher never sees the inputs, so what it uploads is constants; compute larger tables in a kernel.")
