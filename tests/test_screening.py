@@ -92,7 +92,7 @@ def test_host_code_students_write_is_accepted(name, write_cu, rubric):
 @needs_nvcc
 @pytest.mark.parametrize("name, what", [
     ("private_stream.cu", {"cudaStreamCreateWithFlags()"}),
-    ("host_sync.cu", {"cudaDeviceSetLimit()", "cudaDeviceSynchronize()"}),
+    ("host_sync.cu", {"cudaDeviceSetLimit()"}),          # its cudaDeviceSynchronize() is replayed, not refused
     ("static_ctor_system.cu", {"a file-scope initialiser calling system()"}),
 ])
 def test_timing_cheats_are_refused_naming_what_the_student_wrote(name, what, rubric):
@@ -103,14 +103,9 @@ def test_timing_cheats_are_refused_naming_what_the_student_wrote(name, what, rub
 
 # Each call that changes what the timing measures, written as a student would.
 CHEATS = {
-    "cudaMalloc": ("float* t; cudaMalloc(&t, 4);", "allocates"),
     "cudaMallocManaged": ("float* t; cudaMallocManaged(&t, 4);", "allocates"),
-    "cudaMallocAsync": ("void* t; cudaMallocAsync(&t, 4, stream);", "allocates"),
-    "cudaFree": ("cudaFree(nullptr);", "allocates"),
-    "cudaMemcpyAsync": ("cudaMemcpyAsync(out, x, 4, cudaMemcpyDeviceToDevice, stream);", "copies"),
-    "cudaMemsetAsync": ("cudaMemsetAsync(out, 0, 4, stream);", "copies"),
-    "cudaStreamSynchronize": ("cudaStreamSynchronize(stream);", "synchronises"),
-    "cudaEventRecord": ("cudaEvent_t e; cudaEventCreate(&e); cudaEventRecord(e, stream);", "synchronises"),
+    "cudaMemcpy2DAsync": ("cudaMemcpy2DAsync(out, 4, x, 4, 4, 1, cudaMemcpyDeviceToDevice, stream);", "copies"),
+    "cudaStreamCreate": ("cudaStream_t s; cudaStreamCreate(&s);", "creates or destroys a stream"),
     "cudaDeviceSetCacheConfig": ("cudaDeviceSetCacheConfig(cudaFuncCachePreferL1);", "device-wide"),
     "cudaCtxResetPersistingL2Cache": ("cudaCtxResetPersistingL2Cache();", "device-wide"),
     "cudaStreamSetAttribute": ("cudaStreamAttrValue a{}; cudaStreamSetAttribute(stream, "
@@ -131,6 +126,28 @@ def test_each_timing_cheat_is_refused_with_its_line(name, write_cu, rubric):
     assert refusals, f"{name} was not refused"
     assert any(reason in r.reason for r in refusals), [str(r) for r in refusals]
     assert all(r.line == 7 for r in refusals), [str(r) for r in refusals]
+
+
+# The launcher's stream work the replay reproduces: recorded, not refused (grader/run/child/replay.py).
+REPLAYED = {
+    "cudaMalloc": "float* t; cudaMalloc(&t, 4); cudaFree(t);",
+    "cudaMallocAsync": "void* t; cudaMallocAsync(&t, 4, stream); cudaFreeAsync(t, stream);",
+    "cudaFree": "cudaFree(nullptr);",
+    "cudaMemcpyAsync": "cudaMemcpyAsync(out, x, 4, cudaMemcpyDeviceToDevice, stream);",
+    "cudaMemsetAsync": "cudaMemsetAsync(out, 0, 4, stream);",
+    "cudaStreamSynchronize": "cudaStreamSynchronize(stream);",
+    "cudaEventRecord": "cudaEvent_t e; cudaEventCreate(&e); cudaEventRecord(e, stream); cudaEventSynchronize(e); "
+                       "cudaEventDestroy(e);",
+    "cudaDeviceSynchronize": "cudaDeviceSynchronize();",
+    "cudaSetDevice": "int d; cudaGetDevice(&d); cudaSetDevice(d);",
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(REPLAYED))
+def test_stream_work_the_replay_reproduces_is_not_refused(name, write_cu, rubric):
+    path = write_cu(KERNEL + f"{LAUNCHER} {{\n    {REPLAYED[name]}\n    {LAUNCH}\n}}\n")
+    assert screened(path, rubric) == []
 
 
 @needs_nvcc
