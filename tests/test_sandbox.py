@@ -429,7 +429,11 @@ def test_a_gated_child_runs_its_job_only_after_the_gate_and_is_timed_from_it(gat
     assert "launching 101 x 97" in result.output.stdout
     run = gated[-1]
     hello = next(f.data for f in run.frames if isinstance(f.data, HelloFrame))
-    assert hello.t - hello.job_t >= GATE_PAUSE_S * 0.9          # it said hello (ran anything) after the gate
+    # It said hello (ran anything) only once the gate opened. The parent writes the job before it
+    # waits, and a child still importing reads it late (job_t), so up to its start-up of the pause
+    # has passed on its clock by then: half the pause is the bound that holds on a loaded machine
+    # (without the gate the hello follows the job within milliseconds).
+    assert hello.t - hello.job_t >= GATE_PAUSE_S * 0.5
     assert run.seconds < hello.t - hello.job_t                  # and its time counts from there
 
 
