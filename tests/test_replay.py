@@ -312,6 +312,46 @@ def test_the_static_variables_the_measuring_process_restores_are_read_from_the_b
     assert device_variables(build.object) == found                      # kept beside the object
 
 
+def test_a_device_code_that_calls_malloc_is_told_apart_from_one_that_does_not(rubric, write_cu):
+    """uses_device_heap: malloc in a kernel (through a helper, too) is seen in the build's ELF, so
+    the measuring process poisons and counts the heap for it; a kernel without it costs nothing."""
+    from grader.toolchain import tools
+    from grader.toolchain.build import build_submission, uses_device_heap
+    from grader.core.source import read_submission
+
+    if tools.locate("cuobjdump") is None:
+        pytest.skip("no cuobjdump")
+    body = ("__global__ void biasGeluFused(const float* x, const float* b, float* o, size_t c) {\n"
+            "  o[0] = x[0] + b[0]%s;\n}\n")
+    helper = "__device__ float* scratch() { return static_cast<float*>(malloc(64)); }\n"
+    plain = write_cu(body % "")
+    heap = write_cu(helper + body % " + (scratch() != nullptr)", name="heap.cu")
+    built = [build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
+             for p in (plain, heap)]
+    assert all(b.ok for b in built), [b.log for b in built]
+    assert [uses_device_heap(b.object) for b in built] == [False, True]
+
+
+def test_heap_memory_a_call_kept_withholds_the_tier_and_says_why():
+    """A timing whose calls kept device-heap memory from one to the next earns no tier, whatever
+    its fraction: the flag and a sentence that names malloc without free."""
+    from grader.core.contract import TimingFrame
+    from grader.exercises.rubric import load_rubric
+    from grader.verdict import Verdict, _Frames, _timed
+
+    rubric = load_rubric()
+    fast = [0.1] * 60
+    floors = {k: [0.1] * 60 for k in rubric.timing.floor}
+    for kept, tier in ((0, "gold"), (1 << 20, "below")):
+        v = Verdict(correct=True)
+        read = _Frames(v)
+        read.timing = TimingFrame({"submission": fast, **floors}, "converged", 1.0, heap_kept_bytes=kept)
+        _timed(v, read, rubric)
+        assert v.tier == tier, (kept, v.tier, v.feedback)
+        assert ("heap_kept_across_calls" in v.flags) == bool(kept)
+    assert "1024 KiB of the device heap" in v.feedback and "free()" in v.feedback
+
+
 def test_the_child_takes_the_backend_its_role_asks_for(monkeypatch):
     """worker._backend_for: the recorder's for role record, the measuring process's (with the
     recording, the device code, the layout seed and every call's sizes) for role replay, the

@@ -139,6 +139,7 @@ class Job:
     role: str = "run"
     device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
     device_globals: list[str] = field(default_factory=list)  # replay: its __device__/__constant__ variables' names
+    device_heap: bool = False                                # replay: its device code calls malloc
     recording: "Recording | None" = None                   # replay: what the recorder saw
     layout_seed: int = 0                # replay: where the buffers lie in device memory this run
     gated: bool = False                 # run nothing until protocol.GO arrives on stdin (the recorder gone)
@@ -269,6 +270,7 @@ class TimingFrame:
     clobbered: list[str] = field(default_factory=list)   # grader buffers changed during the timing
     # each timed set's output checksum after every timed launch of it (replay: bit-exact exercises)
     output_checksums: dict = field(default_factory=dict)
+    heap_kept_bytes: int = 0     # the most device-heap memory a call kept for the next (malloc, no free)
 
 
 @dataclass

@@ -179,8 +179,9 @@ class GradeRun:
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
             if self.recorder is not None:
-                code, variables = device_code.result()
+                code, variables, heap = device_code.result()
                 both = record_then_replay(self.recorder, self.worker, job, device_code=code, device_globals=variables,
+                                          device_heap=heap,
                                           time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                           launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
                 phases["record_s"] = round(both.recorder.seconds, 3)
@@ -220,11 +221,12 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
     return out
 
 
-def _device_code(build: BuildResult) -> tuple[list[str], list[str]]:
-    """The fatbinaries the measuring process loads, and its static variables' device names."""
-    from grader.toolchain.build import device_code, device_variables
+def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool]:
+    """The fatbinaries the measuring process loads, its static variables' device names, and
+    whether its device code calls malloc."""
+    from grader.toolchain.build import device_code, device_variables, uses_device_heap
 
-    return [str(p) for p in device_code(build.library)], device_variables(build.object)
+    return [str(p) for p in device_code(build.library)], device_variables(build.object), uses_device_heap(build.object)
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:

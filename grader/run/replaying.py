@@ -44,7 +44,7 @@ def for_recorder(job: Job) -> Job:
 
 def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
                        launcher: str | None, on_sent: Callable[[], None] | None = None,
-                       device_globals: list[str] | None = None) -> ReplayRun:
+                       device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
     """Record the submission's launches in one child, then replay them in another that never loads
     its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
     and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
@@ -64,7 +64,7 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     if out.refusals:
         return out
     replay = dataclasses.replace(job, role="replay", library="", recording=recording, device_code=device_code,
-                                 device_globals=list(device_globals or []),
+                                 device_globals=list(device_globals or []), device_heap=device_heap,
                                  layout_seed=secrets.randbits(62) | 1)
     # It runs none of the submission's host code: once it has sent its done frame it is reaped in
     # the background (its CUDA context's teardown took 0.15 s of every grade).
@@ -85,14 +85,15 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     returned is the one to judge."""
     backend = named(job.backend)
     if backend.records_then_replays and job.library and job.role == "run":
-        from grader.toolchain.build import device_code, device_variables
+        from grader.toolchain.build import device_code, device_variables, uses_device_heap
 
         with Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
                 Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
             return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
                                       device_code=[str(p) for p in device_code(Path(job.library))],
-                                      device_globals=device_variables(Path(job.library).with_name("main.o"))).judged
+                                      device_globals=device_variables(Path(job.library).with_name("main.o")),
+                                      device_heap=uses_device_heap(Path(job.library).with_name("main.o"))).judged
     with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
                 cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:

@@ -112,22 +112,35 @@ def device_variables(obj: Path) -> list[str]:
     symbols of its device code, read with cuobjdump -elf from the parent's own build output): the
     measuring process restores each to its last host-written value before every call, so nothing a
     kernel leaves in static memory reaches the next call. [] where cuobjdump is missing."""
+    return _device_symbols(obj)["variables"]
+
+
+def uses_device_heap(obj: Path) -> bool:
+    """Whether the submission's device code calls malloc (an extern FUNC symbol in its ELF): the
+    measuring process then poisons the device heap's free memory before every call and counts what
+    a call kept, as it does for the workspace. False where cuobjdump is missing."""
+    return _device_symbols(obj)["heap"]
+
+
+def _device_symbols(obj: Path) -> dict:
     from grader.core.objmemo import read_beside
 
     tool = tools.locate("cuobjdump")
     if tool is None:
-        return []
+        return {"variables": [], "heap": False}
 
-    def read() -> list[str]:
+    def read() -> dict:
         done = subprocess.run([tool, "-elf", str(obj)], capture_output=True, text=True)
-        names = []
+        names, heap = [], False
         for line in done.stdout.splitlines():
             cols = line.split()
             if len(cols) >= 6 and "OBJECT" in cols and not cols[-1].startswith("."):
                 names.append(cols[-1])
-        return list(dict.fromkeys(names))
+            elif len(cols) >= 6 and "FUNC" in cols and cols[-1] in ("malloc", "__nv_aligned_device_malloc"):
+                heap = True
+        return {"variables": list(dict.fromkeys(names)), "heap": heap}
 
-    return read_beside(obj, "device_variables", read)
+    return read_beside(obj, "device_symbols", read)
 
 
 def device_code(library: Path) -> list[Path]:

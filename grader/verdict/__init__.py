@@ -190,6 +190,14 @@ def _timed(v: Verdict, read: _Frames, rubric: Rubric) -> None:
         tier = give_tier(v.timing, rubric)
         v.tier, v.borderline, v.feedback = tier.tier, tier.borderline, tier.feedback
         v.flags += tier.flags
+        kept = read.timing.heap_kept_bytes if read.timing is not None else 0
+        if kept:
+            v.tier, v.borderline = "below", False
+            v.flags.append("heap_kept_across_calls")
+            v.feedback = (f"Your kernel kept {kept / 1024:.0f} KiB of the device heap from one call to the next "
+                          "(malloc in a kernel without a free): what one call leaves can serve the next, so this "
+                          "timing earns no tier. free() in the same launch what a kernel mallocs, or better, take "
+                          "scratch space from registers or shared memory.")
     elif v.correct:
         v.feedback = rubric.feedback.no_gpu
     else:

@@ -206,6 +206,11 @@ class Backend:
         """Before every call of the submission, outside any timed events: the measuring process
         poisons the launcher's workspace here (measurer.py); nothing to do elsewhere."""
 
+    def heap_kept_bytes(self) -> int:
+        """The most device-heap memory a call kept for the next (malloc'd, never freed), where the
+        measuring process counts it (measurer.py); 0 elsewhere."""
+        return 0
+
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The submission's launch: its launcher, or the kernel with the call's grid and block."""
         ptrs, vals = self._arrays(call, views)
@@ -278,6 +283,9 @@ class CudaBackend(Backend):
             f.argtypes, f.restype = args, ctypes.c_int
         rt.grader_rt_error_string.argtypes, rt.grader_rt_error_string.restype = [ctypes.c_int], ctypes.c_char_p
         rt.grader_rt_checksum32.argtypes, rt.grader_rt_checksum32.restype = [vp, sz, vp], ctypes.c_int
+        rt.grader_rt_poison_heap.argtypes = [vp, ctypes.c_uint, ctypes.POINTER(ctypes.c_ulonglong)]
+        rt.grader_rt_poison_heap.restype = ctypes.c_int
+        rt.grader_rt_heap_scratch_bytes.argtypes, rt.grader_rt_heap_scratch_bytes.restype = [], sz
         self._call("init")
         self._allocated: list[int] = []
         self._slots: Region | None = None
@@ -285,6 +293,16 @@ class CudaBackend(Backend):
         if self._layout is not None:
             held = ctypes.c_void_p()
             self._call("malloc", ctypes.byref(held), (1 + self._layout.randrange(32)) << 21)
+
+    def poison_heap(self, scratch: Region, bits: int) -> int:
+        """The device heap's free memory set to bits (runtime.cu's heapTake/Fill/Give, through
+        scratch: heap_scratch_floats() floats); the bytes it could take. Synchronises."""
+        taken = ctypes.c_ulonglong()
+        self._call("poison_heap", scratch.ptr, bits & 0xFFFFFFFF, ctypes.byref(taken))
+        return taken.value
+
+    def heap_scratch_floats(self) -> int:
+        return -(-self.ref.grader_rt_heap_scratch_bytes() // 4)
 
     def _call(self, fn: str, *args) -> None:
         code = getattr(self.ref, f"grader_rt_{fn}")(*args)

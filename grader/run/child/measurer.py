@@ -62,10 +62,12 @@ class _Kernel:
 class ReplayBackend(CudaBackend):
     def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
                  sizes: dict[str, dict[str, int]], outputs: dict[str, set[str]] | None = None,
-                 workspace_cap: int = 256 << 20, device_globals: list[str] | None = None):
+                 workspace_cap: int = 256 << 20, device_globals: list[str] | None = None,
+                 device_heap: bool = False):
         """device_code: the fatbinaries' files (read now, before the wall); sizes: for each call's key,
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
-        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate."""
+        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate;
+        device_heap: the device code calls malloc (its heap is poisoned and counted every call)."""
         super().__init__(reference_lib, layout_seed)
         self.driver = Driver()
         self._images = []
@@ -80,6 +82,10 @@ class ReplayBackend(CudaBackend):
         self._globals: dict[str, tuple[int, int]] = {}   # a __device__ variable's name -> (address, bytes)
         self._variables = list(device_globals or [])     # the parent's list of them (from the build)
         self._kept: dict[int, tuple[int, int]] = {}      # a variable's address -> (its kept copy, bytes)
+        self._heap = device_heap
+        self._heap_scratch: Region | None = None
+        self._heap_free: int | None = None               # what the heap gave before the first call
+        self._heap_kept = 0
         self._modules: list[int] = []
         self._kernels: dict[str, _Kernel] = {}
         self._used: dict[str, int] = {}
@@ -126,6 +132,29 @@ class ReplayBackend(CudaBackend):
             self.fill(region, POISON_BITS)
         for live, (copy, nbytes) in self._kept.items():
             self.driver.lib.cuMemcpyDtoDAsync_v2(live, copy, nbytes, None)
+        if self._heap:
+            self._poison_heap()
+
+    # Fragments the heap's allocator leaves, which a poisoning pass may take one call and not the
+    # next: a shortfall under this is not counted as memory a call kept.
+    HEAP_SLACK = 64 << 10
+
+    def _poison_heap(self) -> None:
+        """The device heap's free memory poisoned, and what it gave compared with what it gave
+        before the first call: a call that kept heap memory (malloc'd, not freed) shows as the
+        shortfall. A block it freed comes back poisoned, one it kept is counted here."""
+        if self._heap_scratch is None:
+            self._heap_scratch = self.kept(self.heap_scratch_floats())
+        taken = self.poison_heap(self._heap_scratch, POISON_BITS)
+        if self._heap_free is None:
+            self._heap_free = taken
+        elif self._heap_free - taken > self.HEAP_SLACK:
+            self._heap_kept = max(self._heap_kept, self._heap_free - taken)
+
+    def heap_kept_bytes(self) -> int:
+        if self._heap and self._heap_scratch is not None:
+            self._poison_heap()                           # after the last call too
+        return self._heap_kept
 
     def _stand_ins(self, given: dict, case: str) -> dict[str, tuple[int, int]]:
         """A call's stand-in buffers and the workspace, as relocate() takes them."""

@@ -36,6 +36,47 @@ __global__ void checksum32(const unsigned* __restrict__ p, size_t n, unsigned lo
     if ((threadIdx.x & 31) == 0) atomicAdd(sum, mine);
 }
 
+
+// The device heap's free memory poisoned (what in-kernel malloc hands out), for a submission whose
+// device code calls malloc: every block the heap will give is taken (large blocks first, then
+// smaller ones, down to 256 bytes), filled with the poison and freed again, and the bytes taken
+// are counted. A block a kernel malloc'd and freed comes back as poison on the next call; a block
+// it never freed is missing from the count, so a call that keeps heap memory for the next shows.
+struct HeapSlot {
+    unsigned* p;
+    unsigned long long words;
+};
+constexpr unsigned kHeapSlots = 32768;
+
+__global__ void heapTake(HeapSlot* slots, unsigned* count, unsigned long long* total) {
+    const unsigned long long sizes[] = {256u << 10, 16u << 10, 1u << 10, 256u};
+    for (unsigned long long s : sizes) {
+        for (;;) {
+            void* p = malloc(s);
+            if (p == nullptr) break;
+            const unsigned k = atomicAdd(count, 1u);
+            if (k >= kHeapSlots) {          // the table is full: what is left stays unpoisoned
+                free(p);
+                return;
+            }
+            slots[k] = HeapSlot{static_cast<unsigned*>(p), s / 4};
+            atomicAdd(total, s);
+        }
+    }
+}
+
+__global__ void heapFill(const HeapSlot* slots, const unsigned* count, unsigned value) {
+    const unsigned n = min(*count, kHeapSlots);
+    for (unsigned k = blockIdx.x; k < n; k += gridDim.x) {
+        for (unsigned long long i = threadIdx.x; i < slots[k].words; i += blockDim.x) slots[k].p[i] = value;
+    }
+}
+
+__global__ void heapGive(const HeapSlot* slots, const unsigned* count) {
+    const unsigned n = min(*count, kHeapSlots);
+    for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k < n; k += gridDim.x * blockDim.x) free(slots[k].p);
+}
+
 }  // namespace
 
 struct GraderDeviceInfo {
@@ -77,6 +118,25 @@ extern "C" int grader_rt_checksum32(const void* p, size_t n, void* sum) {
     checksum32<<<static_cast<unsigned>(blocks), 256>>>(static_cast<const unsigned*>(p), n,
                                                         static_cast<unsigned long long*>(sum));
     return static_cast<int>(cudaGetLastError());
+}
+
+// The device heap's free memory set to value (heapTake, heapFill, heapGive above), on the legacy
+// default stream; *taken is the bytes it could take (synchronises to read it). scratch: device
+// memory of grader_rt_heap_scratch_bytes() bytes.
+extern "C" size_t grader_rt_heap_scratch_bytes() { return kHeapSlots * sizeof(HeapSlot) + 16; }
+
+extern "C" int grader_rt_poison_heap(void* scratch, unsigned value, unsigned long long* taken) {
+    auto* slots = static_cast<HeapSlot*>(scratch);
+    auto* tail = reinterpret_cast<unsigned long long*>(slots + kHeapSlots);
+    auto* count = reinterpret_cast<unsigned*>(tail + 1);
+    cudaError_t err = cudaMemsetAsync(tail, 0, 16, nullptr);
+    if (err != cudaSuccess) return static_cast<int>(err);
+    heapTake<<<1, 256>>>(slots, count, tail);
+    heapFill<<<512, 256>>>(slots, count, value);
+    heapGive<<<32, 256>>>(slots, count);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return static_cast<int>(err);
+    return static_cast<int>(cudaMemcpy(taken, tail, sizeof(*taken), cudaMemcpyDeviceToHost));
 }
 
 extern "C" int grader_rt_synchronize() { return static_cast<int>(cudaDeviceSynchronize()); }

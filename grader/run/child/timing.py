@@ -3,8 +3,9 @@
 Method (the parent turns the samples into medians, a fraction and its interval):
 - the timed shape, inputs in `input_sets` sets; the submission's launches rotate
   over them, each set writing its own output, poisoned before every launch;
-- the launcher's workspace (what it allocated with cudaMalloc) is poisoned, and the static
-  __device__ variables put back to their loaded and uploaded values, before every call, outside
+- the launcher's workspace (what it allocated with cudaMalloc) is poisoned, the static
+  __device__ variables put back to their loaded and uploaded values, and (where the device code
+  calls malloc) the device heap's free memory poisoned and counted, before every call, outside
   the events (backend.prepare_call), so no call can serve what an earlier one left there;
 - the floor's copies rotate over `floor_buffers` source and destination pairs: where a
   buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
@@ -58,7 +59,7 @@ def run_timing(backend, job: Job, files, sender) -> float:
                     if t.baseline and backend.measures else None)
     sender.channel.send(TimingFrame(samples, stop_reason, seconds, t.device, backend.launch_log(),
                                     baseline_max_abs_diff=baseline_gap, clobbered=t.guarded.changed(),
-                                    output_checksums=t.sums.read()))
+                                    output_checksums=t.sums.read(), heap_kept_bytes=backend.heap_kept_bytes()))
     if t.baseline is not None:
         for cj in job.baseline_cases:
             _time_against_baseline(backend, cj, t.baseline, t.cfg.baseline_rounds, t.pad, files, t.flush,

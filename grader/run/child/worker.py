@@ -313,7 +313,8 @@ def _backend_for(job: Job):
         every = job.cases + job.timed_cases + job.baseline_cases
         return ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
                              layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
-                             workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals)
+                             workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals,
+                             device_heap=job.device_heap)
     if job.backend == "cuda":
         if job.library:
             raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
