@@ -5,6 +5,7 @@ imports every layer below it (grade, report, platforms and theirs); only the CLI
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from grader.core.backend import AUTO, Backend
@@ -15,6 +16,7 @@ from grader.batch.classreport import write_class_report
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.store import holding
 from grader.exercises.rubric import Rubric
 
 __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
@@ -40,11 +42,12 @@ def grade_folder(directory: Path, *, rubric: Rubric, backend: str | Backend = AU
             jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
         else:
             jobs = default_jobs(chosen)
-    outcome = grade_entries(entries, rubric=rubric, backend=chosen, report_dir=report_dir, progress=progress,
-                            jobs=jobs)
-    if report_dir is not None and outcome.graded:
-        write_summary(outcome.graded, report_dir / "summary.csv")
-        write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
-        write_platform_exports(outcome.graded, rubric, report_dir)
-        write_class_report(outcome.graded, rubric, report_dir / "class.html")
+    with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
+        outcome = grade_entries(entries, rubric=rubric, backend=chosen, report_dir=report_dir, progress=progress,
+                                jobs=jobs)
+        if report_dir is not None and outcome.graded:
+            write_summary(outcome.graded, report_dir / "summary.csv")
+            write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
+            write_platform_exports(outcome.graded, rubric, report_dir)
+            write_class_report(outcome.graded, rubric, report_dir / "class.html")
     return outcome

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core import atomic
 from grader.batch.grading import Graded
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
@@ -120,5 +121,5 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
 
 def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:
     summary = summarise(graded, rubric, path.parent)
-    path.write_text(render("class.html.j2", s=summary, bin=BIN), encoding="utf-8")
+    atomic.replace_text(path, render("class.html.j2", s=summary, bin=BIN))
     return summary

@@ -143,6 +143,10 @@ class _ClassRun:
         key = grade_key(entry.path, self.rubric, self.backend)
         kept = self.store.reusable(entry.student, key) if self.store else None
         if kept is not None:
+            if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
+                from grader.report.files import write_reports      # emptied, broken, removed: written again
+
+                write_reports(kept, self.rubric, self.report_dir / entry.student)
             return Graded(entry, kept, reused=True)
         from grader.grade.pipeline import grade_submission
         from grader.report.files import write_reports
@@ -162,3 +166,17 @@ class _ClassRun:
         if self.store is not None:
             self.store.add(entry.student, entry.path, key, result)
         return Graded(entry, result)
+
+
+def _reports_intact(folder: Path) -> bool:
+    """Whether a kept result's report folder still holds its report and a result.json that reads
+    as a result (the folder's files are read as untrusted: anything else, and they are rewritten)."""
+    import json
+
+    from grader.core.results import result_from_json
+
+    try:
+        result_from_json(json.loads((folder / "result.json").read_bytes().decode("utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return all((folder / name).is_file() for name in ("report.md", "report.html"))

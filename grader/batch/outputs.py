@@ -4,9 +4,11 @@ each student's Gradescope results.json."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
+from grader.core import atomic
 from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
@@ -42,11 +44,11 @@ def summary_row(g: Graded) -> dict:
 
 
 def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic.replace_text(path, text.getvalue())
 
 
 def write_summary(graded: list[Graded], path: Path) -> None:
@@ -79,9 +81,7 @@ def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Pat
 
     done = [g for g in graded if g.result is not None]
     suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]
-    (report_dir / "junit.xml").write_bytes(junit.document(suites))
+    atomic.replace_bytes(report_dir / "junit.xml", junit.document(suites))
     for g in done:
         doc = gradescope.results(g.result, score(g.result, rubric), render_markdown(g.result, rubric))
-        folder = report_dir / g.entry.student
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "gradescope.json").write_text(json.dumps(doc, indent=1) + "\n")
+        atomic.replace_text(report_dir / g.entry.student / "gradescope.json", json.dumps(doc, indent=1) + "\n")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 from grader.toolchain import tools
-from grader.core.backend import AUTO, Backend
+from grader.core.backend import AUTO, Backend, named
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
+from grader.batch.store import holding
 from grader.core.errors import InfrastructureError, UsageError
 from grader.exercises.rubric import Rubric
 
@@ -38,6 +39,8 @@ class SlurmOptions:
     mem_mb: int | None = None              # memory for each task; None: WANT_MEM_MB, or a node's if less
     cluster: str = "slurm"                 # submitit's executor: slurm, or local (the tasks on this machine)
     poll_s: float = 2.0                    # how often the queue is asked while waiting
+    stall_min: float = 15.0                # the wait ends when no task has started or ended for this long,
+                                           # or squeue has not answered for this long (the controller down)
 
 
 WANT_CPUS = 8           # a task's compiles and children overlap on this many cores
@@ -68,6 +71,7 @@ class SlurmOutcome:
     job_ids: list[str]
     failed_tasks: list[str] = field(default_factory=list)  # which task, its job id, why and its log
     interrupted: bool = False                              # Ctrl-C: the array cancelled, what finished merged
+    not_cancelled: str = ""                                # after Ctrl-C: why scancel did not cancel it ('' it did)
 
     @property
     def infrastructure_failures(self) -> list[Graded]:
@@ -122,24 +126,37 @@ def task_resources(options: SlurmOptions) -> tuple[int, int | None]:
 def queue_states(ids: list[str]) -> dict[str, tuple[str, str]] | None:
     """squeue's (state, reason) for each listed array task still in the queue; None when squeue
     cannot say."""
+    return squeue_answer(ids)[0]
+
+
+class NeverStarts(Exception):
+    """A task is pending for a reason that does not clear by itself: the array is cancelled."""
+
+
+class Stalled(Exception):
+    """The wait saw no progress (or no answer from the controller) for its deadline: the array is
+    left as it is (its tasks may still run), and the message says what to check."""
+
+
+def squeue_answer(ids: list[str]) -> tuple[dict[str, tuple[str, str]] | None, str]:
+    """(squeue's (state, reason) for each listed task still in the queue, ''), or (None, why) when
+    squeue did not answer (no squeue, the controller down, a timeout)."""
     base = sorted({i.split("_")[0] for i in ids})
     try:
         out = subprocess.run(["squeue", "-h", "-r", "-o", "%i|%T|%r", "-j", ",".join(base)], capture_output=True,
                              text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"squeue did not answer ({exc})"
     if out.returncode != 0:
-        return None if "Invalid job id" not in out.stderr else {}
+        if "Invalid job id" in out.stderr:
+            return {}, ""                       # every task has left the queue
+        return None, (out.stderr.strip().splitlines() or [f"squeue exited {out.returncode}"])[-1][:300]
     states = {}
     for line in out.stdout.splitlines():
         parts = line.strip().split("|")
         if len(parts) == 3:
             states[parts[0]] = (parts[1], parts[2])
-    return states
-
-
-class NeverStarts(Exception):
-    pass
+    return states, ""
 
 
 def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions,
@@ -156,8 +173,13 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     Ctrl-C cancels the array (scancel) and merges what finished."""
     from grader.toolchain.gpuinfo import resolve_backend
 
-    # "auto" on a cluster means its GPU nodes (the array asks for them with --gres), not this machine's.
-    backend = resolve_backend(backend, has_gpu=True if options.cluster == "slurm" else None)
+    # "auto" on a cluster means what the array asks for: its GPU nodes where --gres asks for a GPU,
+    # the emulator where it asks for none (--gres ''), never this machine's GPUs.
+    asks_gpu = bool(options.gres) and "gpu" in (options.gres or "")
+    if options.cluster == "slurm" and backend != AUTO and named(backend).on_gpu and not asks_gpu:
+        raise UsageError(f"--backend {named(backend).name} on Slurm needs a GPU in each task: pass --gres gpu:1 (or "
+                         "the GPU type the cluster names), or --backend emulator for a CPU partition")
+    backend = resolve_backend(backend, has_gpu=asks_gpu if options.cluster == "slurm" else None)
     try:
         import submitit
     except ImportError:
@@ -171,6 +193,17 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     logging.getLogger("submitit").setLevel(logging.ERROR)
     n = options.tasks
     report_dir = report_dir.resolve()
+    with holding(report_dir, "grader batch --slurm"):
+        return _run_array(directory, rubric=rubric, report_dir=report_dir, options=options, backend=backend,
+                          file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting,
+                          submitit=submitit)
+
+
+def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions, backend: Backend,
+               file_name: str | None, roster: Path | None, jobs: int | None, submitted, waiting,
+               submitit) -> SlurmOutcome:
+    """grade_on_slurm's array, submitted, waited for and merged, under the report folder's lock."""
+    n = options.tasks
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
     executor.update_parameters(**_array_parameters(options, rubric, backend))
@@ -184,19 +217,22 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     ids = [str(j.job_id) for j in array]
     if submitted is not None:
         submitted(ids, logs)
-    interrupted = False
+    interrupted, not_cancelled = False, ""
     try:
         _wait(array, ids, options, waiting)
     except NeverStarts as never:
-        _cancel(ids, options)
-        raise InfrastructureError(str(never)) from None
+        why = _cancel(ids, options, array)
+        raise InfrastructureError(f"{never} " + (f"The array was NOT cancelled ({why}): `scancel {ids[0].split('_')[0]}`."
+                                                 if why else "The array was cancelled.")) from None
+    except Stalled as stalled:
+        raise InfrastructureError(str(stalled)) from None
     except KeyboardInterrupt:
         interrupted = True
-        _cancel(ids, options)
+        not_cancelled = _cancel(ids, options, array)
     failed = _failed_tasks(tasks, array, n, interrupted)
     folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
     graded = merge_reports(folders, out=report_dir, rubric=rubric) if folders else []
-    return SlurmOutcome(graded, ids, failed, interrupted)
+    return SlurmOutcome(graded, ids, failed, interrupted, not_cancelled)
 
 
 def _array_parameters(options: SlurmOptions, rubric: Rubric, backend: Backend) -> dict:
@@ -228,25 +264,52 @@ def _failed_tasks(tasks: list, array: list, n: int, interrupted: bool) -> list[s
     return failed
 
 
-def _wait(array, ids: list[str], options: SlurmOptions, waiting) -> None:
-    """Until every task has left the queue (see grade_on_slurm's stopping rule)."""
+def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable[[], float] = time.monotonic) -> None:
+    """Until every task has left the queue (see grade_on_slurm's stopping rule). On Slurm the
+    queue is asked with squeue, never the jobs (submitit's sacct, which a cluster without
+    accounting answers with a warning each time). The wait ends early, raising:
+    - NeverStarts: a task pending for a reason in NEVER_STARTS;
+    - Stalled: squeue has not answered for options.stall_min (the controller is down), or no
+      task has started or ended for as long while some are pending (nodes down or drained: the
+      reasons squeue gave are in the message)."""
+    last_answer = last_change = clock()
+    seen: dict | None = None
     while True:
-        states = queue_states(ids) if options.cluster == "slurm" else None
-        if states is None:                      # no squeue (the local executor): ask the jobs
-            done = sum(1 for j in array if j.done())
-            counts = {"pending": 0, "running": len(ids) - done, "done": done}
-        else:
+        now = clock()
+        if options.cluster == "slurm":
+            states, why = squeue_answer(ids)
+            if states is None:
+                if now - last_answer > options.stall_min * 60:
+                    raise Stalled(f"the Slurm controller has not answered for {now - last_answer:.0f} s ({why}). "
+                                  "Check it with `scontrol ping` and `systemctl status slurmctld`. The tasks were "
+                                  "not cancelled and may still run: run the same command again later to merge "
+                                  "what finished (finished students are kept).")
+                time.sleep(options.poll_s)
+                continue
+            last_answer = now
             for task, (state, reason) in states.items():
                 if state == "PENDING" and reason.startswith(NEVER_STARTS):
                     raise NeverStarts(f"Slurm will not start task {task}: it is pending with Reason={reason}. "
-                                      f"{_advice(reason)} The array was cancelled.")
+                                      f"{_advice(reason)}")
             pending = sum(1 for s, _ in states.values() if s in ("PENDING", "CONFIGURING", "REQUEUED"))
-            running = len(states) - pending
-            counts = {"pending": pending, "running": running, "done": len(ids) - len(states)}
+            counts = {"pending": pending, "running": len(states) - pending, "done": len(ids) - len(states)}
+            reasons = sorted({r for s, r in states.values() if s == "PENDING" and r not in ("None", "")})
+        else:                                   # the local executor: ask the jobs
+            done = sum(1 for j in array if j.done())
+            counts = {"pending": 0, "running": len(ids) - done, "done": done}
+            reasons = []
+        if counts != seen:
+            seen, last_change = dict(counts), now
         if waiting is not None:
             waiting(counts)
         if counts["done"] >= len(ids):
             return
+        if counts["pending"] and not counts["running"] and now - last_change > options.stall_min * 60:
+            raise Stalled(f"no task has started or ended for {options.stall_min:g} min; {counts['pending']} still "
+                          f"pending{' (Reason=' + ', '.join(reasons) + ')' if reasons else ''}. Check the nodes with "
+                          "`sinfo -R` (down or drained nodes are listed with why). The array is left queued: "
+                          "it runs once the nodes are back, and the same command merges it then; `scancel` "
+                          "removes it. (--slurm-stall-min sets this deadline.)")
         time.sleep(options.poll_s)
 
 
@@ -261,6 +324,22 @@ def _advice(reason: str) -> str:
     return "Check the partition's nodes with sinfo."
 
 
-def _cancel(ids: list[str], options: SlurmOptions) -> None:
-    if options.cluster == "slurm" and tools.locate("scancel"):
-        subprocess.run(["scancel", *sorted({i.split("_")[0] for i in ids})], capture_output=True, timeout=60)
+def _cancel(ids: list[str], options: SlurmOptions, array=None) -> str:
+    """Cancel the array: '' where it was cancelled, else why not (said instead of "cancelled")."""
+    if options.cluster != "slurm":
+        for job in array or []:
+            try:
+                job.cancel(check=False)
+            except Exception:  # noqa: BLE001 - the local executor's jobs: best effort
+                pass
+        return ""
+    if not tools.locate("scancel"):
+        return "scancel was not found"
+    try:
+        done = subprocess.run(["scancel", *sorted({i.split("_")[0] for i in ids})], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"scancel did not answer ({exc})"
+    if done.returncode != 0:
+        return f"scancel failed: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1][:200]}"
+    return ""

@@ -9,16 +9,56 @@ earlier one.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
+import socket
 import threading
+import time
 from pathlib import Path
+from typing import Iterator
 
 from grader import __version__
+from grader.core import jsonlines
 from grader.core.results import Result, result_from_json
+from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
 
 STORE_NAME = "results.jsonl"
+LOCK_NAME = ".grader-batch.lock"
+
+
+class BatchBusy(UsageError):
+    """Another batch holds the report folder (its lock names the process)."""
+
+
+@contextlib.contextmanager
+def holding(report_dir: Path, command: str = "grader batch") -> Iterator[None]:
+    """One batch at a time per report folder: an exclusive lock on report_dir/.grader-batch.lock
+    held for the whole batch (grading and the class's files), released however it ends (the
+    kernel drops a dead process's lock, so a killed batch never blocks the next). BatchBusy,
+    naming the holder, where another process holds it."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "a process that did not say"
+            except OSError:
+                holder = "another process"
+            raise BatchBusy(f"{report_dir} is being written by another batch ({holder}): wait for it to end, or "
+                            "give this one another --report-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def grade_key(submission: Path, rubric: Rubric, backend: str) -> str:
@@ -34,13 +74,11 @@ class ResultStore:
         self.path = path
         self._kept: dict[str, tuple[str, Path, Result]] = {}     # student: (key, file, result)
         self._lock = threading.Lock()          # a batch's threads add results concurrently
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                    self._kept[row["student"]] = (row["key"], Path(row["file"]), result_from_json(row["result"]))
-                except (ValueError, KeyError, TypeError):
-                    continue           # a line cut short by an interruption: that one is graded again
+        for row in jsonlines.rows(path):      # a broken line (cut short, not UTF-8): graded again
+            try:
+                self._kept[str(row["student"])] = (str(row["key"]), Path(row["file"]), result_from_json(row["result"]))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
 
     def reusable(self, student: str, key: str) -> Result | None:
         """The stored result of this student's submission when nothing that decides it changed. An
@@ -53,10 +91,7 @@ class ResultStore:
         return {student: (file, result) for student, (_key, file, result) in self._kept.items()}
 
     def add(self, student: str, file: Path, key: str, result: Result) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"student": student, "file": str(file), "key": key, "result": result.to_json()})
         with self._lock:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(line + "\n")
-                f.flush()
+            jsonlines.append(self.path, line)
             self._kept[student] = (key, file, result)

@@ -52,13 +52,16 @@ from grader.core.locations import DEFAULT_EXERCISE
                    "have fewer, from sinfo).")
 @click.option("--mem", "mem_mb", type=click.IntRange(min=1), default=None, metavar="MB",
               help="With --slurm: each task's memory in MB (default: 8192, or a node's where less, from sinfo).")
+@click.option("--slurm-stall-min", "stall_min", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
+              help="With --slurm: end the wait when no task has started or ended for this many minutes while some "
+                   "are pending (nodes down or drained), saying why; the array is left queued.")
 @click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
               help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
                    "to try a setup without a cluster.")
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
           jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
           slurm: bool, slurm_tasks: int, partition: str | None, time_min: int, array_parallelism: int | None,
-          gres: str, cpus_per_task: int | None, mem_mb: int | None, slurm_cluster: str) -> None:
+          gres: str, cpus_per_task: int | None, mem_mb: int | None, slurm_cluster: str, stall_min: float) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -86,7 +89,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
                             options=SlurmOptions(tasks=slurm_tasks, partition=partition, time_min=time_min,
                                                  parallelism=array_parallelism, gres=gres or None,
                                                  cpus_per_task=cpus_per_task, mem_mb=mem_mb,
-                                                 cluster=slurm_cluster))
+                                                 cluster=slurm_cluster, stall_min=stall_min))
             return
         with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
@@ -150,7 +153,10 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
                              backend=backend,
                              file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting)
     if outcome.interrupted:
-        err.print(f"grader: interrupted; the array was cancelled, {len(outcome.graded)} student(s) that finished "
+        state = (f"the array was NOT cancelled ({outcome.not_cancelled}): cancel it with `scancel "
+                 f"{outcome.job_ids[0].split('_')[0]}`" if outcome.not_cancelled and outcome.job_ids
+                 else "the array was cancelled")
+        err.print(f"grader: interrupted; {state}, {len(outcome.graded)} student(s) that finished "
                   f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
         sys.exit(Exit.INTERRUPTED)
     err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "

@@ -103,12 +103,36 @@ def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
-        if isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
-            result.stop("infrastructure_error", _no_room(exc))      # the machine's limit, said as such
+        machine = _machine_limit(exc) if isinstance(exc, OSError) else None
+        if machine:
+            result.stop("infrastructure_error", machine)             # the machine's limit, said as such
         else:
             result.stop("infrastructure_error", "internal error in the grader (please report it): "
                         + "".join(traceback.format_exception_only(type(exc), exc)).strip()
                         + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
+
+
+def _machine_limit(exc: OSError) -> str | None:
+    """What to do about an OSError that is the machine's (a limit, a full or read-only disk), or
+    None for one that is a bug of ours."""
+    import resource
+
+    def soft(which: int) -> str:
+        value = resource.getrlimit(which)[0]
+        return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+    if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
+        return _no_room(exc)
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return (f"the grader ran out of file descriptors ({exc.strerror}): raise the open-files limit (`ulimit -n`, "
+                f"now {soft(resource.RLIMIT_NOFILE)}) to at least 1024 and grade again.")
+    if exc.errno == errno.EAGAIN:
+        return (f"the grader could not start a process ({exc.strerror}): raise the process limit (`ulimit -u`, now "
+                f"{soft(resource.RLIMIT_NPROC)}) to at least a few hundred and grade again.")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
+        return (f"the grader cannot write {exc.filename} ({exc.strerror}): set GRADER_CACHE_DIR (the build cache) "
+                "or --report-dir to a folder this user can write, and grade again.")
+    return None
 
 
 def _no_room(exc: OSError) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from grader.core import atomic
 from grader.toolchain.render import environment, render
 from grader.core.results import LEGEND_TEXT, STATUS_TEXT, MapGrid, MistakeMap, Result
 from grader.exercises.rubric import Rubric
@@ -210,6 +211,6 @@ def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: 
     files += [(f"map-{k}.svg", render_map_svg(map_view(m))) for k, m in enumerate(result.maps, 1)]
     for name, text in files:
         path = directory / name
-        path.write_text(text, encoding="utf-8")
+        atomic.replace_text(path, text)
         written.append(path)
     return written

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core import jsonlines
 from grader.core.results import Result
 
 FILE_NAME = "attempts.jsonl"
@@ -58,16 +59,15 @@ def store_path() -> Path:
 
 
 def _read(path: Path) -> list[Attempt]:
-    if not path.exists():
-        return []
     out = []
     names = {f.name for f in dataclasses.fields(Attempt)}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for row in jsonlines.rows(path):            # a broken line (cut short, not UTF-8): skipped
         try:
-            row = json.loads(line)
-            out.append(Attempt(**{k: v for k, v in row.items() if k in names}))
-        except (ValueError, TypeError):
-            continue                    # a line cut short: skipped
+            attempt = Attempt(**{k: v for k, v in row.items() if k in names})
+        except TypeError:
+            continue
+        if isinstance(attempt.file, str):
+            out.append(attempt)
     return out
 
 
@@ -98,8 +98,7 @@ def record(result: Result, file: Path, *, path: Path | None = None,
         tmp.write_text("".join(json.dumps(dataclasses.asdict(a)) + "\n" for a in kept), encoding="utf-8")
         os.replace(tmp, path)
     else:
-        with path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(dataclasses.asdict(now)) + "\n")
+        jsonlines.append(path, json.dumps(dataclasses.asdict(now)))
     return previous, now
 
 
@@ -113,7 +112,9 @@ def clear(file: Path | None = None, *, path: Path | None = None) -> int:
         key = str(Path(file).resolve())
         kept = [a for a in every if a.file != key]
     if path.exists():
-        path.write_text("".join(json.dumps(dataclasses.asdict(a)) + "\n" for a in kept), encoding="utf-8")
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text("".join(json.dumps(dataclasses.asdict(a)) + "\n" for a in kept), encoding="utf-8")
+        os.replace(tmp, path)
     return len(every) - len(kept)
 
 

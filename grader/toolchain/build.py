@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from grader import __version__
+from grader.core import sealed
 from grader.core.errors import InfrastructureError
 from grader.toolchain import tools
 from grader.core.backend import EMULATOR, Backend, named
@@ -152,7 +153,7 @@ def device_code(library: Path) -> list[Path]:
     link step holds two: an empty one, then the submission's); every one is kept, and the measuring
     process looks kernels up in all of them."""
     kept = sorted(library.parent.glob("device-*.fatbin"))
-    if kept:
+    if kept and not any(sealed.check(p, full=True) for p in kept):
         return kept
     data = library.read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2:
@@ -183,6 +184,7 @@ def device_code(library: Path) -> list[Path]:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_bytes(piece)
         os.replace(tmp, path)
+        sealed.seal(path, hashlib.sha256(piece).hexdigest())
         paths.append(path)
     return paths
 
@@ -277,13 +279,16 @@ def build_guard() -> Path | None:
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
     directory = cache_root() / f"guard-{_digest(__version__, text, version, os.uname().machine)}"
     library = directory / "libgrader_guard.so"
-    if library.exists():
+    if library.exists() and not sealed.check(library, full=True):
         _touch(directory)
         return library
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not library.exists():
+        problem = sealed.check(library, full=True) if library.exists() else "missing"
+        if problem and problem != "missing":
+            sealed.say_healed("sandbox filter library", problem)
+        if problem:
             (directory / "guard.c").write_text(text)
             tmp = directory / "libgrader_guard.so.tmp"
             proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(directory / "guard.c")],
@@ -291,6 +296,7 @@ def build_guard() -> Path | None:
             if proc.returncode != 0:
                 raise InfrastructureError(f"the grader's sandbox filter did not build with {cc}:\n{proc.stderr[-2000:]}")
             tmp.rename(library)
+            sealed.seal(library)
     return library
 
 
@@ -319,20 +325,27 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
         if library.exists() and meta.exists():
-            _touch(directory)
-            data = json.loads(meta.read_text())
-            return BuildResult(ok=True, library=library, object=obj, cached=True, seconds=time.perf_counter() - start,
-                               command=command, log=data["log"],
-                               resources=[KernelResources(**r) for r in data["resources"]],
-                               compiler=data["compiler"], static_device_bytes=parse_gmem(data["log"]))
+            cached = _cached_build(directory, library, obj, meta)
+            if cached is not None:
+                _touch(directory)
+                return BuildResult(ok=True, library=library, object=obj, cached=True,
+                                   seconds=time.perf_counter() - start, command=command, log=cached["log"],
+                                   resources=[KernelResources(**r) for r in cached["resources"]],
+                                   compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]))
         for name, text in files.items():
             (directory / name).write_text(text)
         ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
                             description=f"{backend.name} build of {Path(user_path).name}",
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
+        check_scratch_folder()
         proc, over = run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
+        if proc.returncode != 0 and not over:
+            fault = machine_fault(log)
+            if fault:
+                raise InfrastructureError(f"the build of {Path(user_path).name} failed for a reason of this machine, "
+                                          f"not of the code: {fault}\n{log[-1500:]}")
         if over:
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
@@ -344,10 +357,108 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
         if proc.returncode != 0 or not library.exists():
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=log, messages=messages, resources=resources, compiler=version)
-        meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
+        sealed.seal(library)
+        sealed.seal(obj)
+        tmp_meta = meta.with_name(f"build.json.{os.getpid()}")
+        tmp_meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
+        os.replace(tmp_meta, meta)
         return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
                            command=command, log=log, messages=messages, resources=resources, compiler=version,
                            static_device_bytes=parse_gmem(log) if backend.on_gpu else 0)
+
+
+def scratch_folder() -> Path:
+    """Where nvcc and g++ write their temporary files: $TMPDIR, else /tmp."""
+    return Path(os.environ.get("TMPDIR") or "/tmp")
+
+
+_SCRATCH_PROBE = 1 << 20       # nvcc's temporary files for one build: a few MiB; a folder without 1 MiB fails it
+
+
+def check_scratch_folder() -> None:
+    """InfrastructureError naming the folder and the fix where the compilers' temporary folder
+    cannot take a file of _SCRATCH_PROBE bytes (missing, read-only, full, over quota): checked
+    before a build, so that such a machine never reads as a student's compile error."""
+    folder = scratch_folder()
+    probe = folder / f".grader-probe-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * _SCRATCH_PROBE)
+    except OSError as exc:
+        raise InfrastructureError(
+            f"the compilers' temporary folder {folder} cannot take a 1 MiB file ({exc.strerror or exc}): "
+            f"{'set TMPDIR to' if os.environ.get('TMPDIR') else 'free space in /tmp or set TMPDIR to'} a writable "
+            "folder with free space, and grade again. Nothing was compiled; no student is graded for this.") from None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+
+
+# What a compiler prints when the machine, not the code, failed it: the temporary folder, the
+# disk, the process and file limits. Matched on a failed build's log; the student is never blamed.
+_MACHINE_FAULTS = (
+    (r"Could not open output file '?([^'\s]*tmpxft[^'\s]*)", "nvcc could not write its temporary file {0}: set TMPDIR to "
+     "a writable folder with free space"),
+    (r"Failed to preprocess host compiler properties", "nvcc could not run the host compiler to read its properties "
+     "(usually a full or read-only temporary folder, $TMPDIR or /tmp): set TMPDIR to a writable folder with free space"),
+    (r"[Cc]annot create temporary file in ([^:]+): ([^\n]+)", "the compiler could not create a temporary file in {0} "
+     "({1}): set TMPDIR to a writable folder with free space"),
+    (r"No space left on device|Disk quota exceeded", "the disk is full (or over its quota) where the compiler writes: "
+     "free space, or set TMPDIR and GRADER_CACHE_DIR to a disk with room"),
+    (r"Read-only file system", "the compiler was asked to write on a read-only file system: set TMPDIR and "
+     "GRADER_CACHE_DIR to writable folders"),
+    (r"Too many open files", "the compiler ran out of file descriptors: raise the open-files limit (`ulimit -n`, "
+     "now {nofile}) to at least 1024"),
+    (r"[Cc]ould not fork|[Cc]annot fork|Resource temporarily unavailable", "the compiler could not start its "
+     "processes: raise the process limit (`ulimit -u`, now {nproc}) to at least a few hundred"),
+)
+
+
+def machine_fault(log: str) -> str | None:
+    """What of a failed build's log says the machine failed it (see _MACHINE_FAULTS), said with the
+    fix; None where the code failed it."""
+    import re
+    import resource
+
+    def limit(which: int) -> str:
+        soft, _ = resource.getrlimit(which)
+        return "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+
+    # Only the tools' own lines: a diagnostic about a source file (file(12): ..., file:12:5: ...) and
+    # the source lines echoed under it can carry any text the student wrote (#error Too many ...).
+    own = "\n".join(ln for ln in log.splitlines()
+                    if ln and not ln[0].isspace() and not re.match(r"\S+(\(\d+\)|:\d+(:\d+)?):", ln))
+    for pattern, text in _MACHINE_FAULTS:
+        m = re.search(pattern, own)
+        if m:
+            return text.format(*m.groups(), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
+    return None
+
+
+def _cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:
+    """A cached build's record where its library and object pass their seals (core/sealed.py) and
+    build.json reads; otherwise every output is removed, said on stderr, and None: built again."""
+    problem = sealed.check(library, full=True) or sealed.check(obj, full=True)
+    data = None
+    if not problem:
+        try:
+            data = json.loads(meta.read_text())
+            if not (isinstance(data, dict) and isinstance(data.get("log"), str) and isinstance(data.get("compiler"), str)
+                    and isinstance(data.get("resources"), list)):
+                problem, data = "build.json is not the record a build writes", None
+            else:
+                [KernelResources(**r) for r in data["resources"]]
+        except (OSError, ValueError, TypeError) as exc:
+            problem, data = f"build.json cannot be read ({exc})", None
+    if data is not None:
+        return data
+    if "no valid seal" not in problem:             # a build of a grader before seals: rebuilt quietly
+        sealed.say_healed(f"build {directory.name}", problem)
+    for path in (library, obj, meta, *directory.glob("device-*.fatbin"), *directory.glob("*.binutils.json")):
+        sealed.unlink_with_seal(path)
+    return None
 
 
 def _strip_ninja(log: str) -> str:

@@ -1,0 +1,268 @@
+"""A fault of the machine is never a student's grade (issue 33): the compilers' temporary folder,
+a corrupt cache, the grader's own files broken, two batches on one folder, a Slurm queue that
+stalls. Each with the real fault where this machine can make it (a read-only or full tmpfs needs
+root, as CI has; a missing folder, truncated or overwritten files and a held lock need nothing)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.core import sealed
+from grader.toolchain.build import machine_fault
+
+ROOT = Path(__file__).resolve().parent.parent
+CORRECT = ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu"
+
+
+def _grader(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, options: str):
+    """A tmpfs mounted at path for the test (root only), unmounted however the test ends."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    path.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+# -- the compilers' temporary folder -------------------------------------------------------------
+
+def _cold_submit(tmp_path: Path, tmpdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), *extra,
+                   env={"TMPDIR": str(tmpdir), "GRADER_CACHE_DIR": str(tmp_path / "cold-cache")})
+
+
+def _says_the_machine(r: subprocess.CompletedProcess, folder: Path) -> None:
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "COULD NOT BE GRADED ON THIS MACHINE" in r.stdout, r.stdout
+    assert "DID NOT COMPILE" not in r.stdout
+    assert str(folder) in r.stdout and "TMPDIR" in r.stdout
+
+
+def test_a_missing_temporary_folder_is_the_machine_not_a_compile_error(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    r = _cold_submit(tmp_path, missing)
+    _says_the_machine(r, missing)
+    doc = json.loads((tmp_path / "report" / "result.json").read_text())
+    assert doc["status"] == "infrastructure_error"
+
+
+def test_a_read_only_temporary_folder_is_the_machine(tmp_path):
+    with _tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
+        _says_the_machine(_cold_submit(tmp_path, ro), ro)
+
+
+def test_a_full_temporary_folder_is_the_machine(tmp_path):
+    with _tmpfs(tmp_path / "full", "size=256k") as full:
+        fd = os.open(full / "filler", os.O_WRONLY | os.O_CREAT)     # filled to the last block
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        r = _cold_submit(tmp_path, full)
+        _says_the_machine(r, full)
+        assert "No space left" in r.stdout
+
+
+def test_a_batch_with_a_broken_temporary_folder_exits_4_and_keeps_nothing(tmp_path):
+    """Every student infrastructure_error and exit 4; a rerun with a good folder grades them all
+    (nothing "kept from the last run")."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in ("ann", "bob"):
+        (folder / f"{name}.cu").write_text(CORRECT.read_text())
+    args = ["batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out")]
+    cache = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    bad = _grader(*args, env={**cache, "TMPDIR": str(tmp_path / "missing")})
+    assert bad.returncode == 4, bad.stdout + bad.stderr
+    assert "could not be graded on this machine" in bad.stderr and "ann" in bad.stderr
+    rows = (tmp_path / "out" / "summary.csv").read_text()
+    assert rows.count("infrastructure_error") == 2 and "compile_error" not in rows
+    good = _grader(*args, env={**cache, "TMPDIR": str(tmp_path)})
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "kept" not in good.stdout
+    assert (tmp_path / "out" / "summary.csv").read_text().count("graded") == 2
+
+
+def test_the_tools_own_lines_name_the_machine_and_a_students_text_never_does():
+    """machine_fault reads nvcc's and g++'s own lines (the real messages of a broken TMPDIR, a
+    full disk, the process and file limits); a diagnostic of the student's file, and the source
+    it echoes, can say anything (#error Too many open files) and is never read as the machine."""
+    real = {
+        "nvcc fatal   : Could not open output file '/tmp/ro/tmpxft_00003340_0000000a'": "TMPDIR",
+        "nvcc fatal   : Failed to preprocess host compiler properties.": "TMPDIR",
+        "g++: fatal error: cannot create temporary file in /tmp/ro/: Read-only file system": "TMPDIR",
+        "cc1plus: fatal error: cannot create temporary file in /tmp/x: No space left on device": "TMPDIR",
+        "/usr/bin/ld: final link failed: No space left on device": "disk is full",
+        "nvcc fatal   : Could not fork: Resource temporarily unavailable": "ulimit -u",
+        "g++: fatal error: cannot execute 'cc1plus': Too many open files": "ulimit -n",
+    }
+    for line, says in real.items():
+        fault = machine_fault("some output\n" + line + "\n")
+        assert fault and says in fault, (line, fault)
+    student = [
+        'submission.cu(3): error: #error directive: "Too many open files"',
+        "submission.cu:3:2: error: #error No space left on device",
+        "    3 | #error Could not open output file '/tmp/tmpxft_1'",
+        '  static_assert(false, "Resource temporarily unavailable");',
+        'harness.cu(40): error: identifier "vfork" is undefined',
+    ]
+    assert machine_fault("\n".join(student)) is None
+
+
+# -- the cache verifies what it reuses -------------------------------------------------------------
+
+def _warm(tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess]:
+    env = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
+    first = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "r1"), env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    return env, first
+
+
+def _again(tmp_path: Path, env: dict, name: str = "r2") -> subprocess.CompletedProcess:
+    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / name), env=env)
+    assert r.returncode == 0 and "CORRECT" in r.stdout, r.stdout + r.stderr
+    return r
+
+
+def test_a_truncated_reference_library_is_rebuilt_not_a_crash(tmp_path):
+    env, _ = _warm(tmp_path)
+    ref = next((tmp_path / "cache").glob("ref-*/lib.so"))
+    with open(ref, "r+b") as f:
+        f.truncate(1000)
+    r = _again(tmp_path, env)
+    assert "failed its check" in r.stderr and "lib.so is 1000 bytes" in r.stderr
+    assert ref.stat().st_size > 1000 and not sealed.check(ref, full=True)
+    assert "failed its check" not in _again(tmp_path, env, "r3").stderr           # healed once, for good
+
+
+def test_a_truncated_submission_library_and_a_garbage_build_record_are_rebuilt(tmp_path):
+    env, _ = _warm(tmp_path)
+    subs = sorted((tmp_path / "cache").glob("sub-*"))
+    with open(subs[0] / "lib.so", "r+b") as f:
+        f.truncate(4096)
+    for s in subs[1:]:
+        (s / "build.json").write_text("{garbage")
+    r = _again(tmp_path, env)
+    assert r.stderr.count("failed its check") == len(subs), r.stderr
+
+
+def test_the_guard_library_overwritten_is_rebuilt(tmp_path):
+    env, _ = _warm(tmp_path)
+    guard = next((tmp_path / "cache").glob("guard-*/libgrader_guard.so"))
+    data = bytearray(guard.read_bytes())
+    data[len(data) // 2: len(data) // 2 + 64] = os.urandom(64)
+    guard.write_bytes(bytes(data))
+    r = _again(tmp_path, env)
+    assert "sandbox filter library failed its check" in r.stderr
+
+
+def test_inputs_overwritten_with_bytes_of_the_right_size_are_drawn_again(tmp_path):
+    """Before: INCORRECT 1 of 18, silently, every time. The seal's digest tells them apart."""
+    env, _ = _warm(tmp_path)
+    files = sorted((tmp_path / "cache").glob("in-*/inputs.f32"))
+    assert files
+    for p in files:
+        p.write_bytes(os.urandom(p.stat().st_size))
+    r = _again(tmp_path, env)
+    assert r.stderr.count("does not hold the bytes it was written with") == len(files), r.stderr
+    assert "18 of 18" in r.stdout
+
+
+def test_a_seal_vouches_only_for_the_bytes_it_was_written_with(tmp_path):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"abc" * 1000)
+    assert "no valid seal" in sealed.check(p)
+    sealed.seal(p)
+    assert sealed.check(p) == "" and sealed.check(p, full=True) == ""
+    os.utime(p, ns=(1, 1))                                  # touched, same bytes: still intact, re-stamped
+    assert sealed.check(p) == ""
+    p.write_bytes(b"abd" * 1000)                            # same size, other bytes
+    assert "does not hold the bytes" in sealed.check(p)
+    p.write_bytes(b"abc")
+    assert "3 bytes, 3000 when it was written" in sealed.check(p)
+
+
+# -- the grader's own files, read as untrusted -----------------------------------------------------
+
+def test_broken_bytes_in_attempts_jsonl_are_skipped(tmp_path):
+    env, _ = _warm(tmp_path)
+    attempts = tmp_path / "cache" / "attempts.jsonl"
+    with open(attempts, "ab") as f:
+        f.write(b"\xff\xfe not utf-8 \x80\n[1, 2]\n\"a string\"\n{\"file\": 5}\n{garbage")
+    r = _again(tmp_path, env)
+    assert "Traceback" not in r.stderr
+    assert "since " in r.stderr                                      # the earlier attempt is still read
+    lines = attempts.read_bytes().splitlines()
+    assert json.loads(lines[-1])["file"].endswith("float4_launcher.cu")   # on a line of its own
+
+
+def _one_student_class(tmp_path: Path) -> tuple[list[str], dict]:
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "ann.cu").write_text(CORRECT.read_text())
+    (folder / "bob.cu").write_text(CORRECT.read_text())
+    return (["batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out")],
+            {"GRADER_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def test_a_batch_reads_its_own_files_as_untrusted(tmp_path):
+    """Garbage appended to results.jsonl, a student's result.json emptied and another's made
+    garbage: the rerun has no traceback, keeps what it can, and rewrites the broken reports."""
+    args, env = _one_student_class(tmp_path)
+    assert _grader(*args, env=env).returncode == 0
+    out = tmp_path / "out"
+    with open(out / "results.jsonl", "ab") as f:
+        f.write(b"\xff\x00garbage")
+    (out / "ann" / "result.json").write_text("")
+    (out / "bob" / "result.json").write_text("{garbage")
+    r = _grader(*args, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    for student in ("ann", "bob"):
+        assert json.loads((out / student / "result.json").read_text())["status"] == "graded"
+    rows = [ln for ln in (out / "results.jsonl").read_bytes().splitlines() if ln.startswith(b"{")]
+    assert len(rows) == 2                                    # kept, not graded again
+
+
+def test_two_batches_on_one_report_folder_do_not_both_run(tmp_path):
+    from grader.batch.store import BatchBusy, holding
+
+    args, env = _one_student_class(tmp_path)
+    with holding(tmp_path / "out", "a test holding the folder"):
+        r = _grader(*args, env=env)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "being written by another batch" in r.stderr and f"pid {os.getpid()}" in r.stderr
+        with pytest.raises(BatchBusy):
+            with holding(tmp_path / "out"):
+                pass
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+    assert _grader(*args, env=env).returncode == 0            # released: the next batch runs
+    leftovers = [p.name for p in (tmp_path / "out").rglob(".*.tmp")]
+    assert leftovers == []
+
+
+def test_the_class_tables_are_replaced_not_rewritten_in_place(tmp_path):
+    args, env = _one_student_class(tmp_path)
+    assert _grader(*args, env=env).returncode == 0
+    out = tmp_path / "out"
+    before = {n: (out / n).stat().st_ino for n in ("summary.csv", "gradebook.csv", "class.html", "junit.xml")}
+    (tmp_path / "class" / "bob.cu").write_text(CORRECT.read_text() + "\n// edited\n")
+    assert _grader(*args, env=env).returncode == 0
+    after = {n: (out / n).stat().st_ino for n in before}
+    assert all(before[n] != after[n] for n in before), (before, after)     # a new file renamed into place
