@@ -176,3 +176,62 @@ def test_ctrl_c_cancels_the_array_and_keeps_what_finished(cluster, tmp_path):
     while _queue() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _queue() == ""
+
+
+def test_a_controller_that_does_not_answer_ends_the_wait_without_saying_cancelled(tmp_path, monkeypatch):
+    """squeue failing as it does with slurmctld stopped ("Unable to contact slurm controller"): the
+    wait ends after the stall deadline with the check to make, and says the tasks were not
+    cancelled (before: "Slurm accounting storage is disabled" for 300 s)."""
+    import os
+    import stat
+    import time as clock
+
+    from grader.batch.slurm import SlurmOptions, Stalled, _wait
+
+    stub = tmp_path / "bin" / "squeue"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\n"
+                    "exit 1\n")
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{stub.parent}{os.pathsep}{os.environ['PATH']}")
+    start = clock.monotonic()
+    with pytest.raises(Stalled) as stalled:
+        _wait([], ["77_0", "77_1"], SlurmOptions(stall_min=0.05, poll_s=0.2), None)
+    assert 2.5 < clock.monotonic() - start < 30
+    text = str(stalled.value)
+    assert "Unable to contact slurm controller" in text and "scontrol ping" in text
+    assert "not cancelled" in text
+
+
+def test_auto_on_a_cluster_follows_the_gres_and_cuda_without_a_gpu_is_refused_in_words(tmp_path):
+    from grader.batch.slurm import SlurmOptions, grade_on_slurm
+    from grader.core.errors import UsageError
+    from grader.exercises.rubric import load_rubric
+
+    folder = _class(tmp_path / "class")
+    with pytest.raises(UsageError, match="--gres gpu:1"):
+        grade_on_slurm(folder, rubric=load_rubric(), report_dir=tmp_path / "out", backend="cuda",
+                       options=SlurmOptions(gres=None))
+
+
+def test_a_drained_node_ends_the_wait_with_the_reason_not_a_silent_wait(cluster, tmp_path):
+    """Every node drained (as a stopped slurmd leaves it once Slurm marks it down): the tasks stay
+    pending; the wait ends within the stall deadline, exit 4, with Slurm's reason and sinfo -R to
+    check. Last in this module: it puts the node back before it ends."""
+    import subprocess
+    import time
+
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=grader-test"], check=True)
+    try:
+        folder = _class(tmp_path / "class")
+        start = time.monotonic()
+        r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+                    "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=180)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "Reason=" in r.stderr, r.stderr
+        assert time.monotonic() - start < 120
+        assert "sinfo" in r.stderr
+    finally:
+        subprocess.run(["scancel", "-u", "root"], capture_output=True)
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)

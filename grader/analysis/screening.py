@@ -99,6 +99,16 @@ def _run(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, check=True).stdout
 
 
+def unresolved_calls(obj: Path, name: str) -> tuple[list[str], list[str]]:
+    """(the functions called name the object defines, those it calls and does not define), each
+    demangled with its parameter types: a launcher defined with other parameters than the harness
+    calls it with is a second overload, and the call is left to the loader, which fails."""
+    def named(rows) -> list[str]:
+        return sorted({d for _, d, _ in rows if d == name or d.startswith(name + "(")})
+
+    return named(_symbols(obj, undefined=False)), named(_symbols(obj, undefined=True))
+
+
 def _symbols(obj: Path, *, undefined: bool) -> list[tuple[str, str, str]]:
     """(mangled, demangled, type) of the object's defined (or undefined) symbols."""
     return [tuple(r) for r in read_beside(obj, "undefined" if undefined else "defined",

@@ -278,6 +278,8 @@ def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable
         now = clock()
         if options.cluster == "slurm":
             states, why = squeue_answer(ids)
+            if states is None and _all_done(array):        # squeue silent, but the jobs say they ended
+                return
             if states is None:
                 if now - last_answer > options.stall_min * 60:
                     raise Stalled(f"the Slurm controller has not answered for {now - last_answer:.0f} s ({why}). "
@@ -311,6 +313,15 @@ def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable
                           "it runs once the nodes are back, and the same command merges it then; `scancel` "
                           "removes it. (--slurm-stall-min sets this deadline.)")
         time.sleep(options.poll_s)
+
+
+def _all_done(array) -> bool:
+    """Whether every job says it has ended (submitit's own check, which asks sacct: its warnings
+    are silenced, and a failure to ask reads as not done)."""
+    try:
+        return bool(array) and all(j.done() for j in array)
+    except Exception:  # noqa: BLE001 - sacct unreachable too: not known to be done
+        return False
 
 
 def _advice(reason: str) -> str:

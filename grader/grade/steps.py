@@ -7,11 +7,14 @@ they return into the Result.
 
 from __future__ import annotations
 
+import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from grader.core.backend import CUDA, Backend
+from grader.core.errors import InfrastructureError
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult, compile_message
 from grader.toolchain.build import build_baseline, build_submission
@@ -76,7 +79,7 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
         nvcc_build = build_submission(sub, rubric, backend=CUDA, arch=arch)
         if not nvcc_build.ok:
-            return Built(summary(nvcc_build), stop=_compile_error(nvcc_build, p))
+            return Built(summary(nvcc_build), stop=_compile_error(nvcc_build, p, sub, rubric))
         stop = _refused(nvcc_build, sub, rubric, "nvcc", p) or _too_much_device_memory(nvcc_build, rubric, p)
         if stop:
             return Built(stop=stop)
@@ -92,14 +95,40 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     out = Built(summary(build), build, build if backend.on_gpu else nvcc_build)
     if not build.ok:
-        out.stop = _compile_error(build, p)
-    elif backend.on_gpu:
+        out.stop = _compile_error(build, p, sub, rubric)
+    elif sub.has_launcher:
+        out.stop = _launcher_mismatch(build, p, rubric)
+    if out.stop is not None:
+        return out
+    if backend.on_gpu:
         out.stop = _refused(build, sub, rubric, "nvcc", p)
     out.stop = out.stop or (_too_much_device_memory(build, rubric, p) if build.ok else None)
     if out.stop is None and not backend.on_gpu and not has_nvcc:
         baseline = build_baseline(rubric, fibers=uses_collectives(sub))
         out.stop = _refused(build, sub, rubric, "g++", p, baseline=baseline.object)
     return out
+
+
+def _launcher_mismatch(build: BuildResult, p: Path, rubric: Rubric) -> Stop | None:
+    """A launcher defined with other parameter types than the one the grader calls compiles (C++
+    takes it for an overload) and fails only when the library is loaded ("undefined symbol"):
+    said as the compile error it is, with both signatures."""
+    from grader.analysis.screening import unresolved_calls
+
+    name = rubric.kernel.launcher_name
+    try:
+        defined, missing = unresolved_calls(build.object, name)
+    except (OSError, subprocess.CalledProcessError, InfrastructureError):
+        return None                                 # no nm: the load says it, later
+    if not missing:
+        return None
+    yours = "; ".join(defined) or "none with that name"
+    message = (f"{p.name} defines {yours}, but the grader calls {missing[0]}:\n    {rubric.kernel.launcher}\n"
+               "Give your launcher exactly these parameter types, in this order (the names are yours): C++ takes a "
+               "function with other types for a different one, and the grader's call finds nothing.")
+    line = next((i for i, text in enumerate(p.read_text(errors="replace").splitlines(), 1)
+                 if re.search(rf"\b{re.escape(name)}\s*\(", text)), None)
+    return Stop("compile_error", message, [SourceNote(str(p), line, "the launcher's parameters", message)])
 
 
 def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path) -> Stop | None:
@@ -133,8 +162,11 @@ def summary(build: BuildResult) -> BuildSummary:
                         resources=[vars(r) for r in build.resources], messages=[vars(m) for m in build.messages])
 
 
-def _compile_error(build: BuildResult, p: Path) -> Stop:
-    message = compile_message(build, p)
-    errors = [m for m in build.messages if m.severity == "error"]
+def _compile_error(build: BuildResult, p: Path, sub: Submission, rubric: Rubric) -> Stop:
+    """A failed build as the student's result: their own file's errors first (compile_message),
+    what the grader calls where only the call fails, a note at each error in their file."""
+    expected = (rubric.kernel.launcher if sub.has_launcher and rubric.kernel.launcher else rubric.kernel.signature)
+    message = compile_message(build, p, expected=expected)
+    errors = [m for m in (build.alone_messages or build.messages) if m.severity == "error"]
     notes = [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
     return Stop("compile_error", message, notes or [SourceNote(str(p), None, "did not compile", message[:2000])])

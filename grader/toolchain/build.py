@@ -26,7 +26,8 @@ from grader.core.errors import InfrastructureError
 from grader.toolchain import tools
 from grader.core.backend import EMULATOR, Backend, named
 from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
-from grader.toolchain.outcome import BuildResult, CompilerMessage, KernelResources, parse_gmem, parse_messages, parse_ptxas
+from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
+                                      parse_messages, parse_ptxas)
 from grader.toolchain.render import render
 from grader.toolchain.running import BuildLimits, run_limited
 from grader.exercises.rubric import Rubric
@@ -355,8 +356,10 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
         resources = parse_ptxas(log) if backend.on_gpu else []
         version = tools.version(backend.compiler)
         if proc.returncode != 0 or not library.exists():
+            alone = _alone(directory, compiler, flags, backend, user_path, limits) if "submission.cu" in files else ""
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
-                               command=command, log=log, messages=messages, resources=resources, compiler=version)
+                               command=command, log=log, messages=messages, resources=resources, compiler=version,
+                               alone_log=alone, alone_messages=parse_alone(alone, user_path) if alone else [])
         sealed.seal(library)
         sealed.seal(obj)
         tmp_meta = meta.with_name(f"build.json.{os.getpid()}")
@@ -435,6 +438,25 @@ def machine_fault(log: str) -> str | None:
         if m:
             return text.format(*m.groups(), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
     return None
+
+
+def _alone(directory: Path, compiler: str, flags: list[str], backend: Backend, user_path: str,
+           limits: BuildLimits) -> str:
+    """The student's file compiled on its own, with the build's flags and without the harness
+    (nvcc to no output; g++ checking the syntax only): its output with the cache's copy named as
+    the student's file, or "" where it compiles so (the error is in how the harness calls it).
+    Only after a failed build: a missing brace otherwise swallows the harness and the student
+    sees only errors in system headers."""
+    source = directory / "submission.cu"
+    quiet = [f for i, f in enumerate(flags) if not (f == "-Xptxas" and flags[i + 1: i + 2] == ["-v"])
+             and not (f == "-v" and flags[i - 1: i] == ["-Xptxas"])]         # ptxas's resource lines: not here
+    args = ([compiler, *quiet, "-c", str(source), "-o", os.devnull] if backend.on_gpu
+            else [compiler, *flags, "-fsyntax-only", str(source)])
+    proc, over = run_limited(args, limits)
+    if over or proc.returncode == 0:
+        return ""
+    name = Path(user_path).name
+    return (proc.stdout + proc.stderr).replace(str(source), name).replace(str(directory) + "/", "")
 
 
 def _cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:

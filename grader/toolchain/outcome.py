@@ -45,6 +45,10 @@ class BuildResult:
     resources: list[KernelResources] = field(default_factory=list)
     compiler: str = ""
     static_device_bytes: int = 0       # __device__ arrays and variables, from ptxas ("bytes gmem")
+    # Where the build failed: the student's file compiled on its own (no harness), its output with
+    # the file named as the student's, and its errors; "" and [] where it compiled on its own.
+    alone_log: str = ""
+    alone_messages: list[CompilerMessage] = field(default_factory=list)
 
 
 _NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")
@@ -128,10 +132,58 @@ def demangle(name: str) -> str:
     return last or name
 
 
-def compile_message(build: BuildResult, p: Path) -> str:
-    """The errors of a failed build in the student's terms: file, line, nvcc's (or g++'s) message
-    and the line of source it points at; at most ten."""
+_AT_END = re.compile(r"^At end of source: (?P<sev>error|warning): (?P<text>.*)$")
+_MATCHING = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): note #\d+-D: to match this")
+
+
+def parse_alone(log: str, user_path: str) -> list[CompilerMessage]:
+    """The diagnostics of the student's file compiled on its own (parse_messages), and nvcc's
+    "At end of source" error (a missing closing brace), placed at the brace its note names."""
+    out = parse_messages(log, Path("."), user_path)
+    lines = log.splitlines()
+    for i, raw in enumerate(lines):
+        m = _AT_END.match(raw)
+        if not m:
+            continue
+        near = next((_MATCHING.match(ln) for ln in lines[i + 1: i + 3] if _MATCHING.match(ln)), None)
+        out.append(CompilerMessage(file=user_path, line=int(near.group("line")) if near else None,
+                                   severity="error" if m.group("sev") == "error" else "warning",
+                                   text=f"at the end of the file: {m.group('text')}"
+                                        + (" (to match the { on this line)" if near else ""), in_submission=True))
+    return out
+
+
+ALONE_LINES = 40        # of the student's file's own compile, shown as the compiler printed it
+
+
+def compile_message(build: BuildResult, p: Path, *, expected: str = "") -> str:
+    """The errors of a failed build in the student's terms. Where the file fails on its own, its
+    own compile's first errors as the compiler printed them (file, line, the source line and a
+    caret), with the harness's count left to the report: an unbalanced brace otherwise shows only
+    errors in system headers and the harness. Where it compiles on its own, the build's errors
+    (file, line, message, the source line; at most ten) after what the grader calls (expected)."""
+    if build.alone_log.strip():
+        shown = [ln for ln in build.alone_log.strip().splitlines()
+                 if not re.match(r"^\d+ errors? detected in the compilation of", ln)]
+        while shown and not shown[-1].strip():
+            shown.pop()
+        text = "\n".join(shown[:ALONE_LINES]) + (f"\n... ({len(shown) - ALONE_LINES} more lines)"
+                                                 if len(shown) > ALONE_LINES else "")
+        others = [m for m in build.messages if m.severity == "error" and not m.in_submission]
+        if others:
+            text += (f"\n(the grader's harness and headers reported {len(others)} more error(s) that follow from "
+                     "these; fix these first; the report lists them all)")
+        return text
     errors = [m for m in build.messages if m.severity == "error"]
+    if errors and expected and not any(m.in_submission for m in errors):
+        head = (f"{p.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
+                f"    {expected}\nDeclare it with exactly these parameter types, in this order.\n")
+    else:
+        head = ""
+    return head + _build_errors(build, p, errors)
+
+
+def _build_errors(build: BuildResult, p: Path, errors: list[CompilerMessage]) -> str:
     if not errors:
         return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
     lines = p.read_text(errors="replace").splitlines()
