@@ -51,3 +51,34 @@ def test_the_harness_errors_behind_a_missing_brace_are_counted_not_shown(tmp_pat
     shown = _submit(SAMPLES / "missing_brace.cu", tmp_path)
     assert any("the grader's harness and headers reported" in ln for ln in shown)
     assert not any(ln.startswith("/usr/include") for ln in shown)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_text_output_fits_the_terminal_and_indents_what_it_wraps(width):
+    """Prose wrapped at spaces to the width, continuation lines indented past their line's own
+    indent; source lines, map rows and table rows left whole."""
+    from grader.cli.common import fitted
+
+    advice = "  " + " ".join(["Load and store float4 (16 bytes) from your own launcher when cols is a multiple of 4"] * 4)
+    source = "    " + "x" * (width + 30)
+    table = "  " + "kernel".ljust(30) + "   " + "1.0".rjust(width)
+    lines = fitted("\n".join(["[bold]tier: GOLD[/bold]", advice, source, table]), width)
+    plain = [t.plain for t in lines]
+    assert plain[0] == "tier: GOLD" and lines[0].spans                # markup kept
+    wrapped = plain[1:-2]
+    assert len(wrapped) > 1 and all(len(p) <= width for p in wrapped), wrapped
+    assert all(p.startswith("    ") and not p.startswith("     ") for p in wrapped[1:])   # indent 2 + 2
+    assert " ".join(p.strip() for p in wrapped) == advice.strip()     # nothing lost, nothing cut in a word
+    assert plain[-2:] == [source, table]
+
+
+@needs_nvcc
+def test_submit_at_80_columns_prints_no_prose_line_past_80(tmp_path):
+    """skipped_rows.cu's output (its advice ran to 247 columns, its check line to 151)."""
+    r = subprocess.run([sys.executable, "-m", "grader", "submit", str(SAMPLES / "skipped_rows.cu"), "--backend",
+                        "emulator", "-q", "--report-dir", str(tmp_path / "report")], capture_output=True, text=True,
+                       cwd=ROOT, env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "80"})
+    assert "INCORRECT" in r.stdout, r.stdout + r.stderr
+    long = [ln for ln in r.stdout.splitlines() if len(ln) > 80]
+    assert long == [], long
+    assert "  Whole rows of the output were never written." in r.stdout       # the advice, wrapped under its indent

@@ -22,3 +22,48 @@ def fail(exc: GraderError) -> None:
     """The one place a domain error becomes a message and an exit code."""
     click.echo(f"grader: {exc}", err=True)
     sys.exit(exc.exit_code)
+
+
+def fitted(markup: str, width: int) -> list:
+    """The rendered text (rich markup) as lines that fit width columns: a prose line longer than
+    width is wrapped at its spaces, each continuation indented two past the line's own indent.
+    Left whole: a line indented four or more (source, a signature, a compiler's caret), a map row,
+    a table row (columns aligned by runs of spaces); a word longer than the width stays whole."""
+    from rich.text import Text
+
+    out = []
+    for raw in markup.split("\n"):
+        line = Text.from_markup(raw)
+        plain = line.plain
+        indent = len(plain) - len(plain.lstrip(" "))
+        if (line.cell_len <= width or indent >= 4 or "▀" in plain or "   " in plain.strip()
+                or any(ch in plain for ch in "█▓▒░")):
+            out.append(line)
+            continue
+        out.extend(_wrap(line, width, indent))
+    return out
+
+
+def _wrap(line, width: int, indent: int) -> list:
+    """line (a rich Text) cut at spaces into pieces of at most width cells; pieces after the first
+    start with indent + 2 spaces."""
+    from rich.text import Text
+
+    pieces, start, n = [], 0, len(line.plain)
+    lead = indent
+    while start < n:
+        room = width - lead if pieces else width
+        end = start + room
+        if end >= n:
+            cut = n
+        else:
+            space = line.plain.rfind(" ", start + 1, end + 1)
+            cut = space if space > start else line.plain.find(" ", end)
+            cut = n if cut < 0 else cut
+        piece = line[start:cut]
+        pieces.append(piece if not len(pieces) else Text(" " * (indent + 2)) + piece)
+        start = cut
+        while start < n and line.plain[start] == " ":
+            start += 1
+        lead = indent + 2
+    return pieces

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import FORMATS, err_console, fail
+from grader.cli.common import FORMATS, err_console, fail, fitted
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError
 
@@ -102,6 +102,7 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
     except GraderError as exc:
         fail(exc)
     said, attempts = _remember(result, file, err, quiet)
+    html = None
     if not no_report:
         folder = report_dir or default_report_dir(file)
         try:
@@ -110,9 +111,7 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
             err.print(f"grader: could not write the report into {folder} ({exc.strerror or exc}); "
                       "name another folder with --report-dir")
         else:
-            if not quiet:
-                html = next(p for p in written if p.name == "report.html")
-                err.print(f"grader: report: {html}")
+            html = next(p for p in written if p.name == "report.html")
     if github if github is not None else gh.in_actions():
         for line in gh.publish(result, render_markdown(result, rubric)):
             click.echo(line)
@@ -128,12 +127,16 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
         document = None
     if document is not None and output_path is None:
         sys.stdout.write(document)
+        if html is not None and not quiet:
+            err.print(f"grader: report: {html}")        # the document is stdout's: the path on stderr
     else:
         if document is not None:
             output_path.parent.mkdir(parents=True, exist_ok=True)
             output_path.write_text(document)
         out = Console(highlight=False, soft_wrap=True)
-        out.print(render_text(result, rubric, colour=out.color_system is not None), end="")
+        text = render_text(result, rubric, colour=out.color_system is not None, report=html)
+        for line in fitted(text.rstrip("\n"), out.width):
+            out.print(line)
     if said and not quiet:
         err.print(f"grader: {said}")
     return result

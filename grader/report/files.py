@@ -168,10 +168,12 @@ def _context(result: Result, rubric: Rubric, attempts: list | None = None) -> di
             "run_count": sum(1 for c in result.cases if c.passed is not None)}
 
 
-def render_text(result: Result, rubric: Rubric, *, colour: bool = True) -> str:
+def render_text(result: Result, rubric: Rubric, *, colour: bool = True, report: Path | None = None) -> str:
     """The terminal summary, with rich markup (print it through a rich Console); colour: the map in
-    coloured blocks (a terminal), else in letters (a log)."""
-    return render("summary.txt.j2", **_context(result, rubric), colour=colour, chars_text=CHARS_TEXT)
+    coloured blocks (a terminal), else in letters (a log); report: the report.html written (its
+    path ends the summary; None: none was, and nothing points at one)."""
+    return render("summary.txt.j2", **_context(result, rubric), colour=colour, chars_text=CHARS_TEXT,
+                  report=str(report) if report else "")
 
 
 def render_markdown(result: Result, rubric: Rubric, attempts: list | None = None) -> str:
