@@ -89,7 +89,7 @@ def test_a_wrong_timed_set_makes_it_incorrect_and_untiered(rubric):
     assert result.correct is False and result.tier is None
     bad = [c for c in result.cases if c.passed is False]
     assert [c.name for c in bad] == [timed_cases(r)[1].name]
-    assert bad[0].first_mismatch["at"] == "out[0][3] (rows 0, cols 3)"
+    assert bad[0].first_mismatch["at"] == "out[row 0][col 3]"
 
 
 def test_too_slow_kernel_is_graded_from_one_launch(rubric):

@@ -28,7 +28,8 @@ def fitted(markup: str, width: int) -> list:
     """The rendered text (rich markup) as lines that fit width columns: a prose line longer than
     width is wrapped at its spaces, each continuation indented two past the line's own indent.
     Left whole: a line indented four or more (source, a signature, a compiler's caret), a map row,
-    a table row (columns aligned by runs of spaces); a word longer than the width stays whole."""
+    a table row (columns aligned by runs of spaces), a label and one value (report: a long path);
+    a word longer than the width stays whole."""
     from rich.text import Text
 
     out = []
@@ -36,7 +37,7 @@ def fitted(markup: str, width: int) -> list:
         line = Text.from_markup(raw)
         plain = line.plain
         indent = len(plain) - len(plain.lstrip(" "))
-        if (line.cell_len <= width or indent >= 4 or "▀" in plain or "   " in plain.strip()
+        if (line.cell_len <= width or indent >= 4 or len(plain.split()) < 3 or "▀" in plain or "   " in plain.strip()
                 or any(ch in plain for ch in "█▓▒░")):
             out.append(line)
             continue

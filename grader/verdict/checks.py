@@ -208,9 +208,15 @@ def _first_output(rubric: Rubric) -> str:
 
 
 def _location(name: str, tensor, index: list[int]) -> str:
-    """out[3][5] (rows 3, cols 5): where an element is, by index and by dimension."""
-    dims = ", ".join(f"{d} {i}" for d, i in zip(tensor.shape, index) if d.isidentifier())
-    return name + "".join(f"[{i}]" for i in index) + (f" ({dims})" if dims else "")
+    """out[row 3][col 5]: where an element is, each index with the dimension it runs along (its
+    singular where the rubric names it in the plural; a bare index for a dimension that is an
+    expression)."""
+    def label(dim: str, i: int) -> str:
+        if not dim.isidentifier():
+            return str(i)
+        return f"{dim[:-1] if dim.endswith('s') and len(dim) > 2 else dim} {i}"
+
+    return name + "".join(f"[{label(str(d), i)}]" for d, i in zip(tensor.shape, index))
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
