@@ -82,3 +82,58 @@ def test_submit_at_80_columns_prints_no_prose_line_past_80(tmp_path):
     long = [ln for ln in r.stdout.splitlines() if len(ln) > 80]
     assert long == [], long
     assert "  Whole rows of the output were never written." in r.stdout       # the advice, wrapped under its indent
+
+
+def _cli(*args: str, tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), **(env or {})})
+
+
+def test_explain_of_a_missing_file_answers_in_one_line_as_submit_does(tmp_path):
+    for command in ("explain", "submit"):
+        r = _cli(command, str(tmp_path / "nosuch.cu"), tmp_path=tmp_path)
+        assert r.returncode == 2 and r.stderr.strip() == f"grader: {tmp_path / 'nosuch.cu'}: no such file", r.stderr
+
+
+def test_the_command_list_says_each_summary_whole(tmp_path):
+    r = _cli("--help", tmp_path=tmp_path, env={"COLUMNS": "80"})
+    commands = r.stdout.split("Commands:", 1)[1].strip().splitlines()
+    assert len(commands) >= 10 and not any(line.rstrip().endswith("...") for line in commands), commands
+    assert all(line.rstrip().endswith(".") for line in commands), commands
+
+
+def test_a_refusal_for_the_machine_is_not_an_attempt_and_history_dates_its_rows(tmp_path):
+    """--backend cuda without a GPU: infrastructure_error, not kept in the file's history; the
+    history lists each attempt with its date."""
+    from grader.toolchain import gpuinfo
+
+    if gpuinfo.cuda_available():
+        pytest.skip("this machine has a GPU")
+    sample = tmp_path / "k.cu"
+    sample.write_text((SAMPLES / "scalar_2d.cu").read_text())
+    r = _cli("submit", str(sample), "--backend", "cuda", "-q", tmp_path=tmp_path)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "no attempts" in _cli("history", str(sample), tmp_path=tmp_path).stdout
+    assert _cli("submit", str(sample), "--backend", "emulator", "-q", tmp_path=tmp_path).returncode == 0
+    listed = _cli("history", str(sample), tmp_path=tmp_path, env={"COLUMNS": "120"}).stdout
+    import re
+    import time as clock
+
+    assert re.search(rf"\b{clock.strftime('%Y-%m-%d')} \d\d:\d\d\b", listed), listed
+    assert listed.count("│ correct │") == 1                           # the emulator grade, once
+
+
+def test_an_empty_file_has_its_digest_and_the_report_escapes_launches(tmp_path):
+    import hashlib
+    import json
+
+    empty = tmp_path / "empty.cu"
+    empty.write_text("")
+    r = _cli("submit", str(empty), "--backend", "emulator", "-q", "--report-dir", str(tmp_path / "r"), tmp_path=tmp_path)
+    doc = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert doc["submission"]["sha256"] == hashlib.sha256(b"").hexdigest(), r.stdout
+    ok = _cli("submit", str(SAMPLES / "scalar_2d.cu"), "--backend", "emulator", "-q", "--report-dir",
+              str(tmp_path / "r2"), tmp_path=tmp_path, env={"COLUMNS": "120"})
+    assert "launches at the timed shape (rows 16384 x cols 1024):" in ok.stdout, ok.stdout
+    html = (tmp_path / "r2" / "report.html").read_text()
+    assert "&lt;&lt;&lt;" in html and "<<<" not in html.split("<body", 1)[-1].split("<script", 1)[0]

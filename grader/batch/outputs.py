@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from grader.core import atomic
+from grader.core.backend import named
 from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
@@ -67,8 +68,10 @@ def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
                          "status": g.entry.problem})
             continue
         s = score(g.result, rubric)
+        untimed = g.result.tier is None and g.result.correct and not named(g.result.backend).times
         rows.append({"student": g.entry.student, "points": f"{s.total:g}", "max_points": f"{s.maximum:g}",
-                     "tier": g.result.tier or "", "status": g.result.status})
+                     "tier": g.result.tier or ("not timed (emulator): no tier yet" if untimed else ""),
+                     "status": g.result.status})
     _write_csv(path, GRADEBOOK_COLUMNS, rows)
 
 

@@ -30,8 +30,23 @@ def cli() -> None:
     grade a kernel."""
 
 
+# Each command's line in `grader --help`, whole (click cuts a docstring's first sentence to fit).
+SHORT_HELP = {
+    "submit": "Grade one submission: check, time, tier, report.",
+    "history": "List a file's attempts and what changed.",
+    "explain": "Show what a file's compiled code does that costs it.",
+    "batch": "Grade every student's submission in a folder.",
+    "merge": "Combine the report folders of a sharded batch.",
+    "samples": "Grade a sample folder against its manifest.",
+    "cache": "Show the build cache's size, or prune it.",
+    "exercises": "List the exercises and what each asks for.",
+    "calibrate": "Time the reference kernels and copies on a GPU.",
+    "rubric-keys": "List every rubric key with its default.",
+}
+
 for _module in (student, instructor, machine):
     for _command in _module.COMMANDS:
+        _command.short_help = SHORT_HELP.get(_command.name, _command.short_help)
         cli.add_command(_command)
 
 

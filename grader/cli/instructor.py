@@ -114,8 +114,8 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
                       (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
     Console(highlight=False, width=max(Console().width, 120)).print(table)
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
-        err.print(f"[dim]grader: wrote {report_dir / 'summary.csv'}, gradebook.csv, junit.xml, results.jsonl and a "
-                  "report directory for each student[/dim]")
+        err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml, "
+                  "results.jsonl and a report directory for each student[/dim]")
     if outcome.interrupted:
         err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
                   "again to grade only those.")

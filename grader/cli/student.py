@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ from rich.console import Console
 
 from grader.cli.common import FORMATS, err_console, fail, fitted
 from grader.core.backend import CHOICES
-from grader.core.errors import Exit, GraderError
+from grader.core.errors import Exit, GraderError, UsageError
 
 
 @click.command()
@@ -147,6 +148,11 @@ def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None
     file's attempts (this one last) for the report's chart."""
     from grader.report import history
 
+    if result.status == "infrastructure_error":     # the machine's outcome is not an attempt of the file
+        try:
+            return None, history.attempts(file)
+        except OSError:
+            return None, []
     try:
         previous, now = history.record(result, file)
     except OSError as exc:
@@ -179,13 +185,13 @@ def history(file: Path, clear: bool) -> None:
         return
     table = Table("#", "when", "outcome", "fraction", "tier", "named")
     for i, a in enumerate(rows, 1):
-        table.add_row(str(i), attempts_of.when_text(a.time), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
+        table.add_row(str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
                       a.tier or "-", ", ".join(a.diagnoses + a.findings) or "-")
     Console(highlight=False, width=max(Console().width, 100)).print(table)
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", default=None, metavar="NAME",
               help="The exercise whose findings to apply (default: the one whose kernel FILE defines).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -198,6 +204,8 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
     from grader.exercises import choose
 
     try:
+        if not file.is_file():                  # said in one line, as submit says it
+            raise UsageError(f"{file}: no such file" if not file.exists() else f"{file}: a folder, not a .cu file")
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         reading = gpuinfo.probe() if arch is None else None
         target = arch or (gpuinfo.arch(reading) if reading else "sm_90")

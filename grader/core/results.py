@@ -298,6 +298,7 @@ class Result:
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
     launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
+    launches_timed_shape: bool = True       # the launches are the timed shape's (else the largest check's)
     maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
     seconds: float = 0.0                    # the whole grade's wall time
     schema: str = SCHEMA                    # grader.result/2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import hashlib
 import time
 import traceback
 from pathlib import Path
@@ -71,7 +72,11 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     has_gpu = reading is not None
     chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
 
-    result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": None}, backend=chosen.name,
+    try:                                            # the file's digest whatever comes of it (an empty file too)
+        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:
+        digest = None
+    result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": digest}, backend=chosen.name,
                     status="graded", grader_version=__version__)
     result.phases["probe_s"] = round(probed, 3)
     def grade() -> None:
@@ -204,6 +209,7 @@ def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, resu
                                 compiler=build.compiler)
         log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
                                              {c.name for c in run.cases if c.timed})
+        result.launches_timed_shape = timed_shape
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
