@@ -93,6 +93,9 @@ def test_diagnoses_the_usual_mistakes():
     row_bias = np.concatenate([bd, bd[:10]])     # rows past cols read no real bias entry: not judged
     by_row = gelu_erf(xd + row_bias[:, None]).astype(np.float32)
     assert codes(by_row, x, b)[0] == "bias_by_row"
+    said = run_diagnose(by_row, x, b)[0].message          # 30 of 40 rows have a bias entry: it counts those
+    assert said.startswith("900 of the 900 elements where this mistake is defined match"), said
+    assert "(300 more written elements lie where it is not defined)" in said
 
 
 def test_diagnoses_unwritten_rows_and_columns():

@@ -121,5 +121,10 @@ def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict,
         # The mistake explains the output if it matches (almost) everywhere it is defined
         # and explains more than the right answer does.
         if matches_alt >= 0.98 * n and matches_alt > matches_ref:
-            return Diagnosis(code, f"{matches_alt} of {n} written elements match this mistake within tolerance")
+            total, unwritten = int(written.size), int(written.size - written.sum())
+            where = (f"{matches_alt} of the {n} elements where this mistake is defined" if mask is not None and
+                     n < total - unwritten else f"{matches_alt} of the {n} elements written")
+            rest = (f" ({total - unwritten - n} more written elements lie where it is not defined)"
+                    if mask is not None and n < total - unwritten else "")
+            return Diagnosis(code, f"{where} match this mistake within tolerance{rest}")
     return None
