@@ -93,7 +93,7 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
     from grader.exercises import choose
-    from grader.report.files import default_report_dir, render_json, render_markdown, render_text, write_reports
+    from grader.report.files import default_report_dir, render_markdown, render_text, write_reports
 
     err = err_console()
     try:
@@ -116,16 +116,9 @@ def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, 
     if github if github is not None else gh.in_actions():
         for line in gh.publish(result, render_markdown(result, rubric)):
             click.echo(line)
-    if fmt == "json":
-        document = render_json(result)
-    elif fmt == "markdown":
-        document = render_markdown(result, rubric)
-    elif fmt in documents.PLATFORM_FORMATS:
-        document = documents.render(fmt, result, rubric)
-        if fmt == "classroom" and classroom.write_output(document.strip()) and not quiet:
-            err.print("[dim]grader: wrote the Classroom result to $GITHUB_OUTPUT[/dim]")
-    else:
-        document = None
+    document = None if fmt == "text" else documents.render(fmt, result, rubric)
+    if fmt == "classroom" and classroom.write_output(document.strip()) and not quiet:
+        err.print("[dim]grader: wrote the Classroom result to $GITHUB_OUTPUT[/dim]")
     if document is not None and output_path is None:
         sys.stdout.write(document)
         if html is not None and not quiet:

@@ -19,6 +19,20 @@ from grader.core.blocks import BLOCK, each_block
 from grader.core.contract import GUARD_BITS, POISON_BITS  # noqa: F401 - the patterns, as the checks read them
 
 
+def tolerance_limit(want: np.ndarray, *, rtol: float, atol: float) -> np.ndarray:
+    """How far from want an output may be: atol + rtol * |want|, element by element. The one
+    statement of the rubric's tolerance; every check, map and diagnosis measures against it."""
+    return np.abs(want) * rtol + atol
+
+
+def within(got: np.ndarray, want: np.ndarray, *, rtol: float, atol: float, slack: float = 1.0) -> np.ndarray:
+    """Where |got - want| <= slack * tolerance_limit(want), in float64; NaN (an unwritten element
+    too) is never within."""
+    g, w = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.abs(g - w) <= slack * tolerance_limit(w, rtol=rtol, atol=atol)
+
+
 def bits_array(value_bits: int, n: int) -> np.ndarray:
     """n float32s whose bits are value_bits."""
     return np.full(n, value_bits, dtype=np.uint32).view(np.float32)
@@ -64,9 +78,8 @@ def prepare(want: np.ndarray, *, rtol: float, atol: float) -> Prepared:
 
     def one(span: slice) -> None:
         want32[span] = flat[span]
-        limit = np.abs(flat[span])              # one temporary a block, worked in place
-        limit *= rtol * 0.99
-        limit += atol * 0.99
+        limit = tolerance_limit(flat[span], rtol=rtol, atol=atol)     # one temporary a block, scaled in place
+        limit *= 0.99
         limit32[span] = limit
 
     each_block(flat.size, one)
@@ -95,7 +108,7 @@ def compare(got: np.ndarray, want: np.ndarray, *, rtol: float, atol: float,
                                   max_abs_error=worst, max_rel_error=0.0)
         unwritten = unwritten_mask(got, want, init, atol)
         diff = np.abs(got.astype(np.float64) - want)
-        bad_mask = ~(diff <= np.abs(want) * rtol + atol)     # NaN (unwritten too) is never <=
+        bad_mask = ~(diff <= tolerance_limit(want, rtol=rtol, atol=atol))     # NaN (unwritten too) is never <=
         bad = int(bad_mask.sum())
         first = None
         max_rel = 0.0

@@ -139,7 +139,12 @@ _MATCHING = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): note #\d+-D: to m
 def parse_alone(log: str, user_path: str) -> list[CompilerMessage]:
     """The diagnostics of the student's file compiled on its own (parse_messages), and nvcc's
     "At end of source" error (a missing closing brace), placed at the brace its note names."""
-    out = parse_messages(log, Path("."), user_path)
+    name = Path(user_path).name
+    out = []
+    for m in parse_messages(log, Path("."), user_path):     # the log names the file by its own name
+        if Path(m.file).name == name:
+            m.file, m.in_submission = user_path, True
+        out.append(m)
     lines = log.splitlines()
     for i, raw in enumerate(lines):
         m = _AT_END.match(raw)

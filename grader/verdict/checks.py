@@ -12,7 +12,7 @@ import numpy as np
 
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
-from grader.core.checking import compare, read_guards
+from grader.core.checking import compare, read_guards, within
 from grader.core.contract import CaseFrame, Fault
 from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
@@ -177,10 +177,8 @@ def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref
             rc = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name],
                          init=roles[name].init)
             first = firsts[name].reshape(got.shape)
-            a, b = first.astype(np.float64), got.astype(np.float64)
-            with np.errstate(invalid="ignore", over="ignore"):
-                moved = int(((first.view(np.uint32) != got.view(np.uint32)) &
-                             ~(np.abs(a - b) <= ref.atol + ref.rtol * np.abs(a))).sum())
+            moved = int(((first.view(np.uint32) != got.view(np.uint32)) &
+                         ~within(got, first, rtol=ref.rtol, atol=ref.atol)).sum())
             if (not rc.passed and passed) or moved:
                 cr.passed = False
                 out.diagnoses.append(Diagnosis("order_dependent", f"{moved} of {got.size} output values changed "

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from grader.core.checking import Comparison, GuardDamage, unwritten_mask
+from grader.core.checking import Comparison, GuardDamage, unwritten_mask, within
 
 
 @dataclass
@@ -114,10 +114,8 @@ def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict,
         n = int(region.sum())
         if n == 0:
             continue
-        with np.errstate(invalid="ignore", over="ignore"):
-            close = (np.abs(g - alt) <= 4 * (atol + rtol * np.abs(alt))) & region
-            matches_alt = int(close.sum())
-            matches_ref = int(((np.abs(g - want) <= atol + rtol * np.abs(want)) & region).sum())
+        matches_alt = int((within(g, alt, rtol=rtol, atol=atol, slack=4) & region).sum())
+        matches_ref = int((within(g, want, rtol=rtol, atol=atol) & region).sum())
         # The mistake explains the output if it matches (almost) everywhere it is defined
         # and explains more than the right answer does.
         if matches_alt >= 0.98 * n and matches_alt > matches_ref:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from grader.core.checking import GuardDamage, unwritten_mask
+from grader.core.checking import GuardDamage, unwritten_mask, within
 from grader.core.results import MapGrid, MistakeMap
 
 MAX_ROWS, MAX_COLS = 32, 64
@@ -69,7 +69,7 @@ def build_map(case: str, tensor: str, axes: list[str], got: np.ndarray, want: np
         g, w = g[None, :], w[None, :]
     with np.errstate(invalid="ignore", over="ignore"):
         unwritten = unwritten_mask(g, w, init, atol)
-        wrong = ~(np.abs(g.astype(np.float64) - w) <= np.abs(w) * rtol + atol) & ~unwritten
+        wrong = ~within(g, w, rtol=rtol, atol=atol) & ~unwritten
     rows, cols = g.shape
     cr, cc = math.ceil(rows / MAX_ROWS), math.ceil(cols / MAX_COLS)
     whole = _grid(wrong, unwritten, 0, 0, cr, cc)
