@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from enum import Enum
 from dataclasses import dataclass, field
 
 from grader.core.typed import from_data
@@ -110,13 +111,21 @@ def spread_threads(requested: int) -> int:
     return max(1, min(requested, cores) if requested > 0 else cores)
 
 
+class GuardMode(str, Enum):
+    """How the child's seccomp filter treats a system call outside its list: refuse it (every
+    grade), or allow and report it (scripts/audit-syscalls.py, to see what a child calls)."""
+
+    ENFORCE = "enforce"
+    AUDIT = "audit"
+
+
 @dataclass
 class Job:
     backend: str
     library: str
     reference_library: str
     guard_library: str | None
-    guard_mode: str
+    guard_mode: GuardMode
     limits: Limits
     cases: list[CaseJob]
     guard_floats: int

@@ -15,7 +15,7 @@ from pathlib import Path
 from grader.core.backend import CUDA
 from grader.toolchain import gpuinfo
 from grader.run import lanes
-from grader.core.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, Job, TimingJob
+from grader.core.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, GuardMode, Job, TimingJob
 from grader.core.errors import InfrastructureError
 from grader.core import exprs
 from grader.exercises import load_reference
@@ -77,7 +77,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     guard = build_guard()
     job = Job(backend=CUDA.name, library="", reference_library=str(reference.library),
               guard_library=str(guard) if guard else None,
-              guard_mode="enforce", limits=child_limits(rubric),
+              guard_mode=GuardMode.ENFORCE, limits=child_limits(rubric),
               cases=[], guard_floats=0,
               timing=TimingJob(floor=list(t.floor), informational_floor=t.informational_floor, copy_floats=copy_floats,
                                warmup=3, min_samples=rubric.calibrate.rounds, max_samples=rubric.calibrate.rounds,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.backend import Backend
-from grader.core.contract import ChildSandbox, RefusedFrame, spread_threads
+from grader.core.contract import ChildSandbox, GuardMode, RefusedFrame, spread_threads
 from grader.core.results import OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import load_reference
@@ -61,7 +61,7 @@ class GradeRun:
     answers being drawn, and the reference and guard builds."""
 
     def __init__(self, p: Path, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
-                 guard_mode: str, device: str | None, emulator_threads: int):
+                 guard_mode: GuardMode, device: str | None, emulator_threads: int):
         self.p, self.rubric, self.backend, self.say, self.guard_mode = p, rubric, backend, say, guard_mode
         self.has_gpu = reading is not None
         self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu

@@ -12,7 +12,7 @@ from grader.core import exprs
 from grader.core.backend import Backend, named
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_reference
-from grader.core.contract import CaseJob, Job, Limits, TimingJob
+from grader.core.contract import CaseJob, GuardMode, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.exercises.rubric import Rubric, dims_values
@@ -41,7 +41,7 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
 
 def child_job(rubric: Rubric, *, backend: Backend | str, build: BuildResult, has_launcher: bool,
               reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
-              guard_mode: str = "enforce", draw: bool = False, emulator_threads: int = 0,
+              guard_mode: GuardMode = GuardMode.ENFORCE, draw: bool = False, emulator_threads: int = 0,
               store=None) -> tuple[Job, list[Case]]:
     """What the child is told to do, and every case whose output it will send back. The reference
     library is built here when not given; draw=True also writes the cases' inputs (grading draws

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
+from grader.core.contract import GuardMode
 from grader.toolchain import gpuinfo
 from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
@@ -84,8 +85,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
             raise InfrastructureError(
                 "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(p, rubric, chosen, reading, result, say, "audit" if audit_syscalls else "enforce", device,
-               emulator_threads, inputs)
+        _grade(p, rubric=rubric, backend=chosen, reading=reading, result=result, say=say,
+               guard_mode=GuardMode.AUDIT if audit_syscalls else GuardMode.ENFORCE, device=device,
+               emulator_threads=emulator_threads, shared=inputs)
 
     _whatever_happens(result, grade)
     result.seconds = round(time.perf_counter() - started, 3)
@@ -162,8 +164,8 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
         pass
 
 
-def _grade(p: Path, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
-           guard_mode: str, device: str | None, emulator_threads: int = 0, shared=None) -> None:
+def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
+           guard_mode: GuardMode, device: str | None, emulator_threads: int = 0, shared=None) -> None:
     """Grade p into result: each step returns what it found and only this function (with
     take_verdict) writes the Result."""
     sub = read_source(p, rubric)

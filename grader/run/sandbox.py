@@ -80,6 +80,17 @@ class ChildRun:
     shared: object = None                                     # the shared area the payloads may view
 
 
+@dataclass
+class Collected:
+    """What Worker._collect read of a child, and how the reading ended."""
+
+    results: bytearray                 # the result channel's bytes
+    reports: bytearray                 # the guard's reports
+    timed_out: bool = False            # the deadline passed first
+    forged: bool = False               # bytes no grader wrote, on the result channel or the guard's pipe
+    left_early: bool = False           # the done frame was in: the child is left to exit (leave_when_done)
+
+
 class Worker:
     """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
@@ -171,12 +182,11 @@ class Worker:
         job, start = self._hand_over(job, secret, gate)
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
         done = (lambda data: protocol.ends_with_done(data, secret)) if leave_when_done else None
-        results, reports, timed_out, forged, left = self._collect(out, err, deadline=start + time_limit_s,
-                                                                  on_sent=on_sent, check=protocol.StreamCheck(secret),
-                                                                  done=done)
+        got = self._collect(out, err, deadline=start + time_limit_s, on_sent=on_sent,
+                            check=protocol.StreamCheck(secret), done=done)
         shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
-        returncode = self._finish(kill=timed_out or forged, wait=not left)
-        frames, problem = protocol.parse(results, secret)
+        returncode = self._finish(kill=got.timed_out or got.forged, wait=not got.left_early)
+        frames, problem = protocol.parse(got.results, secret)
         try:
             shared, shared_problem = protocol.resolve_shared(frames, shared_fd if job.shared_bytes else None,
                                                              job.shared_bytes)
@@ -190,9 +200,9 @@ class Worker:
                 sig = signal.Signals(-returncode).name
             except ValueError:
                 sig = f"signal {-returncode}"
-        return ChildRun(frames=frames, returncode=returncode, timed_out=timed_out,
+        return ChildRun(frames=frames, returncode=returncode, timed_out=got.timed_out,
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
-                        stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(reports)),
+                        stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(got.reports)),
                         max_rss_kib=self._max_rss_kib, shared=shared)
 
     def _hand_over(self, job: Job, secret: bytes, gate: Callable[[], None] | None) -> tuple[Job, float]:
@@ -221,10 +231,9 @@ class Worker:
 
     def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
                  on_sent: Callable[[], None] | None, check: protocol.StreamCheck,
-                 done: Callable[[bytearray], bool] | None = None) -> tuple[bytearray, bytearray, bool, bool, bool]:
+                 done: Callable[[bytearray], bool] | None = None) -> Collected:
         """Read the result channel, the guard's reports, stdout and stderr until all four are closed
-        (the child has exited) or the deadline passes: (results, reports, timed out, forged, left
-        early).
+        (the child has exited) or the deadline passes: what was read, and how it ended.
 
         Stopping rule: every stream at its end, the deadline, or bytes no grader wrote on the result
         channel (a forged frame: check) or the guard's pipe (forged_report); after those the child
@@ -256,22 +265,22 @@ class Worker:
                             on_sent()
                         if key.data is results and done is not None and done(results):
                             _drain(sel, reports)
-                            return results, reports, False, forged_report(reports), True
+                            return Collected(results, reports, forged=forged_report(reports), left_early=True)
                         continue
                     if key.data is results:
                         results += chunk
                         if check.feed(results):
-                            return results, reports, False, True, False
+                            return Collected(results, reports, forged=True)
                     elif key.data is reports:
                         if len(reports) < 1 << 16:
                             reports += chunk
                             if forged_report(reports):
-                                return results, reports, False, True, False
+                                return Collected(results, reports, forged=True)
                     else:
                         key.data.feed(chunk)
         finally:
             sel.close()
-        return results, reports, timed_out, False, False
+        return Collected(results, reports, timed_out=timed_out)
 
     def _close_shared(self) -> None:
         if self._shared_fd is not None:

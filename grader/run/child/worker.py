@@ -36,7 +36,7 @@ T0 = time.perf_counter()
 from grader.run import protocol  # noqa: E402
 from grader.core.limits import clamp  # noqa: E402
 from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
-                                  Job, Limits, RecordingFrame, RefusedFrame)
+                                  GuardMode, Job, Limits, RecordingFrame, RefusedFrame)
 from grader.run.child import guard  # noqa: E402
 from grader.run.child.backends import Region, count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
@@ -335,7 +335,7 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
-    status = wall.install(mode=guard.AUDIT if job.guard_mode == "audit" else guard.ENFORCE, report_fd=guard_fd)
+    status = wall.install(mode=guard.AUDIT if job.guard_mode == GuardMode.AUDIT else guard.ENFORCE, report_fd=guard_fd)
     sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
     sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
     if backend.name == "cuda":
