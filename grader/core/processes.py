@@ -92,3 +92,21 @@ def end_all() -> int:
         except (ProcessLookupError, PermissionError):
             pass
     return len(groups)
+
+
+def in_groups(groups: set[int]) -> list[tuple[int, str, str]]:
+    """(pid, command name, state) of every process in one of the process groups, read from
+    /proc: the one scan of it (a batch's leftovers, a build's running compiler stage)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, _, tail = f.read().rpartition(")")
+            fields = tail.split()
+            if int(fields[2]) in groups:
+                found.append((int(entry), head.split("(", 1)[1], fields[0]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found

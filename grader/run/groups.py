@@ -1,7 +1,6 @@
 """The process groups the grader's children run in: killing one, waiting for the children left to
-be reaped in the background, and finding any process of them still alive once a run is over.
-
-Imports nothing of the grader's.
+be reaped in the background, and finding any process of them still alive once a run is over
+(core.processes reads /proc for it).
 """
 
 from __future__ import annotations
@@ -13,6 +12,8 @@ import subprocess
 import threading
 import time
 
+from grader.core import processes
+
 STARTED_GROUPS: set[int] = set()
 
 
@@ -21,19 +22,7 @@ def leftover_processes() -> list[int]:
     anything it spawned); there should be none once its run is over (the children left when
     done are waited for first: they are being reaped)."""
     settle()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp in STARTED_GROUPS and state != "Z":
-            found.append(int(entry))
-    return found
+    return [pid for pid, _, state in processes.in_groups(set(STARTED_GROUPS)) if state != "Z"]
 
 
 _REAPERS: list[threading.Thread] = []       # the threads reaping children left when done

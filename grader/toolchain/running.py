@@ -94,16 +94,7 @@ def end_build(proc: subprocess.Popen) -> None:
 def _running_stage(pgid: int) -> str:
     """The compiler stage running in a build's process group (the deepest one found)."""
     found = ""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)
-            comm = fields[0].split("(", 1)[1]
-            if int(fields[1].split()[2]) == pgid and comm in _STAGES:
-                if not found or list(_STAGES).index(comm) < list(_STAGES).index(found):
-                    found = comm
-        except (OSError, IndexError, ValueError):
-            continue
+    for _, comm, _ in processes.in_groups({pgid}):
+        if comm in _STAGES and (not found or list(_STAGES).index(comm) < list(_STAGES).index(found)):
+            found = comm
     return _STAGES.get(found, "")
