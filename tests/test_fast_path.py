@@ -35,7 +35,7 @@ def test_answers_are_computed_once_then_read_back_by_concurrent_graders(tmp_path
         assert np.array_equal(a["out"], got[0]["out"])
     assert got[0]["out"].dtype == np.float64 and got[0]["out"].shape == (case.dims["rows"], case.dims["cols"])
     files = sorted(p.name for p in (tmp_path).glob("in-*/*"))
-    assert files == ["answers.f64", "inputs.f32"]           # no temporary file left behind
+    assert files == ["answers.f64", "answers.f64.seal", "inputs.f32", "inputs.f32.seal"]   # each sealed; no temporary left
 
     class Unused:                                           # a hit must not run the reference again
         def __getattr__(self, name):

@@ -36,7 +36,7 @@ def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_mem
     want = data.answers(rubric, ref, case, folder, inputs)
     data.prepared(rubric, ref, case, folder, want, rtol=1e-5, atol=1e-6)
     written = sorted(p.name for p in folder.rglob("*") if p.is_file())
-    assert written == ["inputs.f32"]                                        # no answers.f64, no prepared
+    assert written == ["inputs.f32", "inputs.f32.seal"]                     # no answers.f64, no prepared
     assert not any(p.name.startswith("in-") for p in tmp_path.iterdir())   # nothing in the shared cache
     on_disk = np.fromfile(data.input_file(rubric, ref, case, folder), dtype=np.float32)
     assert np.array_equal(on_disk[: inputs["x"].size], np.asarray(inputs["x"]).reshape(-1))
