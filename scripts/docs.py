@@ -47,6 +47,7 @@ def _why(g, m) -> str:
 def samples_md() -> str:
     from grader.exercises import load_exercise
     from grader.batch.manifest import load_manifest
+    from grader.core.backend import CUDA, EMULATOR
 
     out = [GENERATED.format(source="submissions/*/manifest.yaml"), "# Samples\n",
            "Every sample submission, with the outcome its manifest expects (`grader samples DIR` checks "
@@ -54,8 +55,8 @@ def samples_md() -> str:
     for manifest in sorted(ROOT.glob("submissions/*/manifest.yaml")):
         exercise = manifest.parent.name
         rubric = load_exercise(exercise)
-        gpu = {e.file: e for e in load_manifest(manifest, "cuda", rubric)}
-        emu = {e.file: e for e in load_manifest(manifest, "emulator", rubric)}
+        gpu = {e.file: e for e in load_manifest(manifest, CUDA, rubric)}
+        emu = {e.file: e for e in load_manifest(manifest, EMULATOR, rubric)}
         out.append(f"\n## {exercise}\n\n| sample | what it is | on a GPU | on the emulator | why |\n"
                    "| --- | --- | --- | --- | --- |")
         for name in sorted(gpu, key=lambda n: (gpu[n].attack, n)):
@@ -263,12 +264,13 @@ def findings_table() -> str:
     """Each finding the rubrics give, when it shows, what to do, and the samples whose manifest
     expects it."""
     from grader.batch.manifest import load_manifest
+    from grader.core.backend import CUDA
     from grader.exercises import load_all
 
     seen: dict[str, dict] = {}
     for name, r in sorted(load_all().items()):
         manifest = ROOT / "submissions" / name / "manifest.yaml"
-        samples = load_manifest(manifest, "cuda", r) if manifest.is_file() else []
+        samples = load_manifest(manifest, CUDA, r) if manifest.is_file() else []
         for rule in r.findings:
             row = seen.setdefault(rule.code, {"when": rule.when, "advice": rule.advice, "samples": []})
             row["samples"] += [f"{name}/{e.file}" for e in samples if e.findings and rule.code in e.findings]

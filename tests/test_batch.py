@@ -8,6 +8,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from grader.core.backend import CUDA, EMULATOR
 import grader.grade.pipeline
 from grader.batch import find_submissions, grade_folder
 from grader.cli import cli
@@ -205,8 +206,8 @@ def test_a_batch_keeps_a_few_submissions_in_flight_for_each_gpu(cores, lanes, jo
     import grader.batch.grading as batch_grading
 
     monkeypatch.setattr(batch_grading, "usable_cores", lambda: cores)
-    assert batch_grading.default_jobs("cuda", lanes=lanes) == jobs
-    assert batch_grading.default_jobs("emulator") == cores
+    assert batch_grading.default_jobs(CUDA, lanes=lanes) == jobs
+    assert batch_grading.default_jobs(EMULATOR) == cores
 
 
 def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
@@ -215,7 +216,7 @@ def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
 
     fake = FakeGrader(monkeypatch)
     entries = find_submissions(_class(tmp_path, 4))
-    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=2, devices=["0", "1"])
+    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=2, devices=["0", "1"])
     assert fake.devices == {"s0": "0", "s1": "1", "s2": "0", "s3": "1"}
 
 
@@ -236,11 +237,11 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
     monkeypatch.setattr(grader.grade.pipeline, "grade_submission", watching)
     before = sys.getswitchinterval()
     entries = find_submissions(_class(tmp_path, 3))
-    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=2, devices=["0"])
+    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=2, devices=["0"])
     assert seen and all(abs(v - SWITCH_INTERVAL_S) < 1e-9 for v in seen)
     assert sys.getswitchinterval() == before
     seen.clear()
-    grade_entries(entries, rubric=rubric, backend="cuda", report_dir=None, jobs=1, devices=["0"])
+    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=1, devices=["0"])
     assert seen and all(v == before for v in seen)            # one at a time: nothing to hand on to
 
 

@@ -2,6 +2,7 @@ import shutil
 
 import pytest
 
+from grader.core.backend import CUDA, EMULATOR, named
 from grader.toolchain.build import build_reference, build_submission
 from grader.toolchain.outcome import demangle, parse_ptxas
 from grader.core.source import read_submission
@@ -19,13 +20,13 @@ __global__ void biasGeluFused(const float* __restrict__ x, const float* __restri
 @needs_nvcc
 def test_nvcc_build_reports_resources_and_is_cached(write_cu, rubric):
     sub = read_submission(write_cu(GOOD), rubric.kernel.launcher_name)
-    first = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    first = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     assert first.ok and not first.cached and first.library.exists()
     k = next(r for r in first.resources if r.name == "biasGeluFused")
     assert k.registers and k.registers > 0 and k.spill_stores == 0
-    again = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    again = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     assert again.cached and again.library == first.library
-    other_arch = build_submission(sub, rubric, backend="cuda", arch="sm_80")
+    other_arch = build_submission(sub, rubric, backend=CUDA, arch="sm_80")
     assert other_arch.library != first.library
 
 
@@ -33,7 +34,7 @@ def test_nvcc_build_reports_resources_and_is_cached(write_cu, rubric):
 def test_nvcc_errors_come_back_as_the_students_file_and_line(write_cu, rubric):
     text = GOOD.replace("out[i] = x[i] + bias[col];", "out[i] = x[i] + bias[col] + missing;")
     path = write_cu(text, "student.cu")
-    result = build_submission(read_submission(path, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
+    result = build_submission(read_submission(path, rubric.kernel.launcher_name), rubric, backend=CUDA, arch="sm_90")
     assert not result.ok
     err = next(m for m in result.messages if m.severity == "error")
     assert err.file == str(path) and err.line == 5 and "missing" in err.text and err.in_submission
@@ -41,9 +42,9 @@ def test_nvcc_errors_come_back_as_the_students_file_and_line(write_cu, rubric):
 
 def test_gpp_emulator_build_and_error_lines(write_cu, rubric):
     sub = read_submission(write_cu(GOOD), rubric.kernel.launcher_name)
-    assert build_submission(sub, rubric, backend="emulator").ok
+    assert build_submission(sub, rubric, backend=EMULATOR).ok
     bad = write_cu(GOOD.replace("out[i] = x[i]", "out[i] = y[i]"), "bad.cu")
-    result = build_submission(read_submission(bad, rubric.kernel.launcher_name), rubric, backend="emulator")
+    result = build_submission(read_submission(bad, rubric.kernel.launcher_name), rubric, backend=EMULATOR)
     err = next(m for m in result.messages if m.severity == "error")
     assert not result.ok and err.line == 5 and err.file == str(bad)
 
@@ -51,7 +52,7 @@ def test_gpp_emulator_build_and_error_lines(write_cu, rubric):
 def test_reference_library_builds_for_the_emulator_with_the_exercises_kernels(rubric):
     from grader.exercises import load_reference
 
-    lib = build_reference(backend="emulator", exercise_kernels=load_reference(rubric).kernels).library
+    lib = build_reference(backend=EMULATOR, exercise_kernels=load_reference(rubric).kernels).library
     assert lib.exists() and "grader_ref_add_residual" in lib.read_bytes().decode("latin-1")
 
 
@@ -63,7 +64,7 @@ def test_every_parameter_spelling_the_screen_accepts_compiles_in_the_harness(bac
     for i, params in enumerate(CALLABLE):
         body = f"__global__ void biasGeluFused({params}) {{}}\n"
         result = build_submission(read_submission(write_cu(body, f"v{i}.cu"), rubric.kernel.launcher_name), rubric,
-                                  backend=backend, arch="sm_90")
+                                  backend=named(backend), arch="sm_90")
         assert result.ok, (params, result.log[-1500:])
 
 

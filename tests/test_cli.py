@@ -108,7 +108,10 @@ def test_watch_grades_again_on_each_save_and_ctrl_c_ends_it_with_exit_0(tmp_path
     shutil.copy(SUBMISSIONS / "missing_bias.cu", mine)
     proc = subprocess.Popen([sys.executable, "-m", "grader", "submit", str(mine), "--watch", "--backend", "emulator",
                              "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            # a run started in the background (`cmd &`) inherits SIGINT ignored, and the
+                            # grader keeps an ignored SIGINT ignored: this Ctrl-C is a terminal's
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     import queue
     import threading
 

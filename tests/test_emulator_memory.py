@@ -5,6 +5,7 @@ import struct
 
 import pytest
 
+from grader.core.backend import EMULATOR
 from grader.toolchain.build import build_reference
 from grader.run.child import emulator
 from grader.run.child.emulator import EmulatorBackend
@@ -13,7 +14,7 @@ from grader.core.contract import GUARD_BITS, POISON_BITS
 
 @pytest.fixture(scope="module")
 def reference_lib():
-    return str(build_reference(backend="emulator").library)
+    return str(build_reference(backend=EMULATOR).library)
 
 
 @pytest.mark.parametrize("huge", [True, False])

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from grader.core.backend import CUDA
 from grader.toolchain.build import build_submission
 from grader.core.contract import CaseFrame
 from grader.exercises import load_exercise
@@ -14,7 +15,7 @@ from conftest import SUBMISSIONS, sample_folders
 
 pytestmark = pytest.mark.gpu
 SAMPLES = [(folder, e.file) for folder in sample_folders()
-           for e in load_manifest(folder / "manifest.yaml", "cuda", load_exercise(folder.name))]
+           for e in load_manifest(folder / "manifest.yaml", CUDA, load_exercise(folder.name))]
 
 
 @pytest.mark.parametrize("folder,name", SAMPLES, ids=[f"{f.name}/{n}" for f, n in SAMPLES])
@@ -26,12 +27,13 @@ def test_sample_on_the_gpu(folder, name):
 def _outputs(name, rubric, backend):
     from grader.toolchain import gpuinfo
 
+    from grader.core.backend import named
     from grader.grade.jobs import child_job
 
     sub = read_submission(SUBMISSIONS / name, rubric.kernel.launcher_name)
     arch = gpuinfo.arch()
-    build = build_submission(sub, rubric, backend=backend, arch=arch)
-    job, _ = child_job(rubric, backend=backend, build=build, arch=arch, has_launcher=sub.has_launcher, draw=True)
+    build = build_submission(sub, rubric, backend=named(backend), arch=arch)
+    job, _ = child_job(rubric, backend=named(backend), build=build, arch=arch, has_launcher=sub.has_launcher, draw=True)
     job.cases, job.timing, job.timed_cases, job.verify_cases, job.reverse_check = job.cases[:8], None, [], [], False
     run = run_worker(job, time_limit_s=60, output_cap=4096)
     out = {}
@@ -98,10 +100,11 @@ def test_the_runtime_logs_each_launch_and_its_occupancy_matches_the_calculator(n
 
 @pytest.mark.parametrize("name", ["bias_gelu_fused", "rope_half_split", "gelu_sum"])
 def test_calibrate_times_the_lessons_kernels_on_the_gpu(name):
+    from grader.core.backend import CUDA
     from grader.grade.calibration import calibrate
 
     rubric = load_exercise(name)
-    cal = calibrate(rubric)
+    cal = calibrate(rubric, backend=CUDA)
     copies = [r for r in cal.rows if r.copy]
     runs = [r for r in cal.rows if not r.copy]
     assert [r.name for r in runs] == [run.name for run in rubric.calibrate.runs]

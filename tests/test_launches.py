@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from grader.core.backend import CUDA, EMULATOR
 from grader.analysis import findings, launches
 from grader.toolchain.build import build_submission
 from grader.analysis.launches import ARCH_LIMITS, blocks_per_sm
@@ -77,10 +78,10 @@ def _emulated_log(path, rubric, n_cases=3):
     from grader.grade.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
-    gpu = build_submission(sub, rubric, backend="cuda", arch="sm_90")
-    emu = build_submission(sub, rubric, backend="emulator")
+    gpu = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
+    emu = build_submission(sub, rubric, backend=EMULATOR)
     assert emu.ok, emu.log
-    job, cases = child_job(rubric, backend="emulator", build=emu, has_launcher=sub.has_launcher, draw=True)
+    job, cases = child_job(rubric, backend=EMULATOR, build=emu, has_launcher=sub.has_launcher, draw=True)
     job.cases, job.verify_cases, job.reverse_check = job.cases[:n_cases], [], False
     cases = cases[:n_cases]
     run = run_worker(job, time_limit_s=60, output_cap=4096)

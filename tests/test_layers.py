@@ -187,3 +187,43 @@ def test_the_default_exercise_is_named_once_and_no_exercise_elsewhere():
     assert DEFAULT_EXERCISE in names and len(names) >= 3
     found = [f"{p.relative_to(PACKAGE)}: {n}" for p in PACKAGE.rglob("*.py") for n in names if n in p.read_text()]
     assert found == ["core/locations.py: " + DEFAULT_EXERCISE], found
+
+
+# Where a backend may be named: its own definitions, the resolver of "auto", the command line.
+BACKEND_HOMES = {PACKAGE / "core" / "backend.py", PACKAGE / "toolchain" / "gpuinfo.py"}
+BACKEND_NAMES = {"cuda", "emulator"}
+
+
+def backend_namings(path: Path) -> list[str]:
+    """Where a module names a backend: an import of CUDA or EMULATOR, or a comparison with a
+    backend's name ('== "cuda"', 'in ("emulator", ...)'). A torch device string is not a comparison."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "grader.core.backend":
+            found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name in ("CUDA", "EMULATOR")]
+        elif isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(v, ast.Constant) and v.value in BACKEND_NAMES for v in values):
+                    found.append(f"{path.name}:{node.lineno} compares with a backend's name")
+    return found
+
+
+def test_no_module_outside_the_backends_own_names_a_backend():
+    """issue 34: a choice made once is an object passed down. Outside core/backend.py,
+    toolchain/gpuinfo.py (which decides "auto") and the command line, no module imports CUDA or
+    EMULATOR or compares a backend's name: each asks the Backend it was handed."""
+    found = []
+    for p in sorted(PACKAGE.rglob("*.py")):
+        if p in BACKEND_HOMES or p.parent == PACKAGE / "cli":
+            continue
+        found += backend_namings(p)
+    assert found == []
+
+
+def test_the_backend_naming_rule_finds_a_comparison_and_an_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('from grader.core.backend import CUDA, Backend\nif job.backend == "cuda":\n    pass\n'
+                   'ok = x in ("emulator", "y")\ntorch.empty(1, device="cuda")\n')
+    assert backend_namings(bad) == ["bad.py:1 imports CUDA", "bad.py:2 compares with a backend's name",
+                                    "bad.py:4 compares with a backend's name"]

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from grader.core.backend import CUDA
 from grader.toolchain import cache
 from grader.exercises import data, load_exercise, load_reference, pool
 from grader.exercises.plan import plan_cases
@@ -85,7 +86,7 @@ def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_w
     ready = pool.draw_ahead(rubric, ref, tmp_path)
     assert ready is not None and ready.name.startswith("ready-")
     assert pool.draw_ahead(rubric, ref, tmp_path) is None                 # one is ready: nothing more drawn
-    cases_for = lambda s: run_cases(rubric, "cuda", s)                   # noqa: E731
+    cases_for = lambda s: run_cases(rubric, timed=True, secret=s)                   # noqa: E731
     store = pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
     assert store.drawn_ahead and store.private.name.startswith("run-") and not ready.exists()
     again = pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
@@ -110,7 +111,7 @@ def test_a_folder_drawn_for_other_cases_is_never_used(bias, tmp_path):
     small = _small_timing(rubric)
     pool.draw_ahead(small, ref, tmp_path)
     other = _small_timing(rubric, rows=48)
-    store = pool.Store.for_gpu_run(tmp_path, other, ref, lambda s: run_cases(other, "cuda", s))
+    store = pool.Store.for_gpu_run(tmp_path, other, ref, lambda s: run_cases(other, timed=True, secret=s))
     assert not store.drawn_ahead
     store.close()
 
@@ -128,8 +129,8 @@ def test_the_emulator_grades_with_the_rubrics_public_seeds(tmp_path):
     from grader.exercises.plan import run_cases
 
     rubric = load_exercise("bias_gelu_fused")
-    assert not any(c.private for c in run_cases(rubric, "emulator"))
-    assert all(c.private for c in run_cases(rubric, "cuda", 99) if c.inputs == "random")
+    assert not any(c.private for c in run_cases(rubric, timed=False))
+    assert all(c.private for c in run_cases(rubric, timed=True, secret=99) if c.inputs == "random")
 
 
 def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_told_nothing(bias, tmp_path):
@@ -143,7 +144,7 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     rubric, _ref = bias
     store = pool.Store(tmp_path, secret=0xC0FFEE)
     lib = SimpleNamespace(library=tmp_path / "lib.so")
-    job, cases = child_job(rubric, backend="cuda", build=lib, reference=lib, has_launcher=False, store=store)
+    job, cases = child_job(rubric, backend=CUDA, build=lib, reference=lib, has_launcher=False, store=store)
     by_name = {c.name: c for c in cases}
     for cj in job.cases + job.timed_cases:
         files = {b.file for b in cj.buffers if b.role == "in"}
@@ -187,7 +188,7 @@ def test_a_batch_draws_its_private_cases_once_and_every_grade_reads_them(bias, t
 
     rubric, ref = bias
     rubric = _small_timing(rubric)
-    cases_for = lambda s: run_cases(rubric, "cuda", s)                   # noqa: E731
+    cases_for = lambda s: run_cases(rubric, timed=True, secret=s)                   # noqa: E731
     shared = pool.Store.shared(tmp_path, rubric, ref, cases_for)
     assert not (tmp_path / cache.RUNS).exists()                           # made by the first grade that asks
     store = shared.get()

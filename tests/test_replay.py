@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.backend import CUDA
 from grader.run.child import replay
-from grader.run.child.backends import Backend, LaunchOutcome, Region
+from grader.run.child.backends import ChildBackend, LaunchOutcome, Region
 from grader.run.child.replay import SLACK, STAND_IN_BASE, Param, Refused, StandIns, relocate
 from grader.run.replaying import recording_refusals
 from grader.core.contract import RecordedOp, Recording
@@ -119,10 +120,10 @@ def test_launches_on_the_given_the_default_and_the_per_thread_stream_are_accepte
 # The two children make the same calls: the recorder every call the measurer may make.
 
 
-class _Fake(Backend):
+class _Fake(ChildBackend):
     """A backend of nothing but counters: memory is numbers, every event 1 ms apart (or noisy)."""
 
-    name = "cuda"
+    repeats_checks = True      # as a GPU: a check's second run repeats it
 
     def __init__(self, measures: bool):
         self.measures, self.calls, self._next, self.rng = measures, [], 1 << 20, random.Random(3)
@@ -193,7 +194,7 @@ def _job(exercise="bias_gelu_fused"):
     from grader.grade.jobs import child_job
 
     built = BuildResult(True, Path("lib.so"), None, False, 0.0, "")
-    job, _ = child_job(load_exercise(exercise), backend="cuda", build=built, reference=built, has_launcher=True)
+    job, _ = child_job(load_exercise(exercise), backend=CUDA, build=built, reference=built, has_launcher=True)
     return job
 
 
@@ -283,7 +284,7 @@ def test_the_device_code_is_read_from_the_built_library(rubric):
     from conftest import SUBMISSIONS
 
     sub = read_submission(SUBMISSIONS / "float4_launcher.cu", rubric.kernel.launcher_name)
-    build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    build = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     assert build.ok, build.log
     pieces = device_code(build.library)
     assert len(pieces) >= 1 and pieces == device_code(build.library)          # kept beside the library
@@ -304,12 +305,40 @@ def test_the_static_variables_the_measuring_process_restores_are_read_from_the_b
                  "__device__ int flag;\n"
                  "__global__ void biasGeluFused(const float* x, const float* b, float* o, size_t c) {\n"
                  "  o[0] = t::table[0] + hidden + k[0] + flag;\n}\n")
-    build = build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
+    build = build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend=CUDA, arch="sm_90")
     assert build.ok, build.log
     found = device_variables(build.object)
     assert {"_ZN1t5tableE", "hidden", "k", "flag"} <= set(found)
     assert not [n for n in found if n.startswith(".")]
     assert device_variables(build.object) == found                      # kept beside the object
+
+
+def test_the_device_symbols_are_read_from_either_listing_cuobjdump_prints():
+    """cuobjdump 13.5 names a symbol's type; 13.0 prints its info byte (the device's toolkit): both
+    give the static variables and the call of malloc (a listing read one way only restored no
+    variable and poisoned no heap on the H200)."""
+    from grader.toolchain.build import elf_symbols
+
+    named = """
+   0x4                0              0x4  OBJECT        WEAK    DEFAULT    -                                      0  .nv.reservedSmem.offset0
+   0x8                0              0x8  OBJECT        LOCAL   DEFAULT    -                                   0x19  g_memo
+  0x11                0            0x400  FUNC          GLOBAL  DEFAULT    ENTRY                               0x15  _Z5storePKfiiii
+  0x15                0                0  FUNC          GLOBAL  DEFAULT    -                                      0  malloc
+0x18    malloc    R_CUDA_64    0x0
+"""
+    numeric = """
+   0x3                0                0       0x3       0      0x2  .shstrtab
+   0x8                0              0x8       0x1       0     0x19  g_memo
+   0x9              0x8              0x4       0x1       0     0x19  g_hit
+  0x11                0            0x400      0x12      0x10   0x15  _Z5storePKfiiii
+  0x15                0                0      0x12       0        0  malloc
+0x18    malloc    R_CUDA_64    0x0
+    3    7b8    258 18  8                       SYMTAB        0    2       19 .symtab
+"""
+    assert elf_symbols(named) == [(".nv.reservedSmem.offset0", "OBJECT"), ("g_memo", "OBJECT"),
+                                  ("_Z5storePKfiiii", "FUNC"), ("malloc", "FUNC")]
+    assert elf_symbols(numeric) == [("g_memo", "OBJECT"), ("g_hit", "OBJECT"), ("_Z5storePKfiiii", "FUNC"),
+                                    ("malloc", "FUNC")]
 
 
 def test_a_device_code_that_calls_malloc_is_told_apart_from_one_that_does_not(rubric, write_cu):
@@ -326,7 +355,7 @@ def test_a_device_code_that_calls_malloc_is_told_apart_from_one_that_does_not(ru
     helper = "__device__ float* scratch() { return static_cast<float*>(malloc(64)); }\n"
     plain = write_cu(body % "")
     heap = write_cu(helper + body % " + (scratch() != nullptr)", name="heap.cu")
-    built = [build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend="cuda", arch="sm_90")
+    built = [build_submission(read_submission(p, rubric.kernel.launcher_name), rubric, backend=CUDA, arch="sm_90")
              for p in (plain, heap)]
     assert all(b.ok for b in built), [b.log for b in built]
     assert [uses_device_heap(b.object) for b in built] == [False, True]
@@ -352,35 +381,57 @@ def test_heap_memory_a_call_kept_withholds_the_tier_and_says_why():
     assert "1024 KiB of the device heap" in v.feedback and "free()" in v.feedback
 
 
-def test_the_child_takes_the_backend_its_role_asks_for(monkeypatch):
-    """worker._backend_for: the recorder's for role record, the measuring process's (with the
-    recording, the device code, the layout seed and every call's sizes) for role replay, the
-    emulator's for an emulator job; a GPU job that names a library is never run directly."""
+def test_the_child_takes_the_class_its_backend_names_for_the_role(monkeypatch):
+    """worker._backend_for instantiates the class the job's Backend.child names for its role, built
+    from the job (from_job): the recorder's for RECORD, the measuring process's (with the recording,
+    the device code, the layout seed and every call's sizes) for REPLAY, the emulator's for an
+    emulator job, a stand-in backend's own class; a GPU job that names a library is never run
+    directly, and a role the backend has no class for is said."""
+    from grader.core.backend import EMULATOR, ChildClasses
+    from grader.core.contract import Role
     from grader.run.child import emulator, measurer, recorder, worker
 
     made = {}
 
-    def stub(name):
-        def make(*args, **kw):
+    def capture(name):
+        def init(self, *args, **kw):
             made[name] = (args, kw)
-            return name
-        return make
+        return init
 
-    monkeypatch.setattr(recorder, "RecordingBackend", stub("record"))
-    monkeypatch.setattr(measurer, "ReplayBackend", stub("replay"))
-    monkeypatch.setattr(emulator, "EmulatorBackend", stub("emulator"))
+    monkeypatch.setattr(recorder.RecordingBackend, "__init__", capture("record"))
+    monkeypatch.setattr(measurer.ReplayBackend, "__init__", capture("replay"))
+    monkeypatch.setattr(emulator.EmulatorBackend, "__init__", capture("emulator"))
     job = _job()
-    assert worker._backend_for(dataclasses.replace(job, role="record")) == "record"
+    assert type(worker._backend_for(dataclasses.replace(job, role=Role.RECORD))) is recorder.RecordingBackend
     rec = Recording()
-    assert worker._backend_for(dataclasses.replace(job, role="replay", recording=rec, device_code=["a.fatbin"],
-                                                   layout_seed=7)) == "replay"
+    replayer = worker._backend_for(dataclasses.replace(job, role=Role.REPLAY, recording=rec, device_code=["a.fatbin"],
+                                                       layout_seed=7))
+    assert type(replayer) is measurer.ReplayBackend
     _, kw = made["replay"]
     assert kw["recording"] is rec and kw["device_code"] == ["a.fatbin"] and kw["layout_seed"] == 7
     assert set(kw["sizes"]) == {c.launch.key for c in job.cases + job.timed_cases + job.baseline_cases}
-    assert worker._backend_for(dataclasses.replace(job, backend="emulator", role="run", emulator_threads=3)) == "emulator"
-    assert made["emulator"][1] == {"threads": 3}
+    emulated = worker._backend_for(dataclasses.replace(job, backend=EMULATOR, role=Role.RUN, emulator_threads=3))
+    assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3}
     with pytest.raises(ValueError, match="recorded, then replayed"):
-        worker._backend_for(dataclasses.replace(job, role="run", library="lib.so"))
+        worker._backend_for(dataclasses.replace(job, role=Role.RUN, library="lib.so"))
+    with pytest.raises(ValueError, match="no child for the replay role"):
+        worker._backend_for(dataclasses.replace(job, backend=EMULATOR, role=Role.REPLAY))
+    stand_in = dataclasses.replace(EMULATOR, name="stand-in", child=ChildClasses(run="test_replay:_Fake"))
+    assert type(worker._backend_for(dataclasses.replace(job, backend=stand_in, role=Role.RUN))) is _Fake
+
+
+def test_a_job_carries_its_backend_across_the_pipe_whole():
+    """The job's JSON brings the Backend back equal to the one sent (its toolchain, its child
+    classes, its capabilities), and the role as the enum."""
+    import json
+
+    from grader.core.backend import CUDA, EMULATOR
+    from grader.core.contract import Job, Role
+
+    for backend in (CUDA, EMULATOR):
+        job = dataclasses.replace(_job(), backend=backend, role=Role.REPLAY)
+        back = Job.from_json(json.loads(json.dumps(job.to_json())))
+        assert back.backend == backend and back.role is Role.REPLAY
 
 
 def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each():
@@ -546,3 +597,37 @@ def test_the_screen_refuses_only_what_the_replay_cannot_reproduce(name, refused)
     from grader.analysis.screening import TIMING_RULES
 
     assert any(p.match(name) for p, _ in TIMING_RULES) is refused
+
+
+def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
+    """A launcher that starts a thread at every call piles them up in the recorder until one cannot
+    start (std::system_error, "Resource temporarily unavailable", then abort): the grade is the
+    replay's refusal of threads, saying why, not a crash; any other death stays a crash."""
+    from grader.run.replaying import THREADS_RAN_OUT, record_then_replay, threads_ran_out
+    from grader.run.sandbox import CappedOutput, ChildRun
+
+    def died(signal_name, text):
+        err = CappedOutput(4096)
+        err.feed(text.encode())
+        return ChildRun([], -6, False, 0.1, CappedOutput(64), err, signal_name=signal_name)
+
+    abort = "terminate called after throwing an instance of 'std::system_error'\n  what():  Resource temporarily unavailable\n"
+    assert threads_ran_out(died("SIGABRT", abort))
+    assert not threads_ran_out(died("SIGSEGV", "Segmentation fault\n"))
+    assert not threads_ran_out(died(None, abort))              # it exited by itself: not the limit's abort
+
+    class _Recorder:
+        def __init__(self, run):
+            self.run_ = run
+
+        def run(self, job, **kw):
+            return self.run_
+
+        def cancel(self):
+            pass
+
+    out = record_then_replay(_Recorder(died("SIGABRT", abort)), None, _job(), device_code=[], time_limit_s=5,
+                             launcher=None)
+    assert out.refusals == [THREADS_RAN_OUT] and "start no threads" in THREADS_RAN_OUT and out.measurer is None
+    out = record_then_replay(_Recorder(died("SIGSEGV", "")), None, _job(), device_code=[], time_limit_s=5, launcher=None)
+    assert out.refusals == []

@@ -177,7 +177,6 @@ def test_every_expression_is_parsed_when_the_rubric_is_loaded_and_never_again(ex
     import dataclasses
 
     from grader.core import exprs
-    from grader.core.backend import CUDA
     from grader.exercises import load_exercise
     from grader.exercises.plan import run_cases, shape_of, tensors_of
     from grader.exercises.rubric import default_launch, dims_values
@@ -190,7 +189,7 @@ def test_every_expression_is_parsed_when_the_rubric_is_loaded_and_never_again(ex
         raise AssertionError(f"{text!r} parsed after the rubric was loaded")
 
     monkeypatch.setattr(exprs, "_parse", parsed_again)
-    for case in run_cases(r, CUDA, 12345):
+    for case in run_cases(r, timed=True, secret=12345):
         values = dims_values(r, case.dims)
         [shape_of(t, values) for t in tensors_of(r, case)]
         default_launch(r, values)

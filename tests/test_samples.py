@@ -2,12 +2,13 @@
 
 import pytest
 
+from grader.core.backend import EMULATOR
 from grader.exercises import exercise_files, load_exercise
 from grader.batch.manifest import judge, load_manifest, run_samples
 from conftest import ROOT, sample_folders
 
 SAMPLES = [(folder, e) for folder in sample_folders()
-           for e in load_manifest(folder / "manifest.yaml", "emulator", load_exercise(folder.name))]
+           for e in load_manifest(folder / "manifest.yaml", EMULATOR, load_exercise(folder.name))]
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.backend import EMULATOR
 from grader.run import protocol
 from grader.run.sandbox import CappedOutput
 
@@ -102,7 +103,7 @@ def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
     from grader.run.sandbox import Worker
     from grader.run.groups import leftover_processes
 
-    w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10)
+    w = Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10)
     try:
         assert w.proc.pid in leftover_processes()
     finally:
@@ -121,7 +122,7 @@ def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
     from grader.run.sandbox import Worker
 
     for threads, want in ((1, 40), (4, 70)):
-        w = Worker(backend="emulator", output_cap=64, cpu_limit_s=10, cpu_threads=threads)
+        w = Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10, cpu_threads=threads)
         try:
             assert child_cpu_limit(w.proc.pid) == want
         finally:
@@ -230,7 +231,8 @@ def test_after_the_childs_preload_the_stopping_rule_opens_and_imports_nothing():
     code = """
 import sys
 from grader.run.child import worker
-worker.preload("emulator", False)
+from grader.core.backend import EMULATOR
+worker.preload(EMULATOR, False)
 def hook(event, args):
     if event in ("open", "import"):
         raise RuntimeError(f"after the preload: {event} {args[0]!r}")
@@ -267,7 +269,8 @@ def test_the_stopping_rule_runs_inside_the_real_wall(tmp_path):
     code = f"""
 import os, sys
 from grader.run.child import guard, worker
-worker.preload("emulator", False)
+from grader.core.backend import EMULATOR
+worker.preload(EMULATOR, False)
 read_fd, write_fd = os.pipe()
 status = guard.Guard({str(library)!r}).install(mode=guard.ENFORCE, report_fd=write_fd)
 assert status.seccomp, status
@@ -448,11 +451,11 @@ def test_a_gated_child_whose_gate_never_opens_runs_nothing(rubric, write_cu, tmp
     from grader.run import sandbox
 
     sub = read_submission(write_cu(launcher("")), rubric.kernel.launcher_name)
-    build = build_submission(sub, rubric, backend="emulator", arch="sm_90")
-    job, _ = child_job(rubric, backend="emulator", build=build, has_launcher=True, guard=build_guard(), draw=True)
+    build = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
+    job, _ = child_job(rubric, backend=EMULATOR, build=build, has_launcher=True, guard=build_guard(), draw=True)
     job.timing, job.timed_cases, job.verify_cases = None, [], []
 
-    with sandbox.Worker(backend="emulator", output_cap=1 << 16, cpu_limit_s=30) as worker:
+    with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:
         real = worker.proc.stdin.write      # stdin is closed with the go byte never written
         worker.proc.stdin.write = lambda data: real(data) if data != protocol.GO else None
         run = worker.run(job, time_limit_s=20, gate=lambda: None)

@@ -6,6 +6,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from grader.core.backend import CUDA
 from grader.analysis import findings, sass
 from grader.toolchain import tools
 from grader.toolchain.build import build_submission
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 
 def kernels_of(path, rubric):
     sub = read_submission(path, rubric.kernel.launcher_name)
-    build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    build = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     assert build.ok, build.log
     found = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                          default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
@@ -137,7 +138,7 @@ def test_explain_command(write_cu):
 
 def test_without_objdump_the_findings_say_why_and_the_grade_goes_on(rubric, monkeypatch, tmp_path):
     sub = read_submission(SUBMISSIONS / "scalar_2d.cu", rubric.kernel.launcher_name)
-    build = build_submission(sub, rubric, backend="cuda", arch="sm_90")
+    build = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     obj = tmp_path / "main.o"                      # a copy, so no cached analysis answers
     obj.write_bytes(build.object.read_bytes())
     real_which = shutil.which

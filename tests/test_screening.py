@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from grader.core.backend import EMULATOR, named
 from grader.toolchain.build import build_baseline, build_submission
 from grader.analysis.screening import screen_object
 from grader.core.source import read_submission, source_refusals
@@ -24,11 +25,11 @@ LAUNCHER = "void launchBiasGeluFused(const float* x, const float* bias, float* o
 
 def screened(path, rubric, backend="cuda"):
     sub = read_submission(path, rubric.kernel.launcher_name)
-    build = build_submission(sub, rubric, backend=backend, arch="sm_90")
+    build = build_submission(sub, rubric, backend=named(backend), arch="sm_90")
     assert build.ok, build.log
     kw = {}
     if backend == "emulator":
-        kw["baseline"] = build_baseline(rubric, fibers=False).object
+        kw["baseline"] = build_baseline(rubric, backend=EMULATOR, fibers=False).object
     return screen_object(build.object, sub=sub, toolchain="nvcc" if backend == "cuda" else "g++", **kw)
 
 

@@ -6,6 +6,7 @@ import sys
 
 import torch
 
+from grader.core.backend import EMULATOR
 from grader.toolchain.build import emulator_flags
 from grader.core.emulation import rewrite_for_emulator
 
@@ -21,7 +22,7 @@ def build(tmp_path, body: str, fibers: bool, spread: bool = False) -> ctypes.CDL
     src = tmp_path / "k.cu"
     src.write_text(rewrite_for_emulator(body + COMMON))
     lib = tmp_path / "k.so"
-    proc = subprocess.run(["g++", *emulator_flags(fibers=fibers, spread=spread), "-shared", "-o", str(lib), str(src)],
+    proc = subprocess.run(["g++", *emulator_flags(EMULATOR.toolchain.flags, fibers=fibers, spread=spread), "-shared", "-o", str(lib), str(src)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     dll = ctypes.CDLL(str(lib))

@@ -163,7 +163,8 @@ def test_ctrl_c_cancels_the_array_and_keeps_what_finished(cluster, tmp_path):
         time.sleep(0.5)
     proc = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--backend", "emulator",
                              "--report-dir", str(tmp_path / "out"), "--slurm", "--slurm-tasks", "3", "--gres", "",
-                             "--time-limit", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--time-limit", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # as from a terminal
     deadline = time.monotonic() + 60
     while "grader-bias_gelu_fused" not in _queue("%j") and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -69,9 +69,10 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     arch = os.environ.get("GRADER_CUDA_ARCH", "sm_90")
-    build = build_submission(sub, rubric, backend=backend, arch=arch)
+    chosen = named(backend)
+    build = build_submission(sub, rubric, backend=chosen, arch=arch)
     assert build.ok, build.log
-    job, cases = child_job(rubric, backend=backend, build=build, arch=arch, has_launcher=sub.has_launcher,
+    job, cases = child_job(rubric, backend=chosen, build=build, arch=arch, has_launcher=sub.has_launcher,
                            guard=build_guard(), draw=True)
     job.timing, job.timed_cases, job.verify_cases = None, [], []
     cases = [c for c in cases if not c.timed]
@@ -82,7 +83,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
         from grader.run.replaying import for_recorder
 
         job = for_recorder(job)
-    with Worker(backend=backend, output_cap=4096, cpu_limit_s=60) as worker:
+    with Worker(backend=chosen, output_cap=4096, cpu_limit_s=60) as worker:
         run = worker.run(job, time_limit_s=60)
     result.output = OutputSummary(stdout=run.stdout.text(), stderr=run.stderr.text())
     references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.backend import CUDA
+from grader.core.backend import Backend
 from grader.analysis import findings, sass
 from grader.toolchain.build import build_submission
 from grader.toolchain.outcome import compile_message
@@ -28,11 +28,12 @@ class Explanation:
     problem: str = ""            # why there is nothing to explain (a compile error), else empty
 
 
-def explain_submission(path: Path, *, rubric: Rubric, arch: str = "sm_90") -> Explanation:
+def explain_submission(path: Path, *, rubric: Rubric, backend: Backend, arch: str = "sm_90") -> Explanation:
+    """backend: the one whose build holds the GPU code the findings read (the command line's CUDA)."""
     sub = read_submission(path, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(sub, SourceProblem):
         raise UsageError(sub.message)
-    build = build_submission(sub, rubric, backend=CUDA, arch=arch)
+    build = build_submission(sub, rubric, backend=backend, arch=arch)
     lines = sub.text.splitlines()
     if not build.ok:
         return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")

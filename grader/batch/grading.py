@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core import processes
-from grader.core.backend import Backend, named
+from grader.core.backend import Backend
 from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.contract import usable_cores
@@ -47,15 +47,15 @@ PER_LANE = 8        # in flight for each GPU lane: measured on one H200, its lan
 SWITCH_INTERVAL_S = 0.0005
 
 
-def default_jobs(backend: str | Backend, lanes: int = 1) -> int:
+def default_jobs(backend: Backend, lanes: int = 1) -> int:
     """How many submissions are in flight at once: on GPUs, PER_LANE for each of the lanes, enough
     to keep every lane busy while others compile and start (at most the cores, less one for the
     timing's own thread); on the emulator, where each child is all CPU, one per core."""
     cores = usable_cores()
-    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if named(backend).on_gpu else max(1, cores)
+    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend.on_gpu else max(1, cores)
 
 
-def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: str | Backend, report_dir: Path | None,
+def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, report_dir: Path | None,
                   progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
     reports into report_dir/<student>/ and keep every result in report_dir/results.jsonl.

@@ -53,10 +53,13 @@ class SampleOutcome:
         return not self.problems
 
 
-def load_manifest(path: Path, backend: str | Backend, rubric: Rubric) -> list[Expectation]:
+SECTIONS = ("gpu", "emulator")      # a manifest entry's overrides for a GPU run and for the emulator's
+
+
+def load_manifest(path: Path, backend: Backend, rubric: Rubric) -> list[Expectation]:
     """Expectations for backend, with that backend's overrides applied (a manifest's `gpu:` or
     `emulator:` section); every diagnosis named must be one the rubric's exercise can give."""
-    section = "gpu" if named(backend).on_gpu else "emulator"
+    section = SECTIONS[0] if backend.on_gpu else SECTIONS[1]
     known = diagnosis_codes(rubric)
     shown = str(path)
     try:
@@ -72,7 +75,7 @@ def load_manifest(path: Path, backend: str | Backend, rubric: Rubric) -> list[Ex
         for key in entry:
             if key not in _KEYS:
                 raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
-        merged = {k: v for k, v in entry.items() if k not in ("gpu", "emulator")}
+        merged = {k: v for k, v in entry.items() if k not in SECTIONS}
         override = entry.get(section) or {}
         for key in override:
             if key not in _OVERRIDABLE:
@@ -129,7 +132,7 @@ def judge(exp: Expectation, result: Result) -> list[str]:
     return problems
 
 
-def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str] | None = None,
+def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only: list[str] | None = None,
                 progress=None) -> list[SampleOutcome]:
     from grader.exercises.pool import class_store
     from grader.toolchain.gpuinfo import resolve_backend
@@ -150,7 +153,7 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: str, only: list[str
     return outcomes
 
 
-def _run_sample(directory: Path, exp, rubric: Rubric, concrete: str, shared, progress) -> "SampleOutcome":
+def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared, progress) -> "SampleOutcome":
     """Grade one sample as its manifest entry says, and judge its result against the entry."""
     from grader.grade.pipeline import grade_submission
 

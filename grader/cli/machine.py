@@ -65,6 +65,7 @@ def exercises() -> None:
               help="Also write the tables as JSON here (docs/figures/ keeps them: docs/figures.md).")
 def calibrate(names: tuple[str, ...], json_out: Path | None) -> None:
     """Time the lessons' own reference kernels and the copies on this GPU: where the tier lines sit."""
+    from grader.core.backend import CUDA
     from grader.grade.calibration import calibrate as run, render, write_json
     from grader.exercises import load_all, load_exercise
 
@@ -72,7 +73,7 @@ def calibrate(names: tuple[str, ...], json_out: Path | None) -> None:
         rubrics = [load_exercise(n) for n in names] or [r for r in load_all().values() if r.calibrate.runs]
         done = []
         for rubric in rubrics:
-            done.append(run(rubric))
+            done.append(run(rubric, backend=CUDA))
             click.echo(render(done[-1]))
         if json_out is not None:
             write_json(done, json_out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -43,14 +44,29 @@ from grader.core.errors import Exit, GraderError, UsageError
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
            fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, watch: bool) -> None:
     """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
-    once = dict(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report, fmt=fmt,
-                output_path=output_path, github=github, backend=backend, quiet=quiet)
+    once = SubmitOptions(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report,
+                         fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet)
     if not watch:
-        sys.exit(_submit_once(file, **once).exit_code)
+        sys.exit(_submit_once(file, once).exit_code)
     _watch(file, once)
 
 
-def _watch(file: Path, once: dict) -> None:
+@dataclass(frozen=True)
+class SubmitOptions:
+    """What `grader submit` was asked, for each grade of FILE (one, or one per save with --watch)."""
+
+    exercise: str | None
+    rubric_path: Path | None
+    report_dir: Path | None
+    no_report: bool
+    fmt: str
+    output_path: Path | None
+    github: bool | None
+    backend: str
+    quiet: bool
+
+
+def _watch(file: Path, once: SubmitOptions) -> None:
     """Grade, then wait for FILE to be saved again (watchfiles: the folder is watched, so an editor
     that saves by renaming a new file over it is seen too), redraw, grade again."""
     from watchfiles import watch
@@ -70,7 +86,7 @@ def _watch(file: Path, once: dict) -> None:
             if out.is_terminal:
                 out.clear()
             graded = stamp()
-            _submit_once(file, **once)
+            _submit_once(file, once)
             if stamp() != graded:               # saved while it was being graded: grade the new one now
                 continue
             out.print(f"[dim]grader: watching {file}; save it to grade again, Ctrl-C to stop[/dim]")
@@ -85,10 +101,10 @@ def _watch(file: Path, once: dict) -> None:
         sys.exit(Exit.CORRECT)
 
 
-def _submit_once(file: Path, *, exercise: str | None, rubric_path: Path | None, report_dir: Path | None,
-                 no_report: bool, fmt: str, output_path: Path | None, github: bool | None, backend: str,
-                 quiet: bool):
+def _submit_once(file: Path, once: SubmitOptions):
     """One grade of FILE, its reports, its output and its attempt kept; the Result."""
+    exercise, rubric_path, report_dir, no_report = once.exercise, once.rubric_path, once.report_dir, once.no_report
+    fmt, output_path, github, backend, quiet = once.fmt, once.output_path, once.github, once.backend, once.quiet
     from grader.grade.pipeline import grade_submission
     from grader.platforms import classroom, documents
     from grader.platforms import github as gh
@@ -194,6 +210,7 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
     """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
     from grader.toolchain import gpuinfo
     from grader.analysis.explain import explain_submission, render
+    from grader.core.backend import CUDA
     from grader.exercises import choose
 
     try:
@@ -202,7 +219,7 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         reading = gpuinfo.probe() if arch is None else None
         target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
-        ex = explain_submission(file, rubric=rubric, arch=target)
+        ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
     except GraderError as exc:
         fail(exc)
     click.echo(render(ex, file.name), nl=False)

@@ -12,6 +12,7 @@ import os
 from enum import Enum
 from dataclasses import dataclass, field
 
+from grader.core.backend import Backend
 from grader.core.typed import from_data
 
 # Before every run an output is filled with POISON (a NaN with a payload no arithmetic produces)
@@ -119,9 +120,21 @@ class GuardMode(str, Enum):
     AUDIT = "audit"
 
 
+class Role(str, Enum):
+    """How the child runs the submission (run/child/replay.py): RUN, its library loaded and its
+    launches made in this process (the emulator; or no submission, the grader's own kernels);
+    RECORD, its library loaded and its launcher called on stand-in buffers, every launch recorded
+    and none run; REPLAY, the recorded launches run from its device code alone, its library never
+    loaded. Backend.child names the class the child runs for each."""
+
+    RUN = "run"
+    RECORD = "record"
+    REPLAY = "replay"
+
+
 @dataclass
 class Job:
-    backend: str
+    backend: Backend                    # the whole object: the child instantiates backend.child's class for role
     library: str
     reference_library: str
     guard_library: str | None
@@ -141,11 +154,7 @@ class Job:
     shared_fd: int = -1                 # the memory file large outputs are copied into (protocol.py)
     shared_bytes: int = 0
     emulator_threads: int = 0           # OS threads a large emulated launch may use; 0: every core the child has
-    # How the submission runs (replay.py): "run", its library loaded and its launches made in this
-    # process (the emulator); "record", its library loaded and its launcher called on stand-in
-    # buffers, every launch recorded and none run; "replay", the recorded launches run from its
-    # device code alone, its library never loaded.
-    role: str = "run"
+    role: Role = Role.RUN
     device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
     device_globals: list[str] = field(default_factory=list)  # replay: its __device__/__constant__ variables' names
     device_heap: bool = False                                # replay: its device code calls malloc

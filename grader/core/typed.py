@@ -4,6 +4,7 @@ the child's job. One reader for every dataclass that crosses a file or a process
 from __future__ import annotations
 
 import dataclasses
+from enum import Enum
 import functools
 import types
 import typing
@@ -38,6 +39,10 @@ def _value(tp: Any, value: Any) -> Any:
     if origin is list:
         (item,) = typing.get_args(tp)
         return [_value(item, v) for v in value]
+    if origin is tuple:
+        return tuple(value)
     if dataclasses.is_dataclass(tp):
         return from_data(tp, value)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(value)
     return value

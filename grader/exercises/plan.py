@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from grader.core.backend import Backend, named
 from grader.core.contract import Arg, Buffer, Call, CaseJob
 from grader.core import exprs
 from grader.exercises.rubric import Rubric, Tensor, default_launch, dims_values
@@ -74,12 +73,12 @@ def timed_cases(rubric: Rubric, *, chain: bool = False, secret: int | None = Non
             for k in range(rubric.timing.input_sets)]
 
 
-def run_cases(rubric: Rubric, backend: Backend | str, secret: int | None = None) -> list[Case]:
-    """Every case whose output the child sends back: the checks, then the timed sets (where the
-    backend times; on the emulator, the first set verified, when the rubric asks for it); with a
+def run_cases(rubric: Rubric, *, timed: bool, secret: int | None = None) -> list[Case]:
+    """Every case whose output the child sends back: the checks, then the timed sets (timed: the
+    backend times, Backend.times; else the first set verified, when the rubric asks for it); with a
     secret, the random ones private."""
     cases = plan_cases(rubric, secret=secret)
-    if named(backend).times:
+    if timed:
         return cases + timed_cases(rubric, chain=bool(rubric.chain.kernel and rubric.timing.chain_bytes),
                                    secret=secret)
     return cases + (timed_cases(rubric, secret=secret)[:1] if rubric.emulator.verify_timed_shape else [])

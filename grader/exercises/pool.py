@@ -32,7 +32,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.core.backend import CUDA
 from grader.core.locations import RUNS
 from grader.exercises.plan import Case
 from grader.exercises import Reference
@@ -122,7 +121,7 @@ def draw_ahead(rubric, reference, cache: Path) -> Path | None:
     from grader.exercises.plan import run_cases
 
     secret = secrets.randbits(64)
-    cases = [c for c in run_cases(rubric, CUDA, secret) if c.private]
+    cases = [c for c in run_cases(rubric, timed=True, secret=secret) if c.private]
     key = key_of(rubric, reference, cases)
     runs = runs_folder(cache)
     with open(runs / f".draw-{key}.lock", "a") as lock:
@@ -229,7 +228,7 @@ def class_store(rubric: Rubric) -> SharedStore:
     from grader.exercises.plan import run_cases
     from grader.core.locations import cache_root
 
-    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, CUDA, s))
+    return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, timed=True, secret=s))
 
 
 def start_drawing_ahead(rubric_path: str) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.backend import CUDA
+from grader.core.backend import Backend
 from grader.toolchain import gpuinfo
 from grader.run import lanes
 from grader.core.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, GuardMode, Job, TimingJob
@@ -46,8 +46,9 @@ class Calibration:
     rows: list[Row] = field(default_factory=list)
 
 
-def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
-    """Time the exercise's calibration runs and the copies on a GPU; InfrastructureError without one."""
+def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) -> Calibration:
+    """Time the exercise's calibration runs and the copies on a GPU with backend (one that times);
+    InfrastructureError without one."""
     from grader.toolchain.build import build_guard, build_reference
     from grader.core.locations import cache_root
     from grader.exercises import data
@@ -61,7 +62,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
         raise InfrastructureError(f"exercise {rubric.exercise!r} lists no calibrate runs in {rubric.path}")
     exercise = load_reference(rubric)
     arch = gpuinfo.arch(reading)
-    reference = build_reference(backend=CUDA, arch=arch, exercise_kernels=exercise.kernels)
+    reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
     case = timed_cases(rubric, chain=True)[0]
     data.materialize(rubric, exercise, case, cache_root())
     cj = case_job(rubric, case, has_launcher=False, files=data.files_of(rubric, exercise, case, cache_root()))
@@ -75,7 +76,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
     copy_floats = int(exprs.evaluate(t.copy_floats, values))
     lim = rubric.limits
     guard = build_guard()
-    job = Job(backend=CUDA.name, library="", reference_library=str(reference.library),
+    job = Job(backend=backend, library="", reference_library=str(reference.library),
               guard_library=str(guard) if guard else None,
               guard_mode=GuardMode.ENFORCE, limits=child_limits(rubric),
               cases=[], guard_floats=0,
@@ -85,7 +86,7 @@ def calibrate(rubric: Rubric, *, device: str | None = None) -> Calibration:
                                floor_buffers=t.floor_buffers),
               timed_cases=[cj], calibrate=runs, calibration_rounds=rubric.calibrate.rounds)
     device = device or lanes.default_device()
-    with Worker(backend=CUDA.name, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
+    with Worker(backend=backend, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
         worker.wait_ready(timeout_s=lim.time_limit_s)
         with lanes.gpu_lane(device):
             run = worker.run(job, time_limit_s=lim.time_limit_s)

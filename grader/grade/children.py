@@ -1,8 +1,7 @@
-"""A grade's run: its children started beside the build, its cases drawn and answered beside it,
-then the children's run in the GPU's lane (recorder, then measuring process) or the emulator's
-child; what came back, for the pipeline to judge (pipeline.py).
-
-Imports core, exercises, toolchain and run.
+"""A grade's run: its children started beside the build, its cases drawn and answered beside it
+(GradeRun.start returns them, Prepared), then the children's run in the GPU's lane (recorder,
+then measuring process) or the emulator's child (GradeRun.run_children returns what came back,
+Children), for the pipeline to judge (pipeline.py).
 """
 
 from __future__ import annotations
@@ -15,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.backend import Backend
+from grader.core.errors import InfrastructureError
 from grader.core.contract import ChildSandbox, GuardMode, RefusedFrame, spread_threads
 from grader.core.results import OutputSummary, PrivateInputs
 from grader.core.source import Submission
-from grader.exercises import load_reference
-from grader.exercises.plan import run_cases
+from grader.exercises import Reference, load_reference
+from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
 from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.steps import Progress
@@ -40,6 +40,26 @@ def _answers(case, rubric: Rubric, exercise, drawn, store):
 
 
 @dataclass
+class Prepared:
+    """What GradeRun.start set going beside the build: the exercise's reference (reference.py and its
+    kernels), the store the run's cases lie in, the case plan (made once: run_cases), each case's
+    inputs and float64 answers as futures, and the builds of the reference kernels and the guard."""
+
+    exercise: Reference
+    store: object                       # exercises/pool.Store
+    cases: list[Case]
+    inputs: dict[str, Future]           # case name -> its inputs on disk
+    answers: dict[str, Future]          # case name -> its float64 answers
+    reference_build: Future
+    guard_build: Future
+
+    def private_inputs(self) -> PrivateInputs | None:
+        if self.store.secret is None:
+            return None
+        return PrivateInputs(drawn_ahead=self.store.drawn_ahead, batch=self.store.keep)
+
+
+@dataclass
 class Children:
     """What the children's runs gave back: the run judged, every run (for their output), the
     recorder's refusals and sandbox, and the GPU's state after them."""
@@ -57,10 +77,10 @@ class Children:
 
 class GradeRun:
     """One grade's moving parts: its children (started first, so that their imports and CUDA
-    context overlap the build), its thread pools, its store of cases with their inputs and
-    answers being drawn, and the reference and guard builds."""
+    context overlap the build) and its thread pools; start() sets the draws and the reference and
+    guard builds going and returns them (Prepared)."""
 
-    def __init__(self, p: Path, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
+    def __init__(self, p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
                  guard_mode: GuardMode, device: str | None, emulator_threads: int):
         self.p, self.rubric, self.backend, self.say, self.guard_mode = p, rubric, backend, say, guard_mode
         self.has_gpu = reading is not None
@@ -73,15 +93,11 @@ class GradeRun:
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
-        self.inputs: dict = {}          # case name -> the future of its inputs on disk
-        self.references: dict = {}      # case name -> the future of its float64 answers
-        self.cases: list = []
-        self.exercise = None
-        self.reference = self.guard = None   # the futures of the reference and guard builds (start)
         self.draw_times: dict[str, float] = {}     # _clocked's: when reference.py was loaded, the answers ready
 
-    def start(self, shared) -> None:
-        """Start the children, then the reference and guard builds and the draws, beside the build."""
+    def start(self, shared) -> Prepared:
+        """Start the children, then the reference and guard builds and the draws, beside the build.
+        (grade_submission has refused a GPU backend on a machine without a GPU before this.)"""
         rubric, backend = self.rubric, self.backend
         limits = rubric.limits
         if not backend.on_gpu or self.has_gpu:
@@ -93,46 +109,45 @@ class GradeRun:
 
                 close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
                 self.device = self.device or lanes.default_device()
-                self.recorder = Worker(backend=backend.name, output_cap=limits.output_cap_bytes,
+                self.recorder = Worker(backend=backend, output_cap=limits.output_cap_bytes,
                                        cpu_limit_s=limits.time_limit_s, device=self.device)
-            self.worker = Worker(backend=backend.name, output_cap=limits.output_cap_bytes,
+            self.worker = Worker(backend=backend, output_cap=limits.output_cap_bytes,
                                  cpu_limit_s=limits.time_limit_s, device=self.device if backend.on_gpu else None,
-                                 torch=backend.times and bool(rubric.timing.baseline),
+                                 torch=backend.baseline and bool(rubric.timing.baseline),
                                  cpu_threads=1 if backend.on_gpu else spread_threads(self.emulator_threads))
         # Imported only now, with the child already starting: numpy's import overlaps its start-up.
         from grader.core.locations import cache_root
         from grader.exercises import data
         from grader.exercises.pool import Store
 
-        self.exercise = load_reference(rubric)
+        exercise = load_reference(rubric)
         if self.worker is None:
-            return
+            raise InfrastructureError(f"the {backend.name} backend needs an NVIDIA GPU and none is visible here")
         # On a GPU the random cases are drawn from 64 bits chosen for this run alone, kept in this
         # process (exercises/plan.py): the emulator runs the student's host code beside the device
         # code, so there they are the rubric's seeds, reproducible and public.
         if shared is not None and backend.private_cases:
             self.store = shared.get()
         elif backend.private_cases:
-            self.store = Store.for_gpu_run(cache_root(), rubric, self.exercise,
-                                           lambda s: run_cases(rubric, backend, s))
+            self.store = Store.for_gpu_run(cache_root(), rubric, exercise,
+                                           lambda s: run_cases(rubric, timed=backend.times, secret=s))
         else:
             self.store = Store(cache_root())
-        self.reference = self.pool.submit(build_reference, backend=backend, arch=self.arch,
-                                          exercise_kernels=self.exercise.kernels)
-        cases = run_cases(rubric, backend, self.store.secret)
-        if not all(data.answers_kept(rubric, self.exercise, c, self.store.folder_for(c)) for c in cases):
+        reference_build = self.pool.submit(build_reference, backend=backend, arch=self.arch,
+                                           exercise_kernels=exercise.kernels)
+        cases = run_cases(rubric, timed=backend.times, secret=self.store.secret)
+        if not all(data.answers_kept(rubric, exercise, c, self.store.folder_for(c)) for c in cases):
             # Some answers are computed: reference.py is imported now, beside the build, not after
             # the draws (written with torch, it imports torch: seconds on a freshly started machine).
-            self.draws.submit(self._clocked, "reference_loaded_t", lambda: self.exercise.module)
-        self.inputs = draw_inputs(self.draws, rubric, self.exercise, backend, self.store)
+            self.draws.submit(self._clocked, "reference_loaded_t", lambda: exercise.module)
+        inputs = draw_inputs(self.draws, rubric, exercise, backend, self.store, cases)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
         # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
-        self.references = {c.name: self.draws.submit(self._clocked, "answers_ready_t", _answers, c, rubric,
-                                                     self.exercise, self.inputs[c.name],
-                                                     self.store)
-                           for c in cases}
-        self.guard = self.pool.submit(build_guard)
+        answers = {c.name: self.draws.submit(self._clocked, "answers_ready_t", _answers, c, rubric, exercise,
+                                             inputs[c.name], self.store)
+                   for c in cases}
+        return Prepared(exercise, self.store, cases, inputs, answers, reference_build, self.pool.submit(build_guard))
 
     def _clocked(self, name: str, fn, *args):
         """fn(*args), noting when the last call under this name ended (seconds since the grade
@@ -141,27 +156,21 @@ class GradeRun:
         self.draw_times[name] = round(time.perf_counter() - self.started, 3)
         return out
 
-    def private_inputs(self) -> PrivateInputs | None:
-        store = self.store
-        if store is None or store.secret is None:
-            return None
-        return PrivateInputs(drawn_ahead=store.drawn_ahead, batch=store.keep)
-
-    def run_children(self, build: BuildResult, sub: Submission, phases: dict) -> Children:
+    def run_children(self, prepared: Prepared, build: BuildResult, sub: Submission, phases: dict) -> Children:
         """The child's job, its inputs on disk, then the children's run in the GPU's lane."""
         rubric, backend = self.rubric, self.backend
-        job, self.cases = child_job(rubric, backend=backend, build=build, reference=self.reference.result(),
-                                    guard=self.guard.result(), guard_mode=self.guard_mode,
-                                    has_launcher=sub.has_launcher, emulator_threads=self.emulator_threads,
-                                    store=self.store)
+        job, _ = child_job(rubric, backend=backend, build=build, reference=prepared.reference_build.result(),
+                           guard=prepared.guard_build.result(), guard_mode=self.guard_mode,
+                           has_launcher=sub.has_launcher, emulator_threads=self.emulator_threads,
+                           store=prepared.store, cases=prepared.cases)
         # The inputs are on disk before the child is told to start; the answers may still be
         # being computed while it runs.
         wait = time.perf_counter()
-        for f in self.inputs.values():
+        for f in prepared.inputs.values():
             f.result()
         phases["inputs_wait_s"] = round(time.perf_counter() - wait, 3)
         # The count the verdict will report: every case whose output comes back, and each check's chain.
-        checks = len(self.cases) + sum(1 for cj in job.cases if cj.chain is not None)
+        checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
         self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
                  f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
         device_code = self.pool.submit(_device_code, build) if backend.records_then_replays else None

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from grader.core import exprs
-from grader.core.backend import Backend, named
+from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_reference
 from grader.core.contract import CaseJob, GuardMode, Job, Limits, TimingJob
@@ -30,31 +30,32 @@ def child_limits(rubric: Rubric) -> Limits:
                   drop_privileges=lim.drop_privileges, workspace_bytes=lim.workspace_mib << 20)
 
 
-def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: Backend, store) -> dict:
-    """Every case's inputs, drawn (or read from the cache) in the background, by case name."""
+def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: Backend, store,
+                cases: list[Case]) -> dict:
+    """Every case's inputs (cases: the run's, run_cases; and the baseline's shapes), drawn (or read
+    from the cache) in the background, by case name."""
     from grader.exercises import data
 
     extra = baseline_cases_for(rubric, backend)
-    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c))
-            for c in run_cases(rubric, backend, store.secret) + extra}
+    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c)) for c in cases + extra}
 
 
-def child_job(rubric: Rubric, *, backend: Backend | str, build: BuildResult, has_launcher: bool,
+def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launcher: bool,
               reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
               guard_mode: GuardMode = GuardMode.ENFORCE, draw: bool = False, emulator_threads: int = 0,
-              store=None) -> tuple[Job, list[Case]]:
+              store=None, cases: list[Case] | None = None) -> tuple[Job, list[Case]]:
     """What the child is told to do, and every case whose output it will send back. The reference
     library is built here when not given; draw=True also writes the cases' inputs (grading draws
     them in the background instead). store (exercises/pool.Store): where the cases lie, and the
-    run's secret; by default the shared cache and the rubric's seeds."""
+    run's secret; by default the shared cache and the rubric's seeds. cases: the run's plan where
+    the caller made it (run_cases with the store's secret), else made here."""
     from grader.core.locations import cache_root
     from grader.exercises import data
     from grader.exercises.pool import Store
 
-    backend = named(backend)
     store = store or Store(cache_root())
     exercise = load_reference(rubric)
-    every = run_cases(rubric, backend, store.secret)
+    every = cases if cases is not None else run_cases(rubric, timed=backend.times, secret=store.secret)
     if reference is None:
         reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
     extra = baseline_cases_for(rubric, backend)
@@ -70,11 +71,11 @@ def child_job(rubric: Rubric, *, backend: Backend | str, build: BuildResult, has
     timed = [resolve(c) for c in every if c.timed]
     t = rubric.timing
     job = Job(
-        backend=backend.name, library=str(build.library), reference_library=str(reference.library),
+        backend=backend, library=str(build.library), reference_library=str(reference.library),
         guard_library=str(guard) if guard else None, guard_mode=guard_mode,
         limits=child_limits(rubric),
         cases=checks, guard_floats=rubric.checks.guard_floats,
-        reverse_check=not backend.on_gpu and rubric.emulator.reverse_order_check,
+        reverse_check=backend.reverse_check and rubric.emulator.reverse_order_check,
         order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
     )
     if backend.times:

@@ -83,7 +83,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     def grade() -> None:
         if chosen.on_gpu and not has_gpu:
             raise InfrastructureError(
-                "--backend cuda needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
+                f"--backend {chosen.name} needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
         _grade(p, rubric=rubric, backend=chosen, reading=reading, result=result, say=say,
                guard_mode=GuardMode.AUDIT if audit_syscalls else GuardMode.ENFORCE, device=device,
@@ -175,9 +175,10 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
     stop = vet_source(p, sub, rubric)
     if stop:
         return result.end(stop)
-    run = GradeRun(p, rubric, backend, reading, say, guard_mode, device, emulator_threads)
+    run = GradeRun(p, rubric=rubric, backend=backend, reading=reading, say=say, guard_mode=guard_mode, device=device,
+                   emulator_threads=emulator_threads)
     try:
-        run.start(shared)
+        prepared = run.start(shared)
         from grader import verdict          # numpy's import, with the children already starting
 
         built = build_and_screen(p, sub, rubric, backend, run.arch, say)
@@ -187,22 +188,18 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
             return result.end(built.stop)
         build, gpu_build = built.build, built.gpu_build
         sass_future = run.pool.submit(_analyse_sass, gpu_build, sub, rubric) if gpu_build else None
-        if run.worker is None:
-            raise InfrastructureError(
-                f"{p.name} compiled for {run.arch}, but grading on the cuda backend needs an NVIDIA GPU and none "
-                "is visible. Run on a GPU machine, or use --backend emulator to check correctness on the CPU.")
-        children = run.run_children(build, sub, result.phases)
+        children = run.run_children(prepared, build, sub, result.phases)
         result.output = output_of(children.runs)
         stop = _refused_by_replay(children.refusals, p) if children.refusals else None
         if stop:
             return result.end(stop)
         clock = time.perf_counter()
-        judged = verdict.judge_run(children.judged, run.cases, run.references, rubric, run.exercise, build, p,
+        judged = verdict.judge_run(children.judged, prepared.cases, prepared.answers, rubric, prepared.exercise, build, p,
                                    backend)
         take_verdict(result, judged)
         result.phases.update(run.draw_times)
         if result.sandbox is not None:
-            result.sandbox.inputs = run.private_inputs()
+            result.sandbox.inputs = prepared.private_inputs()
             result.sandbox.recorder = children.recorder_sandbox
             result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
             result.sandbox.adapted = list(run.worker.adapted)
@@ -210,7 +207,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
                                 before=reading if backend.on_gpu else None, after=children.after,
                                 compiler=build.compiler)
         log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
-                                             {c.name for c in run.cases if c.timed})
+                                             {c.name for c in prepared.cases if c.timed})
         result.launches_timed_shape = timed_shape
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=run.arch)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from grader.core.backend import CUDA, Backend
+from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult, compile_message
@@ -70,20 +70,23 @@ class Built:
 
 def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend, arch: str,
                      say: Progress) -> Built:
-    """Compile for backend and screen the object."""
-    nvcc_build = None
-    has_nvcc = tools.locate("nvcc") is not None
-    if not backend.on_gpu and has_nvcc:
+    """Compile with the backend's toolchain and screen the object; first with the toolchain of the
+    backend that checks it (backend.checked_by: nvcc for the emulator), where that is installed."""
+    judge = backend.checked_by
+    judge_build = None
+    has_judge = judge is not None and tools.locate(judge.toolchain.compiler) is not None
+    if judge is not None and has_judge:
         # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
         # errors), and its object is what gets screened, before the CPU build.
-        say(f"compiling {p.name} with nvcc ({arch}) to check it as CUDA")
-        nvcc_build = build_submission(sub, rubric, backend=CUDA, arch=arch)
-        if not nvcc_build.ok:
-            return Built(summary(nvcc_build), stop=_compile_error(nvcc_build, p, sub, rubric))
-        stop = _refused(nvcc_build, sub, rubric, "nvcc", p) or _too_much_device_memory(nvcc_build, rubric, p)
+        say(f"compiling {p.name} with {judge.toolchain.compiler} ({arch}) to check it as CUDA")
+        judge_build = build_submission(sub, rubric, backend=judge, arch=arch)
+        if not judge_build.ok:
+            return Built(summary(judge_build), stop=_compile_error(judge_build, p, sub, rubric))
+        stop = _refused(judge_build, sub, rubric, judge.toolchain.compiler, p) \
+            or _too_much_device_memory(judge_build, rubric, p)
         if stop:
             return Built(stop=stop)
-    if not backend.on_gpu:
+    if backend.toolchain.shim:
         blockers = emulator_blockers(sub)
         if blockers:
             b = blockers[0]
@@ -93,19 +96,19 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
                 [SourceNote(str(p), b.line, "needs a GPU", f"{b.what}: the CPU emulator cannot run this")]))
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
-    out = Built(summary(build), build, build if backend.on_gpu else nvcc_build)
+    out = Built(summary(build), build, build if backend.toolchain.device_code else judge_build)
     if not build.ok:
         out.stop = _compile_error(build, p, sub, rubric)
     elif sub.has_launcher:
         out.stop = _launcher_mismatch(build, p, rubric)
     if out.stop is not None:
         return out
-    if backend.on_gpu:
-        out.stop = _refused(build, sub, rubric, "nvcc", p)
+    if not backend.toolchain.shim:
+        out.stop = _refused(build, sub, rubric, backend.toolchain.compiler, p)
     out.stop = out.stop or (_too_much_device_memory(build, rubric, p) if build.ok else None)
-    if out.stop is None and not backend.on_gpu and not has_nvcc:
-        baseline = build_baseline(rubric, fibers=uses_collectives(sub))
-        out.stop = _refused(build, sub, rubric, "g++", p, baseline=baseline.object)
+    if out.stop is None and backend.toolchain.shim and not has_judge:
+        baseline = build_baseline(rubric, backend=backend, fibers=uses_collectives(sub))
+        out.stop = _refused(build, sub, rubric, backend.toolchain.compiler, p, baseline=baseline.object)
     return out
 
 

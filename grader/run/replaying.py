@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.backend import named
-from grader.core.contract import Job, RecordedOp, Recording, spread_threads
+from grader.core.contract import Job, RecordedOp, Recording, Role, spread_threads
 from grader.run.sandbox import ChildRun, Worker
 
 
@@ -38,8 +37,22 @@ def for_recorder(job: Job) -> Job:
     def blank(cases):
         return [dataclasses.replace(cj, buffers=[dataclasses.replace(b, file="", offset=0) for b in cj.buffers])
                 for cj in cases]
-    return dataclasses.replace(job, role="record", cases=blank(job.cases), timed_cases=blank(job.timed_cases),
+    return dataclasses.replace(job, role=Role.RECORD, cases=blank(job.cases), timed_cases=blank(job.timed_cases),
                                verify_cases=blank(job.verify_cases), baseline_cases=blank(job.baseline_cases))
+
+
+THREADS_RAN_OUT = (
+    "your launcher's host code could not start another thread (\"Resource temporarily unavailable\"), and "
+    "the recorder stopped: the launcher starts a thread at each call and leaves it running, so they piled up "
+    "past the grading process's limit. The grader replays only what the launcher itself does before it "
+    "returns: call everything from the launcher, and start no threads.")
+
+
+def threads_ran_out(record: ChildRun) -> bool:
+    """The recorder died (a signal: std::thread's std::system_error ends in abort) saying a thread
+    could not be started: EAGAIN at the process limit. What it printed is the student's (a claim),
+    and believing it turns only a crash into a refusal: neither is graded."""
+    return bool(record.signal_name) and "Resource temporarily unavailable" in record.stderr.text()
 
 
 def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
@@ -58,12 +71,14 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     recorder.cancel()
     recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
     out = ReplayRun(record)
+    if recording is None and not record.blocked and not record.timed_out and threads_ran_out(record):
+        out.refusals = [THREADS_RAN_OUT]
     if recording is None or record.blocked or record.timed_out:
         return out
     out.refusals = recording_refusals(recording, launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
-    replay = dataclasses.replace(job, role="replay", library="", recording=recording, device_code=device_code,
+    replay = dataclasses.replace(job, role=Role.REPLAY, library="", recording=recording, device_code=device_code,
                                  device_globals=list(device_globals or []), device_heap=device_heap,
                                  layout_seed=secrets.randbits(62) | 1)
     # It runs none of the submission's host code: once it has sent its done frame it is reaped in
@@ -83,18 +98,18 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     """Start a child for job.backend, run job in it, and return what came back. A GPU job with a
     submission is recorded in one child and replayed in another (record_then_replay); the run
     returned is the one to judge."""
-    backend = named(job.backend)
-    if backend.records_then_replays and job.library and job.role == "run":
+    backend = job.backend
+    if backend.records_then_replays and job.library and job.role == Role.RUN:
         from grader.toolchain.build import device_code, device_variables, uses_device_heap
 
-        with Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
-                Worker(backend=backend.name, output_cap=output_cap, cpu_limit_s=time_limit_s,
+        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
+                Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
             return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
                                       device_code=[str(p) for p in device_code(Path(job.library))],
                                       device_globals=device_variables(Path(job.library).with_name("main.o")),
                                       device_heap=uses_device_heap(Path(job.library).with_name("main.o"))).judged
-    with Worker(backend=job.backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
+    with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
                 cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
         return worker.run(job, time_limit_s=time_limit_s)

@@ -28,6 +28,7 @@ from typing import Callable
 from grader.run import folders, groups, protocol, spawn
 from grader.core import processes
 from grader.run.child.guard import Blocked, forged_report, parse_reports
+from grader.core.backend import Backend
 from grader.core.contract import Job
 
 
@@ -98,7 +99,7 @@ class Worker:
     limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
     """
 
-    def __init__(self, *, backend: str, output_cap: int, cpu_limit_s: float, device: str | None = None,
+    def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
                  torch: bool = False, cpu_threads: int = 1):
         """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
         torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
@@ -130,7 +131,7 @@ class Worker:
             # Without torch the child needs nothing of site-packages: -S spares it the site
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
             [sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
-             str(guard_write_fd), backend, str(ready_write_fd)] + (["torch"] if torch else []),
+             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,

@@ -24,7 +24,7 @@ from grader import __version__
 from grader.core import sealed
 from grader.core.errors import InfrastructureError
 from grader.toolchain import tools
-from grader.core.backend import EMULATOR, Backend, named
+from grader.core.backend import Backend, Toolchain
 from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
                                       parse_messages, parse_ptxas)
@@ -65,45 +65,45 @@ def _digest(*parts: str | bytes) -> str:
     return h.hexdigest()[:24]
 
 
-def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend | str, arch: str = "sm_90") -> BuildResult:
-    """Build the submission for the GPU (nvcc, for arch) or the emulator (g++ + shim), within the
-    rubric's build limits."""
-    backend = named(backend)
+def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch: str = "sm_90") -> BuildResult:
+    """Build the submission with the backend's toolchain (nvcc for arch, or g++ against the shim),
+    within the rubric's build limits."""
+    tc = backend.toolchain
     harness = render(
         "harness.cu.j2",
         version=__version__,
         backend=backend.name,
-        on_gpu=backend.on_gpu,
+        on_gpu=not tc.shim,
         launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None,
         kernel=rubric.kernel.parsed,
         workspace_bytes=rubric.limits.workspace_mib << 20,
     )
-    if backend.on_gpu:
-        source = sub.text
-        compiler = tools.require("nvcc")
-        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xptxas", "-v", "-Xcompiler", "-fPIC"]
-        version = tools.version("nvcc")
-        beside, shim = {}, ""
-    else:
-        source = rewrite_for_emulator(sub.text)
-        compiler = tools.require("g++")
-        flags = emulator_flags(fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
-        version = tools.version("g++")
-        beside, shim = {}, shim_text()
-    link_flags = RECORDER_LINK_FLAGS if backend.on_gpu else ()
-    key = _digest(__version__, backend.name, source, harness, " ".join(flags), " ".join(link_flags), version,
-                  backend.target(arch), shim, *beside.values())
+    source = rewrite_for_emulator(sub.text) if tc.shim else sub.text
+    flags = compile_flags(tc, tc.flags, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
+    shim = shim_text() if tc.shim else ""
+    # the recorder sees the launcher's launches and stream work through the wrapped entry points
+    link_flags = RECORDER_LINK_FLAGS if backend.records_then_replays else ()
+    key = _digest(__version__, backend.name, source, harness, " ".join(flags), " ".join(link_flags),
+                  tools.version(tc.compiler), backend.target(arch), shim)
     return _build(
         key=f"sub-{key}",
         link_flags=link_flags,
-        files={"submission.cu": source, "harness.cu": harness, **beside},
+        files={"submission.cu": source, "harness.cu": harness},
         main="harness.cu",
-        compiler=compiler,
         flags=flags,
         backend=backend,
         user_path=str(sub.path),
         limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib),
     )
+
+
+def compile_flags(tc: Toolchain, flags: tuple[str, ...], *, arch: str, fibers: bool = False,
+                  spread: bool = False) -> list[str]:
+    """A toolchain's flags with the architecture and the shim header filled in; against the shim,
+    what the file's barriers or a large launch need (emulator_flags)."""
+    if tc.shim:
+        return emulator_flags(flags, fibers=fibers, spread=spread)
+    return [f.format(arch=arch, shim=SHIM_HEADER) for f in flags]
 
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -133,16 +133,42 @@ def _device_symbols(obj: Path) -> dict:
 
     def read() -> dict:
         done = subprocess.run([tool, "-elf", str(obj)], capture_output=True, text=True)
-        names, heap = [], False
-        for line in done.stdout.splitlines():
-            cols = line.split()
-            if len(cols) >= 6 and "OBJECT" in cols and not cols[-1].startswith("."):
-                names.append(cols[-1])
-            elif len(cols) >= 6 and "FUNC" in cols and cols[-1] in ("malloc", "__nv_aligned_device_malloc"):
-                heap = True
+        symbols = elf_symbols(done.stdout)
+        names = [name for name, kind in symbols if kind == "OBJECT" and not name.startswith(".")]
+        heap = any(kind == "FUNC" and name in ("malloc", "__nv_aligned_device_malloc") for name, kind in symbols)
         return {"variables": list(dict.fromkeys(names)), "heap": heap}
 
     return read_beside(obj, "device_symbols", read)
+
+
+_SYMBOL_TYPES = {1: "OBJECT", 2: "FUNC"}        # an ELF symbol's info byte, its low four bits (STT_*)
+
+
+def elf_symbols(listing: str) -> list[tuple[str, str]]:
+    """(name, OBJECT or FUNC) of each row of the symbol tables in `cuobjdump -elf`'s listing. Its
+    releases print a row two ways: with the type named (13.5: `0x15 0 0 FUNC GLOBAL DEFAULT - 0
+    malloc`), or as numbers (13.0: `0x15 0 0 0x12 0 0 malloc`, the type in the info byte's low bits)."""
+    out = []
+    for line in listing.splitlines():
+        cols = line.split()
+        if len(cols) < 7 or not cols[0].startswith("0x"):
+            continue
+        named = next((c for c in cols[3:5] if c in ("OBJECT", "FUNC")), None)
+        if named:
+            out.append((cols[-1], named))
+        elif len(cols) == 7 and all(_is_number(c) for c in cols[:6]):
+            kind = _SYMBOL_TYPES.get(int(cols[3], 16) & 0xF)
+            if kind:
+                out.append((cols[-1], kind))
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        int(text, 16)
+        return True
+    except ValueError:
+        return False
 
 
 def device_code(library: Path) -> list[Path]:
@@ -201,41 +227,38 @@ def baseline_source(rubric: Rubric) -> str:
     return f"__global__ void {sig.name}({params}) {{\n{body}}}\n"
 
 
-def build_baseline(rubric: Rubric, *, fibers: bool) -> BuildResult:
-    """The emulator's harness around a trivial kernel: what the shim alone puts in an object,
-    for screening a g++-built submission where nvcc is missing."""
+def build_baseline(rubric: Rubric, *, backend: Backend, fibers: bool) -> BuildResult:
+    """The harness around a trivial kernel, built as backend builds (against the shim): what the
+    shim alone puts in an object, for screening a g++-built submission where nvcc is missing."""
     from grader.core.source import Submission, blank_comments_and_strings, find_kernels
 
     text = baseline_source(rubric) + ("__global__ void grader_baseline_sync() { __syncthreads(); }\n" if fibers else "")
     code = blank_comments_and_strings(text)
     sub = Submission(path=Path("baseline.cu"), text=text, sha256="", code=code, kernels=find_kernels(code))
-    result = build_submission(sub, rubric, backend=EMULATOR)
+    result = build_submission(sub, rubric, backend=backend)
     if not result.ok:
         raise InfrastructureError(f"the emulator's baseline did not build:\n{result.log}")
     return result
 
 
-def build_reference(*, backend: Backend | str, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
+def build_reference(*, backend: Backend, arch: str = "sm_90", exercise_kernels: str = "") -> BuildResult:
     """Build the grader's reference kernels (reference/kernels.cu: the copies) with an exercise's
     own (reference/<exercise>/kernels.cu), once per backend, architecture and exercise."""
+    tc = backend.toolchain
     files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
              "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
-    backend = named(backend)
-    if backend.on_gpu:
+    if tc.runtime:
         # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
         files["runtime.cu"] = RUNTIME_SOURCE.read_text()
         files["reference.cu"] += '#include "runtime.cu"\n'
-        compiler, version = tools.require("nvcc"), tools.version("nvcc")
-        flags = ["-O3", "-lineinfo", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC"]
-        extra = ""
-    else:
+    if tc.shim:
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
-        compiler, version = tools.require("g++"), tools.version("g++")
-        flags = emulator_flags(fibers=False)
-        extra = shim_text()
-    key = _digest(__version__, backend.name, *files.values(), " ".join(flags), version, backend.target(arch), extra)
-    result = _build(key=f"ref-{key}", files=files, main="reference.cu", compiler=compiler,
-                    flags=flags, backend=backend, user_path=str(REFERENCE_SOURCE))
+    flags = compile_flags(tc, tc.reference_flags, arch=arch)
+    extra = shim_text() if tc.shim else ""
+    key = _digest(__version__, backend.name, *files.values(), " ".join(flags), tools.version(tc.compiler),
+                  backend.target(arch), extra)
+    result = _build(key=f"ref-{key}", files=files, main="reference.cu", flags=flags, backend=backend,
+                    user_path=str(REFERENCE_SOURCE))
     if not result.ok:
         raise InfrastructureError(f"the reference kernels did not build ({result.command}):\n{result.log}")
     return result
@@ -246,21 +269,16 @@ def shim_text() -> str:
     return SHIM_HEADER.read_text() + LAUNCH_LOG_HEADER.read_text()
 
 
-def emulator_flags(*, fibers: bool, spread: bool = False) -> list[str]:
-    """g++ flags that compile CUDA source against the shim (fibers: the file uses barriers or warp
-    collectives; spread: a large launch may run on several OS threads, source.spreads_over_cores).
+def emulator_flags(base: tuple[str, ...], *, fibers: bool, spread: bool = False) -> list[str]:
+    """g++ flags that compile CUDA source against the shim (base: the toolchain's, core/backend.py,
+    which says why each is there; fibers: the file uses barriers or warp collectives; spread: a
+    large launch may run on several OS threads, source.spreads_over_cores).
 
-    DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a
-    DWARF 5 line table, and the fault report needs the student's file and line.
-    -fno-gnu-unique: the shim's inline variables (the thread indices, the fiber switch)
-    would otherwise be STB_GNU_UNIQUE, which the dynamic linker shares between the
-    reference library and the submission's despite RTLD_LOCAL.
     TLS descriptors (-mtls-dialect=gnu2) where spread: the thread indices are then thread_local,
     and a descriptor reads one in a few instructions where __tls_get_addr costs a call (about
     0.1 s more a one-core run of the timed shape, measured).
     """
-    flags = ["-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fno-gnu-unique", "-U_FORTIFY_SOURCE",
-             "-fno-strict-aliasing", "-include", str(SHIM_HEADER), "-w"]
+    flags = [f.format(arch="", shim=SHIM_HEADER) for f in base]
     if fibers:
         flags.insert(0, "-DGRADER_EMU_FIBERS")
     elif spread:
@@ -309,7 +327,7 @@ def _touch(directory: Path) -> None:
         pass
 
 
-def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: list[str], backend: Backend,
+def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], backend: Backend,
            user_path: str, limits: BuildLimits = BuildLimits(), link_flags: tuple[str, ...] = ()) -> BuildResult:
     root = cache_root()
     directory = root / key
@@ -317,10 +335,12 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
     library = directory / "lib.so"
     obj = directory / "main.o"
     meta = directory / "build.json"
+    tc = backend.toolchain
+    compiler = tools.require(tc.compiler)
     command = " ".join([compiler, *flags, "-c", "-o", "main.o", main])
     # -nodlink: whole-program device code (no -rdc) needs no device link; nvcc's would only add an
     # empty fatbinary, and took 0.3 s of a 1 s build.
-    link = " ".join([compiler, "-shared", *(["-nodlink", "-Xcompiler", "-fPIC"] if backend.on_gpu else ["-fPIC"]),
+    link = " ".join([compiler, "-shared", *tc.library_flags,
                      *link_flags, "-o", "lib.so", "main.o"])
     start = time.perf_counter()
     with open(directory / ".lock", "w") as lock:
@@ -351,10 +371,10 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=over + "\n" + log, messages=messages,
-                               compiler=tools.version(backend.compiler))
+                               compiler=tools.version(tc.compiler))
         messages = parse_messages(log, directory, user_path)
-        resources = parse_ptxas(log) if backend.on_gpu else []
-        version = tools.version(backend.compiler)
+        resources = parse_ptxas(log) if tc.resources else []
+        version = tools.version(tc.compiler)
         if proc.returncode != 0 or not library.exists():
             alone = _alone(directory, compiler, flags, backend, user_path, limits) if "submission.cu" in files else ""
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
@@ -367,7 +387,7 @@ def _build(*, key: str, files: dict[str, str], main: str, compiler: str, flags: 
         os.replace(tmp_meta, meta)
         return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
                            command=command, log=log, messages=messages, resources=resources, compiler=version,
-                           static_device_bytes=parse_gmem(log) if backend.on_gpu else 0)
+                           static_device_bytes=parse_gmem(log) if tc.resources else 0)
 
 
 def scratch_folder() -> Path:
@@ -450,8 +470,7 @@ def _alone(directory: Path, compiler: str, flags: list[str], backend: Backend, u
     source = directory / "submission.cu"
     quiet = [f for i, f in enumerate(flags) if not (f == "-Xptxas" and flags[i + 1: i + 2] == ["-v"])
              and not (f == "-v" and flags[i - 1: i] == ["-Xptxas"])]         # ptxas's resource lines: not here
-    args = ([compiler, *quiet, "-c", str(source), "-o", os.devnull] if backend.on_gpu
-            else [compiler, *flags, "-fsyntax-only", str(source)])
+    args = [compiler, *quiet, *backend.toolchain.alone_flags, str(source)]
     proc, over = run_limited(args, limits)
     if over or proc.returncode == 0:
         return ""

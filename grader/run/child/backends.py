@@ -117,12 +117,26 @@ def count_differences(a: bytes, b: bytes) -> int:
     return count
 
 
-class Backend:
-    """The grader's reference kernels are loaded at once; the submission's library only by
+class ChildBackend:
+    """What the child drives (core/backend.py's Backend.child names the class for each role): the
+    grader's reference kernels are loaded at once; the submission's library only by
     load_submission(), which the worker calls once the guard is in place."""
 
-    name = "base"
     measures = True            # False for the recorder, whose buffers are stand-ins and whose kernels never run
+    repeats_checks = False     # a check's second run repeats it in the same order (else: in reverse block order)
+
+    @classmethod
+    def from_job(cls, job):
+        """The instance for the job (core/contract.py's Job): what it is built from."""
+        return cls(job.reference_library)
+
+    def memory(self) -> tuple[int | None, int | None]:
+        """The device memory free and in all (None where there is no device)."""
+        return None, None
+
+    def launch_threads(self) -> int | None:
+        """The OS threads an emulated launch runs on (None where the kernels run on a device)."""
+        return None
 
     def __init__(self, reference_lib: str):
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
@@ -262,8 +276,15 @@ class Backend:
         return LaunchOutcome(False, error=f"launch failed: {self._error_text(code, reference)} (cudaError {code})")
 
 
-class CudaBackend(Backend):
-    name = "cuda"
+class CudaBackend(ChildBackend):
+    repeats_checks = True      # a GPU's blocks run in an order of their own: a second run in the same order
+
+    @classmethod
+    def from_job(cls, job):
+        if job.library:
+            raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
+                             "its library's launches record and never run")
+        return cls(job.reference_library)
 
     def __init__(self, reference_lib: str, layout_seed: int = 0):
         """layout_seed: where this run's buffers lie. Not 0: a random amount of device memory is

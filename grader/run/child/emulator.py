@@ -1,6 +1,6 @@
 """The CPU emulator's backend: the submission built with g++ against the shim, its buffers host
 pages, each input ending at an inaccessible page so that a read past it faults, and every output
-padded with guard words (the CUDA backend is backends.CudaBackend; both share backends.Backend).
+padded with guard words (the CUDA backend is backends.CudaBackend; both share backends.ChildBackend).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import mmap
 import struct
 
 from grader.core.contract import Call, Fault, RecordedOp, spread_threads
-from grader.run.child.backends import Backend, LaunchOutcome, Region, _FaultInfo, libc
+from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
 from grader.run.child.replay import Refused, Span, stream_op_problem, workspace_name
 
 _KINDS = {5: "memset", 6: "copy", 7: "symbol", 8: "alloc", 9: "free"}
@@ -36,12 +36,15 @@ def _transparent_huge_pages() -> bool:
         return False
 
 
-class EmulatorBackend(Backend):
+class EmulatorBackend(ChildBackend):
     """Host buffers, each input ending at an inaccessible page so that a read past it faults."""
 
-    name = "emulator"
     PAGE = mmap.PAGESIZE
     HUGE_FROM = 4 << 20
+
+    @classmethod
+    def from_job(cls, job):
+        return cls(job.reference_library, threads=job.emulator_threads)
 
     def __init__(self, reference_lib: str, threads: int = 0):
         super().__init__(reference_lib)

@@ -60,6 +60,16 @@ class _Kernel:
 
 
 class ReplayBackend(CudaBackend):
+    @classmethod
+    def from_job(cls, job):
+        from grader.run.child.replay import call_outputs, call_sizes
+
+        every = job.cases + job.timed_cases + job.baseline_cases
+        return cls(job.reference_library, device_code=job.device_code, recording=job.recording,
+                   layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
+                   workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals,
+                   device_heap=job.device_heap)
+
     def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
                  sizes: dict[str, dict[str, int]], outputs: dict[str, set[str]] | None = None,
                  workspace_cap: int = 256 << 20, device_globals: list[str] | None = None,

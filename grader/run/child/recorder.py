@@ -45,9 +45,14 @@ class _RecordedOp(ctypes.Structure):
 class RecordingBackend(CudaBackend):
     measures = False
 
+    @classmethod
+    def from_job(cls, job):
+        return cls(job.reference_library)
+
     def __init__(self, reference_lib: str):
         super().__init__(reference_lib)
         self._stand_ins = StandIns()
+        self._settled = False          # a call from a thread of the launcher's own is recorded: refused whatever follows
         self.recording = Recording()
         self._ops_index: dict[tuple, int] = {}
         self._views_index: dict[tuple, int] = {}
@@ -128,6 +133,11 @@ class RecordingBackend(CudaBackend):
 
     # -- the launcher, recorded -----------------------------------------------------
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        if self._settled:
+            # A thread of the launcher's own has launched or copied: the parent refuses the recording
+            # whatever follows (replaying.py), so the launcher is not called again (a thread started
+            # every call would otherwise pile up until the process limit aborts the recorder).
+            return LaunchOutcome(True)
         outcome = super().launch_submission(call, views)
         raw = self._take()
         ops_at = self._ops_index.get(raw)
@@ -144,6 +154,7 @@ class RecordingBackend(CudaBackend):
             self._distinct_bytes += len(raw[1])
             ops_at = self._ops_index[raw] = len(self.recording.ops)
             self.recording.ops.append(self._decode(*raw))
+            self._settled = self._settled or any(op.thread != "caller" for op in self.recording.ops[-1])
         error = 0 if outcome.ok else self._error_code(outcome)
         given = {a.tensor: views[a.tensor].ptr for a in call.args if a.tensor}
         row = [ops_at, self._index(self._views_index, self.recording.views, tuple(sorted(given.items())), given),

@@ -36,7 +36,8 @@ T0 = time.perf_counter()
 from grader.run import protocol  # noqa: E402
 from grader.core.limits import clamp  # noqa: E402
 from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
-                                  GuardMode, Job, Limits, RecordingFrame, RefusedFrame)
+                                  GuardMode, Job, Limits, RecordingFrame, RefusedFrame, Role)
+from grader.core.backend import Backend, named  # noqa: E402
 from grader.run.child import guard  # noqa: E402
 from grader.run.child.backends import Region, count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
@@ -104,7 +105,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
         return not outcome.fatal and not (outcome.fault and outcome.fault.buffer is None)
     frame.ok = True
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
-    repeat = backend.name == "cuda" and not job.order_exact and not cj.timed
+    repeat = backend.repeats_checks and not job.order_exact and not cj.timed
     second_fulls = _second_run(backend, cj, views, fulls, mine, pad, frame, reverse_check) \
         if reverse_check or repeat else {}
     sent = {b.name: fulls[b.name] for b in mine}
@@ -160,14 +161,14 @@ def _import_quietly(*names: str) -> None:
         pass
 
 
-def preload(backend: str, with_torch: bool) -> None:
+def preload(backend: Backend, with_torch: bool) -> None:
     """What every job needs, done before the job arrives (the parent is still building)."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
     # ctypes lets go of the interpreter while cuInit runs.
     # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
     numpy_import = threading.Thread(target=_import_quietly, args=("numpy", "numpy.random"), daemon=True)
     numpy_import.start()
-    if backend == "cuda":
+    if backend.on_gpu:
         # The device's primary context, created now rather than at the first check: the
         # reference library's runtime (and torch, where loaded) use this same context.
         driver = ctypes.CDLL("libcuda.so.1")
@@ -186,9 +187,8 @@ def preload(backend: str, with_torch: bool) -> None:
     import grader.core.stats
     # The stopping rule run once on made-up rounds: whatever numpy loads on first use, it loads now.
     grader.core.stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
-    if backend == "cuda":
-        import grader.run.child.measurer  # noqa: F401
-        import grader.run.child.recorder  # noqa: F401
+    for module in backend.child.modules():      # the classes its roles run (the recorder's, the replay's)
+        importlib.import_module(module)
 
 
 def _vm_data_bytes() -> int | None:
@@ -248,9 +248,8 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
 
 def main() -> int:
     result_fd, guard_fd = int(sys.argv[1]), int(sys.argv[2])
-    backend_name = sys.argv[3]
     try:
-        preload(backend_name, sys.argv[5:] == ["torch"])
+        preload(named(sys.argv[3]), sys.argv[5:] == ["torch"])
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
@@ -262,9 +261,9 @@ def main() -> int:
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
     sender: Sender | NullSender = Sender(channel, shared)
     try:
-        files = InputFiles(job.input_files() if job.role != "record" else [])
+        files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
         backend = _backend_for(job)
-        if job.role == "record":
+        if job.role == Role.RECORD:
             sender = NullSender()
         sandbox = _behind_the_wall(backend, job, guard_fd)
     except Refused as refused:
@@ -276,12 +275,12 @@ def main() -> int:
     t_loaded = time.perf_counter() - T0
     if job.gated and sys.stdin.buffer.read(len(protocol.GO)) != protocol.GO:
         return 0                            # the parent ended before the recorder did: nothing runs
-    channel.send(HelloFrame(backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox,
+    channel.send(HelloFrame(job.backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox,
                             loaded_t=t_loaded))
     done = _run_job(backend, job, files, sender, channel)
     if done is None:
         return 0
-    if job.role == "record":
+    if job.role == Role.RECORD:
         channel.send(RecordingFrame(backend.finish()))
     done.t = time.perf_counter() - T0
     channel.send(done)
@@ -300,31 +299,14 @@ def _say_ready(ready_fd: int) -> None:
 
 
 def _backend_for(job: Job):
-    """The backend for the job's role and backend: the recorder's, the measuring process's, the
-    grader's own kernels on a GPU (calibration), the CPU emulator's."""
-    if job.role == "record":
-        from grader.run.child.recorder import RecordingBackend
-
-        return RecordingBackend(job.reference_library)
-    if job.role == "replay":
-        from grader.run.child.measurer import ReplayBackend
-        from grader.run.child.replay import call_outputs, call_sizes
-
-        every = job.cases + job.timed_cases + job.baseline_cases
-        return ReplayBackend(job.reference_library, device_code=job.device_code, recording=job.recording,
-                             layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
-                             workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals,
-                             device_heap=job.device_heap)
-    if job.backend == "cuda":
-        if job.library:
-            raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
-                             "its library's launches record and never run")
-        from grader.run.child.backends import CudaBackend
-
-        return CudaBackend(job.reference_library)
-    from grader.run.child.emulator import EmulatorBackend
-
-    return EmulatorBackend(job.reference_library, threads=job.emulator_threads)
+    """The class the job's backend names for its role (core/backend.py's Backend.child), built from
+    the job: the recorder's, the measuring process's, the grader's own kernels on a GPU
+    (calibration), the CPU emulator's."""
+    path = getattr(job.backend.child, job.role.value)
+    if not path:
+        raise ValueError(f"the {job.backend.name} backend has no child for the {job.role.value} role")
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name).from_job(job)
 
 
 def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
@@ -338,14 +320,13 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     status = wall.install(mode=guard.AUDIT if job.guard_mode == GuardMode.AUDIT else guard.ENFORCE, report_fd=guard_fd)
     sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
     sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
-    if backend.name == "cuda":
-        sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
+    sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
     sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     t_load = time.perf_counter()
-    if job.library or job.role == "replay":     # `grader calibrate` runs only the grader's own kernels
+    if job.library or job.role == Role.REPLAY:     # `grader calibrate` runs only the grader's own kernels
         backend.load_submission(job.library)    # the measuring process may raise Refused (main sends it)
     sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
-    if job.library and backend.name == "emulator":
+    if job.library:
         sandbox.emulator_threads = backend.launch_threads()
     return sandbox
 
