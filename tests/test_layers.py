@@ -227,3 +227,23 @@ def test_the_backend_naming_rule_finds_a_comparison_and_an_import(tmp_path):
                    'ok = x in ("emulator", "y")\ntorch.empty(1, device="cuda")\n')
     assert backend_namings(bad) == ["bad.py:1 imports CUDA", "bad.py:2 compares with a backend's name",
                                     "bad.py:4 compares with a backend's name"]
+
+
+def test_a_docstring_that_says_what_its_module_imports_is_true():
+    """A module's docstring that lists what it imports ("Imports nothing of the grader's.",
+    "Imports only core/.") is checked against its imports, so it cannot go stale."""
+    import re
+
+    graph = import_graph()
+    checked = 0
+    for p in PACKAGE.rglob("*.py"):
+        name = ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        doc = ast.get_docstring(ast.parse(p.read_text())) or ""
+        said = re.search(r"Imports (nothing of the grader's|only ([a-z/, ]+?))\.", doc)
+        if not said:
+            continue
+        checked += 1
+        allowed = [f"grader.{x.strip(' /')}" for x in re.split(r",| and ", said.group(2))] if said.group(2) else []
+        wrong = sorted(t for t in graph[name] if not any(t == a or t.startswith(a + ".") for a in allowed))
+        assert wrong == [], f"{name}'s docstring says '{said.group(0)}' but it imports {wrong}"
+    assert checked >= 2
