@@ -111,6 +111,18 @@ def test_a_recording_is_refused_with_what_the_launcher_did(op, words):
     assert len(reasons) == 1 and words in reasons[0] and reasons[0].startswith("your launcher launchBiasGeluFused")
 
 
+def test_a_thread_s_launches_are_one_refusal_whatever_they_were():
+    """issue 37: a thread that launched during one call and after another, whose launches the
+    recorder could not read (its context's error), and copied too, is one message: the thread's;
+    a launch of the launcher's own that could not be read is a second cause, said apart."""
+    ops = [[_op(), _op(thread="other", error="cudaError 201"), _op(kind="memset", thread="other", call="cudaMemsetAsync")]]
+    late = [_op(thread="outside", error="cudaError 201")]
+    reasons = recording_refusals(Recording(ops=ops, late=late), "launchBiasGeluFused")
+    assert len(reasons) == 1 and "from a thread of its own" in reasons[0] and "start no threads" in reasons[0]
+    reasons = recording_refusals(Recording(ops=[[_op(error="cudaError 700"), _op(thread="other")]]), "launchX")
+    assert len(reasons) == 2 and "cudaError 700" in reasons[0] and "thread" in reasons[1]
+
+
 def test_launches_on_the_given_the_default_and_the_per_thread_stream_are_accepted():
     ops = [[_op(stream="given"), _op(stream="per_thread"), _op(kind="attribute", thread="outside")]]
     assert recording_refusals(Recording(ops=ops), None) == []

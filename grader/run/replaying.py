@@ -121,7 +121,7 @@ def _who(op: RecordedOp) -> str:
     return demangle(op.kernel) if op.kernel else "a kernel"
 
 
-def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[[str], None], workspace_cap: int) -> None:
+def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[..., None], workspace_cap: int) -> None:
     """What the parent refuses of a memset, copy, symbol copy, allocation or free before the
     measuring process starts: a thread's, one after the launcher returned, one on another stream,
     a copy to the host, an allocation past the cap (the addresses are the measuring process's to
@@ -131,13 +131,13 @@ def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[[str], None], wo
     what = op.call or op.kind
     if op.thread == "outside":
         say(f"{who} called {what} after the launcher returned (from a thread of its own). The grader replays only "
-            "what the launcher does before it returns: call everything from it, and start no threads.")
+            "what the launcher does before it returns: call everything from it, and start no threads.", "thread")
     elif op.thread == "other":
         say(f"{who} called {what} from a thread of its own. The grader replays only what the launcher itself does "
-            "before it returns, on the stream it is given.")
+            "before it returns, on the stream it is given.", "thread")
     if op.stream == "other":
         say(f"{who} called {what} on a stream the grader did not give it. Use the stream your launcher is given (or "
-            "the default stream, 0): that is the one the grader times.")
+            "the default stream, 0): that is the one the grader times.", "stream")
     problem = stream_op_problem(op, None, who=who, workspace_cap=workspace_cap)
     if problem:
         say(problem)
@@ -147,14 +147,16 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
     """What in a recording is refused before anything runs, said to the student: launches (and
     memsets, copies, allocations) from a thread of their own or after the launcher returned, on a
     stream the grader did not give, or whose kernel the recorder could not name; copies to the
-    host; a workspace past limits.workspace_mib."""
+    host; a workspace past limits.workspace_mib. One message per cause: a thread's launches are
+    said once, whatever they were (the first one's words), and a launch from a thread that the
+    recorder could not read (its context's error) is the thread's cause, not one more."""
     who = f"your launcher {launcher}" if launcher else "the launch"
     seen: set[str] = set()
     reasons: list[str] = []
 
-    def say(text: str) -> None:
-        if text not in seen:
-            seen.add(text)
+    def say(text: str, cause: str | None = None) -> None:
+        if (cause or text) not in seen:
+            seen.add(cause or text)
             reasons.append(text)
 
     from grader.run.child.replay import STREAM_KINDS
@@ -169,14 +171,15 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
         if op.thread == "outside":
             say(f"{who} started a thread that launched {_who(op)} after the launcher returned. The grader runs only "
                 "the launches the launcher makes itself, before it returns: launch every kernel from it, on the "
-                "stream it is given, and start no threads.")
+                "stream it is given, and start no threads.", "thread")
         elif op.thread == "other":
             say(f"{who} launched {_who(op)} from a thread of its own. The grader runs only the launches the launcher "
-                "makes itself, before it returns: launch every kernel from it, on the stream it is given.")
+                "makes itself, before it returns: launch every kernel from it, on the stream it is given, and "
+                "start no threads.", "thread")
         if op.stream == "other":
             say(f"{who} launched {_who(op)} on a stream the grader did not give it. Launch on the stream your "
-                "launcher is given (or on the default stream, 0): that is the one the grader times.")
-        if op.error:
+                "launcher is given (or on the default stream, 0): that is the one the grader times.", "stream")
+        if op.error and op.thread == "caller":
             say(f"{who} launched {_who(op)}, and the grader could not read the launch ({op.error}): the recording "
                 "process's GPU context had failed, as it does when something other than the launches the grader "
                 "sees ran on the GPU (a kernel launched through the driver, say). Launch with <<<...>>> or "
