@@ -169,3 +169,45 @@ def test_an_output_that_starts_at_zero_is_unwritten_where_it_is_still_zero_and_s
     # 23 of 24 unwritten (the true zero is not): rows 1..3 and columns 1..5 whole
     assert [(d.code, d.message.split(" (")[0]) for d in found] == [("unwritten_B", "3 of 4 B never written"),
                                                                     ("unwritten_D", "5 of 6 D never written")]
+
+
+def _compare_in_one_pass(got, want, rtol, atol):
+    """The exact comparison written in one float64 pass (what compare's block-by-block path must agree with)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(got.astype(np.float64) - want)
+        bad = ~(diff <= np.abs(want) * rtol + atol)
+        rel = diff[bad] / np.maximum(np.abs(want[bad]), atol)
+        rel = rel[np.isfinite(rel)]
+        first = np.flatnonzero(bad.reshape(-1))
+    return (int(bad.sum()), int((got.view(np.uint32) == POISON_BITS).sum()),
+            [int(i) for i in np.unravel_index(int(first[0]), want.shape)] if first.size else None,
+            float(np.nan_to_num(diff, nan=0.0, posinf=0.0).max()),
+            (float(rel.max()) if rel.size else float("inf")) if bad.any() else 0.0)
+
+
+@pytest.mark.parametrize("damage", ["none", "scattered", "last_block_only", "unwritten_block", "inf_only"])
+def test_the_block_by_block_comparison_agrees_with_one_float64_pass(damage):
+    """compare's exact path runs a block at a time over the shared threads (an incorrect timed shape
+    is 16M values): counts, the first mismatch, the worst absolute and relative errors as one pass."""
+    from grader.core.blocks import BLOCK
+
+    rng = np.random.default_rng(7)
+    want = rng.standard_normal((5, BLOCK // 2 + 37))            # a few blocks and a ragged last one
+    got = want.astype(np.float32)
+    flat = got.reshape(-1)
+    if damage == "scattered":
+        flat[rng.choice(flat.size, 500, replace=False)] += 0.5
+        flat[rng.choice(flat.size, 50, replace=False)] = bits_array(POISON_BITS, 50)
+    elif damage == "last_block_only":
+        flat[-3:] = 7.0
+    elif damage == "unwritten_block":
+        flat[BLOCK: 2 * BLOCK] = bits_array(POISON_BITS, BLOCK)
+    elif damage == "inf_only":
+        flat[[3, BLOCK + 9]] = np.inf
+    cmp = compare(got, want, rtol=1e-5, atol=1e-6)
+    bad, unwritten, first, max_abs, max_rel = _compare_in_one_pass(got, want, 1e-5, 1e-6)
+    assert (cmp.bad, cmp.unwritten, cmp.first.index if cmp.first else None) == (bad, unwritten, first)
+    assert cmp.passed == (bad == 0) and cmp.max_abs_error == pytest.approx(max_abs)
+    assert cmp.max_rel_error == pytest.approx(max_rel)
+    if damage == "inf_only":
+        assert cmp.max_rel_error == float("inf") and cmp.bad == 2

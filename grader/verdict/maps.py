@@ -37,11 +37,19 @@ def _slice_axes(shape: tuple[int, ...]) -> tuple[int | None, int]:
 
 
 def _sum_cells(mask: np.ndarray, cr: int, cc: int) -> np.ndarray:
-    """Per cell of cr x cc elements, how many of mask's are set (the edges' cells are partial)."""
+    """Per cell of cr x cc elements, how many of mask's are set (the edges' cells are partial):
+    sums over each band of rows, then each band of columns (no padded copy: the timed shape's map
+    is 16M elements)."""
     r, c = mask.shape
-    padded = np.zeros((math.ceil(r / cr) * cr, math.ceil(c / cc) * cc), dtype=np.int64)
-    padded[:r, :c] = mask
-    return padded.reshape(padded.shape[0] // cr, cr, padded.shape[1] // cc, cc).sum(axis=(1, 3))
+    rows = np.add.reduceat(mask, np.arange(0, r, cr), axis=0, dtype=np.int64)
+    return np.add.reduceat(rows, np.arange(0, c, cc), axis=1)
+
+
+def _cell_sizes(r: int, c: int, cr: int, cc: int) -> np.ndarray:
+    """How many elements each cell holds (the last row and column of cells may hold fewer)."""
+    down = np.diff(np.append(np.arange(0, r, cr), r))
+    across = np.diff(np.append(np.arange(0, c, cc), c))
+    return np.outer(down, across)
 
 
 def _tenths(count: np.ndarray, total: np.ndarray) -> list[str]:
@@ -50,7 +58,7 @@ def _tenths(count: np.ndarray, total: np.ndarray) -> list[str]:
 
 
 def _grid(wrong: np.ndarray, unwritten: np.ndarray, row0: int, col0: int, cr: int, cc: int) -> MapGrid:
-    total = _sum_cells(np.ones(wrong.shape, dtype=bool), cr, cc)
+    total = _cell_sizes(*wrong.shape, cr, cc)
     return MapGrid(row0, col0, cr, cc, _tenths(_sum_cells(wrong, cr, cc), total),
                    _tenths(_sum_cells(unwritten, cr, cc), total))
 
@@ -75,9 +83,9 @@ def build_map(case: str, tensor: str, axes: list[str], got: np.ndarray, want: np
     whole = _grid(wrong, unwritten, 0, 0, cr, cc)
     zoom = None
     if cr > 1 or cc > 1:
-        bad = wrong | unwritten
-        hits = np.argwhere(bad)
-        r0, c0 = (int(hits[0][0]), int(hits[0][1])) if len(hits) else (0, 0)
+        bad = (wrong | unwritten).reshape(-1)
+        hit = int(bad.argmax()) if bad.any() else 0        # the first wrong element, without listing them all
+        r0, c0 = divmod(hit, cols)
         r0 = max(0, min(r0, rows - ZOOM_ROWS))
         c0 = max(0, min(c0 - c0 % 8, cols - ZOOM_COLS))          # from a multiple of 8: a vector's edge shows
         window = (slice(r0, r0 + ZOOM_ROWS), slice(c0, c0 + ZOOM_COLS))
