@@ -643,3 +643,40 @@ def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
     assert out.refusals == [THREADS_RAN_OUT] and "start no threads" in THREADS_RAN_OUT and out.measurer is None
     out = record_then_replay(_Recorder(died("SIGSEGV", "")), None, _job(), device_code=[], time_limit_s=5, launcher=None)
     assert out.refusals == []
+
+
+def test_sampling_stops_once_the_interval_is_clear_of_every_tier_line(monkeypatch):
+    """issue 35: a fraction far from every tier line stops at min_samples with a looser interval
+    (tier_settled); one whose interval holds a line samples on; tier_half_width 0 turns it off."""
+    from grader.core.stats import Interval
+    from grader.run.child import timing, worker
+
+    monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)
+    job = _job()
+    job.timing = dataclasses.replace(job.timing, max_samples=60, budget_s=30.0, min_samples=20,
+                                     target_half_width=0.005, tier_half_width=0.02, tier_lines=[0.75, 0.9, 1.0])
+
+    def stopped(interval, **change):
+        monkeypatch.setattr(timing, "fraction_interval", lambda *a, **k: interval)
+        kept = _Kept()
+        timing.run_timing(_Fake(True), dataclasses.replace(job, timing=dataclasses.replace(job.timing, **change)),
+                          worker.InputFiles([]), kept)
+        return kept.frames[0].stop_reason, len(kept.frames[0].samples_ms["submission"])
+
+    assert stopped(Interval(0.5, 0.495, 0.505)) == ("tier_settled", 20)
+    assert stopped(Interval(0.75, 0.7425, 0.7575)) == ("max_samples", 60)          # 0.75 inside: go on
+    assert stopped(Interval(0.5, 0.49, 0.51)) == ("max_samples", 60)               # wider than tier_half_width
+    assert stopped(Interval(0.5, 0.495, 0.505), tier_half_width=0.0) == ("max_samples", 60)
+    assert stopped(Interval(0.5, 0.4999, 0.5001)) == ("converged", 20)
+
+
+def test_settled_needs_the_whole_interval_on_one_side_of_every_line():
+    from grader.core.stats import Interval
+    from grader.run.child.timing import settled
+
+    lines = [0.75, 0.9, 1.0]
+    assert settled(Interval(0.95, 0.94, 0.96), lines, 0.02)
+    assert not settled(Interval(0.9, 0.895, 0.905), lines, 0.02)         # a line inside
+    assert not settled(Interval(1.0, 0.999, 1.001), lines, 0.02)         # the floor inside: exceeds or not
+    assert not settled(Interval(0.6, 0.55, 0.65), lines, 0.02)           # clear, but too wide
+    assert not settled(Interval(0.6, 0.595, 0.605), lines, 0.0)

@@ -81,6 +81,8 @@ class TimingJob:
     baseline: str = ""          # a PyTorch expression of the inputs, timed against the submission
     baseline_rounds: int = 0
     floor_buffers: int = 1      # buffer pairs each copy rotates over
+    tier_lines: list[float] = field(default_factory=list)   # the tiers' thresholds and the floor (1.0)
+    tier_half_width: float = 0.0                            # the looser width that stops sampling clear of them
 
 
 @dataclass

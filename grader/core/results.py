@@ -166,7 +166,7 @@ class TimingResult:
     byte_model: str                    # the byte model in words
     bytes_moved: int                        # by the byte model at the timed shape
     samples: int                            # rounds timed (A B A B against the floor copies)
-    stop_reason: str                        # converged, max_rounds, time_budget, too_slow
+    stop_reason: str                        # converged, tier_settled, budget, hard_budget, max_samples, too_slow (run/child/timing.py)
     seconds: float                          # the timing's wall time
     submission_ms: float                    # median of the rounds
     submission_gbps: float

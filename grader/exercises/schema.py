@@ -178,6 +178,10 @@ class Timing:
     min_samples: int = _doc("Samples of each kernel before the stopping rule is consulted.", default=50)
     max_samples: int = _doc("Samples of each kernel at most.", default=2000)
     target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).", default=0.005)
+    tier_half_width: float = _doc(
+        "Stop sooner, once the 95% interval is at most this narrow (relative half-width) and lies clear of every "
+        "tier line and of the floor (1.0): more rounds could not change the tier under any borderline_policy. "
+        "0: only target_half_width stops the sampling early.", default=0.01)
     budget_s: float = _doc("Stop once this much wall time was spent sampling (after min_samples).", default=3.0)
     hard_budget_s: float = _doc(
         "Stop even before min_samples once this much wall time was spent: a very slow kernel (far below any "

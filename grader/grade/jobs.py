@@ -85,7 +85,8 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
             min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
             budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
             chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds,
-            floor_buffers=t.floor_buffers)
+            floor_buffers=t.floor_buffers, tier_lines=sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0}),
+            tier_half_width=t.tier_half_width)
         job.timed_cases = timed
         job.baseline_cases = [resolve(c) for c in extra]
     else:

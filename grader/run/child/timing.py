@@ -71,6 +71,14 @@ def run_timing(backend, job: Job, files, sender) -> float:
     return sampled
 
 
+def settled(interval, lines: list[float], half_width: float) -> bool:
+    """Whether an interval of the fraction is narrow enough (half_width) and lies clear of every
+    line: the tier (gold, silver, below, or past the floor) is then the same for its median and
+    both its ends, so more rounds could not change it."""
+    return bool(half_width) and interval.half_width <= half_width and \
+        not any(interval.low <= line <= interval.high for line in lines)
+
+
 class _Timing:
     """One timing's buffers and the variants timed in each round: the submission (rotating over
     the timed sets), the floor's copies, the chain and the PyTorch baseline where there are."""
@@ -173,8 +181,9 @@ class _Timing:
         """The timed rounds, BATCH at a time: (samples per variant, why sampling stopped, seconds).
 
         Stopping rule: at least min_samples rounds; then stop as soon as the 95% interval of the
-        fraction is within target_half_width of its median, or the time budget is spent, or
-        max_samples rounds were taken. A kernel so slow that hard_budget_s passes first stops there,
+        fraction is within target_half_width of its median, or within tier_half_width and clear of
+        every tier line (and of the floor: the tier is settled whatever more rounds would say), or
+        the time budget is spent, or max_samples rounds were taken. A kernel so slow that hard_budget_s passes first stops there,
         with the rounds it got. The recorder (backend.measures False) takes every round the
         sampling may take."""
         backend, cfg = self.backend, self.cfg
@@ -197,8 +206,12 @@ class _Timing:
             if len(samples["submission"]) < cfg.min_samples:
                 continue
             best = min(cfg.floor, key=lambda k: median(samples[k]))
-            if fraction_interval(samples[best], samples["submission"], resamples=200).half_width <= cfg.target_half_width:
+            interval = fraction_interval(samples[best], samples["submission"], resamples=200)
+            if interval.half_width <= cfg.target_half_width:
                 stop_reason = "converged"
+                break
+            if settled(interval, cfg.tier_lines, cfg.tier_half_width):
+                stop_reason = "tier_settled"
                 break
             if elapsed >= cfg.budget_s:
                 stop_reason = "budget"
