@@ -108,6 +108,7 @@ def _unwritten(unwritten: np.ndarray, axes: list[str], init: str) -> list[Diagno
 def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict, dims: dict,
              mistakes: dict[str, Callable], *, rtol: float, atol: float) -> Diagnosis | None:
     """The first of the exercise's usual mistakes that explains the written elements, if any."""
+    right = None                        # where got is the right answer: the same for every model, made once
     for code, model in mistakes.items():
         alt, mask = _run_mistake(model, inputs, dims, g.shape)
         region = written if mask is None else written & mask
@@ -115,7 +116,9 @@ def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict,
         if n == 0:
             continue
         matches_alt = int((within(g, alt, rtol=rtol, atol=atol, slack=4) & region).sum())
-        matches_ref = int((within(g, want, rtol=rtol, atol=atol) & region).sum())
+        if right is None:
+            right = within(g, want, rtol=rtol, atol=atol)
+        matches_ref = int((right & region).sum())
         # The mistake explains the output if it matches (almost) everywhere it is defined
         # and explains more than the right answer does.
         if matches_alt >= 0.98 * n and matches_alt > matches_ref:
