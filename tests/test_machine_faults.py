@@ -16,6 +16,9 @@ import pytest
 
 from grader.core import sealed
 from grader.toolchain.build import machine_fault
+from grader.exercises import load_exercise
+from grader.grade.pipeline import grade_submission
+from conftest import SUBMISSIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu"
@@ -266,3 +269,31 @@ def test_the_class_tables_are_replaced_not_rewritten_in_place(tmp_path):
     assert _grader(*args, env=env).returncode == 0
     after = {n: (out / n).stat().st_ino for n in before}
     assert all(before[n] != after[n] for n in before), (before, after)     # a new file renamed into place
+
+
+def test_a_thread_the_process_limit_refuses_is_the_machine_with_the_limit_named(monkeypatch, tmp_path):
+    """`ulimit -u 10` as a user (root is not held to it, so the test raises what Python raises
+    then): RuntimeError("can't start new thread") ends the grade as infrastructure_error naming
+    `ulimit -u` and its value, never "internal error"."""
+    from grader.grade import children
+
+    def refused(self, shared):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(children.GradeRun, "start", refused)
+    result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"), backend="emulator")
+    assert result.status == "infrastructure_error" and "ulimit -u" in result.message
+    assert "internal error" not in result.message
+
+
+def test_an_open_files_limit_too_low_says_which_and_how_far_to_raise_it(tmp_path):
+    """A real `ulimit -n` (enforced for root too), low enough that a grade runs out: exit 4 with the
+    limit and its value named, never an internal error (40 was enough warm, 32 not, by hand)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(["bash", "-c", f"ulimit -n 16; exec {sys.executable} -m grader submit "
+                           f"{SUBMISSIONS / 'scalar_2d.cu'} --backend emulator --no-report"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "ulimit -n" in proc.stdout and "now 16" in proc.stdout and "internal error" not in proc.stdout

@@ -110,7 +110,7 @@ def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
-        machine = _machine_limit(exc) if isinstance(exc, OSError) else None
+        machine = _machine_limit(exc)
         if machine:
             result.stop("infrastructure_error", machine)             # the machine's limit, said as such
         else:
@@ -119,14 +119,21 @@ def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
                         + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
 
 
-def _machine_limit(exc: OSError) -> str | None:
-    """What to do about an OSError that is the machine's (a limit, a full or read-only disk), or
-    None for one that is a bug of ours."""
+def _machine_limit(exc: Exception) -> str | None:
+    """What to do about an error that is the machine's (a limit, a full or read-only disk), or
+    None for one that is a bug of ours. Python says a thread it could not start (EAGAIN at the
+    process limit, which counts threads) as RuntimeError("can't start new thread")."""
     import resource
 
     def soft(which: int) -> str:
         value = resource.getrlimit(which)[0]
         return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return (f"the grader could not start a thread (the process limit counts threads): raise it (`ulimit -u`, "
+                f"now {soft(resource.RLIMIT_NPROC)}) to at least a few hundred and grade again.")
+    if not isinstance(exc, OSError):
+        return None
 
     if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
         return _no_room(exc)
