@@ -232,3 +232,13 @@ def test_a_misspelt_mistake_is_named_where_it_is_misspelt(tmp_path):
     with pytest.raises(RubricError) as err:
         load_rubric(write(tmp_path, text))
     assert err.value.key == "mistakes[0]" and "did you mean 'tanh_gelu'" in str(err.value)
+
+
+def test_a_number_written_without_a_dot_is_a_number(tmp_path):
+    """YAML 1.1 reads `rtol: 1e-5` as text; an instructor means 1e-5 (the error said 'expected a
+    number, got 1e-5'). Quoted, or not a finite number, it is still refused, naming the key."""
+    r = load_rubric(write(tmp_path, BASE + "tolerance:\n  rtol: 1e-5\n  atol: 2E-6\n"))
+    assert (r.tolerance.rtol, r.tolerance.atol) == (1e-5, 2e-6)
+    for bad in ('"1e-5"', "nan", "tight"):
+        with pytest.raises(RubricError, match="tolerance.rtol"):
+            load_rubric(write(tmp_path, BASE + f"tolerance:\n  rtol: {bad}\n"))

@@ -57,6 +57,15 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
     return rubric
 
 
+def _plain_float(text: str) -> float | str:
+    """An unquoted scalar that Python reads as a finite number (1e-5, 2E3), else the text as it was."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if number == number and abs(number) != float("inf") else text
+
+
 def _line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
@@ -123,6 +132,8 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
             raise RubricError(path, dotted, f"expected an integer, got {node.value!r}", _line(node))
         return value
     if tp is float:
+        if isinstance(value, str) and not node.style:
+            value = _plain_float(value)          # YAML 1.1 reads 1e-5 (no dot) as text; a person means a number
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RubricError(path, dotted, f"expected a number, got {node.value!r}", _line(node))
         return float(value)
