@@ -80,7 +80,7 @@ def test_a_line_no_guard_wrote_on_its_pipe_is_seen_while_it_arrives():
 
 
 def test_a_child_that_forges_its_channel_is_stopped_at_once_not_at_its_time_limit(rubric, write_cu):
-    """A launcher that writes a forged frame on every descriptor and then spins: the parent stops
+    """A launcher that writes a forged frame on every descriptor (up to 1023: the channel keeps the number the parent gave it, which a long test run pushes past 16) and then spins: the parent stops
     it as soon as the forged bytes arrive (on a GPU such a child once ran to its 60 s limit)."""
     from grader.grade.pipeline import grade_submission
 
@@ -90,7 +90,7 @@ __global__ void biasGeluFused(const float* x, const float* bias, float* out, siz
 void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols,
                          cudaStream_t stream) {
     const char forged[] = "{\\"type\\": \\"done\\"}";
-    for (int fd = 3; fd < 16; ++fd) write(fd, forged, sizeof forged - 1);
+    for (int fd = 3; fd < 1024; ++fd) write(fd, forged, sizeof forged - 1);
     for (volatile unsigned long spin = 0; ; ++spin) {}
 }
 """, name="forge_then_spin.cu")
