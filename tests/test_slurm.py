@@ -236,3 +236,29 @@ def test_a_drained_node_ends_the_wait_with_the_reason_not_a_silent_wait(cluster,
     finally:
         subprocess.run(["scancel", "-u", "root"], capture_output=True)
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
+
+
+def test_a_stopped_slurmd_ends_the_wait_as_the_machine_with_what_to_check(cluster, tmp_path):
+    """The real fault: the node's slurmd stopped (SIGKILL, by its process id). The tasks never run;
+    the wait ends within the stall deadline, exit 4 (the machine, not a student), saying what to
+    check, and no student gets a grade. Last in this module: slurmd is started again before it ends."""
+    import subprocess
+    import time
+
+    slurmd = next(p for p in cluster._procs if "slurmd" in str(p.args[0]))
+    slurmd.kill()
+    slurmd.wait(timeout=15)
+    try:
+        folder = _class(tmp_path / "class")
+        start = time.monotonic()
+        r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+                    "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=240)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert time.monotonic() - start < 180
+        assert "sinfo" in r.stderr or "Reason=" in r.stderr, r.stderr
+        assert not (tmp_path / "out" / "summary.csv").exists() or all(
+            row["status"] != "graded" for row in csv.DictReader((tmp_path / "out" / "summary.csv").open(newline="")))
+    finally:
+        subprocess.run(["scancel", "-u", "root"], capture_output=True)
+        cluster._procs.remove(slurmd)
+        cluster._spawn([str(slurmd.args[0]), *slurmd.args[1:]], "slurmd")
