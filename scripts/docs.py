@@ -273,7 +273,8 @@ def findings_table() -> str:
         samples = load_manifest(manifest, CUDA, r) if manifest.is_file() else []
         for rule in r.findings:
             row = seen.setdefault(rule.code, {"when": rule.when, "advice": rule.advice, "samples": []})
-            row["samples"] += [f"{name}/{e.file}" for e in samples if e.findings and rule.code in e.findings]
+            row["samples"] += [f"{name}/{e.file}" for e in samples
+                               if rule.code in (e.findings or []) + (e.counter_findings or [])]
     rows = ["| finding | shows when | what to do | samples that show it |", "| --- | --- | --- | --- |"]
     for code, row in seen.items():
         when = " and ".join(f"`{c.fact} {c.op} {c.value:g}`" for c in row["when"])

@@ -73,6 +73,23 @@ def test_timing_of_a_good_kernel(rubric):
     assert all(c.passed for c in r.cases if c.kind == "timed") and len([c for c in r.cases if c.kind == "timed"]) == 2
 
 
+def test_the_counters_pass_reads_the_timed_call_and_changes_no_grade(rubric):
+    """issue 36: Nsight Compute on the replayed timed call, behind the profile wall; the counters
+    of the lesson's 2D kernel are a coalesced warp's (4 sectors a load request), the byte model's
+    bytes, and the fraction and tier are the timing's own."""
+    r = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=rubric, backend="cuda", counters=True)
+    c = r.counters
+    assert r.status == "graded" and r.correct and c is not None
+    assert c.kernels, c.problem
+    (k,) = c.kernels
+    assert k.kernel == "biasGeluFused" and k.load_ideal == 4.0
+    assert 3.5 <= k.load_sectors_per_request <= 4.5 and 3.5 <= k.store_sectors_per_request <= 4.5
+    assert 0.8 <= c.dram_over_model <= 1.2 and c.model_bytes == r.timing.bytes_moved
+    assert 0 < k.dram_pct <= 100 and k.dram_gbps > 100 and k.achieved_occupancy_pct > 0
+    assert not [f for f in r.findings if f.source == "counters"]
+    assert r.tier == "below" and r.fraction == r.timing.fraction
+
+
 def test_illegal_address_is_crashed_with_cudas_message(rubric):
     r = grade_submission(SUBMISSIONS / "illegal_write.cu", rubric=rubric, backend="cuda")
     assert r.status == "crashed" and "illegal" in r.message.lower()

@@ -12,8 +12,9 @@ import dataclasses
 import operator
 
 from grader.analysis.launches import launch_facts
-from grader.core.results import FindingEntry, Launch, TimingResult
+from grader.core.results import CountersSummary, FindingEntry, Launch, TimingResult
 from grader.exercises.rubric import Condition, FindingRule, Rubric
+from grader.exercises.schema import COUNTER_FACTS
 from grader.analysis.sass import KernelCode
 
 _OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">=": operator.ge, ">": operator.gt}
@@ -24,7 +25,51 @@ _EVIDENCE = {"div64": "64-bit division", "double_ops": "double precision", "loca
              "global_stores": "global store", "max_store_bytes": "global store"}
 
 # Launch facts of kernels together: the weakest launch speaks for them.
-_LEAST = ("threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill")
+_LEAST = ("threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill", "achieved_occupancy_pct",
+          "achieved_occupancy_ratio")
+# Counter facts of kernels together: the worst one speaks for them (dram_over_model is the call's already).
+_MOST = ("load_sectors_per_request", "store_sectors_per_request", "load_sector_excess", "store_sector_excess",
+         "dram_pct", "l2_hit_pct", "dram_over_model")
+
+
+def with_counters(kernels: list[KernelCode], counters: CountersSummary | None) -> list[KernelCode]:
+    """The kernels with what the hardware counted for them (the facts of schema.COUNTER_FACTS; a
+    kernel launched more than once in the call, its launches' mean), and each KernelCounters given
+    its ideal sectors per request: a warp of 32 threads reading consecutively at the kernel's widest
+    access touches 32 x width bytes, width 32-byte sectors (4 for floats, 16 for float4)."""
+    if counters is None or not counters.kernels:
+        return kernels
+    out = []
+    for k in kernels:
+        mine = [c for c in counters.kernels if c.mangled == k.mangled]
+        if not mine:
+            out.append(k)
+            continue
+        facts = dict(k.facts)
+        for side in ("load", "store"):
+            width = facts.get(f"max_{side}_bytes") or 0
+            ideal = float(width) if width else None
+            values = [getattr(c, f"{side}_sectors_per_request") for c in mine]
+            values = [v for v in values if v is not None]
+            for c in mine:
+                setattr(c, f"{side}_ideal", ideal)
+            if values:
+                facts[f"{side}_sectors_per_request"] = round(sum(values) / len(values), 2)
+                if ideal:
+                    facts[f"{side}_sector_excess"] = round(facts[f"{side}_sectors_per_request"] / ideal, 2)
+        for name, field in (("achieved_occupancy_pct", "achieved_occupancy_pct"), ("dram_pct", "dram_pct"),
+                            ("l2_hit_pct", "l2_hit_pct")):
+            values = [getattr(c, field) for c in mine if getattr(c, field) is not None]
+            if values:
+                facts[name] = round(sum(values) / len(values), 1)
+        theory = [c.theoretical_occupancy_pct for c in mine if c.theoretical_occupancy_pct]
+        if theory and "achieved_occupancy_pct" in facts:
+            facts["achieved_occupancy_ratio"] = round(facts["achieved_occupancy_pct"] / (sum(theory) / len(theory)), 2)
+            facts["theoretical_occupancy_pct"] = round(sum(theory) / len(theory), 1)
+        if counters.dram_over_model is not None:
+            facts["dram_over_model"] = counters.dram_over_model
+        out.append(dataclasses.replace(k, facts=facts))
+    return out
 
 
 def _holds(conditions: list[Condition], facts: dict) -> bool:
@@ -47,7 +92,7 @@ def _combined(kernels: list[KernelCode]) -> dict:
     facts: dict = {}
     for k in kernels:
         for key, value in k.facts.items():
-            if key.startswith("max_") or key == "registers":
+            if key.startswith("max_") or key == "registers" or key in _MOST:
                 facts[key] = max(facts.get(key, 0), value)
             elif key.startswith("min_") or key in _LEAST:
                 facts[key] = min(facts[key], value) if facts.get(key) else value
@@ -56,7 +101,29 @@ def _combined(kernels: list[KernelCode]) -> dict:
     return facts
 
 
+def _counted(facts: dict) -> list[str]:
+    """What Nsight Compute counted, in one line, as a counter finding's evidence."""
+    parts = []
+    if "load_sectors_per_request" in facts:
+        ideal = facts.get("max_load_bytes")
+        parts.append(f"{facts['load_sectors_per_request']:g} sectors per load request"
+                     + (f" (ideal {ideal:g})" if ideal else ""))
+    if "store_sectors_per_request" in facts:
+        ideal = facts.get("max_store_bytes")
+        parts.append(f"{facts['store_sectors_per_request']:g} per store request" + (f" (ideal {ideal:g})" if ideal else ""))
+    if "dram_over_model" in facts:
+        parts.append(f"DRAM bytes {facts['dram_over_model']:g}x the byte model's")
+    if "achieved_occupancy_pct" in facts:
+        parts.append(f"achieved occupancy {facts['achieved_occupancy_pct']:g}%"
+                     + (f" of {facts['theoretical_occupancy_pct']:g}% possible" if "theoretical_occupancy_pct" in facts else ""))
+    if "dram_pct" in facts:
+        parts.append(f"{facts['dram_pct']:g}% of DRAM peak")
+    return ["Nsight Compute: " + ", ".join(parts)] if parts else []
+
+
 def _evidence(rule: FindingRule, kernels: list[KernelCode], facts: dict) -> tuple[str, int | None, list[str]]:
+    if rule.when[0].fact in COUNTER_FACTS:      # the hardware's counters are the evidence
+        return "the counters", None, _counted(facts)
     label = _EVIDENCE.get(rule.when[0].fact)
     if label is None:            # a launch fact: the launch is the evidence
         shown = (f"{facts.get('blocks', '?')} blocks of {facts.get('threads_per_block', '?')} threads, "
@@ -100,5 +167,6 @@ def explain(kernels: list[KernelCode], rubric: Rubric, timing: TimingResult | No
                     message += " " + " ".join(rule.measured.format_map({**values, **measured}).split())
                 except (KeyError, ValueError):
                     pass
-            found.append(FindingEntry(rule.code, names, message, " ".join(rule.advice.split()), evidence))
+            found.append(FindingEntry(rule.code, names, message, " ".join(rule.advice.split()), evidence,
+                                      "counters" if rule.when[0].fact in COUNTER_FACTS else "code"))
     return found

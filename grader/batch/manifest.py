@@ -17,7 +17,7 @@ from grader.run.groups import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
-         "max_host_memory_mib", "findings"}
+         "max_host_memory_mib", "findings", "counter_findings"}
 _OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains", "why"}
 
 
@@ -39,6 +39,9 @@ class Expectation:
     build_time_s: float | None = None                   # a shorter build time limit for this sample
     max_host_memory_mib: int | None = None              # the child's peak resident memory must stay below
     findings: list[str] | None = None                   # the findings from the compiled code, exactly
+    # the findings from the hardware's counters, exactly: the sample is graded with counters on a GPU,
+    # and where the counters could not be read (result.counters.problem) that is the problem reported
+    counter_findings: list[str] | None = None
     why: str = ""                                       # what decides the outcome (docs/samples.md shows it)
 
 
@@ -121,8 +124,16 @@ def judge(exp: Expectation, result: Result) -> list[str]:
             problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
     if exp.message_contains and exp.message_contains not in result.message:
         problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
+    if exp.counter_findings is not None and named(result.backend).on_gpu and result.status == "graded":
+        counted = result.counters
+        if counted is None or not counted.kernels:
+            problems.append(f"no counters: {counted.problem if counted else 'not read'}")
+        else:
+            got = sorted({f.code for f in result.findings if f.source == "counters"})
+            if got != sorted(exp.counter_findings):
+                problems.append(f"counter findings {got or 'none'}, expected {sorted(exp.counter_findings) or 'none'}")
     if exp.findings is not None:
-        got = sorted({f.code for f in result.findings})
+        got = sorted({f.code for f in result.findings if f.source != "counters"})
         if got != sorted(exp.findings):
             why = result.sass.unavailable if result.sass is not None else ""
             problems.append(f"findings {got or 'none'}, expected {sorted(exp.findings) or 'none'} {why}".strip())
@@ -170,7 +181,8 @@ def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared,
             path = Path(scratch) / exp.file
             line = b"// generated filler: this sample is a source file far over the size limit\n"
             path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
-        result = grade_submission(path, rubric=r, backend=concrete, inputs=shared)
+        result = grade_submission(path, rubric=r, backend=concrete, inputs=shared,
+                                  counters=exp.counter_findings is not None and concrete.on_gpu)
     problems = judge(exp, result)
     left = leftover_processes()
     if left:

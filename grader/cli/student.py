@@ -39,13 +39,19 @@ from grader.core.errors import Exit, GraderError, UsageError
               help="cuda: an NVIDIA GPU (timing and tier); emulator: the CPU (correctness only); "
                    "auto: the GPU when one is visible.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages on stderr.")
+@click.option("--counters", is_flag=True,
+              help="On a GPU, after a correct timed grade, read what the hardware counted for your kernels "
+                   "(Nsight Compute: DRAM throughput, sectors per request, occupancy, L2 hits) into the "
+                   "report and its findings; a few seconds more, never a change of fraction or tier.")
 @click.option("--watch", is_flag=True,
               help="Grade FILE again each time it is saved, the terminal redrawn; Ctrl-C ends it (exit 0).")
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
-           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, watch: bool) -> None:
+           fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, counters: bool,
+           watch: bool) -> None:
     """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
     once = SubmitOptions(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report,
-                         fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet)
+                         fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet,
+                         counters=counters)
     if not watch:
         sys.exit(_submit_once(file, once).exit_code)
     _watch(file, once)
@@ -64,6 +70,7 @@ class SubmitOptions:
     github: bool | None
     backend: str
     quiet: bool
+    counters: bool = False
 
 
 def _watch(file: Path, once: SubmitOptions) -> None:
@@ -115,7 +122,8 @@ def _submit_once(file: Path, once: SubmitOptions):
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
-        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True)
+        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True,
+                                  counters=once.counters)
     except GraderError as exc:
         fail(exc)
     said, attempts = _remember(result, file, err, quiet)

@@ -34,20 +34,24 @@ class Toolchain:
     resources: bool = False                 # the compiler reports registers, spills and static memory (ptxas -v)
     runtime: bool = False                   # the reference library carries the child's runtime helpers (runtime.cu)
     device_code: str = ""                   # what the replay loads from the build ("fatbin": nvcc's fatbinaries; "": none)
+    profiler: str = ""                      # the tool that reads the hardware's counters (run/profiling.py: "ncu"; "": none)
 
 
 @dataclass(frozen=True)
 class ChildClasses:
     """The classes (module:Class) the child instantiates for a job's role (core/contract.py's Role):
     run (the submission's library loaded and run, or the grader's own kernels alone), record (its
-    launcher called on stand-ins) and replay (its device code alone); "" where the backend has none."""
+    launcher called on stand-ins), replay (its device code alone) and profile (the replay's timed
+    call once, under a profiler that reads the hardware's counters); "" where the backend has none."""
 
     run: str
     record: str = ""
     replay: str = ""
+    profile: str = ""
 
     def modules(self) -> list[str]:
-        return [path.partition(":")[0] for path in (self.run, self.record, self.replay) if path]
+        paths = (self.run, self.record, self.replay, self.profile)
+        return list(dict.fromkeys(path.partition(":")[0] for path in paths if path))      # each module once
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,10 @@ CUDA = Backend(
     "cuda", about="on the GPU: checked against float64 and timed against the copy floor",
     toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "-Xptxas", "-v", *_NVCC[4:]), reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
-                        resources=True, runtime=True, device_code="fatbin"),
+                        resources=True, runtime=True, device_code="fatbin", profiler="ncu"),
     child=ChildClasses(run="grader.run.child.backends:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
-                       replay="grader.run.child.measurer:ReplayBackend"),
+                       replay="grader.run.child.measurer:ReplayBackend",
+                       profile="grader.run.child.measurer:ReplayBackend"),
     on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True)
 # DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a DWARF 5 line table,
 # and the fault report needs the student's file and line. -fno-gnu-unique: the shim's inline

@@ -116,10 +116,13 @@ def spread_threads(requested: int) -> int:
 
 class GuardMode(str, Enum):
     """How the child's seccomp filter treats a system call outside its list: refuse it (every
-    grade), or allow and report it (scripts/audit-syscalls.py, to see what a child calls)."""
+    grade), allow and report it (scripts/audit-syscalls.py, to see what a child calls), or, for the
+    counters' process under Nsight Compute (which runs none of the submission's host code), refuse
+    it except for ncu's socket and files (guard.c's kProfile)."""
 
     ENFORCE = "enforce"
     AUDIT = "audit"
+    PROFILE = "profile"
 
 
 class Role(str, Enum):
@@ -132,6 +135,7 @@ class Role(str, Enum):
     RUN = "run"
     RECORD = "record"
     REPLAY = "replay"
+    PROFILE = "profile"     # the replay's timed call once, under Nsight Compute (run/profiling.py): no timing
 
 
 @dataclass

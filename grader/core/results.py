@@ -121,6 +121,7 @@ class FindingEntry:
     message: str
     advice: str
     evidence: list[str] = field(default_factory=list)     # "line 9: LDG.E R4, desc[UR6][R6.64]"
+    source: str = "code"                # code (the compiled kernel, its launches) or counters (Nsight Compute)
 
 
 @dataclass
@@ -184,6 +185,42 @@ class TimingResult:
     baseline: str = ""                 # the PyTorch expression timed against the submission
     baselines: list[BaselineTiming] = field(default_factory=list)   # at the timed shape first
     baseline_max_abs_diff: float | None = None   # submission's output against PyTorch's, on the device
+
+
+@dataclass
+class KernelCounters:
+    """What the hardware counted for one kernel of the timed call, read by Nsight Compute (each
+    field named after the ncu metric it comes from, run/profiling.py's METRICS)."""
+
+    kernel: str                             # as the student wrote it
+    mangled: str
+    grid: list[int]
+    block: list[int]
+    duration_us: float                      # gpu__time_duration.sum (ncu locks the clocks to base)
+    dram_pct: float                         # dram__throughput: share of the DRAM's peak, %
+    dram_gbps: float                        # dram__bytes.sum.per_second
+    dram_bytes: int                         # dram__bytes_read.sum + dram__bytes_write.sum
+    load_sectors_per_request: float | None  # l1tex__t_sectors / l1tex__t_requests, global loads (None: no load)
+    store_sectors_per_request: float | None
+    load_ideal: float | None = None         # sectors per request of a warp reading consecutively at the widest load
+    store_ideal: float | None = None
+    achieved_occupancy_pct: float | None = None     # sm__warps_active.avg.pct_of_peak_sustained_active
+    theoretical_occupancy_pct: float | None = None  # sm__maximum_warps_per_active_cycle_pct
+    l2_hit_pct: float | None = None                 # lts__t_sector_hit_rate.pct
+
+
+@dataclass
+class CountersSummary:
+    """The counters' pass (grader submit --counters): the timed call replayed once under Nsight
+    Compute, in a process that runs none of the submission's host code. It never changes the
+    fraction or the tier; where it could not run, problem says why and kernels is empty."""
+
+    tool: str = ""                          # ncu's version line
+    kernels: list[KernelCounters] = field(default_factory=list)
+    model_bytes: int | None = None          # the byte model at the timed shape
+    dram_over_model: float | None = None    # the kernels' DRAM bytes over the byte model's
+    seconds: float = 0.0                    # the pass's wall time
+    problem: str = ""                       # why there are no counters ("" when there are)
 
 
 @dataclass
@@ -299,6 +336,7 @@ class Result:
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed
     launches: list[Launch] = field(default_factory=list)   # the configuration each kernel got, its occupancy
     launches_timed_shape: bool = True       # the launches are the timed shape's (else the largest check's)
+    counters: CountersSummary | None = None  # what the hardware counted (None: not asked for)
     maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
     seconds: float = 0.0                    # the whole grade's wall time
     schema: str = SCHEMA                    # grader.result/2

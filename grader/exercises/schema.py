@@ -246,10 +246,19 @@ class Emulator:
     reverse_order_check: bool = _doc("Run each check again in reverse block and thread order and compare.", default=True)
 
 
+# What Nsight Compute counted, as findings' facts (analysis/findings.py's with_counters): sectors
+# per request and their excess over a warp reading consecutively at the kernel's widest access,
+# achieved occupancy (and over the theoretical), DRAM throughput, L2 hits, and the timed call's
+# DRAM bytes over the byte model's.
+COUNTER_FACTS = ("load_sectors_per_request", "store_sectors_per_request", "load_sector_excess",
+                 "store_sector_excess", "achieved_occupancy_pct", "achieved_occupancy_ratio", "dram_pct", "l2_hit_pct",
+                 "dram_over_model")
 FINDING_FACTS = ("global_loads", "max_load_bytes", "min_load_bytes", "global_stores", "max_store_bytes", "div64",
                  "double_ops", "local_ops", "barriers", "shared_ops", "registers", "spill_bytes",
                  # from the launches the run saw (none for `grader explain`, which runs nothing)
-                 "threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill", "launch_configs")
+                 "threads_per_block", "blocks", "blocks_per_sm", "occupancy", "gpu_fill", "launch_configs",
+                 # from the hardware's counters (grader submit --counters: Nsight Compute on the timed call)
+                 *COUNTER_FACTS)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError
-from grader.core.contract import ChildSandbox, GuardMode, RefusedFrame, spread_threads
-from grader.core.results import OutputSummary, PrivateInputs
+from grader.core.contract import ChildSandbox, GuardMode, Job, RefusedFrame, spread_threads
+from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, run_cases
@@ -69,6 +69,7 @@ class Children:
     refusals: list[str] = field(default_factory=list)
     recorder_sandbox: ChildSandbox | None = None
     reading: Future | None = None       # nvidia-smi's reading after them, taken while the verdict is judged
+    replay: Job | None = None           # the measuring process's job, for the counters' pass
 
     @property
     def after(self) -> dict | None:
@@ -197,7 +198,8 @@ class GradeRun:
                 phases["gate_wait_s"] = round(both.gate_wait_s, 3)
                 phases.update(recorder_times(both.recorder))
                 out = Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
-                                both.refusals, _hello_sandbox(both.recorder) if both.measurer else None)
+                                both.refusals, _hello_sandbox(both.recorder) if both.measurer else None,
+                                replay=both.replay if both.measurer else None)
             else:
                 run = self.worker.run(job, time_limit_s=rubric.limits.time_limit_s,
                                       on_sent=handed_on if lane else None)
@@ -207,6 +209,27 @@ class GradeRun:
         if backend.on_gpu:
             out.reading = self.pool.submit(gpuinfo.snapshot)     # nvidia-smi takes a while: beside the verdict
         return out
+
+    def counters(self, children: Children, *, launches, model_bytes: int | None) -> CountersSummary:
+        """The counters' pass (run/profiling.py) over the timed call the measuring process replayed,
+        in the GPU's lane again: what the hardware counted, or why nothing was."""
+        from grader.run.profiling import call_kernels, profile_call
+        from grader.toolchain import tools
+
+        replay = children.replay
+        if not self.backend.on_gpu or not self.backend.toolchain.profiler or replay is None or not replay.timed_cases:
+            return CountersSummary(problem="the counters are read on a GPU, from the timed call of a timed grade.")
+        ncu = tools.locate(self.backend.toolchain.profiler)
+        if ncu is None:
+            return CountersSummary(problem=f"{self.backend.toolchain.profiler} was not found: "
+                                           f"{tools.INSTALL_HINTS.get(self.backend.toolchain.profiler, 'install it')}.")
+        kernels = call_kernels(replay.recording, replay.timed_cases[0].launch.key)
+        names = {lc.mangled: lc.kernel for lc in launches}
+        self.say("reading the hardware's counters (Nsight Compute)")
+        with lanes.gpu_lane(self.device):
+            return profile_call(replay, ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,
+                                output_cap=self.rubric.limits.output_cap_bytes,
+                                time_limit_s=max(60.0, self.rubric.limits.time_limit_s), device=self.device)
 
     def close(self) -> None:
         for child in (self.recorder, self.worker):

@@ -22,7 +22,7 @@ from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
 from grader.core.backend import AUTO, Backend, named
 from grader.core.errors import GraderError, InfrastructureError, UsageError
-from grader.core.results import DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
+from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
 from grader.run.sandbox import Worker
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
                      progress: Progress | None = None, audit_syscalls: bool = False,
                      device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
-                     inputs=None) -> Result:
+                     inputs=None, counters: bool = False) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -56,6 +56,11 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
 
     inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
     shared by the rest and closed by the batch; by default a grade makes its own.
+
+    counters: after a correct, timed grade on a GPU, replay the timed call once more under Nsight
+    Compute (run/profiling.py) for what the hardware counted (result.counters, and the rubric's
+    counter findings); it never changes the fraction or the tier, and where it cannot run,
+    result.counters.problem says why.
 
     draw_ahead: after a GPU grade, start the detached process that draws the next run's private
     cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
@@ -87,7 +92,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
                 "machine, or use --backend emulator to check correctness on the CPU.")
         _grade(p, rubric=rubric, backend=chosen, reading=reading, result=result, say=say,
                guard_mode=GuardMode.AUDIT if audit_syscalls else GuardMode.ENFORCE, device=device,
-               emulator_threads=emulator_threads, shared=inputs)
+               emulator_threads=emulator_threads, shared=inputs, counters=counters)
 
     _whatever_happens(result, grade)
     result.seconds = round(time.perf_counter() - started, 3)
@@ -172,7 +177,8 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 
 def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
-           guard_mode: GuardMode, device: str | None, emulator_threads: int = 0, shared=None) -> None:
+           guard_mode: GuardMode, device: str | None, emulator_threads: int = 0, shared=None,
+           counters: bool = False) -> None:
     """Grade p into result: each step returns what it found and only this function (with
     take_verdict) writes the Result."""
     sub = read_source(p, rubric)
@@ -219,6 +225,11 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
+        if counters and result.status == "graded":
+            result.counters = (run.counters(children, launches=result.launches, model_bytes=result.timing.bytes_moved)
+                               if result.correct and result.timing is not None else
+                               CountersSummary(problem="the counters are read for a correct kernel, once it is timed."))
+            result.phases["counters_s"] = result.counters.seconds
         if sass_future is not None and result.status == "graded":
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
     finally:
@@ -281,5 +292,6 @@ def _findings(kernels, result: Result, rubric: Rubric, arch: str) -> tuple[SassS
     if isinstance(kernels, str):
         return SassSummary(unavailable=kernels), []
     kernels = findings.with_launches(kernels, result.launches, launches.sm_count(arch, result.device.sms))
+    kernels = findings.with_counters(kernels, result.counters)
     return (SassSummary({k.name: dict(k.facts, launched=k.launched) for k in kernels}),
             findings.explain(kernels, rubric, result.timing, result.device.name))

@@ -24,6 +24,7 @@ class ReplayRun:
     measurer: ChildRun | None = None        # None: the recorder failed, or its recording was refused
     refusals: list[str] = field(default_factory=list)
     gate_wait_s: float = 0.0                # how long the measuring process waited for the recorder's end
+    replay: Job | None = None               # the measuring process's job (the counters' pass replays it again)
 
     @property
     def judged(self) -> ChildRun:
@@ -88,6 +89,7 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
         recorder.gone()
         out.gate_wait_s = time.perf_counter() - waited
 
+    out.replay = replay
     out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True,
                                 gate=recorder_gone)
     out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]

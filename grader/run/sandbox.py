@@ -100,13 +100,16 @@ class Worker:
     """
 
     def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
-                 torch: bool = False, cpu_threads: int = 1):
+                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None):
         """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
         torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
         cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
         cores): its CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is
         cpu_limit_s times this (else a slow, correct kernel on 16 cores would be killed at a
-        sixteenth of the time limit, as a crash)."""
+        sixteenth of the time limit, as a crash).
+        wrapper: a command the child runs under (Nsight Compute's, run/profiling.py): it is the
+        process started, the child its child, each descriptor passed on; its folder is open to
+        the child's user, which ncu's injected library writes into."""
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
@@ -121,7 +124,7 @@ class Worker:
         base, self.adapted = folders.child_folder_base()
         self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
-            os.chmod(self._workdir, 0o755)
+            os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
@@ -130,7 +133,7 @@ class Worker:
         self.proc = subprocess.Popen(
             # Without torch the child needs nothing of site-packages: -S spares it the site
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
-            [sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
+            [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
              str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),

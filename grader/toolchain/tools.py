@@ -2,7 +2,7 @@
 
 locate(name) is where a tool is, or None; require(name) is where it is, or an InfrastructureError
 that says how to install it; version(name) is its first meaningful `--version` line. A CUDA tool
-(nvcc, cuobjdump, nvdisasm) is looked for where the user said the toolkit is first ($CUDA_HOME,
+(nvcc, cuobjdump, nvdisasm, ncu) is looked for where the user said the toolkit is first ($CUDA_HOME,
 then $CUDA_PATH), then on PATH, then in /usr/local/cuda, then in NVIDIA's pip wheels; any other
 tool on PATH. So a machine with nvcc only under $CUDA_HOME grades on it everywhere, the builds and
 the emulator's CUDA check alike.
@@ -18,12 +18,13 @@ from pathlib import Path
 
 from grader.core.errors import InfrastructureError
 
-CUDA_TOOLS = ("nvcc", "cuobjdump", "nvdisasm")
+CUDA_TOOLS = ("nvcc", "cuobjdump", "nvdisasm", "ncu")
 
 INSTALL_HINTS = {
     "nvcc": "install the CUDA toolkit and put its bin/ on PATH (or set CUDA_HOME)",
     "g++": "install g++ (apt-get install g++)",
     "ninja": "pip install ninja",
+    "ncu": "install Nsight Compute (it comes with the CUDA toolkit, in its bin/) or put ncu on PATH",
     "nm": "install binutils; screening reads the compiled submission with it",
     "readelf": "install binutils; screening reads the compiled submission with it",
 }

@@ -14,6 +14,13 @@
 // the report pipe the parent reads and ends the process, so the parent can
 // tell the student what their code tried ("tried to start a program").
 //
+// Profile mode (the counters' process, run under Nsight Compute: no host code
+// of the submission runs there, only its device code) is the enforced policy
+// plus what ncu's injected library was measured to call once the wall is up
+// (scripts/gpu-check's audit of it on the H200): its socket to the ncu front
+// end, and the files it keeps in the child's own folder. Starting programs,
+// new processes, ptrace and signals to other processes stay trapped.
+//
 // Audit mode (measurement only, never used to grade) traps every call,
 // writes a line for each and then makes the call itself from a stub the
 // filter lets through by its address: the list of what a real run needs.
@@ -81,6 +88,18 @@ struct entry {
 };
 
 #define E(n, r) {SYS_##n, #n, r}
+// Allowed in profile mode only, checked before kPolicy (an open there may write).
+static const struct entry kProfile[] = {
+    E(socket, R_ALLOW), E(connect, R_ALLOW), E(bind, R_ALLOW), E(getsockname, R_ALLOW),
+    E(getpeername, R_ALLOW), E(getsockopt, R_ALLOW), E(setsockopt, R_ALLOW), E(sendto, R_ALLOW),
+    E(recvfrom, R_ALLOW), E(sendmsg, R_ALLOW), E(recvmsg, R_ALLOW), E(shutdown, R_ALLOW),
+    E(openat, R_ALLOW), E(unlinkat, R_ALLOW), E(symlinkat, R_ALLOW), E(fchmodat, R_ALLOW), E(fchmod, R_ALLOW),
+    E(ftruncate, R_ALLOW), E(mkdirat, R_ALLOW), E(renameat, R_ALLOW),
+#if defined(__x86_64__)
+    E(open, R_ALLOW), E(unlink, R_ALLOW), E(symlink, R_ALLOW), E(chmod, R_ALLOW), E(mkdir, R_ALLOW),
+    E(rename, R_ALLOW),
+#endif
+};
 static const struct entry kPolicy[] = {
     // reading and writing descriptors already open
     E(read, R_ALLOW), E(write, R_ALLOW), E(readv, R_ALLOW), E(writev, R_ALLOW), E(pread64, R_ALLOW),
@@ -379,7 +398,7 @@ static void rule_body(struct builder* b, enum rule r) {
     }
 }
 
-static void build(struct builder* b, int audit) {
+static void build(struct builder* b, int audit, int profile) {
     b->n = 0;
     b->overflow = 0;
     LD(offsetof(struct seccomp_data, arch));
@@ -409,6 +428,12 @@ static void build(struct builder* b, int audit) {
     emit(b, BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1);          // the x32 ABI
     RET(TRAP);
 #endif
+    if (profile) {
+        for (size_t i = 0; i < sizeof kProfile / sizeof kProfile[0]; ++i) {
+            emit(b, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)kProfile[i].nr, 0, 1);
+            RET(ALLOW);
+        }
+    }
     for (size_t i = 0; i < sizeof kPolicy / sizeof kPolicy[0]; ++i) {
         static struct builder body;
         body.n = 0;
@@ -432,7 +457,7 @@ static void build(struct builder* b, int audit) {
 }
 
 // Installs the handler and the filter on every thread of the process.
-// mode 0: enforce; 1: audit. Returns 0, or a negative errno saying which step failed:
+// mode 0: enforce; 1: audit; 2: profile (enforce, and what ncu's injection needs). Returns 0, or a negative errno saying which step failed:
 // -1000 - errno for sigaction, -2000 - errno for no_new_privs, -3000 - errno for seccomp,
 // -4000 - tid for a thread that could not be synchronised, -5000 the filter was too long.
 int grader_guard_install(int mode, int report_fd, long self_pid) {
@@ -440,7 +465,7 @@ int grader_guard_install(int mode, int report_fd, long self_pid) {
     g_report_fd = report_fd;
     g_audit = mode == 1;
     g_self = self_pid;
-    build(&b, g_audit);
+    build(&b, g_audit, mode == 2);
     if (b.overflow) return -5000;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -463,6 +488,6 @@ int grader_guard_install(int mode, int report_fd, long self_pid) {
 // The filter's length in instructions (for the record and the tests).
 int grader_guard_filter_length(int mode) {
     static struct builder b;
-    build(&b, mode == 1);
+    build(&b, mode == 1, mode == 2);
     return b.overflow ? -1 : (int)b.n;
 }

@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
-ENFORCE, AUDIT = 0, 1
+ENFORCE, AUDIT, PROFILE = 0, 1, 2     # profile: enforce, and what Nsight Compute's injection needs
 
 # What a blocked call means, in a student's terms. Calls not named here are
 # "a system call a kernel launch has no need of".
@@ -144,7 +144,8 @@ class Guard:
         code = self.lib.grader_guard_install(mode, report_fd, os.getpid())
         ms = round((time.perf_counter() - start) * 1000, 3)
         if code == 0:
-            return GuardStatus(True, "seccomp filter" + (" (audit mode)" if mode == AUDIT else ""), length, ms)
+            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: ncu's socket and files)"}
+                               .get(mode, ""), length, ms)
         step = _STEPS.get(-code // 1000 * 1000, "install")
         err = -code % 1000
         why = os.strerror(err) if step not in ("thread sync", "filter length") and err else f"code {code}"

@@ -64,7 +64,7 @@ class ReplayBackend(CudaBackend):
     def from_job(cls, job):
         from grader.run.child.replay import call_outputs, call_sizes
 
-        every = job.cases + job.timed_cases + job.baseline_cases
+        every = job.cases + job.timed_cases + job.verify_cases + job.baseline_cases
         return cls(job.reference_library, device_code=job.device_code, recording=job.recording,
                    layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
                    workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals,

@@ -54,6 +54,21 @@ class _Discard:
         pass
 
 
+class _Unheard:
+    """The counters' channel: ncu, its parent, may not pass the result descriptor on, and what
+    the process counts reaches the grader through ncu's log, not frames; a frame that cannot be
+    sent is dropped."""
+
+    def __init__(self, channel):
+        self.channel = channel
+
+    def send(self, *args, **kw) -> None:
+        try:
+            self.channel.send(*args, **kw)
+        except OSError:
+            pass
+
+
 class NullSender:
     """The recorder's: it has no outputs to send (its buffers are stand-ins), only the recording."""
 
@@ -257,13 +272,15 @@ def main() -> int:
         _say_ready(int(sys.argv[4]))
     job = Job.from_json(json.loads(sys.stdin.buffer.readline()))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
+    if job.role == Role.PROFILE:
+        channel = _Unheard(channel)
     t_job = time.perf_counter() - T0
     shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
     sender: Sender | NullSender = Sender(channel, shared)
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
         backend = _backend_for(job)
-        if job.role == Role.RECORD:
+        if job.role in (Role.RECORD, Role.PROFILE):     # the profile's outputs are nobody's to judge
             sender = NullSender()
         sandbox = _behind_the_wall(backend, job, guard_fd)
     except Refused as refused:
@@ -286,7 +303,10 @@ def main() -> int:
     channel.send(done)
     # Everything is sent: closing the channel now lets the parent hand the GPU's lane on while
     # this process exits (tearing down a CUDA context takes a moment).
-    os.close(result_fd)
+    try:
+        os.close(result_fd)
+    except OSError:
+        pass                                # the counters' process under ncu, which may not have passed it
     return 0
 
 
@@ -317,13 +337,14 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
-    status = wall.install(mode=guard.AUDIT if job.guard_mode == GuardMode.AUDIT else guard.ENFORCE, report_fd=guard_fd)
+    mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
+    status = wall.install(mode=mode, report_fd=guard_fd)
     sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
     sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
     sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
     sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     t_load = time.perf_counter()
-    if job.library or job.role == Role.REPLAY:     # `grader calibrate` runs only the grader's own kernels
+    if job.library or job.role in (Role.REPLAY, Role.PROFILE):     # `grader calibrate` runs only the grader's own kernels
         backend.load_submission(job.library)    # the measuring process may raise Refused (main sends it)
     sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
     if job.library:
