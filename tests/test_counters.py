@@ -71,7 +71,7 @@ def test_csv_without_rows_or_with_odd_values():
 
 def _kernel(mangled: str, width: int, store_width: int = 4) -> KernelCode:
     return KernelCode(mangled, mangled, True, {"global_loads": 2, "max_load_bytes": width, "min_load_bytes": width,
-                                               "global_stores": 1, "max_store_bytes": store_width})
+                                               "global_stores": 1, "max_store_bytes": store_width, "gpu_fill": 1.0})
 
 
 def _codes(kernels, counters, exercise="bias_gelu_fused"):
@@ -112,6 +112,9 @@ def test_low_achieved_occupancy_against_the_theoretical(probed):
     assert "20.0% of the SM's warps" in found["low_achieved_occupancy"].message
     fine = dataclasses.replace(probed[0], achieved_occupancy_pct=30.0, theoretical_occupancy_pct=50.0)
     assert not _codes([_kernel("copyCoalesced", 4)], profiling.summarise([fine], None))
+    # a grid too small to fill the GPU is underfilled_grid's cause: one message for it, not two
+    small = dataclasses.replace(_kernel("copyCoalesced", 4), facts={**_kernel("copyCoalesced", 4).facts, "gpu_fill": 0.1})
+    assert not _codes([small], profiling.summarise([starved], None))
 
 
 def test_uncoalesced_stores_are_their_own_cause_only_when_the_loads_are_fine(probed):
