@@ -309,3 +309,15 @@ def test_the_manifest_judges_counter_findings_only_when_there_are_counters(probe
     assert any("no counters: ncu was not found" in p for p in judge(exp, r))
     r.backend = "emulator"
     assert judge(exp, r) == []
+
+
+def test_counters_on_the_emulator_say_they_are_the_gpus(tmp_path):
+    from grader.grade.pipeline import grade_submission
+
+    rubric = choose(exercise="bias_gelu_fused", rubric_path=None, file=None)
+    sample = Path(__file__).resolve().parent.parent / "submissions" / "bias_gelu_fused" / "row_major_threads.cu"
+    r = grade_submission(sample, rubric=rubric, backend="emulator", counters=True)
+    assert r.status == "graded" and r.correct and r.fraction is None
+    assert r.counters is not None and r.counters.kernels == []
+    assert r.counters.problem.startswith("the counters are the GPU's") and "emulator backend has none" in r.counters.problem
+    assert grade_submission(sample, rubric=rubric, backend="emulator").counters is None

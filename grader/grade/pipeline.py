@@ -226,9 +226,12 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
                                            resources=(gpu_build or build).resources, arch=run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
         if counters and result.status == "graded":
-            result.counters = (run.counters(children, launches=result.launches, model_bytes=result.timing.bytes_moved)
-                               if result.correct and result.timing is not None else
-                               CountersSummary(problem="the counters are read for a correct kernel, once it is timed."))
+            result.counters = (
+                CountersSummary(problem=f"the counters are the GPU's (Nsight Compute); the {backend.name} backend has "
+                                        "none: submit on a machine with an NVIDIA GPU.") if not backend.toolchain.profiler
+                else run.counters(children, launches=result.launches, model_bytes=result.timing.bytes_moved)
+                if result.correct and result.timing is not None else
+                CountersSummary(problem="the counters are read for a correct kernel, once it is timed."))
             result.phases["counters_s"] = result.counters.seconds
         if sass_future is not None and result.status == "graded":
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
