@@ -295,6 +295,28 @@ def test_no_ncu_is_a_problem_said_not_a_failed_grade(monkeypatch):
     assert "timed call" in got.problem
 
 
+def test_a_counters_pass_that_breaks_is_said_and_the_grade_stands(monkeypatch):
+    """ncu found but failing to start (a broken install, a folder the child cannot use): the
+    pass's exception becomes its problem, never an infrastructure_error of the grade."""
+    from grader.core.backend import CUDA
+    from grader.grade.children import Children, GradeRun
+    from grader.run import lanes
+    from grader.toolchain import tools
+    import contextlib
+
+    monkeypatch.setattr(tools, "locate", lambda name: "/opt/broken/ncu")
+    monkeypatch.setattr(lanes, "gpu_lane", lambda device: contextlib.nullcontext())
+
+    def broken(*_a, **_kw):
+        raise PermissionError(13, "Permission denied", "/opt/broken/ncu")
+    monkeypatch.setattr(profiling, "profile_call", broken)
+    run = GradeRun.__new__(GradeRun)
+    run.backend, run.say, run.device = CUDA, lambda _m: None, None
+    run.rubric = choose(exercise="bias_gelu_fused", rubric_path=None, file=None)
+    got = run.counters(Children(judged=None, runs=[], replay=_replay_job()), launches=[], model_bytes=8)
+    assert got.kernels == [] and "could not run (PermissionError" in got.problem and "grade above stands" in got.problem
+
+
 def test_the_manifest_judges_counter_findings_only_when_there_are_counters(probed):
     from grader.batch.manifest import Expectation, judge
     from grader.core.results import FindingEntry
