@@ -215,23 +215,30 @@ def test_auto_on_a_cluster_follows_the_gres_and_cuda_without_a_gpu_is_refused_in
                        options=SlurmOptions(gres=None))
 
 
+def _stalled_batch(tmp_path, *, timeout: float):
+    """A class of two on the cluster with a stall deadline of 0.2 min: what came back, and how long it took."""
+    import time
+
+    folder = _class(tmp_path / "class")
+    start = time.monotonic()
+    r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+                "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=timeout)
+    return r, time.monotonic() - start
+
+
 def test_a_drained_node_ends_the_wait_with_the_reason_not_a_silent_wait(cluster, tmp_path):
     """Every node drained (as a stopped slurmd leaves it once Slurm marks it down): the tasks stay
     pending; the wait ends within the stall deadline, exit 4, with Slurm's reason and sinfo -R to
     check. Last in this module: it puts the node back before it ends."""
     import subprocess
-    import time
 
     node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
     subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=grader-test"], check=True)
     try:
-        folder = _class(tmp_path / "class")
-        start = time.monotonic()
-        r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
-                    "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=180)
+        r, took = _stalled_batch(tmp_path, timeout=180)
         assert r.returncode == 4, r.stdout + r.stderr
         assert "Reason=" in r.stderr, r.stderr
-        assert time.monotonic() - start < 120
+        assert took < 120
         assert "sinfo" in r.stderr
     finally:
         subprocess.run(["scancel", "-u", "root"], capture_output=True)
@@ -243,18 +250,14 @@ def test_a_stopped_slurmd_ends_the_wait_as_the_machine_with_what_to_check(cluste
     the wait ends within the stall deadline, exit 4 (the machine, not a student), saying what to
     check, and no student gets a grade. Last in this module: slurmd is started again before it ends."""
     import subprocess
-    import time
 
     slurmd = next(p for p in cluster._procs if "slurmd" in str(p.args[0]))
     slurmd.kill()
     slurmd.wait(timeout=15)
     try:
-        folder = _class(tmp_path / "class")
-        start = time.monotonic()
-        r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
-                    "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=240)
+        r, took = _stalled_batch(tmp_path, timeout=240)
         assert r.returncode == 4, r.stdout + r.stderr
-        assert time.monotonic() - start < 180
+        assert took < 180
         assert "sinfo" in r.stderr or "Reason=" in r.stderr, r.stderr
         assert not (tmp_path / "out" / "summary.csv").exists() or all(
             row["status"] != "graded" for row in csv.DictReader((tmp_path / "out" / "summary.csv").open(newline="")))
