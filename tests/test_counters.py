@@ -343,3 +343,19 @@ def test_counters_on_the_emulator_say_they_are_the_gpus(tmp_path):
     assert r.counters is not None and r.counters.kernels == []
     assert r.counters.problem.startswith("the counters are the GPU's") and "emulator backend has none" in r.counters.problem
     assert grade_submission(sample, rubric=rubric, backend="emulator").counters is None
+
+
+def test_ncus_version_line_is_read_as_every_tools(monkeypatch):
+    import subprocess as sp
+
+    from grader.toolchain import tools
+
+    said = ("NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2025 NVIDIA Corporation\n"
+            "Version 2025.3.1.0 (build 36398880) (public-release)\n")
+    monkeypatch.setattr(tools, "require", lambda name: f"/usr/local/cuda/bin/{name}")
+    monkeypatch.setattr(tools.subprocess, "run", lambda *a, **kw: sp.CompletedProcess(a, 0, stdout=said))
+    tools.version.cache_clear()
+    try:
+        assert tools.version("ncu") == "Nsight Compute 2025.3.1.0"
+    finally:
+        tools.version.cache_clear()

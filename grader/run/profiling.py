@@ -12,7 +12,7 @@ Nothing here reaches the fraction or the tier. Every way it can fail (no ncu, co
 to administrators, a driver too old, the wall, a time limit) ends in a CountersSummary whose
 problem says why, never in a failed grade.
 
-Imports core/ and run/sandbox.
+Imports core/, toolchain/tools and run/sandbox.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import time
 
 from grader.core.contract import GuardMode, Job, Role
 from grader.core.results import CountersSummary, KernelCounters
+from grader.toolchain import tools
 
 # The metrics read, ncu's names, each once: KernelCounters' fields come from them (counters_of).
 METRICS = (
@@ -178,18 +179,6 @@ def profile_call(replay: Job, *, ncu: str, kernels: list[str], names: dict[str, 
         shutil.rmtree(folder, ignore_errors=True)
     found = counters_of(read_csv(text), names)
     summary = summarise(found, model_bytes) if found else CountersSummary(problem=problem_of(text, run, kernels))
-    summary.tool = ncu_version(ncu)
+    summary.tool = tools.version("ncu")
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
-
-
-def ncu_version(ncu: str) -> str:
-    """ncu's "Version 2025.3.1.0 (build ...)" line, or "ncu"."""
-    import subprocess
-
-    try:
-        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "ncu"
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("Version")]
-    return f"Nsight Compute {lines[-1].split()[1]}" if lines and len(lines[-1].split()) > 1 else "ncu"

@@ -72,4 +72,7 @@ def version(name: str) -> str:
     lines = [ln for ln in out.splitlines() if ln.strip()]
     if name == "nvcc":
         return next((ln.strip() for ln in lines if "release" in ln), lines[-1] if lines else "nvcc")
+    if name == "ncu":                   # "Version 2025.3.1.0 (build 36398880) (public-release)"
+        found = next((ln.split()[1] for ln in lines if ln.startswith("Version") and len(ln.split()) > 1), "")
+        return f"Nsight Compute {found}" if found else "ncu"
     return lines[0].strip() if lines else name
