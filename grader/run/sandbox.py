@@ -108,8 +108,9 @@ class Worker:
         cpu_limit_s times this (else a slow, correct kernel on 16 cores would be killed at a
         sixteenth of the time limit, as a crash).
         wrapper: a command the child runs under (Nsight Compute's, run/profiling.py): it is the
-        process started, the child its child, each descriptor passed on; its folder is open to
-        the child's user, which ncu's injected library writes into."""
+        process started and the child its child; whether ncu passes the child's descriptors on is
+        not relied on (the counters come back in ncu's log, and worker.py drops a frame it cannot
+        send); its folder is open to the child's user, which ncu's injected library writes into."""
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
