@@ -266,8 +266,11 @@ def test_the_report_shows_the_counters_or_why_there_are_none(probed, fmt):
     counted = profiling.summarise(probed, model_bytes=2 * 4 * N)
     counted.tool = "Nsight Compute 2025.3.1.0"
     probed[0].load_ideal = 4.0
-    text = render(_result_with(counted), rubric)
+    graded = _result_with(counted)
+    graded.gbps = 2404.4
+    text = render(graded, rubric)
     assert "copyStride8" in text or "stride8 (as written)" in text
+    assert "grader's own figure: 2404 GB/s" in text
     assert "Nsight Compute 2025.3.1.0" in text
     assert "32.0" in text and "4.0 (4)" in text
     none = render(_result_with(CountersSummary(problem="ncu was not found: install Nsight Compute")), rubric)
