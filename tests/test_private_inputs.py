@@ -83,9 +83,9 @@ def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_w
 
     rubric, ref = bias
     rubric = _small_timing(rubric)
-    ready = pool.draw_ahead(rubric, ref, tmp_path)
+    ready = pool.draw_ahead(rubric, ref, tmp_path, depth=1)
     assert ready is not None and ready.name.startswith("ready-")
-    assert pool.draw_ahead(rubric, ref, tmp_path) is None                 # one is ready: nothing more drawn
+    assert pool.draw_ahead(rubric, ref, tmp_path, depth=1) is None        # one is ready: nothing more drawn
     cases_for = lambda s: run_cases(rubric, timed=True, secret=s)                   # noqa: E731
     store = pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for)
     assert store.drawn_ahead and store.private.name.startswith("run-") and not ready.exists()
@@ -101,6 +101,28 @@ def test_the_next_runs_cases_drawn_ahead_are_claimed_once_and_match_what_a_run_w
     store.close()
     again.close()
     assert not folder.exists() and list((tmp_path / cache.RUNS).glob("run-*")) == []
+
+
+def test_two_folders_are_kept_ready_so_two_grades_in_a_row_both_find_one(bias, tmp_path):
+    """READY_DEPTH: the detached process tops the ready folders up to two, each with its own
+    secret; two grades in a row claim one each, and the third draws its own."""
+    from grader.exercises import pool
+    from grader.exercises.plan import run_cases
+
+    rubric, ref = bias
+    rubric = _small_timing(rubric)
+    assert pool.draw_ahead(rubric, ref, tmp_path) is not None
+    assert len(list((tmp_path / cache.RUNS).glob("ready-*"))) == pool.READY_DEPTH == 2
+    assert pool.draw_ahead(rubric, ref, tmp_path) is None                 # topped up already
+    cases_for = lambda s: run_cases(rubric, timed=True, secret=s)                   # noqa: E731
+    first, second, third = (pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for) for _ in range(3))
+    assert first.drawn_ahead and second.drawn_ahead and not third.drawn_ahead
+    assert first.secret != second.secret
+    pool.Store.for_gpu_run(tmp_path, rubric, ref, cases_for).close()
+    assert pool.draw_ahead(rubric, ref, tmp_path) is not None             # one claimed is drawn again
+    assert len(list((tmp_path / cache.RUNS).glob("ready-*"))) == 2
+    for store in (first, second, third):
+        store.close()
 
 
 def test_a_folder_drawn_for_other_cases_is_never_used(bias, tmp_path):
@@ -177,7 +199,7 @@ def test_a_grade_starts_a_detached_process_that_draws_the_next_runs_cases(tmp_pa
     while time.time() < deadline and not list((cache_dir / cache.RUNS).glob("ready-*")):
         time.sleep(0.2)
     ready = list((cache_dir / cache.RUNS).glob("ready-*"))
-    assert len(ready) == 1 and (ready[0] / pool.SECRET_FILE).is_file()
+    assert 1 <= len(ready) <= pool.READY_DEPTH and (ready[0] / pool.SECRET_FILE).is_file()
     assert any(ready[0].rglob("answers.f64")) and not list((cache_dir / cache.RUNS).glob(".drawing-*"))
 
 

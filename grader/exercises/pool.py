@@ -8,8 +8,9 @@ submit` on a GPU, once its grade is done, starts a detached process (`python -m
 grader.exercises.pool`) that draws the *next* run's private cases: every private case's
 inputs, answers and prepared answers, with a new secret, into a folder under the cache's runs/.
 The next grade claims that folder (renaming it, so two graders never share one), uses it once and
-removes it. When none is ready (the first grade of a machine, a batch, two grades in quick
-succession) the grade draws its own.
+removes it. READY_DEPTH folders are kept ready, so that a grade right after another (a student
+who submits again at once) still finds one; when none is ready (the first grade of a machine, a
+batch, several grades in quick succession) the grade draws its own.
 
 A ready folder is named `ready-<key>-<128 random bits>`: the key names what it was drawn for
 (rubric, reference, generators, the cases, the tolerance), the random part keeps anyone who cannot
@@ -40,6 +41,7 @@ from grader.exercises.rubric import Rubric
 SECRET_FILE = "secret"
 STALE_S = 3600.0          # a claimed or half-drawn folder older than this was left by a killed grader
 READY_STALE_S = 7 * 86400.0
+READY_DEPTH = 2           # ready folders kept for one key: two grades in a row both find one
 
 
 def key_of(rubric, reference, cases: list[Case]) -> str:
@@ -115,36 +117,47 @@ def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: in
         list(pool.map(draw, sorted((c for c in cases if c.private), key=lambda c: not c.timed)))
 
 
-def draw_ahead(rubric, reference, cache: Path) -> Path | None:
-    """Draw the next run's private cases into a ready folder (what the detached process does);
-    None when one is ready already or another process is drawing it."""
+def draw_ahead(rubric, reference, cache: Path, depth: int = READY_DEPTH) -> Path | None:
+    """Draw the next runs' private cases into ready folders (what the detached process does) until
+    `depth` are ready, each with a secret of its own; the last one drawn, or None when enough were
+    ready already or another process is drawing them."""
     from grader.exercises.plan import run_cases
 
-    secret = secrets.randbits(64)
-    cases = [c for c in run_cases(rubric, timed=True, secret=secret) if c.private]
-    key = key_of(rubric, reference, cases)
+    key = key_of(rubric, reference, [c for c in run_cases(rubric, timed=True, secret=0) if c.private])
     runs = runs_folder(cache)
     with open(runs / f".draw-{key}.lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return None
-        if any(e.name.startswith(f"ready-{key}-") for e in os.scandir(runs)):
-            return None
-        folder = new_folder(cache, ".drawing-")
-        try:
-            draw_into(folder, rubric, reference, cases)
-            secret_file = folder / SECRET_FILE
-            secret_file.write_text(str(secret))
-            if os.geteuid() == 0:       # the children run as nobody: what they never need stays the grader's
-                for p in [secret_file, *folder.rglob("answers.f64"), *folder.rglob("prepared-*.f32")]:
-                    os.chmod(p, 0o600)
-            ready = runs / f"ready-{key}-{secrets.token_hex(16)}"
-            os.rename(folder, ready)
-            return ready
-        except BaseException:
-            _remove(folder)
-            raise
+        drawn = None
+        # Stopping rule: `depth` folders for this key are ready (a grade may claim one meanwhile:
+        # counted again before each draw).
+        while sum(1 for e in os.scandir(runs) if e.name.startswith(f"ready-{key}-")) < depth:
+            drawn = _draw_one(rubric, reference, cache, runs, key)
+        return drawn
+
+
+def _draw_one(rubric, reference, cache: Path, runs: Path, key: str) -> Path:
+    """One ready folder: every private case of a run drawn from a new secret."""
+    from grader.exercises.plan import run_cases
+
+    secret = secrets.randbits(64)
+    cases = [c for c in run_cases(rubric, timed=True, secret=secret) if c.private]
+    folder = new_folder(cache, ".drawing-")
+    try:
+        draw_into(folder, rubric, reference, cases)
+        secret_file = folder / SECRET_FILE
+        secret_file.write_text(str(secret))
+        if os.geteuid() == 0:       # the children run as nobody: what they never need stays the grader's
+            for p in [secret_file, *folder.rglob("answers.f64"), *folder.rglob("prepared-*.f32")]:
+                os.chmod(p, 0o600)
+        ready = runs / f"ready-{key}-{secrets.token_hex(16)}"
+        os.rename(folder, ready)
+        return ready
+    except BaseException:
+        _remove(folder)
+        raise
 
 
 class Store:
