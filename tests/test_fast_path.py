@@ -136,3 +136,60 @@ def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_st
     assert atomics.correct and atomics.sandbox.emulator_threads == 1
     skipping = grade_submission(samples / "skipped_rows.cu", rubric=rubric, backend="emulator")
     assert skipping.correct is False and skipping.sandbox.emulator_threads == cores
+
+
+def _early_on_the_emulator(rubric):
+    """An Early as `grader submit` makes it on a GPU, its child started on the emulator (this
+    machine has no GPU): the same hand-over."""
+    from grader.core.backend import EMULATOR
+    from grader.grade.early import Early, start_children
+
+    return Early(EMULATOR, None, 0.0, start_children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0))
+
+
+def test_a_grade_runs_in_the_children_started_early_and_ends_every_one(tmp_path):
+    """grade/early.py: the child started before the pipeline's imports is the one the grade runs
+    (it ran the job and exited of itself: a child cancelled unused is killed), and is gone once
+    the grade is done."""
+    from grader.grade.pipeline import grade_submission
+
+    rubric = load_exercise("bias_gelu_fused")
+    early = _early_on_the_emulator(rubric)
+    worker = early.children.worker
+    result = grade_submission(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric=rubric,
+                              backend="emulator", early=early)
+    assert result.status == "graded" and result.correct
+    assert worker.proc.poll() == 0
+
+
+def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_path):
+    """A compile error, a missing file, another backend than the one they were started for: the
+    children started early never outlive the call."""
+    import pytest
+
+    from grader.core.errors import UsageError
+    from grader.grade.pipeline import grade_submission
+
+    rubric = load_exercise("bias_gelu_fused")
+    for path, backend in ((ROOT / "submissions/bias_gelu_fused/compile_error.cu", "emulator"),
+                          (tmp_path / "missing.cu", "emulator"),
+                          (ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", "cuda")):
+        early = _early_on_the_emulator(rubric)
+        proc = early.children.worker.proc
+        if path.name == "missing.cu":
+            with pytest.raises(UsageError):
+                grade_submission(path, rubric=rubric, backend=backend, early=early)
+        else:
+            grade_submission(path, rubric=rubric, backend=backend, early=early)
+        proc.wait(timeout=10)
+        assert proc.returncode is not None, path.name
+
+
+def test_start_early_starts_no_child_on_the_emulator_and_probes_only_for_a_gpu():
+    """On the emulator the child's start is short and would take a core from the parent's
+    imports: nothing is started early, and no GPU is probed for."""
+    from grader.grade.early import start_early
+
+    rubric = load_exercise("bias_gelu_fused")
+    early = start_early(rubric=rubric, backend="emulator")
+    assert early.children is None and early.reading is None and early.probe_s < 0.05

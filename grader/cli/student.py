@@ -112,20 +112,31 @@ def _submit_once(file: Path, once: SubmitOptions):
     """One grade of FILE, its reports, its output and its attempt kept; the Result."""
     exercise, rubric_path, report_dir, no_report = once.exercise, once.rubric_path, once.report_dir, once.no_report
     fmt, output_path, github, backend, quiet = once.fmt, once.output_path, once.github, once.backend, once.quiet
-    from grader.grade.pipeline import grade_submission
-    from grader.platforms import classroom, documents
-    from grader.platforms import github as gh
     from grader.exercises import choose
-    from grader.report.files import default_report_dir, render_markdown, render_text, write_reports
 
     err = err_console()
+    early = None
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
+        if file.is_file():
+            from grader.grade.early import start_early
+
+            # The GPU's probe and the children's start (their CUDA context) before the pipeline's
+            # imports: they overlap them (grade/early.py).
+            early = start_early(rubric=rubric, backend=backend)
+        from grader.grade.pipeline import grade_submission
+
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True,
-                                  counters=once.counters)
+                                  counters=once.counters, early=early)
     except GraderError as exc:
+        if early is not None:
+            early.cancel()
         fail(exc)
+    from grader.platforms import classroom, documents
+    from grader.platforms import github as gh
+    from grader.report.files import default_report_dir, render_markdown, render_text, write_reports
+
     said, attempts = _remember(result, file, err, quiet)
     html = None
     if not no_report:

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError
-from grader.core.contract import ChildSandbox, GuardMode, Job, RefusedFrame, spread_threads
+from grader.core.contract import ChildSandbox, GuardMode, Job, RefusedFrame
 from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
+from grader.grade.early import Children as Started, start_children
 from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.steps import Progress
 from grader.run import lanes
@@ -82,7 +83,9 @@ class GradeRun:
     guard builds going and returns them (Prepared)."""
 
     def __init__(self, p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
-                 guard_mode: GuardMode, device: str | None, emulator_threads: int):
+                 guard_mode: GuardMode, device: str | None, emulator_threads: int, children: Started | None = None):
+        """children: started already (grade/early.py: `grader submit` starts them before the
+        pipeline is imported); else start() starts them."""
         self.p, self.rubric, self.backend, self.say, self.guard_mode = p, rubric, backend, say, guard_mode
         self.has_gpu = reading is not None
         self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu
@@ -90,6 +93,7 @@ class GradeRun:
         self.device, self.emulator_threads = device, emulator_threads
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
+        self.children = children
         self.pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
@@ -97,25 +101,16 @@ class GradeRun:
         self.draw_times: dict[str, float] = {}     # _clocked's: when reference.py was loaded, the answers ready
 
     def start(self, shared) -> Prepared:
-        """Start the children, then the reference and guard builds and the draws, beside the build.
+        """Start the children (unless started early), then the reference and guard builds and the draws, beside the build.
         (grade_submission has refused a GPU backend on a machine without a GPU before this.)"""
         rubric, backend = self.rubric, self.backend
         limits = rubric.limits
-        if not backend.on_gpu or self.has_gpu:
-            # It loads nothing of the student's until it is handed the job. On a GPU, two: the
-            # recorder, which runs the submission's host code, and the measuring process, which
-            # runs none (run/child/replay.py).
-            if backend.records_then_replays:
-                from grader.core.processes import close_to_children
-
-                close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
-                self.device = self.device or lanes.default_device()
-                self.recorder = Worker(backend=backend, output_cap=limits.output_cap_bytes,
-                                       cpu_limit_s=limits.time_limit_s, device=self.device)
-            self.worker = Worker(backend=backend, output_cap=limits.output_cap_bytes,
-                                 cpu_limit_s=limits.time_limit_s, device=self.device if backend.on_gpu else None,
-                                 torch=backend.baseline and bool(rubric.timing.baseline),
-                                 cpu_threads=1 if backend.on_gpu else spread_threads(self.emulator_threads))
+        if self.children is None and (not backend.on_gpu or self.has_gpu):
+            self.children = start_children(rubric=rubric, backend=backend, device=self.device,
+                                           emulator_threads=self.emulator_threads)
+        if self.children is not None:
+            self.worker, self.recorder = self.children.worker, self.children.recorder
+            self.device = self.children.device or self.device
         # Imported only now, with the child already starting: numpy's import overlaps its start-up.
         from grader.core.locations import cache_root
         from grader.exercises import data

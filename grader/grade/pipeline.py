@@ -25,6 +25,7 @@ from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
+from grader.grade.early import Early, needs_probe
 from grader.run.sandbox import Worker
 from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
                      progress: Progress | None = None, audit_syscalls: bool = False,
                      device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
-                     inputs=None, counters: bool = False) -> Result:
+                     inputs=None, counters: bool = False, early: Early | None = None) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -62,6 +63,10 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     counter findings); it never changes the fraction or the tier, and where it cannot run,
     result.counters.problem says why.
 
+    early: the GPU's probe and the children, started by grade/early.start_early() for this rubric
+    and backend before the grader's heavier imports (`grader submit`); used instead of probing and
+    starting them again, and cancelled whatever comes of the grade.
+
     draw_ahead: after a GPU grade, start the detached process that draws the next run's private
     cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
     """
@@ -69,12 +74,20 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     say = progress or (lambda _msg: None)
     p = Path(path)
     requested = backend if backend == AUTO else named(backend)     # an unknown name is a UsageError
+    if early is not None and (p.is_dir() or not p.is_file()):
+        early.cancel()
     if p.is_dir():
         raise UsageError(f"{path}: a folder, not a .cu file (`grader batch {path}` grades a folder of submissions)")
     if not p.is_file():
         raise UsageError(f"{path}: no such file")
-    reading = gpuinfo.probe() if requested == AUTO or requested.on_gpu else None
-    probed = time.perf_counter() - started          # nvidia-smi's answer, before anything else can start
+    if early is not None and early.requested != requested:
+        early.cancel()
+        early = None
+    if early is not None:
+        reading, probed = early.reading, early.probe_s
+    else:
+        reading = gpuinfo.probe() if needs_probe(requested) else None
+        probed = time.perf_counter() - started      # nvidia-smi's answer, before anything else can start
     has_gpu = reading is not None
     chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
 
@@ -92,9 +105,14 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
                 "machine, or use --backend emulator to check correctness on the CPU.")
         _grade(p, rubric=rubric, backend=chosen, reading=reading, result=result, say=say,
                guard_mode=GuardMode.AUDIT if audit_syscalls else GuardMode.ENFORCE, device=device,
-               emulator_threads=emulator_threads, shared=inputs, counters=counters)
+               emulator_threads=emulator_threads, shared=inputs, counters=counters,
+               children=early.children if early is not None else None)
 
-    _whatever_happens(result, grade)
+    try:
+        _whatever_happens(result, grade)
+    finally:
+        if early is not None:
+            early.cancel()          # those the grade did not take (it ended before its children's run)
     result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
     if draw_ahead and chosen.private_cases and rubric.path and result.status != "infrastructure_error":
@@ -178,7 +196,7 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
 
 def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
            guard_mode: GuardMode, device: str | None, emulator_threads: int = 0, shared=None,
-           counters: bool = False) -> None:
+           counters: bool = False, children=None) -> None:
     """Grade p into result: each step returns what it found and only this function (with
     take_verdict) writes the Result."""
     sub = read_source(p, rubric)
@@ -189,7 +207,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
     if stop:
         return result.end(stop)
     run = GradeRun(p, rubric=rubric, backend=backend, reading=reading, say=say, guard_mode=guard_mode, device=device,
-                   emulator_threads=emulator_threads)
+                   emulator_threads=emulator_threads, children=children)
     try:
         prepared = run.start(shared)
         from grader import verdict          # numpy's import, with the children already starting
