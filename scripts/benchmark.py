@@ -3,12 +3,12 @@
 
 Measures what issue "grader submit" promises, each through the real CLI as a user runs it:
 - the feedback loop: wall time of `grader submit` with an empty cache, after an edit (cold: the
-  submission rebuilt) and unchanged (warm), with their phases (targets: warm 2.0 s, cold 3.0 s;
-  `--backend emulator` on a machine without a GPU: warm 2.0 s, run under `taskset -c 0` for one core);
+  submission rebuilt) and unchanged (warm, median of 5), with their phases (the goals are the
+  constants below: issue 35's; `--backend emulator`: a correct and an incorrect file, warm);
 - the spread of the fraction over five runs of the same submission (max minus min);
 - the floor against the faster of cudaMemcpyAsync and the 16-byte copy in the same run;
 - the float4 sample's fraction and tier, and the scalar sample's fraction against the lesson's copy.
-With --batch N it measures `grader batch` instead: N generated submissions (copies of correct and
+With --batch N it measures `grader batch` instead (with --scale M, then a batch of M against it): N generated submissions (copies of correct and
 incorrect samples, each made distinct so that each compiles), submissions per minute, where the
 time goes, and each kernel's fraction in the batch against the median of three lone grades of it
 (a batch of one job: one at a time, nothing else building), with each run's submission time and
@@ -71,6 +71,11 @@ BATCH_MIX = ("float4_launcher.cu", "scalar_2d.cu", "flat_index_mod.cu", "templat
 
 
 LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
+# The goals (issue 35: one H200, and the 2-core CPU machine for the emulator).
+WARM_S, FIRST_S, COLD_S = 1.0, 2.5, 3.0          # `grader submit`, wall: warm (median of 5), empty cache, edited
+BATCH_100_S, SCALE_RATIO = 45.0, 3.0             # a batch of 100; a batch of 300 against it
+SPREAD = 0.005                                   # the float4 sample's fraction over 5 runs, (max - min) / mean
+EMULATOR_CORRECT_S, EMULATOR_INCORRECT_S = 1.0, 1.5
 
 
 def _class_of(folder: Path, n: int, copies: int = 1) -> None:
@@ -100,7 +105,26 @@ def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None)
     return wall, results, list(csv.DictReader((out / "summary.csv").open(newline="")))
 
 
-def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RUNS) -> tuple[dict, list]:
+def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RUNS,
+                scale: int = 0) -> tuple[dict, list]:
+    """A batch of n (and its phases, and each kernel's fraction against lone grades of it); with
+    scale, then a batch of `scale` submissions, and its wall time against the first's."""
+    figures, rows = _bench_batch(n, backend, jobs, lone_runs)
+    if scale:
+        with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as tmp:
+            tmp = Path(tmp)
+            _class_of(tmp / "class", scale)
+            wall, _, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
+        ratio = wall / figures["wall_s"]
+        figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio,
+                            "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}}}
+        rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min", "", None))
+        rows.append((f"batch of {scale} / batch of {n}", f"{ratio:.2f}", f"<= {SCALE_RATIO * scale / 300:.1f}",
+                     ratio <= SCALE_RATIO * scale / 300 if n == 100 else None))
+    return figures, rows
+
+
+def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tuple[dict, list]:
     rows: list = []
     with tempfile.TemporaryDirectory(prefix="grader-bench-batch-") as tmp:
         tmp = Path(tmp)
@@ -144,9 +168,9 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_runs, "batch_timings": batch_timings,
                    "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
-        target = 75.0 * n / 100
+        target = BATCH_100_S * n / 100
         rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",
-                     f"<= {target:.0f} s (100 in 75 s)", wall <= target if backend == "cuda" else None))
+                     f"<= {target:.0f} s (100 in {BATCH_100_S:.0f} s)", wall <= target if backend == "cuda" else None))
         rows.append(("mean phases per submission", ", ".join(f"{k} {v:.2f}" for k, v in figures["phases_mean"].items()),
                      "", None))
         if moved:
@@ -216,14 +240,15 @@ def _phases(doc: dict) -> str:
             + (f" | child: {stages}" if stages else ""))
 
 
-def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3) -> dict:
+def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3, warm_runs: int = 5) -> dict:
     """The student's loop (issue: fast feedback): the first submit on a machine (empty cache), a
-    changed file (its build not cached, the reference library cached), and the same file again
-    (warm); the median wall time of `runs` each, with the phases result.json reports."""
+    changed file (its build not cached, the reference library cached: median of `runs`), and the
+    same file again (warm: median of `warm_runs`), with the phases result.json reports; on the
+    emulator also an incorrect file, warm."""
     sample = "submissions/bias_gelu_fused/float4_launcher.cu"
     first_s, first = submit(sample, cache, backend, wait=True)
     colds = [submit(_edited(sample, k), cache, backend, wait=True) for k in range(runs)]
-    warms = [submit(sample, cache, backend, wait=True) for _ in range(runs)]
+    warms = [submit(sample, cache, backend, wait=True) for _ in range(warm_runs)]
     median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     cold, warm = median([w for w, _ in colds]), median([w for w, _ in warms])
     if backend == "cuda":           # a grade right after another: nothing drawn ahead, it draws its own
@@ -239,15 +264,24 @@ def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int
     figures.update(first_s=first_s, cold_s=[w for w, _ in colds], warm_s=[w for w, _ in warms],
                    cold_phases=[d.get("phases") for _, d in colds], warm_phases=[d.get("phases") for _, d in warms],
                    device=first.get("device", {}), cpus=os.cpu_count())
-    limit_warm, limit_cold = 2.0, 3.0
-    rows.append(("submit, empty cache (first on a machine)", f"{first_s:.2f} s", "<= 3.5 s" if backend == "cuda" else "",
-                 first_s <= 3.5 if backend == "cuda" else None))
+    on_gpu = backend == "cuda"
+    limit_warm, limit_cold = (WARM_S, COLD_S) if on_gpu else (EMULATOR_CORRECT_S, COLD_S)
+    rows.append(("submit, empty cache (first on a machine)", f"{first_s:.2f} s", f"<= {FIRST_S} s" if on_gpu else "",
+                 first_s <= FIRST_S if on_gpu else None))
     rows.append(("  phases", _phases(first), "", None))
     rows.append((f"submit cold (edited file), median of {runs}", f"{cold:.2f} s", f"<= {limit_cold:.1f} s"
                  if backend == "cuda" else "", cold <= limit_cold if backend == "cuda" else None))
     rows.append(("  phases (median run)", _phases(sorted(colds, key=lambda r: r[0])[runs // 2][1]), "", None))
-    rows.append((f"submit warm, median of {runs}", f"{warm:.2f} s", f"<= {limit_warm:.1f} s", warm <= limit_warm))
-    rows.append(("  phases (median run)", _phases(sorted(warms, key=lambda r: r[0])[runs // 2][1]), "", None))
+    rows.append((f"submit warm, median of {warm_runs}", f"{warm:.2f} s", f"<= {limit_warm:.1f} s", warm <= limit_warm))
+    rows.append(("  phases (median run)", _phases(sorted(warms, key=lambda r: r[0])[warm_runs // 2][1]), "", None))
+    if not on_gpu:                  # an incorrect kernel's grade explains its mismatches: its own figure
+        bad = "submissions/bias_gelu_fused/missing_bias.cu"
+        submit(bad, cache, backend)
+        wrong = [submit(bad, cache, backend) for _ in range(warm_runs)]
+        figures.update(incorrect_s=[w for w, _ in wrong])
+        rows.append((f"submit warm, incorrect (missing_bias.cu), median of {warm_runs}",
+                     f"{median([w for w, _ in wrong]):.2f} s", f"<= {EMULATOR_INCORRECT_S:.1f} s",
+                     median([w for w, _ in wrong]) <= EMULATOR_INCORRECT_S))
     return first
 
 
@@ -258,11 +292,17 @@ def main() -> int:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--batch", type=int, default=0, metavar="N", help="time `grader batch` on N generated submissions")
     ap.add_argument("--jobs", type=int, default=None, help="--jobs for the batch (default: the batch's own)")
+    ap.add_argument("--scale", type=int, default=0, metavar="M",
+                    help="with --batch, then a batch of M, and its wall time against the first's")
     ap.add_argument("--lone-runs", type=int, default=LONE_RUNS,
                     help="lone grades of each kernel of the batch's mix, to compare fractions with (0: none)")
     args = ap.parse_args()
+    # As an installed grader runs: pip compiles the package's bytecode at install time, which a
+    # machine that sets PYTHONDONTWRITEBYTECODE (the H200 host does) would otherwise compile on
+    # every start of the CLI and of every child.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "grader")], stdout=subprocess.DEVNULL, check=False)
     if args.batch:
-        figures, rows = bench_batch(args.batch, args.backend, args.jobs, args.lone_runs)
+        figures, rows = bench_batch(args.batch, args.backend, args.jobs, args.lone_runs, args.scale)
         return _finish(args, figures, rows)
 
     rows = []
@@ -286,7 +326,8 @@ def main() -> int:
                     "stop": [d["timing"]["stop_reason"] for d in docs],
                 }
                 rows.append((f"{sample}: fraction over {args.runs} runs", " ".join(f"{f:.3f}" for f in fr),
-                             "spread <= 1%", spread <= 0.01))
+                             f"spread <= {100 * SPREAD:.1f}%" if sample == "float4_launcher.cu" else "",
+                             spread <= SPREAD if sample == "float4_launcher.cu" else None))
                 rows.append((f"{sample}: spread", f"{100 * spread:.2f}%", "", None))
                 floors = [d["floor"] for d in docs]
                 gaps = [f["gbps"] / max(f["copies"].get("memcpy", 0), f["copies"].get("copy_vec4", 0)) for f in floors]
