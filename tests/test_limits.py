@@ -154,3 +154,15 @@ def test_clamp_never_asks_above_the_inherited_hard_limit():
                          check=True).stdout.strip()
     assert out == ("(64, 64) (16, 16) {} {'open files (the child)': {'wanted': 1024, 'inherited': 64}}")
     assert resource.getrlimit(resource.RLIMIT_NOFILE)                       # this process untouched
+
+
+def test_a_build_runs_at_lower_priority_than_the_grader():
+    """running.BUILD_NICE: the compilers yield the cores to the measuring process and the
+    children's start (every compiler a build starts inherits it)."""
+    import os
+    import sys
+
+    from grader.toolchain.running import BUILD_NICE
+
+    proc, why = run_limited([sys.executable, "-c", "import os; print(os.nice(0))"], BuildLimits(time_s=30))
+    assert why == "" and int(proc.stdout) == min(19, os.nice(0) + BUILD_NICE)
