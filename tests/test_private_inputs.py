@@ -195,12 +195,16 @@ def test_a_grade_starts_a_detached_process_that_draws_the_next_runs_cases(tmp_pa
     assert not (cache_dir / cache.RUNS).exists()
     monkeypatch.setenv("GRADER_DRAW_AHEAD", "1")
     pool.start_drawing_ahead(str(rubric_file))
-    deadline = time.time() + 90
-    while time.time() < deadline and not list((cache_dir / cache.RUNS).glob("ready-*")):
+    runs = cache_dir / cache.RUNS
+    deadline = time.time() + 120          # it draws READY_DEPTH folders, one after another, then exits
+    while time.time() < deadline and (len(list(runs.glob("ready-*"))) < pool.READY_DEPTH
+                                      or list(runs.glob(".drawing-*"))):
         time.sleep(0.2)
-    ready = list((cache_dir / cache.RUNS).glob("ready-*"))
-    assert 1 <= len(ready) <= pool.READY_DEPTH and (ready[0] / pool.SECRET_FILE).is_file()
-    assert any(ready[0].rglob("answers.f64")) and not list((cache_dir / cache.RUNS).glob(".drawing-*"))
+    ready = list(runs.glob("ready-*"))
+    assert len(ready) == pool.READY_DEPTH and not list(runs.glob(".drawing-*"))
+    for folder in ready:
+        assert (folder / pool.SECRET_FILE).is_file() and any(folder.rglob("answers.f64"))
+    assert len({(folder / pool.SECRET_FILE).read_bytes() for folder in ready}) == pool.READY_DEPTH   # a secret each
 
 
 def test_a_batch_draws_its_private_cases_once_and_every_grade_reads_them(bias, tmp_path):

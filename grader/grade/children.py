@@ -26,7 +26,7 @@ from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.steps import Progress
 from grader.run import lanes
 from grader.run.replaying import record_then_replay
-from grader.run.sandbox import ChildRun, Worker
+from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_guard, build_reference
 from grader.toolchain.outcome import BuildResult
