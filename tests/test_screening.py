@@ -81,6 +81,16 @@ HOST_VARIANTS = {
     "file-scope constant": "static const int kThreads = 256;\nconst float kHalf = 0.5f;\n" + KERNEL,
     "constructor that calls nothing": "volatile int gTouched;\n__attribute__((constructor)) static void early() "
                                       "{ gTouched = 1; }\n" + KERNEL,
+    # File-scope objects whose destructors start-up code only registers (__cxa_atexit), as host
+    # code brought from a larger project keeps them.
+    "static std::vector": "#include <vector>\nstatic std::vector<float> gCache;\n" + KERNEL,
+    "static std::string": "#include <string>\nstatic std::string gName = \"gelu\";\n" + KERNEL,
+    "static std::map": "#include <map>\n#include <string>\nstatic std::map<std::string, int> gPlans;\n" + KERNEL,
+    "static std::unordered_map": "#include <unordered_map>\nstatic std::unordered_map<int, int> gBlock;\n" + KERNEL,
+    "static std::function": "#include <functional>\nstatic std::function<void()> gHook;\n" + KERNEL,
+    "static object with a destructor": "struct Timer { float ms = 0; ~Timer() {} };\nstatic Timer gTimer;\n" + KERNEL,
+    "namespaced static objects": "#include <vector>\n#include <string>\nnamespace cfg { std::vector<int> widths; "
+                                 "std::string tag; }\n" + KERNEL,
 }
 
 
@@ -161,6 +171,31 @@ __attribute__((constructor)) static void early() { std::srand(7); }
     found = {r.what: r.line for r in screened(path, rubric)}
     assert found.get("a file-scope initialiser calling helper()") == 3
     assert "a file-scope initialiser calling srand()" in found
+
+
+@needs_nvcc
+def test_a_destructor_run_when_the_library_loads_is_refused(write_cu, rubric):
+    """Only a destructor's address, registered for the exit, is let through: a temporary destroyed
+    by a file-scope initialiser runs its destructor at load, and is refused as a call."""
+    path = write_cu("""#include <cstdlib>
+struct Loud { int v; ~Loud(); };
+__attribute__((noinline)) Loud::~Loud() { std::srand(v); }
+static int gValue = (Loud{7}, 1);
+""" + KERNEL)
+    found = {r.what for r in screened(path, rubric)}
+    assert "a file-scope initialiser calling Loud::~Loud()" in found, found
+
+
+def test_plain_names_drop_template_arguments_and_keep_operators():
+    from grader.analysis.screening import _plain
+
+    assert _plain("std::vector<float, std::allocator<float> >::~vector()") == "std::vector::~vector"
+    assert _plain("std::function<void ()>::~function()") == "std::function::~function"
+    assert _plain("int helper<std::less<int> >(int)") == "helper"
+    assert _plain("std::ostream::operator<<(int)") == "std::ostream::operator<<"
+    assert _plain("bool operator< <int>(A<int> const&, A<int> const&)") == "operator<"
+    assert _plain("(anonymous namespace)::early() [clone .constprop.0]") == "early"
+    assert _plain("cudaMemcpyAsync_ptsz@libcudart.so.13") == "cudaMemcpyAsync"
 
 
 def test_emulator_object_screening_without_nvcc(rubric, write_cu):

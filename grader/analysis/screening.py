@@ -132,8 +132,13 @@ def _list_symbols(obj: Path, undefined: bool) -> list[tuple[str, str, str]]:
 
 def _relocation_targets(obj: Path, section: str) -> list[str]:
     """Symbols referenced by relocations of one section ('.init_array', '.text.startup')."""
+    return [target for _, target in _relocations(obj, section)]
+
+
+def _relocations(obj: Path, section: str) -> list[tuple[str, str]]:
+    """(relocation type, symbol) of each relocation of one section."""
     out = read_beside(obj, "relocations", lambda: _run(find_tool("readelf"), "-rW", str(obj)))
-    targets, inside = [], False
+    found, inside = [], False
     for line in out.splitlines():
         if line.startswith("Relocation section"):
             inside = f"'.rela{section}'" in line or f"'.rel{section}'" in line
@@ -141,16 +146,46 @@ def _relocation_targets(obj: Path, section: str) -> list[str]:
         if inside:
             cols = line.split()
             if len(cols) >= 5 and re.match(r"^[0-9a-f]{8,}$", cols[0]):
-                targets.append(cols[4])
-    return targets
+                found.append((cols[2], cols[4]))
+    return found
+
+
+# The relocations of a call (or a tail call's jump); any other one in start-up code takes an
+# address: a destructor's, handed to __cxa_atexit for the exit.
+_CALL_RELOCATIONS = frozenset({"R_X86_64_PLT32", "R_X86_64_PLT", "R_AARCH64_CALL26", "R_AARCH64_JUMP26"})
+
+
+def _registered_destructor(kind: str, demangled: str) -> bool:
+    """A file-scope object's destructor whose address start-up code registers to run at exit
+    (`static std::vector<float> cache;`): nothing of it runs when the library loads."""
+    return kind not in _CALL_RELOCATIONS and "::~" in _plain(demangled)
+
+
+_OPERATOR = re.compile(r"operator(<<=|>>=|<=>|<<|>>|<=|>=|->\*?|<|>|\(\))")
 
 
 def _plain(demangled: str) -> str:
-    """A function's qualified name without parameters, template arguments or clone suffixes."""
-    name = demangled.replace("(anonymous namespace)::", "").split(" [clone", 1)[0].split("(", 1)[0]
+    """A function's qualified name without parameters, template arguments or clone suffixes
+    (`std::vector<float, std::allocator<float> >::~vector()` is std::vector::~vector)."""
+    name = demangled.replace("(anonymous namespace)::", "").split(" [clone", 1)[0]
+    operators: list[str] = []
+
+    def keep(m: re.Match) -> str:                      # operator<< is a name, not a template bracket
+        operators.append(m.group(0))
+        return f"\0{len(operators) - 1}\0"
+
+    name, depth, plain = _OPERATOR.sub(keep, name), 0, []
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif not depth:
+            plain.append(ch)
+    name = "".join(plain).split("(", 1)[0].strip()
     if " " in name:
         name = name.rsplit(" ", 1)[-1]
-    name = re.sub(r"<.*>$", "", name)
+    name = re.sub(r"\0(\d+)\0", lambda m: operators[int(m.group(1))], name)
     return re.sub(r"(_ptsz|_ptds|_v\d)$", "", name.split("@", 1)[0])
 
 
@@ -215,17 +250,18 @@ def _startup_refusals(obj: Path, sub: Submission, also_ok: set[str] = frozenset(
         refusals.append(Refusal(f"{name}()", "is a constructor (__attribute__((constructor))) that runs when the "
                                 "library loads: call it from your launcher instead", _line_of(sub, name)))
     called = set()
-    for target in _relocation_targets(obj, ".text.startup"):
+    for relocation, target in _relocations(obj, ".text.startup"):
         if target.startswith(".") or _STARTUP_OK.match(target) or target in _MATH or target in also_ok:
             continue
         if target in defined:
             demangled, kind = defined[target]
-            if kind not in "TtWwi" or _kernel_symbol(demangled, sub):
-                continue                         # data, or a kernel being registered
+            if kind not in "TtWwi" or _kernel_symbol(demangled, sub) or _registered_destructor(relocation, demangled):
+                continue                         # data, a kernel being registered, a destructor for the exit
             name = _plain(demangled)
         else:
-            name = _plain(imported.get(target, target))
-            if name in _MATH:
+            demangled = imported.get(target, target)
+            name = _plain(demangled)
+            if name in _MATH or _registered_destructor(relocation, demangled):
                 continue
         called.add(name)
     for name in sorted(called):
