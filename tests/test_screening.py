@@ -89,6 +89,16 @@ HOST_VARIANTS = {
     "static std::unordered_map": "#include <unordered_map>\nstatic std::unordered_map<int, int> gBlock;\n" + KERNEL,
     "static std::function": "#include <functional>\nstatic std::function<void()> gHook;\n" + KERNEL,
     "static object with a destructor": "struct Timer { float ms = 0; ~Timer() {} };\nstatic Timer gTimer;\n" + KERNEL,
+    # ... and those the standard library builds when the library loads (it runs in the recorder,
+    # which refuses any launch or copy made outside a launcher's call).
+    "static long std::string": "#include <string>\nstatic const std::string kName = \"bias_gelu_fused_kernel_v2\";\n"
+                               + KERNEL,
+    "static std::vector of strings": "#include <string>\n#include <vector>\n"
+                                     "static const std::vector<std::string> kNames = {\"x\", \"bias\"};\n" + KERNEL,
+    "static std::map from a list": "#include <map>\nstatic std::map<int, int> gTable = {{1, 256}, {2, 128}};\n"
+                                   + KERNEL,
+    "static std::string array": "#include <string>\nstatic const std::string kLabels[] = {\"a\", \"b\"};\n" + KERNEL,
+    "static clock read": "#include <chrono>\nstatic auto gStart = std::chrono::steady_clock::now();\n" + KERNEL,
     "namespaced static objects": "#include <vector>\n#include <string>\nnamespace cfg { std::vector<int> widths; "
                                  "std::string tag; }\n" + KERNEL,
 }
@@ -184,6 +194,17 @@ static int gValue = (Loud{7}, 1);
 """ + KERNEL)
     found = {r.what for r in screened(path, rubric)}
     assert "a file-scope initialiser calling Loud::~Loud()" in found, found
+
+
+@needs_nvcc
+def test_a_thread_started_when_the_library_loads_is_refused(write_cu, rubric):
+    """The standard library's start-up code is let through, but not a std::thread built at load."""
+    path = write_cu("""#include <thread>
+static void spin() { for (;;) std::this_thread::yield(); }
+static std::thread gWorker(spin);
+""" + KERNEL)
+    found = {r.what for r in screened(path, rubric)}
+    assert any("thread" in what for what in found), found
 
 
 def test_plain_names_drop_template_arguments_and_keep_operators():
