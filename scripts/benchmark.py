@@ -206,7 +206,8 @@ def child_stages(p: dict) -> dict[str, float]:
     libraries behind the wall, the wait for the recorder's end beyond that (gate), the checks, the
     timing's sampling, the timed sets' outputs, and the
     rest (handing the job over, the exit, the parent reading the last frames); on a GPU the recorder's
-    run (record_s) likewise, apart from the rest."""
+    run likewise (offline_record_s, before the lane; record_s, in it, where the launcher needed the
+    GPU), apart from the rest."""
     need = ("child_job_t", "child_hello_t", "child_checks_t", "child_done_t", "child_s")
     if not all(k in p for k in need):
         return {}
@@ -222,15 +223,16 @@ def child_stages(p: dict) -> dict[str, float]:
                        "record_checks": p["recorder_checks_t"] - p["recorder_hello_t"],
                        "record_timing": recorded - p["recorder_checks_t"],
                        "record_send": p["recorder_done_t"] - recorded,
-                       "record_rest": p["record_s"] - (p["recorder_done_t"] - p["recorder_job_t"])})
+                       "record_rest": p.get("record_s", p.get("offline_record_s", 0.0))
+                       - (p["recorder_done_t"] - p["recorder_job_t"])})
     stages["rest"] = p["child_s"] - (p["child_done_t"] - p["child_job_t"]) - p.get("record_s", 0.0)
     return stages
 
 
 def _phases(doc: dict) -> str:
     p = doc.get("phases", {})
-    keys = ("probe_s", "build_s", "inputs_wait_s", "child_start_wait_s", "lane_wait_s", "lane_s", "record_s",
-            "gate_wait_s", "child_s", "check_s")
+    keys = ("probe_s", "build_s", "inputs_wait_s", "child_start_wait_s", "offline_record_s", "gpu_recorder_wait_s",
+            "lane_wait_s", "lane_s", "record_s", "gate_wait_s", "child_s", "check_s")
     stages = " ".join(f"{k} {v:.2f}" for k, v in child_stages(p).items())
     # When torch was imported and the answers were ready (seconds into the grade; only a grade
     # that computed answers has them): what a first grade's check waits for.

@@ -127,3 +127,63 @@ def test_calibrate_times_the_lessons_kernels_on_the_gpu(name):
     assert [r.name for r in runs] == [run.name for run in rubric.calibrate.runs]
     assert max(r.fraction for r in copies) == 1.0 and cal.device.get("name")
     assert all(0.05 < r.fraction < 1.3 and r.median_ms > 0 for r in runs), cal.rows
+
+
+def _record_both_ways(folder, name):
+    """name recorded by the recorder without a GPU and by the GPU's (each in its own child, the
+    grade's job): (why the first needs the GPU, its recording, the GPU's recording)."""
+    import dataclasses
+
+    from grader.core.contract import RecordingFrame
+    from grader.grade.jobs import child_job
+    from grader.run.replaying import needs_gpu, record, recording_refusals
+    from grader.run.sandbox import Worker
+    from grader.toolchain import gpuinfo
+    from grader.toolchain.build import build_guard, device_code, kernel_parameters
+
+    rubric = load_exercise(folder.name)
+    sub = read_submission(folder / name, rubric.kernel.launcher_name, rubric.kernel.signature)
+    if not hasattr(sub, "has_launcher"):
+        return None
+    arch = gpuinfo.arch()
+    build = build_submission(sub, rubric, backend=CUDA, arch=arch)
+    if not build.ok:
+        return None
+    job, _ = child_job(rubric, backend=CUDA, build=build, arch=arch, has_launcher=sub.has_launcher,
+                       guard=build_guard())
+    params = kernel_parameters(device_code(build.library))
+    recordings, why = [], ""
+    for gpu in (False, True):
+        with Worker(backend=CUDA, output_cap=4096, cpu_limit_s=60, device="0", gpu=gpu) as recorder:
+            run = record(recorder, job, time_limit_s=60, kernel_params=params)
+        if not gpu:
+            why = needs_gpu(run)
+        got = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)
+        refused = bool(run.blocked) or (got is not None and bool(recording_refusals(got, "launcher")))
+        recordings.append((dataclasses.asdict(got) if got is not None else None, refused))
+    return why, recordings[0], recordings[1]
+
+
+def test_the_recorder_without_a_gpu_records_what_the_gpus_recorder_records():
+    """Every sample that builds, recorded both ways: where the recorder without a GPU stands (it
+    needs nothing only the GPU answers), its recording is the GPU recorder's, op for op and byte
+    for byte (or both are refused: a thread's late launches come when they come); and it stands
+    for most of the samples (the fast path is real)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stood, sent, differ = [], [], []
+    with ThreadPoolExecutor(max_workers=8) as pool:           # builds and recordings: nothing is timed
+        every = list(pool.map(lambda sample: (sample, _record_both_ways(*sample)), SAMPLES))
+    for (folder, name), both in every:
+        if both is None:
+            continue
+        why, offline, on_gpu = both
+        if why:
+            sent.append(f"{folder.name}/{name}: {why}")
+        elif offline[0] != on_gpu[0] and not (offline[1] and on_gpu[1]):
+            differ.append(f"{folder.name}/{name}: without a GPU {str(offline)[:600]} / on it {str(on_gpu)[:600]}")
+        else:
+            stood.append(name)
+    print(f"recorded without a GPU: {len(stood)}; on the GPU: {len(sent)}", *sent, sep="\n  ")
+    assert differ == [], f"recordings differ: {differ}"
+    assert len(stood) >= 2 * len(sent), sent

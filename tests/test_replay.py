@@ -474,6 +474,8 @@ def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
     events = []
 
     class Stand:
+        gpu = True                      # the recorder on the GPU: record_then_replay's path in the lane
+
         def __init__(self, name, frames):
             self.name, self.frames = name, frames
 
@@ -629,6 +631,8 @@ def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
     assert not threads_ran_out(died(None, abort))              # it exited by itself: not the limit's abort
 
     class _Recorder:
+        gpu = True
+
         def __init__(self, run):
             self.run_ = run
 
@@ -636,6 +640,9 @@ def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
             return self.run_
 
         def cancel(self):
+            pass
+
+        def gone(self):
             pass
 
     out = record_then_replay(_Recorder(died("SIGABRT", abort)), None, _job(), device_code=[], time_limit_s=5,

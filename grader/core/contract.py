@@ -167,6 +167,9 @@ class Job:
     recording: "Recording | None" = None                   # replay: what the recorder saw
     layout_seed: int = 0                # replay: where the buffers lie in device memory this run
     gated: bool = False                 # run nothing until protocol.GO arrives on stdin (the recorder gone)
+    offline: bool = False               # record: without a GPU (no CUDA context, no driver call through the wall)
+    kernel_params: dict[str, list[list[int]]] = field(default_factory=dict)   # offline record: each kernel's
+    # parameters as [offset, size], by device name, read from the device code (toolchain/build.py)
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""

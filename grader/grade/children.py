@@ -21,11 +21,11 @@ from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
-from grader.grade.early import Children as Started, start_children
+from grader.grade.early import Children as Started, start_children, start_recorder
 from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.steps import Progress
 from grader.run import lanes
-from grader.run.replaying import record_then_replay
+from grader.run.replaying import needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_guard, build_reference
@@ -175,6 +175,20 @@ class GradeRun:
         if self.recorder is not None:
             waited = max(waited, self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
         phases["child_start_wait_s"] = round(waited, 3)
+        recorded = None
+        if self.recorder is not None and not self.recorder.gpu:
+            # Recorded without a GPU, outside the lane (a batch records the next students while one is
+            # timed); where the launcher needs the GPU, recorded again there, in the lane, as before.
+            code, variables, heap, params = device_code.result()
+            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s, kernel_params=params)
+            phases["offline_record_s"] = round(recorded.seconds, 3)
+            phases.update(recorder_times(recorded))
+            why = needs_gpu(recorded)
+            if why:
+                self.say(f"recording on the GPU: {why}")
+                recorded = None
+                self.recorder = start_recorder(rubric=rubric, backend=backend, device=self.device, gpu=True)
+                phases["gpu_recorder_wait_s"] = round(self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
         with lanes.gpu_lane(self.device) if backend.on_gpu else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
             clock = time.perf_counter()
@@ -184,14 +198,20 @@ class GradeRun:
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
             if self.recorder is not None:
-                code, variables, heap = device_code.result()
-                both = record_then_replay(self.recorder, self.worker, job, device_code=code, device_globals=variables,
-                                          device_heap=heap,
-                                          time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
-                                          launcher=rubric.kernel.launcher_name if sub.has_launcher else None)
-                phases["record_s"] = round(both.recorder.seconds, 3)
+                code, variables, heap, _ = device_code.result()
+                launcher = rubric.kernel.launcher_name if sub.has_launcher else None
+                if recorded is not None:
+                    both = replay_recorded(recorded, self.worker, job, device_code=code, device_globals=variables,
+                                           device_heap=heap, time_limit_s=rubric.limits.time_limit_s,
+                                           on_sent=handed_on, launcher=launcher, gate=self.recorder.gone)
+                else:
+                    both = record_then_replay(self.recorder, self.worker, job, device_code=code,
+                                              device_globals=variables, device_heap=heap,
+                                              time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
+                                              launcher=launcher)
+                    phases["record_s"] = round(both.recorder.seconds, 3)
+                    phases.update(recorder_times(both.recorder))
                 phases["gate_wait_s"] = round(both.gate_wait_s, 3)
-                phases.update(recorder_times(both.recorder))
                 out = Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
                                 both.refusals, _hello_sandbox(both.recorder) if both.measurer else None,
                                 replay=both.replay if both.measurer else None)
@@ -252,12 +272,14 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
     return out
 
 
-def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool]:
-    """The fatbinaries the measuring process loads, its static variables' device names, and
-    whether its device code calls malloc."""
-    from grader.toolchain.build import device_code, device_variables, uses_device_heap
+def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool, dict[str, list[list[int]]]]:
+    """The fatbinaries the measuring process loads, its static variables' device names, whether
+    its device code calls malloc, and each kernel's parameter layout (the recorder without a GPU's)."""
+    from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
 
-    return [str(p) for p in device_code(build.library)], device_variables(build.object), uses_device_heap(build.object)
+    fatbins = device_code(build.library)
+    return ([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
+            kernel_parameters(fatbins))
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:

@@ -37,7 +37,8 @@ class Children:
 def start_children(*, rubric, backend: Backend, device: str | None, emulator_threads: int) -> Children:
     """Start a grade's children for backend (on a GPU, the caller has seen one). It loads nothing
     of the student's until it is handed the job. On a GPU, two: the recorder, which runs the
-    submission's host code, and the measuring process, which runs none (run/child/replay.py)."""
+    submission's host code (started without a GPU: run/child/recorder.py), and the measuring
+    process, which runs none (run/child/replay.py)."""
     limits = rubric.limits
     recorder = None
     if backend.records_then_replays:
@@ -46,8 +47,7 @@ def start_children(*, rubric, backend: Backend, device: str | None, emulator_thr
 
         close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
         device = device or lanes.default_device()
-        recorder = Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
-                          device=device)
+        recorder = start_recorder(rubric=rubric, backend=backend, device=device, gpu=False)
     try:
         worker = Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
                         device=device if backend.on_gpu else None,
@@ -58,6 +58,14 @@ def start_children(*, rubric, backend: Backend, device: str | None, emulator_thr
             recorder.cancel()
         raise
     return Children(worker, recorder, device if backend.on_gpu else None)
+
+
+def start_recorder(*, rubric, backend: Backend, device: str, gpu: bool) -> Worker:
+    """A recorder: without a GPU (the one a grade tries first: it runs outside the GPU's lane), or
+    on the GPU (where the first could not record: replaying.needs_gpu)."""
+    limits = rubric.limits
+    return Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
+                  device=device, gpu=gpu)
 
 
 @dataclass

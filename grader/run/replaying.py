@@ -56,20 +56,56 @@ def threads_ran_out(record: ChildRun) -> bool:
     return bool(record.signal_name) and "Resource temporarily unavailable" in record.stderr.text()
 
 
-def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
-                       launcher: str | None, on_sent: Callable[[], None] | None = None,
-                       device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
-    """Record the submission's launches in one child, then replay them in another that never loads
-    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
-    and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
+def record(recorder: Worker, job: Job, *, time_limit_s: float,
+           kernel_params: dict[str, list[list[int]]] | None = None) -> ChildRun:
+    """The recorder's run of job, killed with its group once its done frame is in (reaped in the
+    background). A recorder without a GPU (Worker(gpu=False)) records offline, each kernel's
+    parameters copied by kernel_params (toolchain/build.py's kernel_parameters)."""
+    recorder_job = for_recorder(job)
+    if not recorder.gpu:
+        recorder_job = dataclasses.replace(recorder_job, offline=True, kernel_params=dict(kernel_params or {}))
+    run = recorder.run(recorder_job, time_limit_s=time_limit_s, leave_when_done=True)
+    recorder.cancel()
+    return run
+
+
+def needs_gpu(record: ChildRun) -> str:
+    """Why a recording made without a GPU is made again on the GPU ("" where it stands): the
+    launcher called what only the GPU answers (the harness's exit), the wall stopped a call (the
+    GPU's driver starting up opens its device files and names its threads: any stopped call is
+    taken for it, since an attack is stopped by the GPU's recorder's wall the same way and judged
+    there as before), or the recorder could not load, or died. Each is a claim of the student's
+    process, and believing it costs only a second recording, in the lane. A launcher that never
+    returns, or piles up threads, or a recorder the parent killed, ends the same on the GPU."""
+    from grader.core.contract import FatalFrame
+    from grader.run.child.recorder import NEEDS_GPU_EXIT
+
+    if record.timed_out or threads_ran_out(record):
+        return ""
+    if record.returncode == NEEDS_GPU_EXIT:
+        said = [line for line in record.stderr.text().splitlines() if line.startswith("grader: the launcher called")]
+        return said[-1].removeprefix("grader: ") if said else "the launcher called what only the GPU answers"
+    for b in record.blocked:
+        where = f" ({b.path})" if b.path else ""
+        return f"the wall without a GPU stopped the system call {b.name}{where}, as the GPU's driver starting up does"
+    fatal = next((f.data for f in record.frames if isinstance(f.data, FatalFrame)), None)
+    if fatal is not None:
+        return f"the recorder without a GPU stopped ({fatal.stage}: {fatal.error})"
+    if record.signal_name and record.signal_name != "SIGKILL":        # SIGKILL: the parent's (a forged frame)
+        return f"the recorder without a GPU ended on {record.signal_name}"
+    return ""
+
+
+def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
+                    launcher: str | None, gate: Callable[[], None], on_sent: Callable[[], None] | None = None,
+                    device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
+    """What the recorder recorded, refused or replayed in the measuring process, which never loads
+    the submission's library (grader/run/child/replay.py) and runs nothing of its job until
+    gate() has returned (the recorder gone: Worker.run's gate)."""
     import secrets
 
     from grader.core.contract import RecordingFrame, RefusedFrame
 
-    # Left once its done frame is in: killed with its group, and reaped in the background while
-    # the measuring process takes its job; that one runs nothing until the recorder is gone.
-    record = recorder.run(for_recorder(job), time_limit_s=time_limit_s, leave_when_done=True)
-    recorder.cancel()
     recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
     out = ReplayRun(record)
     if recording is None and not record.blocked and not record.timed_out and threads_ran_out(record):
@@ -82,18 +118,32 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     replay = dataclasses.replace(job, role=Role.REPLAY, library="", recording=recording, device_code=device_code,
                                  device_globals=list(device_globals or []), device_heap=device_heap,
                                  layout_seed=secrets.randbits(62) | 1)
-    # It runs none of the submission's host code: once it has sent its done frame it is reaped in
-    # the background (its CUDA context's teardown took 0.15 s of every grade).
-    def recorder_gone() -> None:
+
+    def gone() -> None:
         waited = time.perf_counter()
-        recorder.gone()
+        gate()
         out.gate_wait_s = time.perf_counter() - waited
 
     out.replay = replay
-    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True,
-                                gate=recorder_gone)
+    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True, gate=gone)
     out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]
     return out
+
+
+def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
+                       launcher: str | None, on_sent: Callable[[], None] | None = None,
+                       device_globals: list[str] | None = None, device_heap: bool = False,
+                       kernel_params: dict[str, list[list[int]]] | None = None) -> ReplayRun:
+    """Record the submission's launches in one child, then replay them in another that never loads
+    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
+    and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
+    # Left once its done frame is in: killed with its group, and reaped in the background while
+    # the measuring process takes its job; that one runs nothing until the recorder is gone (its
+    # CUDA context's teardown took 0.15 s of every grade).
+    run = record(recorder, job, time_limit_s=time_limit_s, kernel_params=kernel_params)
+    return replay_recorded(run, measurer, job, device_code=device_code, time_limit_s=time_limit_s, launcher=launcher,
+                           gate=recorder.gone, on_sent=on_sent, device_globals=device_globals,
+                           device_heap=device_heap)
 
 
 def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:

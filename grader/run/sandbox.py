@@ -100,7 +100,7 @@ class Worker:
     """
 
     def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
-                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None):
+                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None, gpu: bool = True):
         """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
         torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
         cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
@@ -110,7 +110,10 @@ class Worker:
         wrapper: a command the child runs under (Nsight Compute's, run/profiling.py): it is the
         process started and the child its child; whether ncu passes the child's descriptors on is
         not relied on (the counters come back in ncu's log, and worker.py drops a frame it cannot
-        send); its folder is open to the child's user, which ncu's injected library writes into."""
+        send); its folder is open to the child's user, which ncu's injected library writes into.
+        gpu False: a child of a GPU backend that never opens the device (the recorder without a GPU,
+        run/child/recorder.py): no CUDA context at its start, and its job says offline."""
+        self.gpu = gpu and backend.on_gpu
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
@@ -135,11 +138,13 @@ class Worker:
             # Without torch the child needs nothing of site-packages: -S spares it the site
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
             [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
-             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else []),
+             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
+            + (["nogpu"] if backend.on_gpu and not gpu else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
-            preexec_fn=lambda: spawn.limits_in_child(cpu, nproc),
+            preexec_fn=lambda: spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
+                                                     else spawn.BESIDE_THE_LANE_NICE),
         )
         os.close(write_fd)
         os.close(guard_write_fd)

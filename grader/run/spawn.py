@@ -28,10 +28,17 @@ except (OSError, AttributeError):
     _UNSHARE = None
 
 
-def limits_in_child(cpu_seconds: int, nproc: int) -> None:
-    """Runs in the child between fork and exec: its own process group, resource limits, no network.
-    Only system calls here: no imports, no allocation-heavy work."""
+# The recorder without a GPU runs outside the GPU's lane, beside another student's timing: at this
+# much lower priority, so that a launcher's host code never takes a core from the measuring process.
+BESIDE_THE_LANE_NICE = 10
+
+
+def limits_in_child(cpu_seconds: int, nproc: int, nice: int = 0) -> None:
+    """Runs in the child between fork and exec: its own process group, resource limits, no network,
+    and (nice) a lower priority. Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
+    if nice:
+        os.nice(nice)
     set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
     # Each clamped to the inherited hard limit (grader/core/limits.py): a lower one stands.
     set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)

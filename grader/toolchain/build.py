@@ -53,7 +53,13 @@ _WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel",
             "cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpyToSymbol",
             "cudaMemcpyToSymbol_ptds", "cudaMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync_ptsz", "cudaMalloc",
             "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz",
-            "__cudaRegisterVar")
+            "__cudaRegisterVar",
+            # answered without a GPU by the recorder that runs ahead of the lane (harness.cu.j2's g_offline),
+            # passed on to the runtime by the one that records on the GPU
+            "__cudaRegisterFunction", "__cudaGetKernel", "cudaGetKernel", "__cudaPushCallConfiguration",
+            "__cudaPopCallConfiguration", "cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchronize",
+            "cudaStreamSynchronize", "cudaStreamSynchronize_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz",
+            "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount")
 RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
 
 
@@ -214,6 +220,84 @@ def device_code(library: Path) -> list[Path]:
         sealed.seal(path, hashlib.sha256(piece).hexdigest())
         paths.append(path)
     return paths
+
+
+_ELF_ENTRY = 2                   # a fatbinary entry holding a cubin (1: PTX)
+_EIATTR_KPARAM_INFO, _EIATTR_PARAM_CBANK = 0x17, 0x0A     # a cubin's .nv.info.<kernel> attributes
+_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
+
+
+def _elf_sections(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(name, bytes) of each section of a 64-bit little-endian ELF image."""
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    entsize, count, names_at = struct.unpack_from("<HHH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names_offset = sections[names_at][4]
+    out = []
+    for s in sections:
+        start = names_offset + s[0]
+        out.append((data[start: data.index(b"\0", start)], data[s[4]: s[4] + s[5]]))
+    return out
+
+
+def _nv_info_layout(blob: bytes) -> list[list[int]] | None:
+    """A kernel's parameters as [offset, size] in their order, from its .nv.info section's
+    KPARAM_INFO records; None where they do not add up to its parameter bank's size."""
+    params: dict[int, list[int]] = {}
+    bank = None
+    at = 0
+    while at + 2 <= len(blob):
+        fmt, attr = blob[at], blob[at + 1]
+        at += 2
+        if fmt == _EIFMT_SVAL:
+            size = struct.unpack_from("<H", blob, at)[0]
+            value = blob[at + 2: at + 2 + size]
+            at += 2 + size
+            if attr == _EIATTR_KPARAM_INFO and len(value) >= 12:
+                _index, ordinal, offset, flags = struct.unpack_from("<IHHI", value)
+                params[ordinal] = [offset, (flags >> 18) & 0x3FFF]
+            elif attr == _EIATTR_PARAM_CBANK and len(value) >= 8:
+                bank = struct.unpack_from("<IHH", value)[2]
+        elif fmt in (_EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL):
+            at += 2                                 # a record of four bytes in all (a byte, a half-word or nothing)
+        else:
+            return None                             # a record this reader does not know: nothing trusted
+    layout = [params[i] for i in sorted(params)]
+    if sorted(params) != list(range(len(params))):
+        return None
+    total = max((o + n for o, n in layout), default=0)
+    return layout if total == (bank or 0) else None
+
+
+def kernel_parameters(fatbins: list[Path]) -> dict[str, list[list[int]]]:
+    """Each kernel's parameters, [offset, size] in order, by its device name, read from the cubins
+    in the build's fatbinaries (device_code): what the recorder without a GPU copies a launch's
+    parameters by (the driver's cuKernelGetParamInfo gives the one on the GPU). A kernel whose
+    records do not add up, or that two cubins lay out differently, or in a compressed cubin, is
+    left out: its launch is recorded on the GPU instead."""
+    found: dict[str, list[list[int]] | None] = {}
+    for path in fatbins:
+        blob = path.read_bytes()
+        magic, _version, header, size = struct.unpack_from("<IHHQ", blob, 0)
+        at = header
+        while magic == FATBIN_MAGIC and at + 16 <= min(len(blob), header + size):
+            kind, _v, entry_header, payload = struct.unpack_from("<HHII", blob, at)
+            cubin = blob[at + entry_header: at + entry_header + payload]
+            at += entry_header + payload
+            if kind != _ELF_ENTRY or cubin[:4] != b"\x7fELF" or len(cubin) < 64 or cubin[4] != 2:
+                continue
+            try:
+                sections = _elf_sections(cubin)
+            except (struct.error, ValueError, IndexError):
+                continue
+            for name, data in sections:
+                if name.startswith(b".nv.info.") and len(name) > 9:
+                    kernel = name[9:].decode(errors="replace")
+                    layout = _nv_info_layout(data)
+                    if kernel in found and found[kernel] != layout:
+                        layout = None
+                    found[kernel] = layout
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def baseline_source(rubric: Rubric) -> str:

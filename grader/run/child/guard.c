@@ -21,6 +21,12 @@
 // end, and the files it keeps in the child's own folder. Starting programs,
 // new processes, ptrace and signals to other processes stay trapped.
 //
+// Offline mode (the recorder without a GPU, which may run beside another student's timing) is the
+// enforced policy with ioctl narrowed to what a terminal or a plain descriptor answers (TCGETS,
+// the window size, FIONREAD, FIONBIO, close-on-exec): every request to the GPU's driver is an
+// ioctl, so none reaches it, and the process never makes a context. A trapped driver call there
+// is how the recorder learns the launcher needs the GPU (the parent records it again, in its lane).
+//
 // Audit mode (measurement only, never used to grade) traps every call,
 // writes a line for each and then makes the call itself from a stub the
 // filter lets through by its address: the list of what a real run needs.
@@ -174,6 +180,7 @@ static const struct entry kNames[] = {
 
 static int g_report_fd = -1;
 static int g_audit = 0;
+static int g_offline = 0;
 static long g_self = 0;
 
 // ---------------------------------------------------------------------------
@@ -382,6 +389,13 @@ static void rule_body(struct builder* b, enum rule r) {
             break;
         }
         case R_IOCTL: {
+            if (g_offline) {
+                // TCGETS, TIOCGPGRP, TIOCGWINSZ, FIONREAD, FIONBIO, FIONCLEX, FIOCLEX: nothing else
+                static const unsigned plain[] = {0x5401, 0x540F, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451};
+                for (unsigned k = 0; k < sizeof plain / sizeof plain[0]; ++k) allow_if_arg_is(b, 1, plain[k]);
+                RET(TRAP);
+                break;
+            }
             static const unsigned terminal[] = {TIOCSTI_, TIOCLINUX_};
             trap_if_arg_is_one_of(b, 1, terminal, 2);
             break;
@@ -457,13 +471,15 @@ static void build(struct builder* b, int audit, int profile) {
 }
 
 // Installs the handler and the filter on every thread of the process.
-// mode 0: enforce; 1: audit; 2: profile (enforce, and what ncu's injection needs). Returns 0, or a negative errno saying which step failed:
+// mode 0: enforce; 1: audit; 2: profile (enforce, and what ncu's injection needs); 3: offline
+// (enforce, and no ioctl but a terminal's: no driver call). Returns 0, or a negative errno saying which step failed:
 // -1000 - errno for sigaction, -2000 - errno for no_new_privs, -3000 - errno for seccomp,
 // -4000 - tid for a thread that could not be synchronised, -5000 the filter was too long.
 int grader_guard_install(int mode, int report_fd, long self_pid) {
     static struct builder b;
     g_report_fd = report_fd;
     g_audit = mode == 1;
+    g_offline = mode == 3;
     g_self = self_pid;
     build(&b, g_audit, mode == 2);
     if (b.overflow) return -5000;
@@ -488,6 +504,7 @@ int grader_guard_install(int mode, int report_fd, long self_pid) {
 // The filter's length in instructions (for the record and the tests).
 int grader_guard_filter_length(int mode) {
     static struct builder b;
+    g_offline = mode == 3;
     build(&b, mode == 1, mode == 2);
     return b.overflow ? -1 : (int)b.n;
 }

@@ -16,7 +16,8 @@ import os
 import time
 from dataclasses import dataclass
 
-ENFORCE, AUDIT, PROFILE = 0, 1, 2     # profile: enforce, and what Nsight Compute's injection needs
+ENFORCE, AUDIT, PROFILE, OFFLINE = 0, 1, 2, 3     # profile: enforce, and what Nsight Compute's injection needs;
+# offline: enforce, and no ioctl but a terminal's (the recorder without a GPU: no driver call gets through)
 
 # What a blocked call means, in a student's terms. Calls not named here are
 # "a system call a kernel launch has no need of".
@@ -144,7 +145,8 @@ class Guard:
         code = self.lib.grader_guard_install(mode, report_fd, os.getpid())
         ms = round((time.perf_counter() - start) * 1000, 3)
         if code == 0:
-            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: ncu's socket and files)"}
+            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: ncu's socket and files)",
+                                                         OFFLINE: " (no GPU: no driver call)"}
                                .get(mode, ""), length, ms)
         step = _STEPS.get(-code // 1000 * 1000, "install")
         err = -code % 1000

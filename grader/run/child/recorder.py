@@ -5,8 +5,14 @@ and every piece of its stream-ordered work (memsets, copies, the workspace) reco
 The worker drives it with the same code as the measuring process (worker.run_case, timing.run_timing),
 so the launcher is called for the same calls in the same order; nothing here is memory, and the
 timing's loop runs to its largest number of rounds (the measuring process may stop sooner, never
-later). The GPU's context is real: a launcher may ask for the device's properties, its kernels'
-attributes and their occupancy.
+later).
+
+Two kinds (Job.offline says which). Without a GPU (OfflineRecordingBackend, the one a grade tries
+first, outside the GPU's lane): no CUDA context, and a wall that lets no driver call through; the
+harness answers what a launcher asks of the runtime from the device code and its registration,
+and ends the process (NEEDS_GPU_EXIT) at anything it cannot answer so. On the GPU
+(RecordingBackend, in the lane, where the first could not record): the context is real, and a
+launcher may ask for the device's properties, its kernels' attributes and their occupancy.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
 _THREADS = {0: "caller", 1: "other", 2: "outside"}
 MAX_RECORDED_BYTES = 4 << 20    # parameter and upload bytes of the calls that differ, in one recording (its frame's header
 # is at most protocol.MAX_HEADER; hex doubles them)
+NEEDS_GPU_EXIT = 96         # harness.cu.j2's kNeedsGpuExit: the launcher called what only the GPU answers
 LATE_WAIT_S = 0.02          # how long the recorder waits, after the last call, for launches of a thread left running
 # (the corpus's latest comes 1 ms after the call; one later than this is never replayed, so its work is missing)
 
@@ -47,10 +54,15 @@ class RecordingBackend(CudaBackend):
 
     @classmethod
     def from_job(cls, job):
+        if job.offline:
+            return OfflineRecordingBackend(job.kernel_params)
         return cls(job.reference_library)
 
     def __init__(self, reference_lib: str):
         super().__init__(reference_lib)
+        self._start_recording()
+
+    def _start_recording(self) -> None:
         self._stand_ins = StandIns()
         self._settled = False          # a call from a thread of the launcher's own is recorded: refused whatever follows
         self.recording = Recording()
@@ -232,3 +244,42 @@ class RecordingBackend(CudaBackend):
                 call=o.call.decode(errors="replace")))
         return out
 
+
+
+class OfflineRecordingBackend(RecordingBackend):
+    """The recorder without a GPU: nothing in this process opens the device (no reference library,
+    no runtime, no context; the wall's OFFLINE mode traps any driver call), so it may run beside
+    another student's timing. The submission's library is told to answer from what it registered
+    and from each kernel's parameter layout (kernel_params, read by the parent from the device
+    code); a launcher that asks for more ends it with NEEDS_GPU_EXIT."""
+
+    def __init__(self, kernel_params: dict[str, list[list[int]]]):
+        self.ref = None
+        self.sub = None
+        self._layout = None
+        self._kernel_params = kernel_params
+        self._start_recording()
+
+    def memory(self) -> tuple[None, None]:
+        return None, None
+
+    def set_device_heap(self, nbytes: int) -> int:
+        return 0                                    # no kernel runs here
+
+    def device(self) -> dict:
+        return {"name": "", "capability": "", "sms": 0, "l2_bytes": 0, "memory_bytes": 0, "cuda_runtime": ""}
+
+    def _error_text(self, code: int, reference: bool) -> str:
+        return f"error {code}"
+
+    def load_submission(self, submission_lib: str) -> None:
+        super().load_submission(submission_lib)
+        lib = self.sub
+        lib.grader_record_layout.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint),
+                                             ctypes.POINTER(ctypes.c_uint)]
+        lib.grader_record_layout.restype = ctypes.c_int
+        for name, params in self._kernel_params.items():
+            offsets = (ctypes.c_uint * max(len(params), 1))(*[o for o, _ in params])
+            sizes = (ctypes.c_uint * max(len(params), 1))(*[n for _, n in params])
+            lib.grader_record_layout(name.encode(), len(params), offsets, sizes)
+        lib.grader_record_go_offline()

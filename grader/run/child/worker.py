@@ -1,7 +1,7 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
-Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]`;
-it creates its CUDA context at once (through the driver: no torch, which took 2 to 3.5 s to
+Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]
+[nogpu]`; it creates its CUDA context at once (not with nogpu: the recorder without a GPU) (through the driver: no torch, which took 2 to 3.5 s to
 import; torch only where the job times a PyTorch baseline, the last argument), writes a byte on
 READY_FD, then reads the job as one line of JSON on stdin. The order after that is the point of
 this module:
@@ -176,14 +176,15 @@ def _import_quietly(*names: str) -> None:
         pass
 
 
-def preload(backend: Backend, with_torch: bool) -> None:
-    """What every job needs, done before the job arrives (the parent is still building)."""
+def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
+    """What every job needs, done before the job arrives (the parent is still building). gpu
+    False: the recorder without a GPU, which never opens the device."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
     # ctypes lets go of the interpreter while cuInit runs.
     # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
     numpy_import = threading.Thread(target=_import_quietly, args=("numpy", "numpy.random"), daemon=True)
     numpy_import.start()
-    if backend.on_gpu:
+    if backend.on_gpu and gpu:
         # The device's primary context, created now rather than at the first check: the
         # reference library's runtime (and torch, where loaded) use this same context.
         driver = ctypes.CDLL("libcuda.so.1")
@@ -263,8 +264,9 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
 
 def main() -> int:
     result_fd, guard_fd = int(sys.argv[1]), int(sys.argv[2])
+    flags = sys.argv[5:]
     try:
-        preload(named(sys.argv[3]), sys.argv[5:] == ["torch"])
+        preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags)
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
@@ -338,6 +340,13 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
+    if job.offline:
+        opened = gpu_files_open()
+        if opened:
+            raise RuntimeError(f"the recorder without a GPU has the GPU's device files open ({', '.join(opened)}): "
+                               "it records on the GPU instead")
+        if mode == guard.ENFORCE:
+            mode = guard.OFFLINE             # and no driver call from now on: no ioctl but a terminal's
     status = wall.install(mode=mode, report_fd=guard_fd)
     sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
     sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
@@ -350,6 +359,23 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
     return sandbox
+
+
+def gpu_files_open() -> list[str]:
+    """The GPU's device files this process holds open (/dev/nvidia*): none in the recorder without
+    a GPU, before its wall goes up (a context made by anything before it would outlive the wall)."""
+    found = []
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/dev/nvidia"):
+                found.append(target)
+    except OSError:
+        return ["/proc/self/fd unreadable"]
+    return sorted(set(found))
 
 
 def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Channel) -> DoneFrame | None:
