@@ -139,7 +139,7 @@ def _record_both_ways(folder, name):
     from grader.run.replaying import needs_gpu, record, recording_refusals
     from grader.run.sandbox import Worker
     from grader.toolchain import gpuinfo
-    from grader.toolchain.build import build_guard, device_code, kernel_parameters
+    from grader.toolchain.build import build_driver_stand_in, build_guard, device_code, kernel_parameters
 
     rubric = load_exercise(folder.name)
     if not (folder / name).is_file():                   # made by the samples' run (huge_source.cu)
@@ -157,7 +157,8 @@ def _record_both_ways(folder, name):
     recordings, why = [], ""
     for gpu in (False, True):
         with Worker(backend=CUDA, output_cap=4096, cpu_limit_s=60, device="0", gpu=gpu) as recorder:
-            run = record(recorder, job, time_limit_s=60, kernel_params=params)
+            run = record(recorder, job, time_limit_s=60, kernel_params=params,
+                         driver_stand_in=str(build_driver_stand_in()))
         if not gpu:
             why = needs_gpu(run)
         got = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)

@@ -18,7 +18,8 @@ from grader.core.contract import RecordingFrame
 from grader.core.source import read_submission
 from grader.run.replaying import needs_gpu, record, recording_refusals
 from grader.run.sandbox import CappedOutput, ChildRun, Worker
-from grader.toolchain.build import build_guard, build_submission, device_code, kernel_parameters
+from grader.toolchain.build import (build_driver_stand_in, build_guard, build_submission, device_code,
+                                    kernel_parameters)
 
 pytestmark = pytest.mark.skipif(not shutil.which("nvcc") or not (shutil.which("cc") or shutil.which("gcc")),
                                 reason="needs nvcc and a C compiler")
@@ -59,7 +60,7 @@ def record_offline(rubric, write_cu, text: str, name: str = "offline.cu") -> tup
     job, _ = child_job(rubric, backend=CUDA, build=build, has_launcher=sub.has_launcher,
                        reference=SimpleNamespace(library=Path("/nonexistent/reference.so")), guard=build_guard())
     with Worker(backend=CUDA, output_cap=1 << 16, cpu_limit_s=30, device="0", gpu=False) as recorder:
-        run = record(recorder, job, time_limit_s=30, kernel_params=params)
+        run = record(recorder, job, time_limit_s=30, kernel_params=params, driver_stand_in=str(build_driver_stand_in()))
     recording = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)
     return run, recording
 
@@ -214,3 +215,38 @@ def test_the_parameter_layouts_come_from_the_built_device_code(rubric, write_cu)
     layouts = kernel_parameters(device_code(build.library))
     assert layouts["_Z13biasGeluFusedPKfS0_Pfm"] == [[0, 8], [8, 8], [16, 8], [24, 8]]
     assert layouts["_Z3big3BigPKfc"] == [[0, 328], [328, 8], [336, 1]]
+
+
+@pytest.mark.parametrize("open_mode", ["RTLD_NOW | RTLD_NOLOAD", "RTLD_NOW"])
+def test_a_launcher_that_finds_the_driver_itself_is_recorded_on_the_gpu(rubric, write_cu, open_mode):
+    # driver_stream_priority.cu's way: libcuda found with dlopen (already loaded, on the GPU), a
+    # stream made with the driver. Without a GPU the library found is the stand-in driver, whose
+    # every entry point sends the launcher to the GPU's recorder (where that stream is refused).
+    body = f"""
+    if (void* cu = dlopen("libcuda.so.1", {open_mode})) {{
+        using Create = int (*)(void**, unsigned, int);
+        if (auto create = reinterpret_cast<Create>(dlsym(cu, "cuStreamCreateWithPriority"))) {{
+            void* s = nullptr;
+            create(&s, 1, -5);
+        }}
+    }}"""
+    run, recording = record_offline(rubric, write_cu, "#include <dlfcn.h>\n" + launcher(body), "driver.cu")
+    assert run.returncode == 96 and recording is None
+    assert "the driver's cuStreamCreateWithPriority" in needs_gpu(run)
+
+
+def test_the_stand_in_driver_has_every_entry_point_the_headers_name():
+    from grader.toolchain.build import driver_entry_points
+
+    header = """
+CUresult CUDAAPI cuInit(unsigned int Flags);
+#define cuMemAlloc cuMemAlloc_v2
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
+    #define cuLaunchKernel __CUDA_API_PTSZ(cuLaunchKernel)
+    #define cuMemcpy __CUDA_API_PTDS(cuMemcpy)
+typedef struct CUctx_st *CUcontext;
+"""
+    assert driver_entry_points([header]) == ["cuInit", "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuMemAlloc",
+                                             "cuMemAlloc_v2", "cuMemcpy", "cuMemcpy_ptds"]
+    built = build_driver_stand_in()
+    assert built is not None and built.name == "libcuda.so.1"

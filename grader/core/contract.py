@@ -170,6 +170,7 @@ class Job:
     offline: bool = False               # record: without a GPU (no CUDA context, no driver call through the wall)
     kernel_params: dict[str, list[list[int]]] = field(default_factory=dict)   # offline record: each kernel's
     # parameters as [offset, size], by device name, read from the device code (toolchain/build.py)
+    driver_stand_in: str = ""           # offline record: the libcuda.so.1 whose every entry point ends it
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""

@@ -179,8 +179,9 @@ class GradeRun:
         if self.recorder is not None and not self.recorder.gpu:
             # Recorded without a GPU, outside the lane (a batch records the next students while one is
             # timed); where the launcher needs the GPU, recorded again there, in the lane, as before.
-            code, variables, heap, params = device_code.result()
-            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s, kernel_params=params)
+            code, variables, heap, params, driver = device_code.result()
+            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s, kernel_params=params,
+                              driver_stand_in=str(driver or ""))
             phases["offline_record_s"] = round(recorded.seconds, 3)
             phases.update(recorder_times(recorded))
             why = needs_gpu(recorded)
@@ -198,7 +199,7 @@ class GradeRun:
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
             if self.recorder is not None:
-                code, variables, heap, _ = device_code.result()
+                code, variables, heap, _, _ = device_code.result()
                 launcher = rubric.kernel.launcher_name if sub.has_launcher else None
                 if recorded is not None:
                     both = replay_recorded(recorded, self.worker, job, device_code=code, device_globals=variables,
@@ -272,14 +273,16 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
     return out
 
 
-def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool, dict[str, list[list[int]]]]:
+def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool, dict[str, list[list[int]]], Path | None]:
     """The fatbinaries the measuring process loads, its static variables' device names, whether
-    its device code calls malloc, and each kernel's parameter layout (the recorder without a GPU's)."""
-    from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
+    its device code calls malloc; for the recorder without a GPU, each kernel's parameter layout
+    and the stand-in driver."""
+    from grader.toolchain.build import (build_driver_stand_in, device_code, device_variables, kernel_parameters,
+                                        uses_device_heap)
 
     fatbins = device_code(build.library)
     return ([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
-            kernel_parameters(fatbins))
+            kernel_parameters(fatbins), build_driver_stand_in())
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:

@@ -57,13 +57,15 @@ def threads_ran_out(record: ChildRun) -> bool:
 
 
 def record(recorder: Worker, job: Job, *, time_limit_s: float,
-           kernel_params: dict[str, list[list[int]]] | None = None) -> ChildRun:
+           kernel_params: dict[str, list[list[int]]] | None = None, driver_stand_in: str = "") -> ChildRun:
     """The recorder's run of job, killed with its group once its done frame is in (reaped in the
     background). A recorder without a GPU (Worker(gpu=False)) records offline, each kernel's
-    parameters copied by kernel_params (toolchain/build.py's kernel_parameters)."""
+    parameters copied by kernel_params (toolchain/build.py's kernel_parameters), with
+    driver_stand_in loaded where a launcher looks for the driver (build_driver_stand_in)."""
     recorder_job = for_recorder(job)
     if not recorder.gpu:
-        recorder_job = dataclasses.replace(recorder_job, offline=True, kernel_params=dict(kernel_params or {}))
+        recorder_job = dataclasses.replace(recorder_job, offline=True, kernel_params=dict(kernel_params or {}),
+                                           driver_stand_in=driver_stand_in)
     run = recorder.run(recorder_job, time_limit_s=time_limit_s, leave_when_done=True)
     recorder.cancel()
     return run
@@ -133,14 +135,16 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code
 def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
                        launcher: str | None, on_sent: Callable[[], None] | None = None,
                        device_globals: list[str] | None = None, device_heap: bool = False,
-                       kernel_params: dict[str, list[list[int]]] | None = None) -> ReplayRun:
+                       kernel_params: dict[str, list[list[int]]] | None = None,
+                       driver_stand_in: str = "") -> ReplayRun:
     """Record the submission's launches in one child, then replay them in another that never loads
     its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
     and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
     # Left once its done frame is in: killed with its group, and reaped in the background while
     # the measuring process takes its job; that one runs nothing until the recorder is gone (its
     # CUDA context's teardown took 0.15 s of every grade).
-    run = record(recorder, job, time_limit_s=time_limit_s, kernel_params=kernel_params)
+    run = record(recorder, job, time_limit_s=time_limit_s, kernel_params=kernel_params,
+                 driver_stand_in=driver_stand_in)
     return replay_recorded(run, measurer, job, device_code=device_code, time_limit_s=time_limit_s, launcher=launcher,
                            gate=recorder.gone, on_sent=on_sent, device_globals=device_globals,
                            device_heap=device_heap)

@@ -335,6 +335,13 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     """The limits, then the wall, then (only then) the submission's library or device code: what
     took effect."""
     wall = guard.Guard(job.guard_library)
+    if job.offline:
+        if not job.driver_stand_in:
+            raise RuntimeError("the recorder without a GPU was given no stand-in driver: it records on the GPU instead")
+        # Where a launcher looks for the driver (dlopen of libcuda.so.1, RTLD_NOLOAD or not), it finds
+        # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
+        # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
+        ctypes.CDLL(job.driver_stand_in)
     sandbox = apply_limits(backend, job.limits)
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
