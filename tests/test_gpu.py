@@ -162,7 +162,10 @@ def _record_both_ways(folder, name):
         if not gpu:
             why = needs_gpu(run)
         got = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)
-        refused = bool(run.blocked) or (got is not None and bool(recording_refusals(got, "launcher")))
+        # refused: by the wall, as a forged stream (forge_channel.cu: where the forgery lands in the
+        # recorder's frames depends on its speed), or by the parent's reading of the recording
+        refused = bool(run.blocked) or bool(run.stream_problem) or (
+            got is not None and bool(recording_refusals(got, "launcher")))
         recordings.append((dataclasses.asdict(got) if got is not None else None, refused))
     return why, recordings[0], recordings[1]
 
