@@ -140,7 +140,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
         # Each distinct kernel graded alone (one at a time, nothing else building: a batch of one
         # job), LONE_RUNS times, against its fractions in the batch; the submission's time and the
         # floor's bandwidth of every run, to tell which side moved.
-        lone, lone_runs, batch_timings = {}, {}, {}
+        lone, lone_timings, batch_timings = {}, {}, {}
         for r in results:
             if r.get("timing"):
                 batch_timings.setdefault(_sample_of(r["submission"]["path"]), []).append(_timing_brief(r["timing"]))
@@ -150,8 +150,8 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
             for doc in alone:
                 stem = _sample_of(doc["submission"]["path"])
                 if doc.get("timing"):
-                    lone_runs.setdefault(stem, []).append(_timing_brief(doc["timing"]))
-            for stem, runs in lone_runs.items():
+                    lone_timings.setdefault(stem, []).append(_timing_brief(doc["timing"]))
+            for stem, runs in lone_timings.items():
                 lone[stem] = statistics.median_low([t["fraction"] for t in runs])
         moved, by_kernel, in_batch = [], {}, {}
         for row in summary:
@@ -166,7 +166,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                    "phases_mean": {k: sum(v) / len(v) for k, v in phases.items()},
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
-                   "lone_timings": lone_runs, "batch_timings": batch_timings,
+                   "lone_timings": lone_timings, "batch_timings": batch_timings,
                    "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
         target = BATCH_100_S * n / 100
         rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",

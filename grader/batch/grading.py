@@ -39,7 +39,11 @@ class BatchOutcome:
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
 
-PER_LANE = 8        # in flight for each GPU lane: measured on one H200, its lane stays busy (batch benchmark)
+# In flight for each GPU lane: enough that its lane stays busy while the others build and record.
+# Measured on one H200 (16 cores; scripts/benchmark.py --batch 100), with the recorder outside the
+# lane (its lane_s 0.39 to 0.42 s a student): 61.2 s at 8, 45.2 s at 12, each kernel's median
+# fraction the same within 0.7% (inside its run-to-run range; docs/figures/nvidia-h200-batch*.json).
+PER_LANE = 12
 # With several grades in flight in this one process, the grade that holds a GPU's lane wakes on
 # each of its children's frames and then waits for the interpreter's lock, which a thread doing
 # pure-Python work (a report, SASS) gives up only every switch interval (5 ms by default): at the
