@@ -20,6 +20,7 @@ from grader.run.replaying import needs_gpu, record, recording_refusals
 from grader.run.sandbox import CappedOutput, ChildRun, Worker
 from grader.toolchain.build import (build_driver_stand_in, build_guard, build_submission, device_code,
                                     kernel_parameters)
+from tests.test_wall import KERNEL as WALL_KERNEL, MARK, payload_source
 
 pytestmark = pytest.mark.skipif(not shutil.which("nvcc") or not (shutil.which("cc") or shutil.which("gcc")),
                                 reason="needs nvcc and a C compiler")
@@ -30,15 +31,7 @@ KERNEL = """
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
-    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-    if (col < cols) {
-        const size_t i = blockIdx.y * cols + col;
-        const float v = x[i] + bias[col];
-        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
-    }
-}
-"""
+""" + WALL_KERNEL
 LAUNCH = "    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);\n"
 
 
@@ -154,8 +147,6 @@ def test_a_terminals_questions_still_pass_the_recorders_wall(rubric, write_cu):
 
 @pytest.mark.parametrize("payload", ["system", "fork", "socket", "write a file", "raw syscall", "replace the guard"])
 def test_the_recorder_without_a_gpu_keeps_the_whole_wall(rubric, write_cu, payload):
-    from tests.test_wall import MARK, payload_source
-
     run, recording = record_offline(rubric, write_cu, payload_source(payload), f"wall-{payload.replace(' ', '-')}.cu")
     # reported and ended by the wall's handler (system() traps inside its vfork: SIGSYS, no report);
     # recorded again on the GPU, whose wall stops it the same way and judges it as before
