@@ -208,13 +208,20 @@ def test_the_parameter_layouts_come_from_the_built_device_code(rubric, write_cu)
     assert layouts["_Z3big3BigPKfc"] == [[0, 328], [328, 8], [336, 1]]
 
 
+@pytest.mark.parametrize("opener, said", [
+    ("dlopen", "dlopen of the CUDA driver"),
+    # a dlopen the link does not see finds the stand-in driver, whose every entry point says so
+    ("reinterpret_cast<void* (*)(const char*, int)>(dlsym(RTLD_DEFAULT, \"dlopen\"))",
+     "the driver's cuStreamCreateWithPriority"),
+])
 @pytest.mark.parametrize("open_mode", ["RTLD_NOW | RTLD_NOLOAD", "RTLD_NOW"])
-def test_a_launcher_that_finds_the_driver_itself_is_recorded_on_the_gpu(rubric, write_cu, open_mode):
+def test_a_launcher_that_finds_the_driver_itself_is_recorded_on_the_gpu(rubric, write_cu, open_mode, opener, said):
     # driver_stream_priority.cu's way: libcuda found with dlopen (already loaded, on the GPU), a
-    # stream made with the driver. Without a GPU the library found is the stand-in driver, whose
-    # every entry point sends the launcher to the GPU's recorder (where that stream is refused).
+    # stream made with the driver. Without a GPU that sends the launcher to the GPU's recorder
+    # (where that stream is refused).
     body = f"""
-    if (void* cu = dlopen("libcuda.so.1", {open_mode})) {{
+    auto opening = {opener};
+    if (void* cu = opening("libcuda.so.1", {open_mode})) {{
         using Create = int (*)(void**, unsigned, int);
         if (auto create = reinterpret_cast<Create>(dlsym(cu, "cuStreamCreateWithPriority"))) {{
             void* s = nullptr;
@@ -223,7 +230,7 @@ def test_a_launcher_that_finds_the_driver_itself_is_recorded_on_the_gpu(rubric, 
     }}"""
     run, recording = record_offline(rubric, write_cu, "#include <dlfcn.h>\n" + launcher(body), "driver.cu")
     assert run.returncode == 96 and recording is None
-    assert "the driver's cuStreamCreateWithPriority" in needs_gpu(run)
+    assert said in needs_gpu(run), run.stderr.text()
 
 
 def test_the_stand_in_driver_has_every_entry_point_the_headers_name():
