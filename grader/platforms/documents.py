@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from grader.platforms import classroom, gradescope, junit, prairielearn
-from grader.platforms.scoring import score
-from grader.core.results import Result
-from grader.exercises.rubric import Rubric
+if TYPE_CHECKING:                   # the CLI's options read FORMATS before any grade: the writers import late
+    from grader.core.results import Result
+    from grader.exercises.rubric import Rubric
 
 def _json(result: Result, rubric: Rubric) -> str:
     from grader.report.files import render_json
@@ -22,20 +22,30 @@ def _markdown(result: Result, rubric: Rubric) -> str:
 
 
 def _junit(result: Result, rubric: Rubric) -> str:
+    from grader.platforms import junit
+
     return junit.document([junit.testsuite(result)]).decode()
 
 
 def _classroom(result: Result, rubric: Rubric) -> str:
+    from grader.platforms import classroom
+    from grader.platforms.scoring import score
+
     return classroom.output_line(result, score(result, rubric)) + "\n"
 
 
 def _gradescope(result: Result, rubric: Rubric) -> str:
+    from grader.platforms import gradescope
+    from grader.platforms.scoring import score
     from grader.report.files import render_markdown
 
     return json.dumps(gradescope.results(result, score(result, rubric), render_markdown(result, rubric)), indent=1) + "\n"
 
 
 def _prairielearn(result: Result, rubric: Rubric) -> str:
+    from grader.platforms import prairielearn
+    from grader.platforms.scoring import score
+
     return json.dumps(prairielearn.results(result, score(result, rubric)), indent=1) + "\n"
 
 
