@@ -87,7 +87,8 @@ def needs_gpu(record: ChildRun) -> str:
     if record.returncode == NEEDS_GPU_EXIT:
         said = [line for line in record.stderr.text().splitlines() if line.startswith("grader: the launcher called")]
         return said[-1].removeprefix("grader: ") if said else "the launcher called what only the GPU answers"
-    for b in record.blocked:
+    if record.blocked:
+        b = record.blocked[0]
         where = f" ({b.path})" if b.path else ""
         return f"the wall without a GPU stopped the system call {b.name}{where}, as the GPU's driver starting up does"
     fatal = next((f.data for f in record.frames if isinstance(f.data, FatalFrame)), None)
@@ -134,17 +135,15 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code
 
 def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
                        launcher: str | None, on_sent: Callable[[], None] | None = None,
-                       device_globals: list[str] | None = None, device_heap: bool = False,
-                       kernel_params: dict[str, list[list[int]]] | None = None,
-                       driver_stand_in: str = "") -> ReplayRun:
-    """Record the submission's launches in one child, then replay them in another that never loads
-    its library (grader/run/child/replay.py). The recorder has ended, its whole process group killed
-    and reaped, before the measuring process runs anything of its job (Worker.run's gate)."""
+                       device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
+    """Record the submission's launches in one child (the recorder on the GPU), then replay them in
+    another that never loads its library (grader/run/child/replay.py). The recorder has ended, its
+    whole process group killed and reaped, before the measuring process runs anything of its job
+    (Worker.run's gate)."""
     # Left once its done frame is in: killed with its group, and reaped in the background while
     # the measuring process takes its job; that one runs nothing until the recorder is gone (its
     # CUDA context's teardown took 0.15 s of every grade).
-    run = record(recorder, job, time_limit_s=time_limit_s, kernel_params=kernel_params,
-                 driver_stand_in=driver_stand_in)
+    run = record(recorder, job, time_limit_s=time_limit_s)
     return replay_recorded(run, measurer, job, device_code=device_code, time_limit_s=time_limit_s, launcher=launcher,
                            gate=recorder.gone, on_sent=on_sent, device_globals=device_globals,
                            device_heap=device_heap)

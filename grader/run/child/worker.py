@@ -1,8 +1,9 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
 Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]
-[nogpu]`; it creates its CUDA context at once (not with nogpu: the recorder without a GPU) (through the driver: no torch, which took 2 to 3.5 s to
-import; torch only where the job times a PyTorch baseline, the last argument), writes a byte on
+[nogpu]`; it creates its CUDA context at once, through the driver (no torch, which took 2 to 3.5 s to
+import; torch only where the job times a PyTorch baseline; no context at all with nogpu, the
+recorder without a GPU), writes a byte on
 READY_FD, then reads the job as one line of JSON on stdin. The order after that is the point of
 this module:
 
