@@ -108,3 +108,49 @@ def test_every_tool_is_found_in_one_place_and_cuda_home_is_honoured_everywhere(t
     assert tools.locate("nvcc") == str(home / "bin" / "nvcc")           # still found: not on PATH
     monkeypatch.delenv("CUDA_HOME")
     assert os.environ["PATH"] and tools.locate("definitely-not-a-tool") is None
+
+
+# Code brought from elsewhere: a __device__ lambda handed to a template kernel whose arguments
+# the launch deduces, and a constexpr host function (std::numeric_limits) called in a kernel.
+# nvcc builds both only with --extended-lambda and --expt-relaxed-constexpr.
+BROUGHT = """#include <cuda_runtime.h>
+#include <limits>
+template <typename Op>
+__global__ void mapBias(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                        int rows, int cols, Op op) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < cols) y[(size_t)blockIdx.y * cols + c] = op(x[(size_t)blockIdx.y * cols + c] + b[c]);
+}
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {}
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, cudaStream_t stream) {
+    mapBias<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, rows, cols, [] __device__ (float v) {
+        const float lowest = std::numeric_limits<float>::lowest();
+        return v < lowest ? lowest : 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    });
+}
+"""
+
+
+@needs_nvcc
+def test_code_brought_from_elsewhere_is_graded(write_cu, rubric):
+    from grader.grade.pipeline import grade_submission
+
+    result = grade_submission(write_cu(BROUGHT, "brought.cu"), rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+
+
+@needs_nvcc
+def test_what_only_the_emulator_cannot_build_needs_a_gpu_and_is_no_compile_error(write_cu, rubric):
+    """nvcc accepts the file: a failure of the emulator's own build is its shim's gap, said as such."""
+    from grader.grade.pipeline import grade_submission
+
+    text = BROUGHT.replace("    mapBias<<<", "    size_t free_bytes, total_bytes;\n"
+                           "    cudaMemGetInfo(&free_bytes, &total_bytes);\n    mapBias<<<")
+    path = write_cu(text, "asks_memory.cu")
+    result = grade_submission(path, rubric=rubric, backend="emulator")
+    assert result.status == "rejected", (result.status, result.message)
+    assert "asks_memory.cu:13: nvcc compiles this file, but the CPU emulator could not build it" in result.message
+    assert "cudaMemGetInfo" in result.message and "needs a GPU" in result.message
+    assert "did you mean" not in result.message
+    assert any(n.line == 13 and n.title == "needs a GPU" for n in result.notes)

@@ -248,3 +248,16 @@ typedef struct CUctx_st *CUcontext;
                                              "cuMemAlloc_v2", "cuMemcpy", "cuMemcpy_ptds"]
     built = build_driver_stand_in()
     assert built is not None and built.name == "libcuda.so.1"
+
+
+def test_a_device_lambda_handed_to_a_deduced_template_kernel_is_recorded_without_a_gpu(rubric, write_cu):
+    """Code brought from elsewhere (tests/test_build.py's BROUGHT: nvcc's --extended-lambda): the
+    closure is the kernel's last parameter, one byte, and the kernel is named as nvcc registers it."""
+    from tests.test_build import BROUGHT
+
+    run, recording = record_offline(rubric, write_cu, BROUGHT, "brought.cu")
+    assert needs_gpu(run) == "", run.stderr.text()
+    (launch,) = recording.ops[0]
+    assert launch.kernel.startswith("_Z7mapBiasIZ19launchBiasGeluFused") and launch.block == [256, 1, 1]
+    x, bias, out, rows, cols = struct.unpack_from("<QQQii", bytes.fromhex(launch.args))
+    assert len(bytes.fromhex(launch.args)) == 33 and launch.grid == [(cols + 255) // 256, rows, 1]

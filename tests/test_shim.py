@@ -310,3 +310,79 @@ def test_threads_that_cannot_start_leave_the_launch_to_one(tmp_path):
     proc = subprocess.run([sys.executable, str(script), str(dll_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["0", "1"]
+
+
+# The ways students name the kernel they launch: a function template whose arguments the launch
+# deduces (a functor, a type), one with its template arguments written (nested), an overload set,
+# a function-pointer variable, a name qualified from the global namespace.
+LAUNCH_FORMS = r"""
+#include <cstdint>
+struct Twice { __device__ float operator()(float v) const { return 2.0f * v; } };
+template <int N> struct Vec { float v[N]; };
+namespace ops {
+template <typename Op>
+__global__ void apply(const float* in, float* out, int64_t n, Op op) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = op(in[i]);
+}
+template <typename V, int B>
+__global__ void plusWidth(const float* in, float* out, int n) {
+    int i = blockIdx.x * B + threadIdx.x;
+    if (i < n) out[n + i] = in[i] + sizeof(V) / sizeof(float);
+}
+}
+template <typename T>
+__global__ void addOne(const T* in, T* out, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) out[2 * n + i] = in[i] + T(1);
+}
+__global__ void negate(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[3 * n + i] = -in[i];
+}
+__global__ void negate(const float4* in, float4* out, int n4) {}
+__global__ void square(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[4 * n + i] = in[i] * in[i];
+}
+void launchAll(const float* in, float* out, int n) {
+    const int64_t n64 = n;
+    ops::apply<<<(n + 63) / 64, 64>>>(in, out, n64, Twice{});
+    ::ops::plusWidth<Vec<4>, 64><<<(n + 63) / 64, 64>>>(in, out, n);
+    addOne<<<(n + 63) / 64, 64>>>(in, out, n);
+    negate<<<(n + 63) / 64, 64>>>(in, out, n);
+    auto k = &square;
+    k<<<(n + 63) / 64, 64>>>(in, out, n);
+}
+"""
+
+
+def test_every_way_of_naming_the_launched_kernel(tmp_path):
+    dll = build(tmp_path, LAUNCH_FORMS, fibers=False)
+    x = torch.arange(100, dtype=torch.float32)
+    code, out = run(dll, x, 500)
+    assert code == 0
+    twice, plus4, plus1, neg, sq = out.view(5, 100)
+    assert torch.equal(twice, 2 * x) and torch.equal(plus4, x + 4) and torch.equal(plus1, x + 1)
+    assert torch.equal(neg, -x) and torch.equal(sq, x * x)
+
+
+class _Record(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char * 256), ("offset", ctypes.c_ulonglong), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_ulonglong), ("launches", ctypes.c_longlong),
+                ("blocks_per_sm", ctypes.c_int)]
+
+
+def test_a_deduced_template_launch_is_logged_under_its_kernel(tmp_path):
+    """The launch log names each launch: by its address where the deduced specialization's
+    parameters are the arguments' types, else by the name the source launches it by."""
+    dll = build(tmp_path, LAUNCH_FORMS, fibers=False)
+    run(dll, torch.arange(100, dtype=torch.float32), 500)
+    records = (_Record * 32)()
+    n = dll.grader_launch_log(records, 32)
+    assert n == 5
+    named = [r.kernel.decode() for r in records[:n]]
+    # addOne<float> takes size_t n and is passed an int: no address; its name from the source
+    assert named.count("addOne") == 1 and named.count("") == 4
+    assert all(r.offset for r in records[:n] if not r.kernel)
+    assert all(r.launches == 1 and list(r.grid) == [2, 1, 1] for r in records[:n])

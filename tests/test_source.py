@@ -221,12 +221,24 @@ def test_rewrite_keeps_line_numbers_and_rewrites_launches():
            "  t<float><<<1, 32>>>(p);\n}\n")
     out = rewrite_for_emulator(src)
     assert out.count("\n") == src.count("\n")
-    assert "::grader::launch(k, dim3(2, 3),\n      256, 0, s)(p, 4);" in out
+    assert "GRADER_NAMED_LAUNCH(k, dim3(2, 3),\n      256, 0, s)(p, 4);" in out
     assert "::grader::launch(t<float>, 1, 32)(p)" in out
     assert "float* smem = static_cast<float*>(::grader::dynamic_shared());" in out
     assert "cuda_runtime.h" not in out
     lines = out.splitlines()
     assert lines[5].strip().startswith("::grader::launch(t<float>")
+
+
+def test_rewrite_reads_nested_template_arguments_and_a_global_qualifier():
+    src = ("void go(float* p) {\n"
+           "  kern<Vec<4>, 128><<<1, 32>>>(p);\n"
+           "  ::ns::k<<<1, 32>>>(p);\n"
+           "  k2<Pair<Vec<2>>> <<<1, 32>>>(p);\n}\n")
+    out = rewrite_for_emulator(src)
+    assert "::grader::launch(kern<Vec<4>, 128>, 1, 32)(p);" in out
+    assert "GRADER_NAMED_LAUNCH(::ns::k, 1, 32)(p);" in out
+    assert "::grader::launch(k2<Pair<Vec<2>>>, 1, 32)(p);" in out
+    assert "<<<" not in out
 
 
 SAMPLES = Path(__file__).parent.parent / "submissions"

@@ -77,9 +77,14 @@ class Backend:
 
 
 _NVCC = ("-O3", "-lineinfo", "-std=c++17", "-arch={arch}", "-Xcompiler", "-fPIC")
+# What code brought from elsewhere (PyTorch's extensions, CUB's and thrust's examples) is built
+# with: __device__ lambdas, and constexpr host functions (std::max, std::numeric_limits) called
+# in kernels. Each only accepts more: code that compiles without them compiles the same with them.
+_PERMISSIVE = ("--extended-lambda", "--expt-relaxed-constexpr")
 CUDA = Backend(
     "cuda", about="on the GPU: checked against float64 and timed against the copy floor",
-    toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "-Xptxas", "-v", *_NVCC[4:]), reference_flags=_NVCC,
+    toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], *_PERMISSIVE, "-Xptxas", "-v", *_NVCC[4:]),
+                        reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu"),
     child=ChildClasses(run="grader.run.child.backends:CudaBackend", record="grader.run.child.recorder:RecordingBackend",

@@ -134,7 +134,10 @@ _CUDA_HEADERS = {
     "crt/host_defines.h", "math_functions.h", "sm_20_atomic_functions.h", "device_atomic_functions.h",
     "cooperative_groups.h",
 }
-_LAUNCH_RE = re.compile(r"([A-Za-z_][\w:]*(?:\s*<[^<>;()]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
+# A kernel's template arguments may hold template arguments of their own, two levels deep
+# (kern<Vec<4>, 128>, kern<Pair<Vec<2>>>).
+_TEMPLATE_ARGS = r"<(?:[^<>;()]|<(?:[^<>;()]|<[^<>;()]*>)*>)*>"
+_LAUNCH_RE = re.compile(r"((?:::\s*)?[A-Za-z_][\w:]*(?:\s*" + _TEMPLATE_ARGS + r")?)\s*<<<(.*?)>>>\s*\(", re.S)
 # The cast before the kernel in cudaLaunchKernel((const void*)kernel, ...): dropped for the emulator,
 # whose cudaLaunchKernel takes the kernel's own type (to know what its argument array holds).
 _PACKED_LAUNCH_CAST_RE = re.compile(
@@ -155,7 +158,10 @@ def rewrite_for_emulator(text: str) -> str:
             edits.append((m.start(), m.end(), ""))
     for m in _LAUNCH_RE.finditer(code):
         kernel, config = text[m.start(1) : m.end(1)], text[m.start(2) : m.end(2)]
-        new = f"::grader::launch({kernel}, {config.strip()})("
+        # A kernel named with its template arguments is one function: its pointer is the launch's.
+        # A name alone may be a template whose arguments the call deduces (GRADER_NAMED_LAUNCH).
+        new = (f"::grader::launch({kernel}, {config.strip()})(" if "<" in kernel
+               else f"GRADER_NAMED_LAUNCH({kernel}, {config.strip()})(")
         new += "\n" * (text[m.start() : m.end()].count("\n") - new.count("\n"))   # keep later lines in place
         edits.append((m.start(), m.end(), new))
     for m in _PACKED_LAUNCH_CAST_RE.finditer(code):

@@ -90,14 +90,19 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         blockers = emulator_blockers(sub)
         if blockers:
             b = blockers[0]
-            return Built(stop=Stop(
-                "rejected", f"{p.name}:{b.line}: {b.what}: the CPU emulator cannot run this, so this check needs a "
-                "GPU; run `grader submit` on a machine with an NVIDIA GPU.",
-                [SourceNote(str(p), b.line, "needs a GPU", f"{b.what}: the CPU emulator cannot run this")]))
+            return Built(stop=_needs_gpu(p, b.line, b.what))
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     out = Built(summary(build), build, build if backend.toolchain.device_code else judge_build)
-    if not build.ok:
+    if not build.ok and judge_build is not None:
+        # nvcc built it: it is CUDA, and only the emulator's own build of it failed (a construct its
+        # shim lacks), which is never the student's compile error.
+        first = next((m for m in build.messages if m.severity == "error"), None)
+        said = f" (its compiler said: {first.text.split('; did you mean')[0]})" if first is not None else ""
+        out.stop = _needs_gpu(p, first.line if first is not None and first.in_submission else None,
+                              f"{judge.toolchain.compiler} compiles this file, but the CPU emulator could not build "
+                              f"it{said}")
+    elif not build.ok:
         out.stop = _compile_error(build, p, sub, rubric)
     elif sub.has_launcher:
         out.stop = _launcher_mismatch(build, p, rubric)
@@ -110,6 +115,14 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         baseline = build_baseline(rubric, backend=backend, fibers=uses_collectives(sub))
         out.stop = _refused(build, sub, rubric, backend.toolchain.compiler, p, baseline=baseline.object)
     return out
+
+
+def _needs_gpu(p: Path, line: int | None, what: str) -> Stop:
+    """What the CPU emulator cannot run or build: the check needs a GPU (not the student's fault)."""
+    where = f"{p.name}:{line}" if line else p.name
+    return Stop("rejected", f"{where}: {what}: the CPU emulator cannot run this, so this check needs a GPU; run "
+                "`grader submit` on a machine with an NVIDIA GPU.",
+                [SourceNote(str(p), line, "needs a GPU", f"{what}: the CPU emulator cannot run this")])
 
 
 def _launcher_mismatch(build: BuildResult, p: Path, rubric: Rubric) -> Stop | None:

@@ -2,7 +2,8 @@
 //
 // The grader compiles a student's .cu with `g++ -x c++ -include cuda_shim.h`
 // after rewriting `kernel<<<grid, block, shmem, stream>>>(args)` into
-// `::grader::launch(kernel, grid, block, shmem, stream)(args)` and
+// `GRADER_NAMED_LAUNCH(kernel, grid, block, shmem, stream)(args)` (a kernel
+// written with its template arguments: `::grader::launch(kernel, ...)(args)`) and
 // `extern __shared__ T name[];` into a pointer to the block's dynamic shared
 // memory. Everything else is provided here.
 //
@@ -285,6 +286,52 @@ template <class F, class S> inline cudaError_t cudaOccupancyMaxPotentialBlockSiz
 // ---------------------------------------------------------------------------
 // Math and intrinsics
 // ---------------------------------------------------------------------------
+// The constants of math_constants.h that kernels use (the rewrite drops its #include).
+#define CUDART_INF_F __int_as_float(0x7f800000)
+#define CUDART_NAN_F __int_as_float(0x7fffffff)
+#define CUDART_INF (static_cast<double>(CUDART_INF_F))
+#define CUDART_NAN (static_cast<double>(CUDART_NAN_F))
+#define CUDART_MAX_NORMAL_F FLT_MAX
+#define CUDART_MIN_DENORM_F __int_as_float(0x00000001)
+#define CUDART_ZERO_F 0.0f
+#define CUDART_ONE_F 1.0f
+#define CUDART_ZERO 0.0
+#define CUDART_ONE 1.0
+#define CUDART_SQRT_HALF 0.70710678118654752440
+#define CUDART_SQRT_TWO 1.41421356237309504880
+#define CUDART_THIRD 0.33333333333333333333
+#define CUDART_TWOTHIRD 0.66666666666666666667
+#define CUDART_PI 3.14159265358979323846
+#define CUDART_PIO2 1.57079632679489661923
+#define CUDART_PIO4 0.78539816339744830962
+#define CUDART_3PIO4 2.35619449019234492885
+#define CUDART_2_OVER_PI 0.63661977236758134308
+#define CUDART_SQRT_2OPI 0.79788456080286535588
+#define CUDART_SQRT_2PI 2.50662827463100050242
+#define CUDART_SQRT_PIO2 1.25331413731550025121
+#define CUDART_L2E 1.44269504088896340736
+#define CUDART_L2T 3.32192809488736234787
+#define CUDART_LG2 0.30102999566398119521
+#define CUDART_LGE 0.43429448190325182765
+#define CUDART_LN2 0.69314718055994530942
+#define CUDART_LNT 2.30258509299404568402
+#define CUDART_LNPI 1.14472988584940017414
+#define CUDART_SQRT_HALF_F 0.70710678118654752440f
+#define CUDART_SQRT_TWO_F 1.41421356237309504880f
+#define CUDART_THIRD_F 0.33333333333333333333f
+#define CUDART_PI_F 3.14159265358979323846f
+#define CUDART_PIO2_F 1.57079632679489661923f
+#define CUDART_PIO4_F 0.78539816339744830962f
+#define CUDART_3PIO4_F 2.35619449019234492885f
+#define CUDART_2_OVER_PI_F 0.63661977236758134308f
+#define CUDART_SQRT_2_OVER_PI_F 0.79788456080286535588f
+#define CUDART_L2E_F 1.44269504088896340736f
+#define CUDART_L2T_F 3.32192809488736234787f
+#define CUDART_LG2_F 0.30102999566398119521f
+#define CUDART_LGE_F 0.43429448190325182765f
+#define CUDART_LN2_F 0.69314718055994530942f
+#define CUDART_LNT_F 2.30258509299404568402f
+#define CUDART_LNPI_F 1.14472988584940017414f
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __sinf(float x) { return std::sin(x); }
@@ -339,10 +386,27 @@ inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcs(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
 template <class T> inline T __ldlu(const T* p) { return *p; }
 template <class T> inline void __stcs(T* p, T v) { *p = v; }
 template <class T> inline void __stcg(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+inline float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
+inline float rhypotf(float x, float y) { return 1.0f / std::hypot(x, y); }
+inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
+inline float sinpif(float x) { return static_cast<float>(std::sin(CUDART_PI * static_cast<double>(x))); }
+inline float cospif(float x) { return static_cast<float>(std::cos(CUDART_PI * static_cast<double>(x))); }
+inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+// exp(x^2) erfc(x), in double; past where exp(x^2) overflows, its asymptotic series.
+inline double erfcx(double x) {
+    if (x < 26.0) return std::exp(x * x) * std::erfc(x);
+    const double r = 1.0 / (x * x);
+    return (1.0 - 0.5 * r + 0.75 * r * r) / (x * 1.7724538509055160273);
+}
+inline float erfcxf(float x) { return static_cast<float>(erfcx(x)); }
+#define __builtin_assume(cond) ((void)0)
 using std::min;
 using std::max;
 inline void __threadfence() {}
@@ -972,6 +1036,67 @@ inline Launch<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t s
                            cudaStream_t = nullptr) {
     return Launch<P...>{kernel, grid, block, shmem};
 }
+
+// A launch of a kernel by its name, `k<<<...>>>(args)` with no template arguments written: k
+// may name one function (its pointer is taken, and the launch is Launch's, the arguments
+// converted to its parameter types once) or a function template whose template arguments the
+// call deduces (`template <class F> __global__ void k(const float*, F)` launched as
+// `k<<<g, b>>>(x, Gelu{})`), or an overload set: then every thread calls k as the launch would,
+// with copies of the arguments. GRADER_NAMED_LAUNCH builds its three helpers from the name:
+// pick (the pointer, where k names one function), call (k called with the arguments), and
+// address (the specialization whose parameters are the arguments' decayed types, where there
+// is one: the launch log's name of the kernel; else the log shows it unnamed).
+template <class T, class... P>
+constexpr auto kernel_pointer(T, void (*kernel)(P...)) { return kernel; }
+
+template <class Pick, class Call, class Address>
+struct NamedLaunch {
+    Pick pick;
+    Call call;
+    Address address;
+    const char* name;           // the kernel's name as the source writes it
+    dim3 grid, block;
+    size_t shmem;
+    template <class... A> void operator()(A&&... args) const {
+        if constexpr (std::is_invocable_v<const Pick&, int>) {
+            launch(pick(0), grid, block, shmem)(std::forward<A>(args)...);
+        } else {
+            if constexpr (std::is_invocable_v<const Address&, std::decay_t<A>*...>) {
+                note_launch(reinterpret_cast<const void*>(address(static_cast<std::decay_t<A>*>(nullptr)...)),
+                            grid, block, shmem);
+            } else {
+                // No address to name it by: the log keys it by this launch site and its argument
+                // types, and names it as the source does.
+                static const char site = 0;
+                grader_launches::note(&site, grid, block, shmem, [n = name](grader_launches::Record& r) {
+                    std::strncpy(r.kernel, n, sizeof r.kernel - 1);
+                });
+            }
+            auto run = [c = call, tup = std::make_tuple(std::decay_t<A>(std::forward<A>(args))...)]() mutable {
+                std::apply(c, tup);
+            };
+            run_grid(grid, block, shmem, run);
+        }
+    }
+};
+
+template <class Pick, class Call, class Address>
+inline NamedLaunch<Pick, Call, Address> named_launch(Pick pick, Call call, Address address, const char* name,
+                                                     dim3 grid, dim3 block, size_t shmem = 0, cudaStream_t = nullptr) {
+    return NamedLaunch<Pick, Call, Address>{pick, call, address, name, grid, block, shmem};
+}
+
+// What the rewrite (core/emulation.py) writes for `K<<<config>>>(`: GRADER_NAMED_LAUNCH(K, config)(
+#define GRADER_NAMED_LAUNCH(K, ...)                                                                        \
+    ::grader::named_launch(                                                                              \
+        [&](auto tag__) -> decltype(::grader::kernel_pointer(tag__, K)) {                                 \
+            return ::grader::kernel_pointer(tag__, K);                                                   \
+        },                                                                                               \
+        [&](auto&&... a__) { K(static_cast<decltype(a__)&&>(a__)...); },                                 \
+        [&](auto*... t__) -> decltype(static_cast<void (*)(::std::remove_pointer_t<decltype(t__)>...)>(K)) { \
+            return static_cast<void (*)(::std::remove_pointer_t<decltype(t__)>...)>(K);                  \
+        },                                                                                               \
+        #K, __VA_ARGS__)
 
 // A launch with an argument array (cudaLaunchKernel, cudaLaunchCooperativeKernel): each args[i]
 // points to the kernel's i-th parameter, of the type the kernel declares.
