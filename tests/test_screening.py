@@ -171,6 +171,49 @@ def test_stream_work_the_replay_reproduces_is_not_refused(name, write_cu, rubric
     assert screened(path, rubric) == []
 
 
+# A student's own test driver, left in the file: it is never called, so it is not compiled (g++
+# would put main in .text.startup, beside load-time code, and its test calls among the imports).
+TEST_DRIVER = """#include <cstdio>
+#include <vector>
+int main(int argc, char** argv) {
+    const int rows = 4, cols = 8;
+    std::vector<float> h(rows * cols, 1.0f);
+    float *x, *bias, *out, *pinned;
+    cudaMalloc(&x, h.size() * 4); cudaMalloc(&bias, cols * 4); cudaMalloc(&out, h.size() * 4);
+    cudaMallocHost(&pinned, h.size() * 4);
+    cudaStream_t s; cudaStreamCreate(&s);
+    cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b); cudaEventRecord(a, s);
+    launchBiasGeluFused(x, bias, out, rows, cols, s);
+    cudaEventRecord(b, s); cudaDeviceSynchronize();
+    float ms; cudaEventElapsedTime(&ms, a, b);
+    printf("%f ms { } \\n", ms);
+    cudaStreamDestroy(s); cudaFreeHost(pinned);
+    return 0;
+}
+"""
+
+
+@needs_nvcc
+@pytest.mark.parametrize("backend", ["cuda", "emulator"])
+def test_a_test_driver_main_is_left_out_and_the_rest_is_screened(backend, write_cu, rubric):
+    path = write_cu(KERNEL + f"{LAUNCHER} {{ {LAUNCH} }}\n" + TEST_DRIVER)
+    assert read_submission(path, rubric.kernel.launcher_name).main_line == 9
+    assert screened(path, rubric, backend) == []
+    # what the launcher itself does is still screened
+    cheat = write_cu(KERNEL + f"{LAUNCHER} {{ cudaStream_t t; cudaStreamCreate(&t); {LAUNCH} }}\n" + TEST_DRIVER,
+                     "cheat.cu")
+    assert {r.what for r in screened(cheat, rubric)} == {"cudaStreamCreate()"}
+
+
+@needs_nvcc
+def test_a_main_that_something_calls_is_compiled_and_screened(write_cu, rubric):
+    """main named anywhere else (here a file-scope initialiser calls it) is kept, and refused as load-time code."""
+    path = write_cu(KERNEL + f"{LAUNCHER} {{ {LAUNCH} }}\nint main(int, char**);\nstatic int gRan = main(0, nullptr);\n" + TEST_DRIVER)
+    assert read_submission(path, rubric.kernel.launcher_name).main_line is None
+    assert "a file-scope initialiser calling main()" in {r.what for r in screened(path, rubric)}
+
+
 @needs_nvcc
 def test_load_time_code_is_refused(write_cu, rubric):
     path = write_cu("""#include <cstdlib>

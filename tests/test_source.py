@@ -313,3 +313,20 @@ def test_kernels_that_share_state_stay_on_one_thread(text, write_cu):
 def test_samples_spread_only_where_nothing_is_shared(exercise, name, spreads):
     sub = read_submission(SAMPLES / exercise / name, LAUNCHER)
     assert spreads_over_cores(sub) is spreads
+
+
+@pytest.mark.parametrize("text, kept", [
+    ("int main() { return 0; }\n", False),
+    ("static inline int main(void)\n{\n  if (1) { }\n  return 0;\n}\n", False),
+    ("extern \"C\" int main(int argc, char** argv) { return argc; }\n", False),
+    ("namespace t { int main() { return 0; } }\n", True),                    # not the program's main
+    ("int main();\nint f() { return main(); }\nint main() { return 1; }\n", True),   # something calls it
+    ("int domain(int v) { return v; }\nint main_loop() { return 0; }\n", True),         # no main at all
+])
+def test_only_a_file_scope_main_nothing_calls_is_left_out(text, kept, write_cu):
+    body = "__global__ void k(float* o) { o[0] = 1; }\n" + text
+    sub = read_submission(write_cu(body), LAUNCHER)
+    assert (sub.compiled == sub.text) == kept
+    assert sub.compiled.count("\n") == sub.text.count("\n")
+    if not kept:
+        assert "main" not in sub.compiled and sub.main_line == 2 and "__global__ void k" in sub.compiled

@@ -43,9 +43,19 @@ class Submission:
     code: str                       # comments and strings blanked
     kernels: list[KernelDecl] = field(default_factory=list)
     has_launcher: bool = False
+    main_line: int | None = None    # where a main() the grader leaves out starts (_unused_main)
 
     def kernel(self, name: str) -> KernelDecl | None:
         return next((k for k in self.kernels if k.name == name), None)
+
+    @property
+    def compiled(self) -> str:
+        """What is compiled: the text, with a main() that nothing else names blanked out (lines kept)."""
+        span = _unused_main(self.code)
+        if span is None:
+            return self.text
+        start, end = span
+        return self.text[:start] + re.sub(r"[^\n]", " ", self.text[start:end]) + self.text[end:]
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,43 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
     sub.has_launcher = bool(launcher) and defines_function(code, launcher)
+    main = _unused_main(code)
+    sub.main_line = code.count("\n", 0, main[0]) + 1 if main else None
     return sub
+
+
+# `int main(...) {`, with the specifiers that may stand before it, at the start of a declaration.
+_MAIN = re.compile(r"(?:^|(?<=[;}\n]))[ \t]*((?:(?:static|inline|extern[ \t]*\"[ \t]*\"|__host__)\s+)*int\s+main\s*\()")
+
+
+def _unused_main(code: str) -> tuple[int, int] | None:
+    """The span of a file-scope main() that nothing else in the file names, or None: the student's
+    own test driver (a few inputs, a timing, a printf), which the grader never calls. Compiled, it
+    would still be read as if it could run: g++ puts main in .text.startup, beside the code that
+    runs when a library loads, and its calls (a stream, pinned memory for a test) in the object's
+    imports. code: comments and strings blanked."""
+    for m in _MAIN.finditer(code):
+        start = m.start(1)
+        if _depth(code, start):
+            continue
+        _, after = _balanced(code, m.end(1))
+        body = re.match(r"\s*\{", code[after:])
+        if body is None:
+            return None                                  # a declaration, or something this scan does not read
+        depth, i = 1, after + body.end()
+        while i < len(code) and depth:
+            depth += {"{": 1, "}": -1}.get(code[i], 0)
+            i += 1
+        if depth:
+            return None
+        outside = code[:start] + code[i:]
+        return (start, i) if not re.search(r"\bmain\b", outside) else None
+    return None
+
+
+def _depth(code: str, at: int) -> int:
+    """How many braces are open at code[at]."""
+    return code.count("{", 0, at) - code.count("}", 0, at)
 
 
 # Lines only a Python file has at its start: an import of torch (or of load_inline), a

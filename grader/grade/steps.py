@@ -72,6 +72,9 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
                      say: Progress) -> Built:
     """Compile with the backend's toolchain and screen the object; first with the toolchain of the
     backend that checks it (backend.checked_by: nvcc for the emulator), where that is installed."""
+    if sub.main_line is not None:
+        say(f"leaving out main() (line {sub.main_line}): the grader calls your "
+            f"{rubric.kernel.launcher_name if sub.has_launcher else 'kernel'}, never main")
     judge = backend.checked_by
     judge_build = None
     has_judge = judge is not None and tools.locate(judge.toolchain.compiler) is not None

@@ -86,7 +86,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
         kernel=rubric.kernel.parsed,
         workspace_bytes=rubric.limits.workspace_mib << 20,
     )
-    source = rewrite_for_emulator(sub.text) if tc.shim else sub.text
+    source = rewrite_for_emulator(sub.compiled) if tc.shim else sub.compiled
     flags = compile_flags(tc, tc.flags, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
     shim = shim_text() if tc.shim else ""
     # the recorder sees the launcher's launches and stream work through the wrapped entry points
