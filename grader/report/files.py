@@ -75,16 +75,17 @@ CHARS = {"right": ".", "wrong": "-xX", "unwritten": ":oO"}
 CHARS_TEXT = ". right; - x X wrong (more of the cell: darker); : o O never written"
 
 
+def _cell(w: int, u: int, palette: dict, right: str) -> str:
+    """One cell's mark: right, else the larger of its wrong and never-written shares, darker the more."""
+    kind, level = ("unwritten", u) if u >= w and u else ("wrong", w)
+    return right if not level else palette[kind][0 if level <= 3 else 1 if level <= 6 else 2]
+
+
 def _cells(grid: MapGrid, palette: dict, right: str) -> list[list[str]]:
-    out = []
-    for wrong, unwritten in zip(grid.wrong, grid.unwritten):
-        row = []
-        for w, u in zip(wrong, unwritten):
-            w, u = int(w), int(u)
-            kind, level = ("unwritten", u) if u >= w and u else ("wrong", w)
-            row.append(right if not level else palette[kind][0 if level <= 3 else 1 if level <= 6 else 2])
-        out.append(row)
-    return out
+    # every pair of digits once, then a look-up a cell (a map is up to thousands of cells, drawn
+    # for the summary, report.md, report.html and the SVG)
+    mark = {(str(w), str(u)): _cell(w, u, palette, right) for w in range(10) for u in range(10)}
+    return [[mark[pair] for pair in zip(wrong, unwritten)] for wrong, unwritten in zip(grid.wrong, grid.unwritten)]
 
 
 def _colours(grid: MapGrid) -> list[list[str]]:
@@ -158,10 +159,11 @@ def shown_message(result: Result) -> str:
     return "\n".join(lines[:cut] + ["(where it happened in the grader is in result.json's message, for the report)"])
 
 
-def _context(result: Result, rubric: Rubric, attempts: list | None = None) -> dict:
-
+def _context(result: Result, rubric: Rubric, attempts: list | None = None, views: list[MapView] | None = None) -> dict:
+    """What every template reads; views: the maps' views where the caller drew them already."""
     return {"r": result, "rubric": rubric, "status_text": STATUS_TEXT[result.status], "chart": chart(result, rubric),
-            "notices": notices(result), "message": shown_message(result), "maps": [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
+            "notices": notices(result), "message": shown_message(result),
+            "maps": views if views is not None else [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
             "right": RIGHT, "shades": SHADES, "attempts": attempts_chart(attempts or []), "standalone": False,
             "failed_cases": [c for c in result.cases if c.passed is False],
             "passed_count": sum(1 for c in result.cases if c.passed),
@@ -176,12 +178,14 @@ def render_text(result: Result, rubric: Rubric, *, colour: bool = True, report: 
                   report=str(report) if report else "")
 
 
-def render_markdown(result: Result, rubric: Rubric, attempts: list | None = None) -> str:
-    return render("report.md.j2", **_context(result, rubric, attempts))
+def render_markdown(result: Result, rubric: Rubric, attempts: list | None = None,
+                    views: list[MapView] | None = None) -> str:
+    return render("report.md.j2", **_context(result, rubric, attempts, views))
 
 
-def render_html(result: Result, rubric: Rubric, attempts: list | None = None) -> str:
-    return render("report.html.j2", **_context(result, rubric, attempts))
+def render_html(result: Result, rubric: Rubric, attempts: list | None = None,
+                views: list[MapView] | None = None) -> str:
+    return render("report.html.j2", **_context(result, rubric, attempts, views))
 
 
 def render_map_svg(view: MapView) -> str:
@@ -208,9 +212,10 @@ def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: 
     for old in directory.glob("map-*.svg"):             # an earlier grade's
         old.unlink(missing_ok=True)
     written = []
-    files = [("report.md", render_markdown(result, rubric, attempts)), ("report.html", render_html(result, rubric, attempts)),
-             ("result.json", render_json(result))]
-    files += [(f"map-{k}.svg", render_map_svg(map_view(m))) for k, m in enumerate(result.maps, 1)]
+    views = [map_view(m) for m in result.maps]          # drawn once for the three documents
+    files = [("report.md", render_markdown(result, rubric, attempts, views)),
+             ("report.html", render_html(result, rubric, attempts, views)), ("result.json", render_json(result))]
+    files += [(f"map-{k}.svg", render_map_svg(v)) for k, v in enumerate(views, 1)]
     for name, text in files:
         path = directory / name
         atomic.replace_text(path, text)
