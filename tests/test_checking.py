@@ -205,7 +205,8 @@ def _compare_in_one_pass(got, want, rtol, atol):
             (float(rel.max()) if rel.size else float("inf")) if bad.any() else 0.0)
 
 
-@pytest.mark.parametrize("damage", ["none", "scattered", "last_block_only", "unwritten_block", "inf_only"])
+@pytest.mark.parametrize("damage", ["none", "scattered", "last_block_only", "unwritten_block", "inf_only",
+                                    "all_wrong", "zero_answers"])
 def test_the_block_by_block_comparison_agrees_with_one_float64_pass(damage):
     """compare's exact path runs a block at a time over the shared threads (an incorrect timed shape
     is 16M values): counts, the first mismatch, the worst absolute and relative errors as one pass."""
@@ -224,6 +225,11 @@ def test_the_block_by_block_comparison_agrees_with_one_float64_pass(damage):
         flat[BLOCK: 2 * BLOCK] = bits_array(POISON_BITS, BLOCK)
     elif damage == "inf_only":
         flat[[3, BLOCK + 9]] = np.inf
+    elif damage == "all_wrong":                                 # the bias missing everywhere
+        flat += 0.3
+    elif damage == "zero_answers":                              # the relative error divides by atol there
+        want.reshape(-1)[::3] = 0.0
+        flat[::3] = 1e-3
     cmp = compare(got, want, rtol=1e-5, atol=1e-6)
     bad, unwritten, first, max_abs, max_rel = _compare_in_one_pass(got, want, 1e-5, 1e-6)
     assert (cmp.bad, cmp.unwritten, cmp.first.index if cmp.first else None) == (bad, unwritten, first)
