@@ -154,3 +154,26 @@ def test_what_only_the_emulator_cannot_build_needs_a_gpu_and_is_no_compile_error
     assert "cudaMemGetInfo" in result.message and "needs a GPU" in result.message
     assert "did you mean" not in result.message
     assert any(n.line == 13 and n.title == "needs a GPU" for n in result.notes)
+
+
+@needs_nvcc
+def test_an_emulator_build_past_its_limit_is_still_the_files_compile_error(write_cu, rubric, monkeypatch):
+    """Only a failure of the emulator's shim is the emulator's: a build stopped at its time or memory
+    limit is what the file costs, whichever compiler it was in."""
+    from grader.grade import steps
+    from grader.grade.pipeline import grade_submission
+    from grader.toolchain.outcome import BuildResult, CompilerMessage
+
+    real = steps.build_submission
+    said = "the build ran out of its time limit of 1 s (in cc1plus)"
+
+    def stopped_on_the_cpu(sub, rubric, *, backend, arch="sm_90"):
+        if backend.toolchain.shim:
+            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=1.0, command="g++",
+                               log=said, messages=[CompilerMessage(str(sub.path), None, "error", said, True)],
+                               over_limit=True)
+        return real(sub, rubric, backend=backend, arch=arch)
+
+    monkeypatch.setattr(steps, "build_submission", stopped_on_the_cpu)
+    result = grade_submission(write_cu(GOOD, "slow.cu"), rubric=rubric, backend="emulator")
+    assert result.status == "compile_error" and said in result.message and "needs a GPU" not in result.message

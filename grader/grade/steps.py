@@ -97,9 +97,10 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     out = Built(summary(build), build, build if backend.toolchain.device_code else judge_build)
-    if not build.ok and judge_build is not None:
+    if not build.ok and judge_build is not None and not build.over_limit:
         # nvcc built it: it is CUDA, and only the emulator's own build of it failed (a construct its
-        # shim lacks), which is never the student's compile error.
+        # shim lacks), which is never the student's compile error. (A build past its time or memory
+        # limit is the file's cost, said as the compile error it is.)
         first = next((m for m in build.messages if m.severity == "error"), None)
         said = f" (its compiler said: {first.text.split('; did you mean')[0]})" if first is not None else ""
         out.stop = _needs_gpu(p, first.line if first is not None and first.in_submission else None,

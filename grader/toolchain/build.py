@@ -509,7 +509,7 @@ def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], back
             messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
             return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
                                command=command, log=over + "\n" + log, messages=messages,
-                               compiler=tools.version(tc.compiler))
+                               compiler=tools.version(tc.compiler), over_limit=True)
         messages = parse_messages(log, directory, user_path)
         resources = parse_ptxas(log) if tc.resources else []
         version = tools.version(tc.compiler)

@@ -49,6 +49,7 @@ class BuildResult:
     # the file named as the student's, and its errors; "" and [] where it compiled on its own.
     alone_log: str = ""
     alone_messages: list[CompilerMessage] = field(default_factory=list)
+    over_limit: bool = False           # stopped at the build's time or memory limit (limits.build_*)
 
 
 _NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")
