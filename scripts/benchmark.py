@@ -48,6 +48,7 @@ def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = T
         doc = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"grader submit {path} printed no JSON (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    doc["wall_s"] = wall
     if backend == "cuda" and draw_ahead and wait:
         doc["drawn_ahead_after_s"] = _drawn_ahead(Path(cache))
     print(f"  {path}: {wall:.2f} s, {doc.get('status')}, fraction {doc.get('fraction')}", file=sys.stderr, flush=True)
@@ -237,8 +238,15 @@ def _phases(doc: dict) -> str:
     # When torch was imported and the answers were ready (seconds into the grade; only a grade
     # that computed answers has them): what a first grade's check waits for.
     clocks = " ".join(f"{k.removesuffix('_t')} at {p[k]:.2f}" for k in ("reference_loaded_t", "answers_ready_t") if k in p)
+    # The command's own start (result.phases' cli_to_*: seconds from the process's start) and what
+    # the wall held after the grade (the reports, the attempt kept, the exit), where the run says.
+    start = ""
+    if "cli_to_grade_s" in p:
+        start = (f" | start: to early {p['cli_to_early_s']:.2f}, to grade {p['cli_to_grade_s']:.2f}"
+                 + (f", after the grade {doc['wall_s'] - p['cli_to_grade_s'] - doc['seconds']:.2f}"
+                    if "wall_s" in doc else ""))
     return (" ".join(f"{k.removesuffix('_s')} {p[k]:.2f}" for k in keys if k in p)
-            + f" | in-process {doc['seconds']:.2f}" + (f" | {clocks}" if clocks else "")
+            + f" | in-process {doc['seconds']:.2f}" + start + (f" | {clocks}" if clocks else "")
             + (f" | child: {stages}" if stages else ""))
 
 

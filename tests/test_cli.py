@@ -321,3 +321,29 @@ def test_the_command_line_exits_with_the_grade_s_code_through_main(tmp_path):
                          capture_output=True, text=True, timeout=300,
                          env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "c")})
     assert bad.returncode == 1 and json.loads(bad.stdout)["correct"] is False
+
+
+def test_the_commands_own_start_is_in_its_first_grades_phases(tmp_path):
+    """grader submit says where its start went (result.phases cli_to_*: seconds from the process's
+    start to the children's early start and to the grade), inside the command's wall time; a grade
+    run in another process (a test's CliRunner, a batch) says nothing of it."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "grader", "submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend",
+                           "emulator", "--format", "json", "-q", "--no-report"], capture_output=True, text=True,
+                          timeout=300)
+    wall = time.monotonic() - began
+    doc = json.loads(proc.stdout)
+    early, grade = doc["phases"]["cli_to_early_s"], doc["phases"]["cli_to_grade_s"]
+    assert 0 < early <= grade and grade + doc["seconds"] <= wall + 0.02, (early, grade, doc["seconds"], wall)
+    here = CliRunner().invoke(cli, ["submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "emulator",
+                                    "--format", "json", "-q", "--no-report"])
+    assert "cli_to_grade_s" not in json.loads(here.stdout)["phases"]

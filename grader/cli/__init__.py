@@ -81,6 +81,7 @@ def _end_now(why: str) -> None:
 
 
 def main() -> None:
+    student.say_the_start()
     _leave(_run())
 
 

@@ -108,16 +108,27 @@ def _watch(file: Path, once: SubmitOptions) -> None:
         sys.exit(Exit.CORRECT)
 
 
+_SAY_THE_START: list[bool] = []     # set where this process is the command (cli.main): its first grade says its start
+
+
+def say_the_start() -> None:
+    """This process is the `grader` command: its first grade's phases say where its start went."""
+    _SAY_THE_START[:] = [True]
+
+
 def _submit_once(file: Path, once: SubmitOptions):
     """One grade of FILE, its reports, its output and its attempt kept; the Result."""
     exercise, rubric_path, report_dir, no_report = once.exercise, once.rubric_path, once.report_dir, once.no_report
     fmt, output_path, github, backend, quiet = once.fmt, once.output_path, once.github, once.backend, once.quiet
     from grader.exercises import choose
 
+    from grader.core.processes import age_s
+
     err = err_console()
     early = None
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
+        to_early = age_s()
         if file.is_file():
             from grader.grade.early import start_early
 
@@ -127,8 +138,15 @@ def _submit_once(file: Path, once: SubmitOptions):
         from grader.grade.pipeline import grade_submission
 
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
+        to_grade = age_s()
+        # Where the command's own start went (the interpreter, its imports, the exercise's choice,
+        # the children's start): seconds from the process's start, said by its first grade only (a
+        # later grade of --watch starts long after the process did).
+        start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
+                 if to_early is not None and to_grade is not None and _SAY_THE_START else None)
+        _SAY_THE_START.clear()
         result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True,
-                                  counters=once.counters, early=early)
+                                  counters=once.counters, early=early, command_start=start)
     except GraderError as exc:
         if early is not None:
             early.cancel()

@@ -14,6 +14,7 @@ import ctypes
 import os
 import signal
 import threading
+import time
 
 PR_SET_PDEATHSIG = 1
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
@@ -25,6 +26,19 @@ except (OSError, AttributeError):
 _live: dict[int, object] = {}             # pgid -> its Popen (a build's, which ends by SIGTERM) or None
 _lock = threading.Lock()
 _closed = False                            # after end_all(): a group started late is ended at once
+
+
+def age_s() -> float | None:
+    """Seconds since this process started (the kernel's start time, in clock ticks since boot:
+    10 ms steps), None where /proc cannot say: what a command spent before a step, its interpreter
+    and imports included."""
+    try:
+        with open("/proc/self/stat") as f:
+            after_name = f.read().rsplit(")", 1)[1].split()
+        started = int(after_name[19]) / os.sysconf("SC_CLK_TCK")       # field 22, starttime
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - started)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 def close_to_children() -> bool:

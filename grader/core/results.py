@@ -330,7 +330,7 @@ class Result:
     sass: SassSummary | None = None         # what its compiled code shows (graded kernels only)
     timing: TimingResult | None = None      # the measurement (a correct kernel on a GPU)
     output: OutputSummary = field(default_factory=OutputSummary) # what the submission printed
-    phases: dict[str, float] = field(default_factory=dict)   # wall seconds of the build, the children, checking
+    phases: dict[str, float] = field(default_factory=dict)   # wall seconds of the build, the children, checking (docs/benchmarks.md)
     sandbox: SandboxSummary | None = None                     # None: no child said what was in force
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
                      progress: Progress | None = None, audit_syscalls: bool = False,
                      device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
-                     inputs=None, counters: bool = False, early: Early | None = None) -> Result:
+                     inputs=None, counters: bool = False, early: Early | None = None,
+                     command_start: dict[str, float] | None = None) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
@@ -69,6 +70,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
 
     draw_ahead: after a GPU grade, start the detached process that draws the next run's private
     cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
+
+    command_start: what the command spent before this grade, as phases (`grader submit`'s
+    cli_to_early_s and cli_to_grade_s: seconds from its process's start; docs/benchmarks.md).
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
@@ -97,6 +101,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
         digest = None
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": digest}, backend=chosen.name,
                     status="graded", grader_version=__version__)
+    result.phases.update(command_start or {})
     result.phases["probe_s"] = round(probed, 3)
     def grade() -> None:
         if chosen.on_gpu and not has_gpu:
