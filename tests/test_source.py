@@ -330,3 +330,17 @@ def test_only_a_file_scope_main_nothing_calls_is_left_out(text, kept, write_cu):
     assert sub.compiled.count("\n") == sub.text.count("\n")
     if not kept:
         assert "main" not in sub.compiled and sub.main_line == 2 and "__global__ void k" in sub.compiled
+
+
+@pytest.mark.parametrize("text, device", [
+    ("auto f = [] __device__ (float v) { return v; };", True),
+    ("auto f = [=] __host__ __device__ (float v) mutable { return v; };", True),
+    ("auto f = [&]__device__(float v) { return v; };", True),
+    ("auto f = [] (float v) { return v; };", False),                           # a plain lambda
+    ("__device__ float g(float v) { return v; }\nfloat a[2]; __device__ int b;", False),
+    ("// [] __device__ (float v) in a comment\nint x;", False),
+])
+def test_a_device_lambda_is_told_from_the_rest(text, device):
+    from grader.core.source import uses_device_lambdas
+
+    assert uses_device_lambdas(blank_comments_and_strings(text)) == device

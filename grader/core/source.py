@@ -150,6 +150,16 @@ def _python_around_cuda(code: str) -> int | None:
     return code.count("\n", 0, found[0].start()) + 1 if len(found) >= 2 else None
 
 
+# A lambda with an execution space: `[] __device__ (float v) {`, `[=] __host__ __device__ (`.
+_DEVICE_LAMBDA = re.compile(r"\]\s*(?:__host__\s+)?__device__\b|\]\s*__device__\s+__host__\b")
+
+
+def uses_device_lambdas(code: str) -> bool:
+    """Whether code (comments and strings blanked) writes a __device__ (or __host__ __device__)
+    lambda, which nvcc builds only with --extended-lambda."""
+    return _DEVICE_LAMBDA.search(code) is not None
+
+
 def defines_function(code: str, name: str) -> bool:
     """Whether code (comments and strings blanked) defines a function of that name (a body, not
     only a declaration or a call)."""

@@ -33,7 +33,7 @@ from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResour
 from grader.toolchain.render import render
 from grader.toolchain.running import BuildLimits, run_limited
 from grader.exercises.rubric import Rubric
-from grader.core.source import Submission
+from grader.core.source import Submission, uses_device_lambdas
 from grader.core.emulation import rewrite_for_emulator, spreads_over_cores, uses_collectives
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
@@ -87,7 +87,8 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
         workspace_bytes=rubric.limits.workspace_mib << 20,
     )
     source = rewrite_for_emulator(sub.compiled) if tc.shim else sub.compiled
-    flags = compile_flags(tc, tc.flags, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
+    lambdas = tc.lambda_flags if uses_device_lambdas(sub.code) else ()
+    flags = compile_flags(tc, tc.flags + lambdas, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
     shim = shim_text() if tc.shim else ""
     # the recorder sees the launcher's launches and stream work through the wrapped entry points
     link_flags = RECORDER_LINK_FLAGS if backend.records_then_replays else ()
