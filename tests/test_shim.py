@@ -386,3 +386,29 @@ def test_a_deduced_template_launch_is_logged_under_its_kernel(tmp_path):
     assert named.count("addOne") == 1 and named.count("") == 4
     assert all(r.offset for r in records[:n] if not r.kernel)
     assert all(r.launches == 1 and list(r.grid) == [2, 1, 1] for r in records[:n])
+
+
+# The C++ library's own headers write __attribute__((__noinline__)) (GCC 12's <memory>), which a
+# __noinline__ macro broke ("'noinline' was not declared"): the student's __noinline__ is rewritten
+# instead, and every standard header builds beside it.
+NOINLINE_AND_MEMORY = r"""
+#include <memory>
+#include <vector>
+__device__ __noinline__ float twice(float v) { return 2.0f * v; }
+__attribute__((__noinline__)) static float thrice(float v) { return 3.0f * v; }
+__global__ void scale(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = twice(in[i]) + thrice(0.0f);
+}
+void launchAll(const float* in, float* out, int n) {
+    auto keep = std::make_shared<std::vector<int>>(1, n);
+    scale<<<(n + 63) / 64, 64>>>(in, out, (*keep)[0]);
+}
+"""
+
+
+def test_noinline_beside_the_standard_librarys_headers(tmp_path):
+    dll = build(tmp_path, NOINLINE_AND_MEMORY, fibers=False)
+    x = torch.arange(100, dtype=torch.float32)
+    code, out = run(dll, x, 100)
+    assert code == 0 and torch.equal(out, 2 * x)

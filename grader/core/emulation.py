@@ -143,6 +143,8 @@ _LAUNCH_RE = re.compile(r"((?:::\s*)?[A-Za-z_][\w:]*(?:\s*" + _TEMPLATE_ARGS + r
 _PACKED_LAUNCH_CAST_RE = re.compile(
     r"\bcudaLaunch(?:Cooperative)?Kernel\s*\(\s*(\(\s*(?:const\s+)?void\s*\*\s*\)|"
     r"reinterpret_cast\s*<\s*(?:const\s+)?void\s*\*\s*>)")
+# CUDA's __noinline__ where the student writes it as a specifier (not inside an __attribute__).
+_NOINLINE_RE = re.compile(r"(?<!\()\b__noinline__\b")
 _EXTERN_SHARED_RE = re.compile(
     r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_][\w:\s]*?)\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;"
 )
@@ -166,6 +168,8 @@ def rewrite_for_emulator(text: str) -> str:
         edits.append((m.start(), m.end(), new))
     for m in _PACKED_LAUNCH_CAST_RE.finditer(code):
         edits.append((m.start(1), m.end(1), ""))
+    for m in _NOINLINE_RE.finditer(code):
+        edits.append((m.start(), m.end(), "__attribute__((noinline))"))
     for m in _EXTERN_SHARED_RE.finditer(code):
         tp, name = " ".join(m.group(1).split()), m.group(2)
         edits.append((m.start(), m.end(), f"{tp}* {name} = static_cast<{tp}*>(::grader::dynamic_shared());"))
