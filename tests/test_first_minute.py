@@ -137,3 +137,20 @@ def test_an_empty_file_has_its_digest_and_the_report_escapes_launches(tmp_path):
     assert "launches at the timed shape (rows 16384 x cols 1024):" in ok.stdout, ok.stdout
     html = (tmp_path / "r2" / "report.html").read_text()
     assert "&lt;&lt;&lt;" in html and "<<<" not in html.split("<body", 1)[-1].split("<script", 1)[0]
+
+
+@pytest.mark.parametrize("header, said", [
+    ("helper_cuda.h", "the CUDA samples' helper header"),
+    ("helper_math.h", "the CUDA samples' float2/float4 operators"),
+    ("common/book.h", "CUDA by Example"),
+])
+def test_a_header_brought_from_elsewhere_is_said_for_what_it_is(header, said, tmp_path, rubric):
+    from grader.grade.pipeline import grade_submission
+
+    path = tmp_path / "brought.cu"
+    path.write_text(f"#include <cuda_runtime.h>\n#include <{header}>\n"
+                    "__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {}\n")
+    result = grade_submission(path, rubric=rubric, backend="emulator")
+    assert result.status == "compile_error"
+    assert f"{header}: {said}" in result.message and "not part of the CUDA toolkit" in result.message, result.message
+    assert result.message.index("brought.cu:2") < result.message.index(said)      # the compiler's line first

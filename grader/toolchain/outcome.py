@@ -162,7 +162,41 @@ def parse_alone(log: str, user_path: str) -> list[CompilerMessage]:
 ALONE_LINES = 40        # of the student's file's own compile, shown as the compiler printed it
 
 
+# Headers that code brought from elsewhere includes and no toolkit ships: what to do instead.
+_ELSEWHERE_HEADERS = [
+    (re.compile(r"^helper_(cuda|functions|string|timer)\.h$"),
+     "the CUDA samples' helper header (their Common/ folder), not part of the CUDA toolkit: define the check you "
+     "need in your file, e.g. a macro that prints cudaGetErrorString(cudaGetLastError())"),
+    (re.compile(r"^helper_math\.h$"),
+     "the CUDA samples' float2/float4 operators (their Common/ folder), not part of the CUDA toolkit: write the "
+     "arithmetic out per component (r.x = a.x + b.x, ...) or define the operators you use in your file"),
+    (re.compile(r"^(common/)?book\.h$"),
+     "CUDA by Example's helper (HANDLE_ERROR), not part of the CUDA toolkit: define the check you need in your file"),
+    (re.compile(r"^cutil(_inline)?\.h$"),
+     "the old CUDA SDK's helper, long gone from the toolkit: define the check you need in your file"),
+]
+_MISSING_HEADER = re.compile(r"(?:fatal error: |error: cannot open source file \")([\w./+-]+?)(?:: No such file|\")")
+
+
+def _missing_header_hints(log: str) -> list[str]:
+    """For each header the compiler could not find that code from elsewhere brings, what it is."""
+    hints = []
+    for name in dict.fromkeys(_MISSING_HEADER.findall(log)):
+        for pattern, what in _ELSEWHERE_HEADERS:
+            if pattern.match(name):
+                hints.append(f"{name}: {what}. The grader compiles your one file against the CUDA toolkit's and "
+                             "the C++ library's headers only.")
+    return hints
+
+
 def compile_message(build: BuildResult, p: Path, *, expected: str = "") -> str:
+    """The errors in the student's terms (_compile_errors), then what a header brought from
+    elsewhere (the CUDA samples' helper_cuda.h, say) is and what to write instead."""
+    hints = _missing_header_hints(build.alone_log + "\n" + build.log)
+    return _compile_errors(build, p, expected=expected) + "".join(f"\n{h}" for h in hints)
+
+
+def _compile_errors(build: BuildResult, p: Path, *, expected: str = "") -> str:
     """The errors of a failed build in the student's terms. Where the file fails on its own, its
     own compile's first errors as the compiler printed them (file, line, the source line and a
     caret), with the harness's count left to the report: an unbalanced brace otherwise shows only
