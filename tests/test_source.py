@@ -139,6 +139,8 @@ CALLABLE = [
     "const float* const x, const float* const bias, float* const out, const size_t cols",
     "const float * __restrict x, const float * __restrict bias, float * __restrict out, long cols",
     "const float* x, const float* bias, float* out, unsigned long long cols",
+    "const float x[], const float bias[], float out[], size_t cols",          # C's array parameters
+    "float const* __restrict__ x, float const* __restrict__ bias, float* __restrict__ out, std::size_t const cols",
 ]
 NOT_CALLABLE = [
     ("const float* x, const float* bias, float* out, int rows, int cols", "takes 5 parameters"),
@@ -344,3 +346,22 @@ def test_a_device_lambda_is_told_from_the_rest(text, device):
     from grader.core.source import uses_device_lambdas
 
     assert uses_device_lambdas(blank_comments_and_strings(text)) == device
+
+
+@pytest.mark.parametrize("text", [
+    "void __global__ biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {}\n",
+    "#define KERNEL __global__ __launch_bounds__(256)\n#define RESTRICT __restrict__\n"
+    "KERNEL void biasGeluFused(const float* RESTRICT x, const float* RESTRICT bias, float* RESTRICT out, size_t cols) {}\n",
+    "#define GLOBAL \\\n    __global__\n\nGLOBAL void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {}\n",
+])
+def test_a_kernel_written_another_way_nvcc_reads_is_found(text, write_cu, rubric):
+    """The specifiers in another order, or behind an object-like macro (code from elsewhere)."""
+    sub = read_submission(write_cu(text), LAUNCHER)
+    kernel = sub.kernel("biasGeluFused")
+    assert kernel is not None and kernel.line == text.count("\n", 0, text.index("biasGeluFused")) + 1
+    assert signature_problem(kernel, rubric.kernel) is None
+
+
+def test_a_launcher_behind_an_object_like_macro_is_found(write_cu):
+    text = "#define API extern \"C\" void\nAPI launchBiasGeluFused(const float* x, const float* b, float* o, int r, int c, cudaStream_t s) {\n}\n"
+    assert read_submission(write_cu(text), LAUNCHER).has_launcher

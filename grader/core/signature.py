@@ -75,6 +75,9 @@ def split_params(inside: str) -> list[str]:
 
 def parse_param(text: str) -> Param:
     clean = " ".join(_QUALIFIERS.sub(" ", text).split())
+    array = re.match(r"^(?P<type>.*\S)\s*\b(?P<name>\w+)\s*\[[^\]]*\]$", clean)
+    if array:                                   # `const float x[]`, `float out[N]`: a pointer, as C reads it
+        clean = f"{array.group('type')}* {array.group('name')}"
     m = re.match(r"^(?P<type>.*?[\s*&])(?P<name>\w+)$", clean)
     if not m or not m.group("type").strip():
         raise ValueError(f"cannot read the parameter {text!r} (write a type and a name)")

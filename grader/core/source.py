@@ -162,8 +162,28 @@ def uses_device_lambdas(code: str) -> bool:
 
 def defines_function(code: str, name: str) -> bool:
     """Whether code (comments and strings blanked) defines a function of that name (a body, not
-    only a declaration or a call)."""
-    return re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", code, re.S) is not None
+    only a declaration or a call), object-like macros expanded (`#define LAUNCHER void`)."""
+    return re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", expand_object_macros(code), re.S) is not None
+
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?![\w(])[ \t]*((?:\\\n|[^\n])*)", re.M)
+
+
+def expand_object_macros(code: str, rounds: int = 4) -> str:
+    """code with the file's object-like macros expanded (`#define KERNEL __global__`, `#define
+    RESTRICT __restrict__`) and its #define lines blanked, newlines kept: what the scan for kernels
+    and a launcher reads, as the compiler will. Function-like macros are left as written."""
+    defines = {m.group(1): " ".join(m.group(2).replace("\\\n", " ").split()) for m in _DEFINE.finditer(code)}
+    scan = _DEFINE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+    if not defines:
+        return scan
+    use = re.compile(r"\b(" + "|".join(map(re.escape, sorted(defines, key=len, reverse=True))) + r")\b")
+    for _ in range(rounds):                     # a macro naming another, a few deep; one naming itself stops
+        expanded = use.sub(lambda m: defines[m.group(1)], scan)
+        if expanded == scan:
+            break
+        scan = expanded
+    return scan
 
 
 def blank_comments_and_strings(text: str) -> str:
@@ -196,7 +216,7 @@ def blank_comments_and_strings(text: str) -> str:
 
 
 _KERNEL_RE = re.compile(
-    r"__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b"
+    r"(?:__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b|\bvoid\s+__global__\b)"
     r"(?:\s+__launch_bounds__\s*\([^)]*\))?\s+(\w+)\s*\("
 )
 
@@ -211,6 +231,9 @@ def _balanced(code: str, start: int) -> tuple[str, int]:
 
 
 def find_kernels(code: str) -> list[KernelDecl]:
+    """The __global__ functions code (comments and strings blanked) declares, object-like macros
+    expanded, each once, with its parameters and line."""
+    code = expand_object_macros(code)
     seen: dict[str, KernelDecl] = {}
     for m in _KERNEL_RE.finditer(code):
         inside, _ = _balanced(code, m.end())
