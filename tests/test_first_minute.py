@@ -154,3 +154,16 @@ def test_a_header_brought_from_elsewhere_is_said_for_what_it_is(header, said, tm
     assert result.status == "compile_error"
     assert f"{header}: {said}" in result.message and "not part of the CUDA toolkit" in result.message, result.message
     assert result.message.index("brought.cu:2") < result.message.index(said)      # the compiler's line first
+
+
+def test_a_launcher_returning_an_error_code_is_told_to_return_void(tmp_path, rubric):
+    from grader.grade.pipeline import grade_submission
+
+    path = tmp_path / "returns.cu"
+    path.write_text("__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {}\n"
+                    "cudaError_t launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols,"
+                    " cudaStream_t stream) {\n  biasGeluFused<<<dim3(1, rows), 256, 0, stream>>>(x, bias, out, cols);\n"
+                    "  return cudaGetLastError();\n}\n")
+    result = grade_submission(path, rubric=rubric, backend="emulator")
+    assert result.status == "compile_error"
+    assert "Declare it returning void, with exactly these parameter types" in result.message, result.message
