@@ -218,7 +218,7 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: str = "") -> str:
     if errors and expected and not any(m.in_submission for m in errors):
         returns = expected.split("(", 1)[0].split()[-2] if len(expected.split("(", 1)[0].split()) >= 2 else ""
         what = (f"Declare it returning {returns}, with exactly these parameter types, in this order."
-                if returns and any(re.search(r"return type", m.text) for m in errors)
+                if returns and any(re.search(r"return type|ambiguating new declaration", m.text) for m in errors)
                 else "Declare it with exactly these parameter types, in this order.")
         head = (f"{p.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
                 f"    {expected}\n{what}\n")
