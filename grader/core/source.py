@@ -43,18 +43,22 @@ class Submission:
     code: str                       # comments and strings blanked
     kernels: list[KernelDecl] = field(default_factory=list)
     has_launcher: bool = False
-    main_line: int | None = None    # where a main() the grader leaves out starts (_unused_main)
+    main_span: tuple[int, int] | None = None    # a main() the grader leaves out (_unused_main), in code
 
     def kernel(self, name: str) -> KernelDecl | None:
         return next((k for k in self.kernels if k.name == name), None)
 
     @property
+    def main_line(self) -> int | None:
+        """The line where a main() the grader leaves out starts."""
+        return self.code.count("\n", 0, self.main_span[0]) + 1 if self.main_span else None
+
+    @property
     def compiled(self) -> str:
         """What is compiled: the text, with a main() that nothing else names blanked out (lines kept)."""
-        span = _unused_main(self.code)
-        if span is None:
+        if self.main_span is None:
             return self.text
-        start, end = span
+        start, end = self.main_span
         return self.text[:start] + re.sub(r"[^\n]", " ", self.text[start:end]) + self.text[end:]
 
 
@@ -97,8 +101,7 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
     sub.has_launcher = bool(launcher) and defines_function(code, launcher)
-    main = _unused_main(code)
-    sub.main_line = code.count("\n", 0, main[0]) + 1 if main else None
+    sub.main_span = _unused_main(code)
     return sub
 
 

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.signature import parse_signature
+
 
 @dataclass
 class KernelResources:
@@ -216,10 +218,10 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: str = "") -> str:
         return text
     errors = [m for m in build.messages if m.severity == "error"]
     if errors and expected and not any(m.in_submission for m in errors):
-        returns = expected.split("(", 1)[0].split()[-2] if len(expected.split("(", 1)[0].split()) >= 2 else ""
-        what = (f"Declare it returning {returns}, with exactly these parameter types, in this order."
-                if returns and any(re.search(r"return type|ambiguating new declaration", m.text) for m in errors)
-                else "Declare it with exactly these parameter types, in this order.")
+        what = ("Declare it with exactly these parameter types, in this order." if not any(
+            re.search(r"return type|ambiguating new declaration", m.text) for m in errors) else
+                f"Declare it returning {parse_signature(expected).returns}, with exactly these parameter types, "
+                "in this order.")
         head = (f"{p.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
                 f"    {expected}\n{what}\n")
     else:
