@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.signature import parse_signature
+from grader.core.signature import Signature
 
 
 @dataclass
@@ -191,14 +191,14 @@ def _missing_header_hints(log: str) -> list[str]:
     return hints
 
 
-def compile_message(build: BuildResult, p: Path, *, expected: str = "") -> str:
+def compile_message(build: BuildResult, p: Path, *, expected: Signature | None = None) -> str:
     """The errors in the student's terms (_compile_errors), then what a header brought from
     elsewhere (the CUDA samples' helper_cuda.h, say) is and what to write instead."""
     hints = _missing_header_hints(build.alone_log + "\n" + build.log)
     return _compile_errors(build, p, expected=expected) + "".join(f"\n{h}" for h in hints)
 
 
-def _compile_errors(build: BuildResult, p: Path, *, expected: str = "") -> str:
+def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None = None) -> str:
     """The errors of a failed build in the student's terms. Where the file fails on its own, its
     own compile's first errors as the compiler printed them (file, line, the source line and a
     caret), with the harness's count left to the report: an unbalanced brace otherwise shows only
@@ -220,10 +220,10 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: str = "") -> str:
     if errors and expected and not any(m.in_submission for m in errors):
         what = ("Declare it with exactly these parameter types, in this order." if not any(
             re.search(r"return type|ambiguating new declaration", m.text) for m in errors) else
-                f"Declare it returning {parse_signature(expected).returns}, with exactly these parameter types, "
+                f"Declare it returning {expected.returns}, with exactly these parameter types, "
                 "in this order.")
         head = (f"{p.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
-                f"    {expected}\n{what}\n")
+                f"    {expected.text}\n{what}\n")
     else:
         head = ""
     return head + _build_errors(build, p, errors)
