@@ -56,6 +56,8 @@ class ClassSummary:
     diagnoses: list[tuple[str, list[str]]]       # (code, students), most common first
     findings: list[tuple[str, list[str]]]
     not_graded: list[tuple[str, str, str]] = field(default_factory=list)   # (student, status, first line)
+    identical: list[list[str]] = field(default_factory=list)   # groups of students who handed in the same bytes
+    unconfined: list[str] = field(default_factory=list)        # students whose code read unconfined (no Landlock)
     rows: list[StudentRow] = field(default_factory=list)                     # every student, by name
 
 
@@ -78,8 +80,14 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
     find: dict[str, list[str]] = {}
     not_graded = []
     rows = []
+    identical: dict[str, list[str]] = {}
+    unconfined = []
     for g in graded:
         r, who = g.result, g.entry.student
+        if g.entry.identical_to:
+            identical.setdefault(g.entry.sha256, []).append(who)
+        if r is not None and r.sandbox is not None and r.sandbox.unconfined_reads():
+            unconfined.append(who)
         if r is None:
             outcomes[g.entry.problem] += 1
             not_graded.append((who, g.entry.problem, first_line(g.entry.detail)))
@@ -116,7 +124,8 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
         floors=[(gpu, sorted(v)[len(v) // 2]) for gpu, v in sorted(floors.items())],
         diagnoses=sorted(diag.items(), key=lambda kv: (-len(kv[1]), kv[0])),
         findings=sorted(find.items(), key=lambda kv: (-len(kv[1]), kv[0])), not_graded=not_graded,
-        rows=sorted(rows, key=lambda row: row.student))
+        rows=sorted(rows, key=lambda row: row.student), identical=sorted(sorted(g) for g in identical.values()),
+        unconfined=sorted(unconfined))
 
 
 def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:

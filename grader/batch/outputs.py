@@ -15,8 +15,14 @@ from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
-                   "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused")
-GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "status")
+                   "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
+                   "identical_to")
+GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "status", "identical_to")
+
+
+def identical_text(g: Graded) -> str:
+    """"identical to alice/kernel.cu; bob.cu": the classmates who handed in the same bytes."""
+    return "identical to " + "; ".join(g.entry.identical_to) if g.entry.identical_to else ""
 
 
 def _bool(value: bool | None) -> str:
@@ -29,7 +35,7 @@ def summary_row(g: Graded) -> dict:
         return {"student": g.entry.student, "file": "", "status": g.entry.problem, "correct": "", "tier": "",
                 "borderline": "", "fraction": "", "fraction_low": "", "fraction_high": "", "gbps": "",
                 "diagnosis": "", "flags": "", "message": g.entry.detail, "backend": "", "gpu": "", "seconds": "",
-                "reused": ""}
+                "reused": "", "identical_to": ""}
     ci = r.fraction_ci or [None, None]
     return {
         "student": g.entry.student, "file": str(g.entry.path.name if g.entry.path else ""), "status": r.status,
@@ -40,7 +46,7 @@ def summary_row(g: Graded) -> dict:
         "gbps": f"{r.gbps:.1f}" if r.gbps is not None else "",
         "diagnosis": " ".join(d.code for d in r.diagnosis), "flags": " ".join(r.flags),
         "message": r.message, "backend": r.backend, "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
-        "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused),
+        "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused), "identical_to": identical_text(g),
     }
 
 
@@ -65,13 +71,13 @@ def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     for g in graded:
         if g.result is None:
             rows.append({"student": g.entry.student, "points": "0", "max_points": f"{max_points(rubric):g}", "tier": "",
-                         "status": g.entry.problem})
+                         "status": g.entry.problem, "identical_to": ""})
             continue
         s = score(g.result, rubric)
         untimed = g.result.tier is None and g.result.correct and not named(g.result.backend).times
         rows.append({"student": g.entry.student, "points": f"{s.total:g}", "max_points": f"{s.maximum:g}",
                      "tier": g.result.tier or ("not timed (emulator): no tier yet" if untimed else ""),
-                     "status": g.result.status})
+                     "status": g.result.status, "identical_to": identical_text(g)})
     _write_csv(path, GRADEBOOK_COLUMNS, rows)
 
 

@@ -113,6 +113,11 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
                       row["fraction"] or "-", row["diagnosis"] or "-",
                       (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
     Console(highlight=False, width=max(Console().width, 120)).print(table)
+    from grader.batch.outputs import identical_text
+
+    for g in outcome.graded:
+        if g.entry.identical_to:
+            err.print(f"grader: {g.entry.student}: {identical_text(g)}")
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
         err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml, "
                   "results.jsonl and a report directory for each student[/dim]")

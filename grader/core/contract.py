@@ -241,6 +241,9 @@ class ChildSandbox:
     seccomp_detail: str = ""                     # how, or why not
     filter_instructions: int = 0
     filter_install_ms: float = 0.0
+    reads_confined: bool = False                 # the file-system wall (Landlock) is in force: run/child/fswall.py
+    reads_detail: str = ""                       # how ("Landlock ABI 7"), or why not
+    read_wall_ms: float = 0.0
     privileges: str = ""                         # "unprivileged uid 1000", "dropped from root to uid 65534"
     device_heap_bytes: int | None = None         # the device malloc heap it set (None: could not)
     host_memory_mib: int | None = None           # its host-memory allowance over what it held (RLIMIT_DATA)

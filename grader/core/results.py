@@ -284,6 +284,14 @@ class SandboxSummary(ChildSandbox):
     lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
     adapted: list[str] = field(default_factory=list)     # what the grader changed to fit this machine, and why
 
+    def unconfined_reads(self) -> str:
+        """Why a child that ran submission code read unconfined (this, the judged child, or on a GPU the
+        recorder, where the host code runs), or "" when each was behind the file-system wall."""
+        for child in (self, self.recorder):
+            if child is not None and not child.reads_confined:
+                return child.reads_detail or "the child did not say"
+        return ""
+
 
 @dataclass
 class OutputSummary:

@@ -236,6 +236,10 @@ class Limits:
     require_seccomp: bool = _doc(
         "Refuse to grade (infrastructure_error) where the system-call filter cannot be installed, instead of "
         "grading with the protections that remain (which result.json lists under sandbox).", default=False)
+    require_read_wall: bool = _doc(
+        "Refuse to grade (infrastructure_error) where the file-system wall (Landlock: the child reads only "
+        "what its grade needs, never the class folder, a report or the cache) cannot be put up, instead of "
+        "grading with reads unconfined (result.json's sandbox.reads_confined says which).", default=False)
     drop_privileges: bool = _doc("When the grader runs as root, the child drops to uid 65534 before loading "
                                  "the submission.", default=True)
 

@@ -237,6 +237,9 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
         if result.sandbox is not None:
             result.sandbox.inputs = prepared.private_inputs()
             result.sandbox.recorder = children.recorder_sandbox
+            unwalled = verdict.read_wall_stop(rubric, result.sandbox) if result.status == "graded" else None
+            if unwalled is not None:               # the recorder, where the submission's host code ran, read unconfined
+                return result.end(unwalled)
             result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
             result.sandbox.adapted = list(run.worker.adapted)
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,

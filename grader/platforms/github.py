@@ -72,6 +72,9 @@ def annotations(result: Result) -> list[str]:
     if sb is not None and not sb.seccomp:
         warnings.append(command("warning", f"the system-call filter was not in force: {sb.seccomp_detail}",
                                 title="sandbox"))
+    if sb is not None and sb.unconfined_reads():
+        warnings.append(command("warning", f"the file-system wall was not in force: {sb.unconfined_reads()}",
+                                title="sandbox"))
     return errors[:PER_KIND] + warnings[:PER_KIND] + notices[:PER_KIND]
 
 

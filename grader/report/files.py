@@ -142,6 +142,11 @@ def notices(result: Result) -> list[str]:
         found.append(f"The system-call filter was not in force here ({sb.seccomp_detail or 'unknown'}): the "
                      "submission ran with the other protections only (its own process group, resource limits, no "
                      "network where the grader runs as root). Set limits.require_seccomp to refuse to grade instead.")
+    unconfined = sb.unconfined_reads()
+    if unconfined:
+        found.append(f"The file-system wall was not in force here ({unconfined}): the submission's code could read "
+                     "any file its user may read, classmates' files included. Set limits.require_read_wall to refuse "
+                     "to grade instead.")
     free, total = sb.gpu_memory_free_bytes, sb.gpu_memory_total_bytes
     if free is not None and total and free < 0.5 * total:
         found.append(f"Another process held {(total - free) / 2**30:.0f} GiB of this GPU's {total / 2**30:.0f} GiB "

@@ -27,7 +27,7 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.verdict.checks import check_case
 from grader.verdict.timing import give_tier, judge_timing
-from grader.verdict.wall import audited, stopped_by_wall
+from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 
 __all__ = ["Expected", "Verdict", "expected_for", "judge_run"]
 

@@ -22,6 +22,16 @@ def audited(run: ChildRun) -> tuple[dict[str, int], list[str]]:
     return dict(sorted(counts.items())), sorted({b.path for b in audit if b.path})[:200]
 
 
+def read_wall_stop(rubric: Rubric, reported: SandboxSummary | None) -> Stop | None:
+    """infrastructure_error where a child read unconfined and the rubric requires the file-system wall."""
+    unconfined = reported.unconfined_reads() if reported is not None else ""
+    if not unconfined or not rubric.limits.require_read_wall:
+        return None
+    return Stop("infrastructure_error", f"the file-system wall could not be put up here ({unconfined}) and the "
+                "rubric requires it (limits.require_read_wall): grade on Linux 5.13 or later with Landlock "
+                "enabled (CONFIG_SECURITY_LANDLOCK, and landlock in the lsm= boot option).")
+
+
 def stopped_by_wall(run: ChildRun, fatal: FatalFrame | None, rubric: Rubric, reported: SandboxSummary | None,
                     p: str) -> Stop | None:
     """What the sandbox stopped: a blocked system call, a forged result channel, the host-memory
@@ -45,6 +55,9 @@ def stopped_by_wall(run: ChildRun, fatal: FatalFrame | None, rubric: Rubric, rep
         return Stop("infrastructure_error", "the system-call filter could not be installed here ("
                     f"{reported.seccomp_detail or 'unknown'}) and the rubric requires it "
                     "(limits.require_seccomp): grade on a Linux machine that allows seccomp.")
+    unwalled = read_wall_stop(rubric, reported)
+    if unwalled is not None:
+        return unwalled
     cap = rubric.limits.host_memory_mib
     base_rss = (reported.rss_at_load_mib if reported else None) or 0
     said = " ".join((fatal.error if fatal else "", run.stderr.text()[-4000:]))

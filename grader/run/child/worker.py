@@ -10,7 +10,8 @@ this module:
 1. load the grader's reference kernels and everything else the grader needs;
 2. limits: the device heap, a host-memory cap measured from here, privileges dropped
    when running as root;
-3. the wall: the seccomp filter of guard.c, on every thread;
+3. the walls: the file-system wall of fswall.py (Landlock: the class, the reports, the cache and the
+   grader's package out of reach), then the seccomp filter of guard.c, on every thread;
 4. only then the submission's library (its static initialisers run inside the wall), or, for the
    measuring process, the submission's device code;
 5. a gated job (the measuring process's) then waits for protocol.GO on stdin: the parent sends it
@@ -39,7 +40,8 @@ from grader.core.limits import clamp  # noqa: E402
 from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
                                   GuardMode, Job, Limits, RecordingFrame, RefusedFrame, Role)
 from grader.core.backend import Backend, named  # noqa: E402
-from grader.run.child import guard  # noqa: E402
+from grader.core.locations import PACKAGE_DIR  # noqa: E402
+from grader.run.child import fswall, guard  # noqa: E402
 from grader.run.child.backends import Region, count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
 from grader.run.child.replay import Refused  # noqa: E402 - the measuring process refuses a recording
@@ -348,6 +350,7 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
+    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = _read_wall(job)
     if job.offline:
         opened = gpu_files_open()
         if opened:
@@ -367,6 +370,15 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
     return sandbox
+
+
+def _read_wall(job: Job) -> tuple[bool, str, float]:
+    """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
+    before the submission's code. The counters' process also writes where Nsight Compute's
+    injected library keeps its lock and files (/tmp): it runs none of the submission's host code."""
+    extra = ("/tmp", "/var/tmp") if job.role == Role.PROFILE else ()
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), extra_writable=extra)
+    return done.confined, done.detail, done.ms
 
 
 def gpu_files_open() -> list[str]:
