@@ -130,12 +130,15 @@ def _leaked(result) -> list[str]:
 
 def _grade_attack(source: str, rubric, write_cu, backend: str, seccomp_may_stop: bool = False):
     """seccomp_may_stop: the route's system call is one the seccomp filter stops first (opendir's
-    open flags), which rejects the submission: stopped either way, and nothing may leak."""
+    open flags), which rejects the submission: stopped either way, and nothing may leak. On a GPU
+    run_unscreened runs the recorder alone (the host code), whose outputs are stand-ins: graded, but
+    not judged correct."""
     result = run_unscreened(write_cu(source), rubric, backend)
     if seccomp_may_stop and result.status == "rejected":
         assert "blocked_by_sandbox" in result.flags, result.message
         return result
-    assert result.status == "graded" and result.correct, (result.status, result.message)
+    assert result.status == "graded", (result.status, result.message)
+    assert result.correct or backend == "cuda", result.message
     return result
 
 

@@ -138,9 +138,12 @@ def imported_packages(exclude: list[str]) -> list[str]:
     return sorted(r for r in roots if not _under(r, exclude))
 
 
-def plan(*, private: str, grader_package: str, extra_writable: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+def plan(*, private: str, grader_package: str, extra_writable: tuple[str, ...] = (),
+         extra_readable: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """The paths left readable and writable: (readable, writable). private: the child's own folder;
-    grader_package: the grader's folder, kept out even where it lies beneath a readable one's parent."""
+    grader_package: the grader's folder, kept out even where it lies beneath a readable one's parent.
+    extra_readable: more folders to read (the counters' process: Nsight Compute's injected library
+    loads more of its own folder when it first profiles)."""
     writable = [os.path.realpath(p) for p in (*DEVICE_FOLDERS, private, *extra_writable) if os.path.exists(p)]
     readable = [p for p in SYSTEM_FOLDERS if os.path.exists(p)]
     stdlib = os.path.dirname(os.path.realpath(os.__file__))     # not sysconfig: it imports lazily, and fails under -S
@@ -150,21 +153,25 @@ def plan(*, private: str, grader_package: str, extra_writable: tuple[str, ...] =
     folders = readable + writable
     readable += [p for p in imported_packages([package]) if not _under(p, folders)]
     folders = readable + writable
+    readable += [os.path.realpath(p) for p in extra_readable if os.path.isdir(p) and not _under(p, folders)]
+    folders = readable + writable
     readable += [p for p in mapped_files() if not _under(p, folders)]
     return readable, writable
 
 
-def confine(*, private: str, grader_package: str, extra_writable: tuple[str, ...] = ()) -> Confinement:
+def confine(*, private: str, grader_package: str, extra_writable: tuple[str, ...] = (),
+            extra_readable: tuple[str, ...] = ()) -> Confinement:
     """Apply the wall to this process (every thread it has and starts). Never raises: where the kernel
     offers no Landlock, or a step fails, the Confinement says why and nothing is restricted."""
     start = time.perf_counter()
     try:
-        return _confine(start, private, grader_package, extra_writable)
+        return _confine(start, private, grader_package, extra_writable, extra_readable)
     except Exception as exc:  # noqa: BLE001 - a grade goes on, and says its reads were not confined
         return Confinement(False, f"reads not confined: {type(exc).__name__}: {exc}", ms=_ms(start))
 
 
-def _confine(start: float, private: str, grader_package: str, extra_writable: tuple[str, ...]) -> Confinement:
+def _confine(start: float, private: str, grader_package: str, extra_writable: tuple[str, ...],
+             extra_readable: tuple[str, ...]) -> Confinement:
     libc = _libc()
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)       # no other process of its user reads its memory or /proc/<pid>/
     abi = landlock_abi()
@@ -174,7 +181,8 @@ def _confine(start: float, private: str, grader_package: str, extra_writable: tu
                95: "Landlock is built into this kernel but not enabled (add landlock to the lsm= boot option)"}
         return Confinement(False, "reads not confined: " + why.get(err, f"Landlock unavailable ({os.strerror(err)})"),
                            ms=_ms(start))
-    readable, writable = plan(private=private, grader_package=grader_package, extra_writable=extra_writable)
+    readable, writable = plan(private=private, grader_package=grader_package, extra_writable=extra_writable,
+                              extra_readable=extra_readable)
     handled = every_right(abi)
     attr = ctypes.c_uint64(handled)
     libc.syscall.restype = ctypes.c_long

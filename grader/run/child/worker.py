@@ -375,9 +375,15 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
 def _read_wall(job: Job) -> tuple[bool, str, float]:
     """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
     before the submission's code. The counters' process also writes where Nsight Compute's
-    injected library keeps its lock and files (/tmp): it runs none of the submission's host code."""
-    extra = ("/tmp", "/var/tmp") if job.role == Role.PROFILE else ()
-    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), extra_writable=extra)
+    injected library keeps its lock and files (/tmp), and reads the folders of the libraries ncu
+    injected (CUDA_INJECTION64_PATH, LD_PRELOAD: ncu's own folder, which it loads more of when it first
+    profiles): it runs none of the submission's host code."""
+    profile = job.role == Role.PROFILE
+    injected = [p for v in ("CUDA_INJECTION64_PATH", "LD_PRELOAD") for p in os.environ.get(v, "").replace(" ", ":").split(":")
+                if p.startswith("/")] if profile else []
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR),
+                          extra_writable=("/tmp", "/var/tmp") if profile else (),
+                          extra_readable=tuple(os.path.dirname(p) for p in injected))
     return done.confined, done.detail, done.ms
 
 
