@@ -97,6 +97,11 @@ def test_unknown_feedback_code_rejected(tmp_path):
     (("bytes: 8 * n", "bytes: pow(n, 2)"), "timing.bytes", "unknown function"),
     (("bytes: 8 * n", "bytes: __import__('os')"), "timing.bytes", "only numbers"),
     (("  - {name: y, shape: [n], role: out}\n", ""), "tensors", "at least one output"),
+    # bounded arithmetic: each of these ran for minutes, or without end, before the bounds
+    (('grid: ["(n + 255) / 256"]', 'grid: ["(n + 255) / 256 + 0 * 9 ** 9 ** 9 ** 9"]'), "kernel.grid",
+     "an exponent of 387420489"),
+    (("bytes: 8 * n", "bytes: 8 * n * 10 ** 18"), "timing.bytes", "past 9.22e+18"),
+    (("bytes: 8 * n", "bytes: 8 * n + " + " + ".join(["1"] * 120)), "timing.bytes", "longer than 200 terms"),
 ])
 def test_the_exercise_contract_is_checked_where_it_is_written(tmp_path, change, key, words):
     text = BASE.replace(*change)

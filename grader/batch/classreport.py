@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from grader.core import atomic
 from grader.batch.grading import Graded
@@ -37,7 +38,7 @@ class StudentRow:
     tier: str
     fraction: float | None
     named: str                   # the diagnoses' codes
-    report: str                  # the student's report.html, relative to class.html ("" when none)
+    report: str                  # the student's report.html, relative to class.html, as a URL ("" when none)
 
 
 OUTCOME_ORDER = ["gold", "silver", "below", "correct, untimed", "incorrect"]
@@ -68,7 +69,8 @@ def _row(g: Graded, outcome: str, folder: Path | None) -> StudentRow:
     return StudentRow(g.entry.student, outcome, rank, (r.tier if r and r.correct and r.tier else ""),
                       r.fraction if r is not None and r.correct else None,
                       ", ".join(d.code for d in r.diagnosis) if r is not None else "",
-                      f"{g.entry.student}/report.html" if report is not None and report.is_file() else "")
+                      quote(f"{g.entry.student}/report.html", errors="surrogateescape")
+                      if report is not None and report.is_file() else "")
 
 
 def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) -> ClassSummary:

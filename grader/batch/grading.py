@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -14,6 +15,7 @@ from grader.core.backend import Backend
 from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.contract import usable_cores
+from grader.core.errors import UsageError
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
 
@@ -144,7 +146,10 @@ class _ClassRun:
             return None
         if entry.path is None or entry.problem:
             return Graded(entry, None)
-        key = grade_key(entry.path, self.rubric, self.backend)
+        try:
+            key = grade_key(entry.path, self.rubric, self.backend)
+        except OSError as exc:            # deleted, renamed or made unreadable since the class was listed
+            return Graded(_vanished(entry, exc), None)
         kept = self.store.reusable(entry.student, key) if self.store else None
         if kept is not None:
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
@@ -162,7 +167,12 @@ class _ClassRun:
             kwargs["emulator_threads"] = max(1, usable_cores() // self.jobs)    # the cores shared among the children
         if self.shared is not None:
             kwargs["inputs"] = self.shared
-        result = grade_submission(entry.path, rubric=self.rubric, backend=self.backend, **kwargs)
+        try:
+            result = grade_submission(entry.path, rubric=self.rubric, backend=self.backend, **kwargs)
+        except UsageError as exc:
+            if entry.path.exists():
+                raise
+            return Graded(_vanished(entry, FileNotFoundError(2, str(exc))), None)     # gone while it was read
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
         if self.report_dir is not None:
@@ -170,6 +180,15 @@ class _ClassRun:
         if self.store is not None:
             self.store.add(entry.student, entry.path, key, result)
         return Graded(entry, result)
+
+
+def _vanished(entry: Entry, exc: OSError) -> Entry:
+    """The entry of a student whose file went away (or turned unreadable) while the batch ran: that
+    student's missing or unreadable, never kept, so the next run grades it; the rest are graded."""
+    problem = "unreadable" if isinstance(exc, PermissionError) else "missing"
+    return dataclasses.replace(entry, problem=problem, detail=f"{entry.path}: {exc.strerror or exc} while the batch "
+                               "ran (deleted, renamed or made unreadable after the class was listed); run the batch "
+                               "again to grade it")
 
 
 def _reports_intact(folder: Path) -> bool:

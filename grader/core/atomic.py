@@ -29,4 +29,6 @@ def replace_bytes(path: Path, data: bytes) -> None:
 
 
 def replace_text(path: Path, text: str) -> None:
-    replace_bytes(path, text.encode("utf-8"))
+    """text written as UTF-8. A file name that is not UTF-8 (Python holds its bytes as lone
+    surrogates) is written with U+FFFD for each such byte: a report or a CSV stays valid UTF-8."""
+    replace_bytes(path, text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8"))

@@ -16,6 +16,13 @@ from typing import Mapping
 
 FUNCTIONS = {"min": min, "max": max, "sqrt": math.sqrt, "ceil_div": lambda a, b: -(-a // b)}
 
+# Bounds on what an expression may compute: a rubric's shapes, grids and byte models are sizes, and
+# `9 ** 9 ** 9` would otherwise run for minutes before anything is graded (the rubric's loader
+# turns the ExprError into an error naming the file, line and key).
+MAX_EXPONENT = 64
+MAX_MAGNITUDE = 2 ** 63          # an int64 holds every size a launch or a buffer can have
+MAX_NODES = 200
+
 
 class ExprError(ValueError):
     """An expression that cannot be parsed or evaluated; the message says why."""
@@ -36,6 +43,8 @@ def _parse(text: str) -> ast.expr:
             continue
         raise ExprError(f"{text!r}: only numbers, dimension names, + - * / // % **, parentheses and "
                         f"{', '.join(FUNCTIONS)} are allowed")
+    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
+        raise ExprError(f"{text[:60]!r}...: longer than {MAX_NODES} terms; a rubric's expression is a size")
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ExprError(f"{text!r}: unknown function (known: {', '.join(FUNCTIONS)})")
@@ -91,13 +100,15 @@ def evaluate(text: str | int | float, values: Mapping[str, int | float], *, inte
             return FUNCTIONS[n.func.id](*[ev(a) for a in n.args])
         a, b = ev(n.left), ev(n.right)
         if isinstance(n.op, ast.Add):
-            return a + b
+            return _bounded(a + b)
         if isinstance(n.op, ast.Sub):
-            return a - b
+            return _bounded(a - b)
         if isinstance(n.op, ast.Mult):
-            return a * b
+            return _bounded(a * b)
         if isinstance(n.op, ast.Pow):
-            return a ** b
+            if abs(b) > MAX_EXPONENT:
+                raise ExprError(f"{text!r}: an exponent of {b}; at most {MAX_EXPONENT}")
+            return _bounded(a ** b)
         if b == 0:
             raise ExprError(f"{text!r}: division by zero")
         if isinstance(n.op, ast.Mod):
@@ -108,6 +119,14 @@ def evaluate(text: str | int | float, values: Mapping[str, int | float], *, inte
             q = abs(a) // abs(b)                     # C: truncation toward zero
             return q if (a >= 0) == (b >= 0) else -q
         return a / b
+
+    def _bounded(v):
+        if isinstance(v, complex):
+            raise ExprError(f"{text!r}: a complex number (a negative number to a fractional power)")
+        if abs(v) > MAX_MAGNITUDE:
+            shown = f"{v:.3g}" if isinstance(v, float) else f"a {v.bit_length()}-bit number"
+            raise ExprError(f"{text!r}: a value of {shown}, past {MAX_MAGNITUDE:.3g}; a rubric's expression is a size")
+        return v
 
     value = ev(node)
     if integer:

@@ -331,8 +331,12 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
     for i, dims in enumerate(r.timing.baseline_dims):
         _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
     values = dims_values(r, r.timing.dims)
-    if exprs.evaluate(r.timing.copy_floats, values) < 1:
-        bad("timing.copy_floats", "must be at least 1 at the timed shape")
+    for key, text in (("timing.bytes", r.timing.bytes), ("timing.copy_floats", r.timing.copy_floats)):
+        try:                             # evaluated once here: a bound passed is the rubric's error, not a grade's
+            if text and exprs.evaluate(text, values) < 1 and key == "timing.copy_floats":
+                bad(key, "must be at least 1 at the timed shape")
+        except exprs.ExprError as exc:
+            bad(key, str(exc))
 
 
 def _expr_ok(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
@@ -386,7 +390,13 @@ def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str]
             (f"; missing {', '.join(missing)}" if missing else f"; unknown {', '.join(extra)}"))
     if any(v < 1 for v in dims.values()):
         bad(key, "every dimension must be at least 1")
-    grid, block = default_launch(r, dims_values(r, dims))
+    from grader.core import exprs
+
+    try:
+        grid, block = default_launch(r, dims_values(r, dims))
+    except exprs.ExprError as exc:
+        bad("kernel.grid", f"{exc} (at {key}'s dimensions)")
+        return
     limits = (2**31 - 1, 65535, 65535)
     for axis, (g, top) in enumerate(zip(grid, limits)):
         if not 1 <= g <= top:

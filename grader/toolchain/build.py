@@ -458,6 +458,12 @@ def _c_library(kind: str, text: str, source: str, name: str, what: str, soname: 
     return library
 
 
+def ninja_text_of(text: str) -> str:
+    """text as a value in a ninja file: `$` is ninja's escape (`k$(b).cu` broke the build file, and a
+    correct kernel became a compile_error), and a line break would end the value."""
+    return "".join("$$" if c == "$" else (" " if c in "\r\n" else c) for c in text)
+
+
 def _touch(directory: Path) -> None:
     """Mark a cache entry used (least-recently-used pruning reads this time)."""
     try:
@@ -495,7 +501,7 @@ def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], back
         for name, text in files.items():
             (directory / name).write_text(text)
         ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
-                            description=f"{backend.name} build of {Path(user_path).name}",
+                            description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
                             main=main, inputs=list(files))
         (directory / "build.ninja").write_text(ninja_text)
         check_scratch_folder()

@@ -1,0 +1,76 @@
+"""Any file name a file system allows is built and graded: `$` (ninja's escape), spaces, `:`,
+quotes, a newline, a leading `-`, bytes that are not UTF-8. Nothing of the name reaches a shell or
+a build file unescaped; the reports and the class's tables stay valid UTF-8."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+from grader.toolchain.build import ninja_text_of
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = (ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu").read_bytes()
+NAMES = [b"k$(b).cu", b"a b:c.cu", b"it's \"q\".cu", b"-lead.cu", b"new\nline.cu", b"bad\xff.cu"]
+
+
+def test_ninja_text_escapes_dollars_and_ends_no_line():
+    assert ninja_text_of("cuda build of k$(b).cu") == "cuda build of k$$(b).cu"
+    assert ninja_text_of("a\nb\rc") == "a b c"
+
+
+def test_a_class_of_odd_names_is_graded_correct_with_its_tables_and_links(tmp_path):
+    from grader.batch import grade_folder
+    from grader.exercises.rubric import load_rubric
+
+    cls = tmp_path / "class"
+    cls.mkdir()
+    for name in NAMES:
+        with open(os.path.join(os.fsencode(cls), name), "wb") as f:
+            f.write(GOOD)
+    out = tmp_path / "out"
+    outcome = grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out)
+    assert len(outcome.graded) == len(NAMES)
+    for g in outcome.graded:
+        assert g.result is not None and g.result.status == "graded" and g.result.correct, (g.entry.student,
+                                                                                           g.result and g.result.message)
+    rows = list(csv.DictReader((out / "summary.csv").open(encoding="utf-8")))     # valid UTF-8
+    assert len(rows) == len(NAMES)
+    html = (out / "class.html").read_text(encoding="utf-8")
+    assert 'href="k%24%28b%29/report.html"' in html and 'href="bad%FF/report.html"' in html
+    assert (out / os.fsdecode(b"bad\xff") / "report.html").is_file()
+
+
+def test_a_file_deleted_while_the_batch_runs_is_that_students_missing_and_the_rest_are_graded(tmp_path, monkeypatch):
+    """The deletion happens for real, between the class's listing and the student's grade; the
+    tables hold the whole class, and the rerun, with the file back, grades the student."""
+    import grader.batch.grading as grading
+    from grader.batch import grade_folder
+    from grader.exercises.rubric import load_rubric
+
+    cls = tmp_path / "class"
+    cls.mkdir()
+    for who in ("alice", "bob", "carol"):
+        (cls / f"{who}.cu").write_bytes(GOOD)
+    owner = grading._ClassRun              # grades one student of a batch
+    original = owner.one
+
+    def one(self, index, entry):
+        if entry.student == "bob":
+            (cls / "bob.cu").unlink(missing_ok=True)
+        return original(self, index, entry)
+
+    monkeypatch.setattr(owner, "one", one)
+    out = tmp_path / "out"
+    outcome = grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out, jobs=1)
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").open())}
+    assert rows["bob"]["status"] == "missing" and "while the batch ran" in rows["bob"]["message"]
+    assert rows["alice"]["status"] == "graded" and rows["carol"]["status"] == "graded"
+    assert (out / "class.html").is_file() and (out / "gradebook.csv").is_file()
+    assert not outcome.infrastructure_failures
+    monkeypatch.setattr(owner, "one", original)
+    (cls / "bob.cu").write_bytes(GOOD)
+    grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out, jobs=1)
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").open())}
+    assert rows["bob"]["status"] == "graded" and rows["bob"]["correct"] == "true"
