@@ -297,3 +297,28 @@ def test_an_open_files_limit_too_low_says_which_and_how_far_to_raise_it(tmp_path
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "ulimit -n" in proc.stdout and "now 16" in proc.stdout and "internal error" not in proc.stdout
+
+
+def test_a_full_disk_said_in_a_headers_diagnostic_is_the_machine_and_a_students_error_is_not(tmp_path):
+    """nvcc says a full TMPDIR as a diagnostic of a toolkit header, which machine_fault skips (a
+    diagnostic can hold any text a student wrote): disk_fault reads it only outside the build's folder,
+    where no student's file lies."""
+    from grader.toolchain.build import disk_fault
+
+    build = tmp_path / "cache" / "key"
+    build.mkdir(parents=True)
+    nvcc = ("/usr/local/cuda/include/sm_32_intrinsics.h(403): catastrophic error: error while writing generated C++ "
+            "file: No space left on device\n1 catastrophic error detected in the compilation of \"main.cu\".")
+    said = disk_fault(nvcc, build)
+    assert said is not None and "No space left on device" in said and "TMPDIR" in said
+    student = f"{build}/submission.cu(3): catastrophic error: #error No space left on device\n"
+    assert disk_fault(student, build) is None
+
+
+def test_a_tmpdir_too_small_for_nvcc_is_the_machine_and_never_kept(tmp_path):
+    """A real 2 MiB TMPDIR: nvcc runs out of room part way (the issue's case: both students got
+    compile_error, kept by the rerun). Now infrastructure_error, exit 4, naming the folder."""
+    with _tmpfs(tmp_path / "small", "size=2m") as small:
+        r = _cold_submit(tmp_path, small)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "compile_error" not in r.stdout and "TMPDIR" in (r.stdout + r.stderr)

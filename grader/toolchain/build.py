@@ -508,7 +508,7 @@ def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], back
         proc, over = run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
         if proc.returncode != 0 and not over:
-            fault = machine_fault(log)
+            fault = machine_fault(log) or disk_fault(log, directory)
             if fault:
                 raise InfrastructureError(f"the build of {Path(user_path).name} failed for a reason of this machine, "
                                           f"not of the code: {fault}\n{log[-1500:]}")
@@ -602,6 +602,36 @@ def machine_fault(log: str) -> str | None:
         m = re.search(pattern, own)
         if m:
             return text.format(*m.groups(), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
+    return None
+
+
+_OUT_OF_DISK = r"No space left on device|Disk quota exceeded|Read-only file system"
+DISK_FLOOR_MIB = 32          # less free than this where a build writes, after it failed: the disk failed it
+
+
+def disk_fault(log: str, directory: Path) -> str | None:
+    """A failed build that the disk failed, decided from the machine where its words are not the
+    tools' own lines (machine_fault skips every diagnostic line, and nvcc says a full TMPDIR as one:
+    `.../sm_32_intrinsics.h(403): catastrophic error: error while writing generated C++ file: No space
+    left on device`): a catastrophic error of that kind in a file outside the build's folder (no
+    student's file: their copy is inside it), or less than DISK_FLOOR_MIB free in TMPDIR or the
+    build's folder now. None where the disk is fine."""
+    import re
+    import tempfile
+
+    for m in re.finditer(rf"^(/[^\n(]+)\(\d+\): catastrophic error: [^\n]*({_OUT_OF_DISK})", log, re.M):
+        if not Path(m.group(1)).is_relative_to(directory):
+            return (f"the compiler could not write its files ({m.group(2)}): free space in "
+                    f"{tempfile.gettempdir()} or point TMPDIR (and GRADER_CACHE_DIR) at a larger disk")
+    for folder in (Path(tempfile.gettempdir()), directory):
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        free_mib = st.f_bavail * st.f_frsize / 2**20
+        if free_mib < DISK_FLOOR_MIB:
+            return (f"{folder} has {free_mib:.1f} MiB free (a build needs about {DISK_FLOOR_MIB} MiB for the "
+                    "compiler's files): free space there, or point TMPDIR (and GRADER_CACHE_DIR) at a larger disk")
     return None
 
 
