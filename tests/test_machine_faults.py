@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -322,3 +323,27 @@ def test_a_tmpdir_too_small_for_nvcc_is_the_machine_and_never_kept(tmp_path):
         r = _cold_submit(tmp_path, small)
         assert r.returncode == 4, r.stdout + r.stderr
         assert "compile_error" not in r.stdout and "TMPDIR" in (r.stdout + r.stderr)
+
+
+@pytest.mark.parametrize("limit, value, words", [
+    (resource.RLIMIT_AS, 600_000 * 1024, "`ulimit -v`, now 600000 KiB"),       # numpy's MemoryError
+    (resource.RLIMIT_AS, 860_000 * 1024, "`ulimit -v`, now 860000 KiB"),       # a thread's stack: EAGAIN
+    (resource.RLIMIT_FSIZE, 1000 * 1024, "`ulimit -f`, now 1000 KiB"),
+    (resource.RLIMIT_CPU, 3, "`ulimit -t`, now 3 s"),
+])
+def test_a_limit_the_shell_sets_is_named_with_its_value_and_fix_never_an_internal_error(tmp_path, limit, value, words):
+    """The real limit, set in the grader's process before it starts (as `ulimit` in its shell would):
+    infrastructure_error, exit 4, naming the limit, its value and `unlimited`; no traceback. At
+    `ulimit -v 600000` the message was "internal error in the grader (please report it): MemoryError",
+    at 860000 it told the user to raise `ulimit -u`, at `ulimit -t 3` the grader was killed (137)."""
+    def limited() -> None:
+        resource.setrlimit(limit, (value, value))
+
+    r = subprocess.run([sys.executable, "-m", "grader", "submit", str(CORRECT), "--backend", "emulator",
+                        "--report-dir", str(tmp_path / "report")], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT, preexec_fn=limited,
+                       env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"})
+    said = r.stdout + r.stderr
+    assert r.returncode == 4, said
+    assert words in said and "unlimited" in said, said
+    assert "internal error" not in said and "Traceback" not in said, said

@@ -104,6 +104,9 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     result.phases.update(command_start or {})
     result.phases["probe_s"] = round(probed, 3)
     def grade() -> None:
+        short = cpu_limit_too_short(rubric)
+        if short:
+            raise InfrastructureError(short)
         if chosen.on_gpu and not has_gpu:
             raise InfrastructureError(
                 f"--backend {chosen.name} needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
@@ -157,6 +160,16 @@ def _machine_limit(exc: Exception) -> str | None:
         value = resource.getrlimit(which)[0]
         return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
+    memory = _memory_limit()
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return memory or ("the machine ran out of memory (" + (str(exc) or type(exc).__name__) + "): a grade takes "
+                          "about 1.5 GiB; free memory, or grade with fewer --jobs, and grade again.")
+    starting = (isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)) or \
+        (isinstance(exc, OSError) and exc.errno == errno.EAGAIN)
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    if starting and memory and (nproc == resource.RLIM_INFINITY or nproc >= 4096):
+        return memory            # a thread's stack is address space: under `ulimit -v` pthread_create says EAGAIN,
+        #                          and a process limit in the thousands is not what stopped one more thread
     if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
         return (f"the grader could not start a thread (the process limit counts threads): raise it (`ulimit -u`, "
                 f"now {soft(resource.RLIMIT_NPROC)}) to at least a few hundred and grade again.")
@@ -175,6 +188,43 @@ def _machine_limit(exc: Exception) -> str | None:
         return (f"the grader cannot write {exc.filename} ({exc.strerror}): set GRADER_CACHE_DIR (the build cache) "
                 "or --report-dir to a folder this user can write, and grade again.")
     return None
+
+
+# Address space a grade needs, measured on the emulator: at `ulimit -v 860000` (840 MiB) the timed
+# shape's 64 MiB arrays failed, at 1500000 it graded.
+GRADE_ADDRESS_SPACE_KIB = 2_000_000
+
+
+def _memory_limit() -> str | None:
+    """The memory limit this grader inherited, said with its value and the fix, where one is set
+    (`ulimit -v`, RLIMIT_AS; or RLIMIT_DATA, `ulimit -d`); None where memory is unlimited."""
+    import resource
+
+    for which, flag, what in ((resource.RLIMIT_AS, "-v", "address-space"), (resource.RLIMIT_DATA, "-d", "data")):
+        value = resource.getrlimit(which)[0]
+        if value != resource.RLIM_INFINITY:
+            return (f"the grader ran out of memory under the {what} limit it inherited (`ulimit {flag}`, now "
+                    f"{value // 1024} KiB = {value / 2**20:.0f} MiB); a grade needs about "
+                    f"{GRADE_ADDRESS_SPACE_KIB} KiB (the timed shape's inputs, the checks' float64 answers, its "
+                    f"children): raise it (`ulimit {flag} unlimited`, or at least {GRADE_ADDRESS_SPACE_KIB}) and "
+                    "grade again.")
+    return None
+
+
+def cpu_limit_too_short(rubric: Rubric) -> str | None:
+    """Where the CPU-time limit this grader inherited (`ulimit -t`; per process, so each child gets it
+    too) is shorter than a child's time limit and its start: said with its value and the fix, before
+    anything runs (at `ulimit -t 3` the grader itself was killed mid-grade; a child killed by it would
+    read as the student's crash)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+    need = int(rubric.limits.time_limit_s) + 30
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return None
+    return (f"the CPU-time limit this grader inherited (`ulimit -t`, now {soft} s a process) is shorter than a grade "
+            f"needs ({need} s: the child's time limit, limits.time_limit_s, and its start): raise it (`ulimit -t "
+            "unlimited`) and grade again. Nothing was run; no student is graded for this.")
 
 
 def _no_room(exc: OSError) -> str:

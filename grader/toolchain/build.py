@@ -10,6 +10,7 @@ same source for the CPU emulator.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import hashlib
@@ -553,6 +554,14 @@ def check_scratch_folder() -> None:
         with open(probe, "wb") as f:
             f.write(b"\0" * _SCRATCH_PROBE)
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            raise InfrastructureError(
+                f"the file-size limit this grader inherited (`ulimit -f`, now {limit // 1024} KiB) is smaller than the "
+                "files a build and a grade write (the timed shape's inputs are 64 MiB): raise it (`ulimit -f "
+                "unlimited`) and grade again. Nothing was compiled; no student is graded for this.") from None
         raise InfrastructureError(
             f"the compilers' temporary folder {folder} cannot take a 1 MiB file ({exc.strerror or exc}): "
             f"{'set TMPDIR to' if os.environ.get('TMPDIR') else 'free space in /tmp or set TMPDIR to'} a writable "
