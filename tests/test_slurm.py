@@ -70,8 +70,12 @@ def test_the_array_asks_slurm_for_what_the_options_say_and_a_failed_task_exits_4
     r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--slurm", "--slurm-tasks", "3",
                                  "--partition", "gpu-h200", "--time-limit", "30", "--array-parallelism", "2"])
     assert asked["cluster"] == "slurm"
+    grader_root = str(ROOT.resolve())
     assert asked["params"] == {"name": "grader-bias_gelu_fused", "timeout_min": 30, "cpus_per_task": 8,
-                               "slurm_partition": "gpu-h200", "slurm_array_parallelism": 2, "slurm_gres": "gpu:1"}
+                               "slurm_partition": "gpu-h200", "slurm_array_parallelism": 2, "slurm_gres": "gpu:1",
+                               # each task starts in its log folder and runs this grader, wherever it was run from
+                               "slurm_setup": [f'export PYTHONPATH="{grader_root}${{PYTHONPATH:+:$PYTHONPATH}}"'],
+                               "slurm_additional_parameters": {"chdir": str((out / "slurm").resolve())}}
     assert [t.shard for t in asked["tasks"]] == [(1, 3), (2, 3), (3, 3)]
     assert {t.backend for t in asked["tasks"]} == {"cuda"}            # the nodes have the GPUs, not this machine
     assert r.exit_code == 4, r.output
@@ -224,6 +228,75 @@ def _stalled_batch(tmp_path, *, timeout: float):
     r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
                 "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=timeout)
     return r, time.monotonic() - start
+
+
+def test_a_task_runs_the_grader_it_was_started_from_whatever_folder_it_is_run_in(cluster, tmp_path):
+    """Run from a folder that holds a folder named grader (a checkout's name): every task failed with
+    ImportError (`python -m` puts the task's folder first on sys.path). The tasks now start in their
+    log folder with this grader first on PYTHONPATH."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    (work / "grader").mkdir(parents=True)
+    (work / "grader" / "__init__.py").write_text("# not the grader: a folder of the same name\n")
+    _class(work / "class")
+    command = shutil.which("grader") or str(Path(sys.executable).parent / "grader")
+    r = subprocess.run([command, "batch", "class", "--backend", "emulator", "--report-dir", "out", "--slurm",
+                        "--slurm-tasks", "2", "--gres", ""], cwd=work, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert {k: v[0] for k, v in _summary(work / "out").items()} == {"ann": "graded", "bob": "graded", "cat": "graded"}
+
+
+def test_a_failed_tasks_summary_quotes_its_error_line(tmp_path):
+    from grader.batch.slurm import _error_line
+
+    log = tmp_path / "task.err"
+    log.write_text("submitit WARNING something\nTraceback (most recent call last):\n  File \"x\", line 1\n"
+                   "ImportError: cannot import name '__version__' from 'grader' (unknown location)\n")
+    assert _error_line(log) == "ImportError: cannot import name '__version__' from 'grader' (unknown location)"
+    assert _error_line(tmp_path / "missing.err") == ""
+
+
+def test_a_slurmd_stopped_while_the_array_runs_ends_the_wait_and_keeps_what_finished(cluster, tmp_path):
+    """The real fault of the issue: slurmd killed (by its process id) while a task runs. The running
+    task is left COMPLETING and the others pending on a node Slurm cannot reach, for ever; the wait was
+    bounded by states (COMPLETING counts as running) and never ended. Now by progress: exit 4 within
+    the stall deadline, naming the tasks with their states, and what finished is merged."""
+    import subprocess
+    import sys
+    import time
+
+    folder, out = _class(tmp_path / "class"), tmp_path / "out"
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()[0]
+    slurmd = next(p for p in cluster._procs if "slurmd" in str(p.args[0]))
+    batch = subprocess.Popen([sys.executable, "-m", "grader", "batch", str(folder), "--backend", "emulator",
+                              "--report-dir", str(out), "--slurm", "--slurm-tasks", "3", "--array-parallelism", "1",
+                              "--gres", "", "--slurm-stall-min", "0.25"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "RUNNING" not in _queue() and time.monotonic() < deadline and batch.poll() is None:
+            time.sleep(0.2)
+        assert "RUNNING" in _queue(), _queue()
+        slurmd.kill()
+        slurmd.wait(timeout=15)
+        start = time.monotonic()
+        stdout, stderr = batch.communicate(timeout=300)
+        took = time.monotonic() - start
+        assert batch.returncode == 4, stdout + stderr
+        assert "nothing has progressed" in stderr and "task " in stderr, stderr
+        assert took < 200, took
+        if (out / "summary.csv").exists():           # a task that finished before it stopped is kept
+            assert all(v[0] in ("graded",) for v in _summary(out).values()), _summary(out)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+        subprocess.run(["scancel", "-u", "root"], capture_output=True)
+        cluster._procs.remove(slurmd)
+        cluster._spawn([str(slurmd.args[0]), *slurmd.args[1:]], "slurmd")
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
+        time.sleep(2)
 
 
 def test_a_drained_node_ends_the_wait_with_the_reason_not_a_silent_wait(cluster, tmp_path):

@@ -9,6 +9,7 @@ the merge is `grader merge`'s. The report folder must be on a filesystem every n
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -206,7 +207,8 @@ def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: Sl
     n = options.tasks
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
-    executor.update_parameters(**_array_parameters(options, rubric, backend))
+    logs.mkdir(parents=True, exist_ok=True)
+    executor.update_parameters(**_array_parameters(options, rubric, backend, logs))
     tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
                        str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
              for k in range(1, n + 1)]
@@ -218,14 +220,21 @@ def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: Sl
     if submitted is not None:
         submitted(ids, logs)
     interrupted, not_cancelled = False, ""
+    def graded_so_far() -> int:           # the shards' results grow with each student a task grades
+        return sum(_size(Path(t.report_dir) / "results.jsonl") for t in tasks)
+
     try:
-        _wait(array, ids, options, waiting)
+        _wait(array, ids, options, waiting, progress=graded_so_far)
     except NeverStarts as never:
         why = _cancel(ids, options, array)
         raise InfrastructureError(f"{never} " + (f"The array was NOT cancelled ({why}): `scancel {ids[0].split('_')[0]}`."
                                                  if why else "The array was cancelled.")) from None
     except Stalled as stalled:
-        raise InfrastructureError(str(stalled)) from None
+        folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
+        if folders:                       # what finished is kept: the rerun merges the rest
+            merge_reports(folders, out=report_dir, rubric=rubric)
+        raise InfrastructureError(str(stalled) + (f" Merged the {len(folders)} shard(s) that wrote results into "
+                                                  f"{report_dir}." if folders else "")) from None
     except KeyboardInterrupt:
         interrupted = True
         not_cancelled = _cancel(ids, options, array)
@@ -235,14 +244,21 @@ def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: Sl
     return SlurmOutcome(graded, ids, failed, interrupted, not_cancelled)
 
 
-def _array_parameters(options: SlurmOptions, rubric: Rubric, backend: Backend) -> dict:
+def _array_parameters(options: SlurmOptions, rubric: Rubric, backend: Backend, logs: Path | None = None) -> dict:
     """submitit's parameters for the array: its name, time, CPUs, and on Slurm the partition, the
     parallelism, the memory and (for a GPU grade) the GPUs each task asks for."""
     cpus, mem = task_resources(options)
     params: dict = {"name": f"grader-{rubric.exercise}", "timeout_min": options.time_min, "cpus_per_task": cpus}
     if options.cluster == "slurm":
+        # Each task runs the grader it was started from, wherever the command was run: `python -m`
+        # puts the task's working folder first on sys.path, where a folder named grader (a checkout's
+        # name) shadowed the package and every task failed with ImportError. The task starts in its
+        # log folder, with this grader's folder first on PYTHONPATH.
+        here = str(Path(__file__).resolve().parents[2])
         params.update(slurm_partition=options.partition, slurm_array_parallelism=options.parallelism or options.tasks,
-                      slurm_mem=f"{mem}M" if mem else None)
+                      slurm_mem=f"{mem}M" if mem else None,
+                      slurm_setup=[f'export PYTHONPATH="{here}${{PYTHONPATH:+:$PYTHONPATH}}"'],
+                      slurm_additional_parameters={"chdir": str(logs)} if logs is not None else None)
         if options.gres and backend.on_gpu:
             params["slurm_gres"] = options.gres
         params = {k: v for k, v in params.items() if v is not None}
@@ -260,20 +276,26 @@ def _failed_tasks(tasks: list, array: list, n: int, interrupted: bool) -> list[s
             job.result()
         except Exception as exc:  # noqa: BLE001 - a task that failed is listed, the others still merge
             first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            first = _error_line(job.paths.stderr) or first
             failed.append(f"shard {task.shard[0]}/{n} (job {job.job_id}): {first[:300]} (log: {job.paths.stderr})")
     return failed
 
 
-def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable[[], float] = time.monotonic) -> None:
+def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable[[], float] = time.monotonic,
+          progress: Callable[[], int] = lambda: 0) -> None:
     """Until every task has left the queue (see grade_on_slurm's stopping rule). On Slurm the
     queue is asked with squeue, never the jobs (submitit's sacct, which a cluster without
     accounting answers with a warning each time). The wait ends early, raising:
     - NeverStarts: a task pending for a reason in NEVER_STARTS;
-    - Stalled: squeue has not answered for options.stall_min (the controller is down), or no
-      task has started or ended for as long while some are pending (nodes down or drained: the
-      reasons squeue gave are in the message)."""
+    - Stalled: squeue has not answered for options.stall_min (the controller is down), or nothing
+      has progressed for as long, whatever the tasks' states say: no task left the queue and
+      progress() (the students graded so far, the shards' results) did not move. A node whose
+      slurmd died leaves its task COMPLETING and the rest pending on a DOWN node for ever; a
+      grade takes minutes at most, so a stall deadline without one is the machine's. The message
+      names each task still queued with its state and reason, and `sinfo -R`'s."""
     last_answer = last_change = clock()
-    seen: dict | None = None
+    seen: tuple | None = None
+    states: dict = {}
     while True:
         now = clock()
         if options.cluster == "slurm":
@@ -300,19 +322,58 @@ def _wait(array, ids: list[str], options: SlurmOptions, waiting, clock: Callable
             done = sum(1 for j in array if j.done())
             counts = {"pending": 0, "running": len(ids) - done, "done": done}
             reasons = []
-        if counts != seen:
-            seen, last_change = dict(counts), now
+        moved = (counts["done"], counts["running"], progress())
+        if moved != seen:
+            seen, last_change = moved, now
         if waiting is not None:
             waiting(counts)
         if counts["done"] >= len(ids):
             return
-        if counts["pending"] and not counts["running"] and now - last_change > options.stall_min * 60:
-            raise Stalled(f"no task has started or ended for {options.stall_min:g} min; {counts['pending']} still "
-                          f"pending{' (Reason=' + ', '.join(reasons) + ')' if reasons else ''}. Check the nodes with "
-                          "`sinfo -R` (down or drained nodes are listed with why). The array is left queued: "
-                          "it runs once the nodes are back, and the same command merges it then; `scancel` "
-                          "removes it. (--slurm-stall-min sets this deadline.)")
+        if now - last_change > options.stall_min * 60:
+            queued = "; ".join(f"task {t}: {s}{' (Reason=' + r + ')' if r not in ('None', '') else ''}"
+                               for t, (s, r) in sorted(states.items())) if options.cluster == "slurm" else \
+                f"{counts['running']} running"
+            raise Stalled(f"nothing has progressed for {options.stall_min:g} min (no task ended, no student was "
+                          f"graded): {queued}{' (Reason=' + ', '.join(reasons) + ')' if reasons else ''}. "
+                          f"{_down_nodes()}Check the nodes with `sinfo -R` (down or drained nodes are listed with "
+                          "why) and `scontrol show node`. What finished is merged; the rest stay queued and run once "
+                          "the nodes are back, and the same command merges them then; `scancel` removes them. "
+                          "(--slurm-stall-min sets this deadline.)")
         time.sleep(options.poll_s)
+
+
+def _down_nodes() -> str:
+    """`sinfo -R`'s lines (the nodes down or drained, with why), as a sentence; "" where it says none."""
+    try:
+        done = subprocess.run(["sinfo", "-R", "-h", "-o", "%N %T %E"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+    return f"sinfo -R: {'; '.join(lines[:5])}. " if lines else ""
+
+
+def _error_line(log: Path) -> str:
+    """The last line of a task's error log that names an exception (`ImportError: cannot import name
+    ...`), or "": a failure is summarised with what went wrong, not only where its log is."""
+    import re
+
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    found = [ln.strip() for ln in tail.splitlines()
+             if re.match(r"^\s*[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b:?", ln)]
+    return found[-1][:300] if found else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _all_done(array) -> bool:
