@@ -53,8 +53,9 @@ from grader.core.locations import DEFAULT_EXERCISE
 @click.option("--mem", "mem_mb", type=click.IntRange(min=1), default=None, metavar="MB",
               help="With --slurm: each task's memory in MB (default: 8192, or a node's where less, from sinfo).")
 @click.option("--slurm-stall-min", "stall_min", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
-              help="With --slurm: end the wait when no task has started or ended for this many minutes while some "
-                   "are pending (nodes down or drained), saying why; the array is left queued.")
+              help="With --slurm: end the wait when nothing has progressed for this many minutes (no task ended, no "
+                   "student graded: a node down or drained, a task left COMPLETING), saying why and merging what "
+                   "finished; the rest stay queued.")
 @click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
               help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
                    "to try a setup without a cluster.")
