@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -347,3 +348,27 @@ def test_a_limit_the_shell_sets_is_named_with_its_value_and_fix_never_an_interna
     assert r.returncode == 4, said
     assert words in said and "unlimited" in said, said
     assert "internal error" not in said and "Traceback" not in said, said
+
+
+def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile_error(tmp_path):
+    """A failed build is the student's only when the machine can build: a g++ that dies on every file
+    (here a stand-in first on PATH that answers --version and then segfaults, as a broken install
+    does) fails the known-good file too, so the grade is infrastructure_error, exit 4, never kept;
+    with the real g++ the same submission's own error stays its compile_error."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("g++")
+    (fake / "g++").write_text(f'#!/bin/sh\ncase "$1" in --version|-dumpversion) exec {real} "$@";; esac\n'
+                              'echo "g++: internal compiler error: Segmentation fault signal terminated program cc1plus" >&2\n'
+                              'exit 1\n')
+    (fake / "g++").chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}", "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
+    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), env=env)
+    said = r.stdout + r.stderr
+    assert r.returncode == 4, said
+    assert "known to build fails here too" in said and "compile_error" not in said.lower().replace(" ", "_"), said
+    broken = tmp_path / "broken.cu"
+    broken.write_text(CORRECT.read_text().replace("}", "", 1))
+    own = _grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),
+                  env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
+    assert own.returncode != 4, own.stdout + own.stderr

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import re
 import struct
 import subprocess
@@ -509,7 +510,8 @@ def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], back
         proc, over = run_limited([tools.require("ninja"), "-C", str(directory), "--quiet"], limits)
         log = _strip_ninja(proc.stdout + proc.stderr)
         if proc.returncode != 0 and not over:
-            fault = machine_fault(log) or disk_fault(log, directory)
+            fault = machine_fault(log) or disk_fault(log, directory) or \
+                known_good_fault(compiler, flags, [*tc.library_flags, *link_flags], limits)
             if fault:
                 raise InfrastructureError(f"the build of {Path(user_path).name} failed for a reason of this machine, "
                                           f"not of the code: {fault}\n{log[-1500:]}")
@@ -642,6 +644,47 @@ def disk_fault(log: str, directory: Path) -> str | None:
             return (f"{folder} has {free_mib:.1f} MiB free (a build needs about {DISK_FLOOR_MIB} MiB for the "
                     "compiler's files): free space there, or point TMPDIR (and GRADER_CACHE_DIR) at a larger disk")
     return None
+
+
+KNOWN_GOOD = "__global__ void grader_known_good(float* x) { x[threadIdx.x] = 1.0f; }\n"
+_KNOWN_GOOD_FOR_S = 120.0        # a known-good build's success stands this long (a batch of compile errors pays once)
+_known_good: dict[tuple, float] = {}
+
+
+def known_good_fault(compiler: str, flags: list[str], link_flags: list[str], limits: BuildLimits) -> str | None:
+    """After a build failed and no rule named the machine: the same compiler, flags, link flags,
+    limits and TMPDIR on a file known to build, compiled and linked. Where that fails too, the machine failed the build (a broken
+    toolchain, a limit, the disk), said with what it printed; None where it builds (the code failed).
+    A success is kept for _KNOWN_GOOD_FOR_S seconds in this process."""
+    import tempfile
+
+    key = (compiler, tuple(flags), tuple(link_flags), tempfile.gettempdir(), limits)
+    if time.monotonic() - _known_good.get(key, -1e9) < _KNOWN_GOOD_FOR_S:
+        return None
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="grader-known-good-"))
+    except OSError as exc:
+        return f"the compilers' temporary folder {tempfile.gettempdir()} cannot be written ({exc.strerror or exc})"
+    try:
+        (folder / "known_good.cu").write_text(KNOWN_GOOD)
+        proc, over = run_limited([compiler, *flags, "-c", "-o", str(folder / "known_good.o"),
+                                  str(folder / "known_good.cu")], limits)
+        if proc.returncode == 0 and not over:
+            proc, over = run_limited([compiler, "-shared", *link_flags, "-o", str(folder / "known_good.so"),
+                                      str(folder / "known_good.o")], limits)
+    except OSError as exc:
+        return f"{compiler} could not be run ({exc.strerror or exc})"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if proc.returncode == 0 and not over:
+        _known_good[key] = time.monotonic()
+        return None
+    lines = (over or (proc.stdout + proc.stderr)).strip().splitlines()
+    said = [ln.strip() for ln in lines if "error" in ln.lower()][-2:] or lines[-1:]
+    return (f"a file known to build fails here too with the same compiler and flags ({Path(compiler).name}: "
+            f"{' / '.join(said) or 'no output'}): the toolchain, a limit or the disk of this machine, not the "
+            "code. Check the compiler runs (`" + Path(compiler).name + " --version`), the limits (`ulimit -a`) and "
+            "the free space of TMPDIR")
 
 
 def _alone(directory: Path, compiler: str, flags: list[str], backend: Backend, user_path: str,
