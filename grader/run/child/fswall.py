@@ -23,6 +23,9 @@ the name used. What took effect is reported (Confinement); where the kernel has 
 child runs unconfined for reads, its result says so, and the rubric's limits.require_read_wall
 refuses to grade instead.
 
+The counters' process (Nsight Compute's child, which replays device code alone) is the one child
+without it: ncu's injected library failed behind it on the H100.
+
 Only the standard library here: the child applies it before the submission loads, and nothing of it
 may be imported after (the wall itself would refuse the read)."""
 

@@ -374,16 +374,14 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
 
 def _read_wall(job: Job) -> tuple[bool, str, float]:
     """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
-    before the submission's code. The counters' process also writes where Nsight Compute's
-    injected library keeps its lock and files (/tmp), and reads the folders of the libraries ncu
-    injected (CUDA_INJECTION64_PATH, LD_PRELOAD: ncu's own folder, which it loads more of when it first
-    profiles): it runs none of the submission's host code."""
-    profile = job.role == Role.PROFILE
-    injected = [p for v in ("CUDA_INJECTION64_PATH", "LD_PRELOAD") for p in os.environ.get(v, "").replace(" ", ":").split(":")
-                if p.startswith("/")] if profile else []
-    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR),
-                          extra_writable=("/tmp", "/var/tmp") if profile else (),
-                          extra_readable=tuple(os.path.dirname(p) for p in injected))
+    before the submission's code. Not in the counters' process: it runs none of the submission's
+    host code (the recording's device code alone, as the measuring process does), and Nsight
+    Compute's injected library, which runs in it, failed behind the wall on the H100 (error 11)
+    even with its own folders readable; its seccomp filter (profile mode) stays."""
+    if job.role == Role.PROFILE:
+        return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
+                       "Compute's injected library fails behind it"), 0.0
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR))
     return done.confined, done.detail, done.ms
 
 
