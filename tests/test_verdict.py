@@ -165,6 +165,10 @@ def _judge_with_sandbox(rubric, sandbox):
     return result
 
 
+# A child behind the file-system wall as well (a child that says nothing of its reads is noted as unconfined)
+WALLED = {"reads_confined": True, "reads_detail": "Landlock ABI 7"}
+
+
 def test_a_missing_filter_is_graded_with_a_warning_unless_the_rubric_requires_it(rubric):
     from grader.report.files import notices, render_markdown
 
@@ -176,7 +180,7 @@ def test_a_missing_filter_is_graded_with_a_warning_unless_the_rubric_requires_it
     strict = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, require_seccomp=True))
     refused = _judge_with_sandbox(strict, off)
     assert refused.status == "infrastructure_error" and "require_seccomp" in refused.message
-    on = _judge_with_sandbox(strict, {"seccomp": True, "seccomp_detail": "seccomp filter"})
+    on = _judge_with_sandbox(strict, {"seccomp": True, "seccomp_detail": "seccomp filter", **WALLED})
     assert on.status == "graded" and notices(on) == []
 
 
@@ -187,7 +191,7 @@ def test_a_gpu_mostly_held_by_another_process_is_noted(rubric):
                                         "gpu_memory_total_bytes": 140 << 30})
     assert any("Another process held 120 GiB" in n for n in notices(busy))
     idle = _judge_with_sandbox(rubric, {"seccomp": True, "gpu_memory_free_bytes": 139 << 30,
-                                        "gpu_memory_total_bytes": 140 << 30})
+                                        "gpu_memory_total_bytes": 140 << 30, **WALLED})
     assert notices(idle) == []
 
 
