@@ -74,3 +74,31 @@ def test_a_file_deleted_while_the_batch_runs_is_that_students_missing_and_the_re
     grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out, jobs=1)
     rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").open())}
     assert rows["bob"]["status"] == "graded" and rows["bob"]["correct"] == "true"
+
+
+def test_a_class_folder_that_goes_away_is_the_machine_for_the_students_left(tmp_path, monkeypatch):
+    """The whole class folder moved away while the batch runs (a real rename): the students not yet
+    graded are infrastructure_error, never kept; the rerun on the folder's new place grades them."""
+    import grader.batch.grading as grading
+    from grader.batch import grade_folder
+    from grader.exercises.rubric import load_rubric
+
+    cls = tmp_path / "class"
+    cls.mkdir()
+    for who in ("alice", "bob", "carol"):
+        (cls / f"{who}.cu").write_bytes(GOOD)
+    original = grading._ClassRun.one
+
+    def one(self, index, entry):
+        if entry.student == "bob" and cls.exists():
+            cls.rename(tmp_path / "moved")
+        return original(self, index, entry)
+
+    monkeypatch.setattr(grading._ClassRun, "one", one)
+    out = tmp_path / "out"
+    outcome = grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out, jobs=1)
+    rows = {r["student"]: r for r in csv.DictReader((out / "summary.csv").open())}
+    assert rows["alice"]["status"] == "graded"
+    assert rows["bob"]["status"] == rows["carol"]["status"] == "infrastructure_error"
+    assert "went away while the batch ran" in rows["bob"]["message"]
+    assert {g.entry.student for g in outcome.infrastructure_failures} == {"bob", "carol"}

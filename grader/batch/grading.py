@@ -137,6 +137,11 @@ class _ClassRun:
     shared: object | None = None            # exercises/pool.SharedStore, on a GPU
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
 
+    def _vanished(self, entry: Entry, exc: OSError) -> Graded:
+        if entry.class_folder is not None and not entry.class_folder.is_dir():
+            return Graded(entry, _folder_gone(entry, self.rubric, self.backend))
+        return Graded(_vanished(entry, exc), None)
+
     def one(self, index: int, entry: Entry) -> Graded | None:
         """Grade one entry, or reuse its stored result; None when the batch is stopping (nothing
         finishing after an interruption is kept)."""
@@ -149,7 +154,7 @@ class _ClassRun:
         try:
             key = grade_key(entry.path, self.rubric, self.backend)
         except OSError as exc:            # deleted, renamed or made unreadable since the class was listed
-            return Graded(_vanished(entry, exc), None)
+            return self._vanished(entry, exc)
         kept = self.store.reusable(entry.student, key) if self.store else None
         if kept is not None:
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
@@ -172,7 +177,7 @@ class _ClassRun:
         except UsageError as exc:
             if entry.path.exists():
                 raise
-            return Graded(_vanished(entry, FileNotFoundError(2, str(exc))), None)     # gone while it was read
+            return self._vanished(entry, FileNotFoundError(2, str(exc)))     # gone while it was read
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
         if self.report_dir is not None:
@@ -189,6 +194,18 @@ def _vanished(entry: Entry, exc: OSError) -> Entry:
     return dataclasses.replace(entry, problem=problem, detail=f"{entry.path}: {exc.strerror or exc} while the batch "
                                "ran (deleted, renamed or made unreadable after the class was listed); run the batch "
                                "again to grade it")
+
+
+def _folder_gone(entry: Entry, rubric: Rubric, backend: Backend) -> Result:
+    """The result of a student whose class folder itself went away while the batch ran: the machine's
+    (a moved or unmounted folder), infrastructure_error, never kept."""
+    from grader import __version__
+
+    result = Result(exercise=rubric.exercise, submission={"path": str(entry.path), "sha256": None},
+                    backend=backend.name, status="graded", grader_version=__version__)
+    result.stop("infrastructure_error", f"the class folder {entry.class_folder} went away while the batch ran (moved, "
+                "deleted or unmounted): put it back, or point the batch at where it is now, and run it again")
+    return result
 
 
 def _reports_intact(folder: Path) -> bool:

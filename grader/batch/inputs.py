@@ -39,6 +39,7 @@ class Entry:
     detail: str = ""
     identical_to: tuple[str, ...] = ()     # the other students who handed in the same bytes, as student/file
     sha256: str = ""                       # the file's bytes, hashed (where it was read)
+    class_folder: Path | None = None       # the folder the class was found in
 
 
 def _link_problem(path: Path, own: Path, class_dir: Path) -> str:
@@ -186,6 +187,7 @@ def read_roster(path: Path) -> list[tuple[str, str]]:
 def find_submissions(directory: Path, *, file_name: str | None = None, roster: Path | None = None) -> list[Entry]:
     """Every student's submission under directory, sorted by student."""
     entries = _found(directory, file_name=file_name, roster=roster)
+    entries = [dataclasses.replace(e, class_folder=directory) for e in entries]
     return _identical(_other_students(entries, directory), directory)
 
 
