@@ -34,7 +34,7 @@ def _outcome(e) -> str:
         words = "graded"
     else:
         words = "correct" if e.correct else "incorrect"
-    extra = ([e.tier] if e.tier else []) + [f"`{d}`" for d in e.diagnosis] + [f"flag `{f}`" for f in e.flags]
+    extra = ([" or ".join(e.tiers)] if e.tiers else []) + [f"`{d}`" for d in e.diagnosis] + [f"flag `{f}`" for f in e.flags]
     return words + (", " + ", ".join(extra) if extra else "")
 
 

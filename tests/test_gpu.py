@@ -87,7 +87,8 @@ def test_the_counters_pass_reads_the_timed_call_and_changes_no_grade(rubric):
     assert 0.8 <= c.dram_over_model <= 1.2 and c.model_bytes == r.timing.bytes_moved
     assert 0 < k.dram_pct <= 100 and k.dram_gbps > 100 and k.achieved_occupancy_pct > 0
     assert not [f for f in r.findings if f.source == "counters"]
-    assert r.tier == "below" and r.fraction == r.timing.fraction
+    # scalar_2d is 0.60 of the floor on an H200 and at the silver line (0.755) on an H100
+    assert r.tier in ("below", "silver") and r.fraction == r.timing.fraction
 
 
 def test_illegal_address_is_crashed_with_cudas_message(rubric):

@@ -40,3 +40,36 @@ def test_judge_reports_differences():
                     tier="silver", fraction=0.8)
     assert judge(Expectation("a.cu", attack=True), bought) == ["an attack bought silver (fraction 0.8)"]
     assert judge(Expectation("a.cu", attack=False), bought) == []
+
+
+def test_a_kernel_at_a_tier_line_may_list_its_tiers_and_an_attack_is_held_to_its_honest_twin():
+    """A scalar kernel is 0.60 of the floor on an H200 and 0.755 on an H100, where silver starts at
+    0.75: its entry lists both tiers. An attack with a twin (its honest kernel, graded in the same
+    run) may reach the twin's fraction and no more (TWIN_NOISE), whatever tier that is on the card."""
+    from grader.batch.manifest import TWIN_NOISE, Expectation
+    from grader.core.results import Result
+
+    def timed(fraction: float, tier: str) -> Result:
+        return Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0", correct=True,
+                      tier=tier, fraction=fraction)
+
+    line = Expectation("scalar.cu", tier=["below", "silver"])
+    assert judge(line, timed(0.755, "silver")) == [] and judge(line, timed(0.60, "below")) == []
+    assert judge(line, timed(0.95, "gold")) == ["tier gold, expected below or silver (fraction 0.95)"]
+    twin = timed(0.754, "silver")
+    attack = Expectation("detour.cu", attack=True, tier=["below", "silver"], twin="scalar.cu")
+    assert judge(attack, timed(0.757, "silver"), twin) == []                       # its twin's speed: nothing bought
+    bought = judge(attack, timed(0.754 * (1 + TWIN_NOISE) + 0.01, "silver"), twin)
+    assert bought and "an attack bought speed" in bought[0] and "scalar.cu's 0.754" in bought[0]
+    # without a twin, the old rule: an attack never buys silver or gold its entry does not list
+    assert judge(Expectation("a.cu", attack=True), timed(0.8, "silver")) == ["an attack bought silver (fraction 0.8)"]
+
+
+def test_a_twin_must_be_a_sample_of_the_manifest(tmp_path):
+    from grader.core.backend import named
+    from grader.core.errors import RubricError
+
+    (tmp_path / "a.cu").write_text("// a\n")
+    (tmp_path / "manifest.yaml").write_text("a.cu:\n  attack: true\n  gpu: {twin: nowhere.cu}\n")
+    with pytest.raises(RubricError, match="nowhere.cu"):
+        load_manifest(tmp_path / "manifest.yaml", named("cuda"), load_exercise("bias_gelu_fused"))

@@ -17,8 +17,11 @@ from grader.run.groups import leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
-         "max_host_memory_mib", "findings", "counter_findings"}
-_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains", "why"}
+         "max_host_memory_mib", "findings", "counter_findings", "twin"}
+_OVERRIDABLE = {"status", "correct", "diagnosis", "tier", "time_limit_s", "flags", "message_contains", "why", "twin"}
+# An attack with a twin (its honest kernel, graded in the same run) buys nothing when its fraction is
+# no more than the twin's by this much: two lone runs of one kernel differ by 1 to 2% on an H200.
+TWIN_NOISE = 0.05
 
 
 @dataclass
@@ -28,7 +31,12 @@ class Expectation:
     status: str = "graded"
     correct: bool | None = None
     diagnosis: list[str] = field(default_factory=list)
-    tier: str | None = None
+    # the tier it must get; a list where its kernel sits at a tier line on some card (a scalar kernel:
+    # 0.60 of the floor on an H200, 0.755 on an H100, where silver starts at 0.75)
+    tier: str | list[str] | None = None
+    # an attack's honest kernel (a sample file): its fraction may not exceed the twin's, measured in
+    # the same run, by more than TWIN_NOISE, whatever tier that is on this card
+    twin: str | None = None
     time_limit_s: float | None = None
     attack: bool = False
     output_capped: bool = False
@@ -43,6 +51,11 @@ class Expectation:
     # and where the counters could not be read (result.counters.problem) that is the problem reported
     counter_findings: list[str] | None = None
     why: str = ""                                       # what decides the outcome (docs/samples.md shows it)
+
+    @property
+    def tiers(self) -> list[str]:
+        """The tiers it may get (none: any)."""
+        return [] if self.tier is None else [self.tier] if isinstance(self.tier, str) else list(self.tier)
 
 
 @dataclass
@@ -90,16 +103,20 @@ def load_manifest(path: Path, backend: Backend, rubric: Rubric) -> list[Expectat
         for code in exp.diagnosis:
             if code not in known:
                 raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
-        if exp.tier is not None and exp.tier not in TIER_NAMES:
-            raise RubricError(shown, f"{name}.tier", f"unknown tier {exp.tier!r}")
+        for tier in exp.tiers:
+            if tier not in TIER_NAMES:
+                raise RubricError(shown, f"{name}.tier", f"unknown tier {tier!r}")
+        if exp.twin is not None and exp.twin not in data:
+            raise RubricError(shown, f"{name}.twin", f"{exp.twin!r} is not a sample of this manifest")
         if exp.generate_bytes is None and not (path.parent / name).is_file():
             raise RubricError(shown, name, "no such sample file next to the manifest")
         out.append(exp)
     return out
 
 
-def judge(exp: Expectation, result: Result) -> list[str]:
-    """What differs between the expected and the actual outcome (empty when it matches)."""
+def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[str]:
+    """What differs between the expected and the actual outcome (empty when it matches). twin: the
+    result of the attack's honest kernel in the same run, where the manifest names one."""
     problems = []
     if result.status != exp.status:
         problems.append(f"status {result.status!r}, expected {exp.status!r} ({result.message[:200]})")
@@ -109,9 +126,16 @@ def judge(exp: Expectation, result: Result) -> list[str]:
     for code in exp.diagnosis:
         if code not in codes:
             problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
-    if exp.tier is not None and named(result.backend).times and result.tier != exp.tier:
-        problems.append(f"tier {result.tier}, expected {exp.tier} (fraction {result.fraction})")
-    if exp.attack and exp.tier not in ("silver", "gold") and result.tier in ("silver", "gold"):
+    timed = named(result.backend).times
+    if exp.tiers and timed and result.tier not in exp.tiers:
+        problems.append(f"tier {result.tier}, expected {' or '.join(exp.tiers)} (fraction {result.fraction})")
+    if exp.attack and timed and twin is not None and result.fraction is not None:
+        if twin.fraction is None:
+            problems.append(f"its honest twin {exp.twin} was not timed ({twin.status}): nothing to hold it to")
+        elif result.fraction > twin.fraction * (1 + TWIN_NOISE):
+            problems.append(f"an attack bought speed: fraction {result.fraction:.3f} against its honest twin "
+                            f"{exp.twin}'s {twin.fraction:.3f}")
+    elif exp.attack and not set(exp.tiers) & {"silver", "gold"} and result.tier in ("silver", "gold"):
         problems.append(f"an attack bought {result.tier} (fraction {result.fraction})")
     if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
@@ -149,22 +173,33 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
     from grader.toolchain.gpuinfo import resolve_backend
 
     outcomes = []
+    graded: dict[str, Result] = {}          # each sample's result in this run (an attack's twin is read here)
     concrete = resolve_backend(backend)
     # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
     # batch does): every sample is graded on the same secret inputs, none drawing its own.
     shared = class_store(rubric) if concrete.private_cases else None
     try:
-        for exp in load_manifest(directory / "manifest.yaml", concrete, rubric):
+        expectations = load_manifest(directory / "manifest.yaml", concrete, rubric)
+        by_file = {e.file: e for e in expectations}
+        for exp in expectations:
             if only and exp.file not in only:
                 continue
-            outcomes.append(_run_sample(directory, exp, rubric, concrete, shared, progress))
+            twin = None
+            if exp.twin is not None and concrete.times:
+                if exp.twin not in graded:            # graded for this comparison, though --only left it out
+                    graded[exp.twin] = _run_sample(directory, by_file[exp.twin], rubric, concrete, shared, None).result
+                twin = graded[exp.twin]
+            outcome = _run_sample(directory, exp, rubric, concrete, shared, progress, twin)
+            graded[exp.file] = outcome.result
+            outcomes.append(outcome)
     finally:
         if shared is not None:
             shared.close()
     return outcomes
 
 
-def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared, progress) -> "SampleOutcome":
+def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared, progress,
+                twin: Result | None = None) -> "SampleOutcome":
     """Grade one sample as its manifest entry says, and judge its result against the entry."""
     from grader.grade.pipeline import grade_submission
 
@@ -183,7 +218,7 @@ def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared,
             path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
         result = grade_submission(path, rubric=r, backend=concrete, inputs=shared,
                                   counters=exp.counter_findings is not None and concrete.on_gpu)
-    problems = judge(exp, result)
+    problems = judge(exp, result, twin)
     left = leftover_processes()
     if left:
         problems.append(f"left grading processes behind: {left}")
