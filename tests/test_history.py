@@ -64,3 +64,16 @@ def test_submit_says_what_changed_and_history_lists_the_attempts(tmp_path):
     assert listed.exit_code == 0 and "incorrect" in listed.output and "bias_missing" in listed.output
     assert "forgot 2 attempt(s)" in runner.invoke(cli, ["history", str(mine), "--clear"]).output
     assert "no attempts" in runner.invoke(cli, ["history", str(mine)]).output
+
+
+def test_a_refused_attempt_keeps_why_and_history_shows_it(tmp_path, monkeypatch):
+    store, f = tmp_path / "a.jsonl", tmp_path / "k.cu"
+    f.write_text("// k\n")
+    refused = _result(status="rejected", correct=None)
+    refused.message = "Stopped by the grader's sandbox: your code tried to start a program\nsecond line"
+    history.record(refused, f, path=store, when=0)
+    (a,) = history.attempts(f, path=store)
+    assert a.reason == "Stopped by the grader's sandbox: your code tried to start a program"
+    monkeypatch.setattr(history, "store_path", lambda: store)
+    out = CliRunner().invoke(cli, ["history", str(f)], env={"COLUMNS": "200"}).output
+    assert "Stopped by the grader's sandbox" in out and "named" in out

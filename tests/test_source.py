@@ -32,11 +32,21 @@ def test_launcher_is_detected_only_when_defined(write_cu):
 def test_missing_kernel_names_what_was_found(write_cu, rubric):
     sub = read_submission(write_cu("__global__ void biasGeluFuse(const float* x) {}\n"), LAUNCHER)
     msg = missing_kernel_message(sub, rubric.kernel)
-    assert "'biasGeluFuse' (line 1)" in msg and "Did you mean" in msg and rubric.kernel.signature in msg
+    assert "'biasGeluFuse' (line 1)" in msg and rubric.kernel.signature in msg
+    assert "Your 'biasGeluFuse' is close: should it be named 'biasGeluFused'?" in msg
     assert "Without a launcher the grader launches the kernel by its name" in msg
     assert "Or define the launcher" not in msg        # bias+GELU asks for the name: no way round it is offered
     empty = read_submission(write_cu("int main() { return 0; }\n"), LAUNCHER)
     assert "defines no __global__ kernel" in missing_kernel_message(empty, rubric.kernel)
+
+
+def test_a_python_file_is_told_it_is_python_and_keeps_its_own_report_folder(write_cu):
+    from grader.report.files import default_report_dir
+
+    plain = read_submission(write_cu("def f(x):\n    return x * 2\n", name="helper.py"), LAUNCHER)
+    assert isinstance(plain, SourceProblem) and "helper.py is a Python file" in plain.message
+    assert default_report_dir(Path("/c/inline_ext.py")).name == "inline_ext.py-report"
+    assert default_report_dir(Path("/c/inline_ext.cu")).name == "inline_ext-report"
 
 
 def _load(name):

@@ -17,7 +17,7 @@ from grader.exercises.rubric import Rubric
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
                    "identical_to")
-GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "status", "identical_to")
+GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "tier_note", "status", "identical_to")
 
 
 def identical_text(g: Graded) -> str:
@@ -71,12 +71,13 @@ def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     for g in graded:
         if g.result is None:
             rows.append({"student": g.entry.student, "points": "0", "max_points": f"{max_points(rubric):g}", "tier": "",
-                         "status": g.entry.problem, "identical_to": ""})
+                         "tier_note": "", "status": g.entry.problem, "identical_to": ""})
             continue
         s = score(g.result, rubric)
         untimed = g.result.tier is None and g.result.correct and not named(g.result.backend).times
         rows.append({"student": g.entry.student, "points": f"{s.total:g}", "max_points": f"{s.maximum:g}",
-                     "tier": g.result.tier or ("not timed (emulator): no tier yet" if untimed else ""),
+                     "tier": g.result.tier or "",            # one kind of value: a tier or empty; why not, beside it
+                     "tier_note": "not timed (emulator): no tier yet" if untimed and not g.result.tier else "",
                      "status": g.result.status, "identical_to": identical_text(g)})
     _write_csv(path, GRADEBOOK_COLUMNS, rows)
 

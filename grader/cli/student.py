@@ -48,7 +48,12 @@ from grader.core.errors import Exit, GraderError, UsageError
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
            fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, counters: bool,
            watch: bool) -> None:
-    """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused)."""
+    """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused).
+
+    Exit status: 0 graded correct, 1 graded incorrect, 2 a usage or rubric error, 3 not gradable
+    (compile_error, rejected, crashed, timeout), 4 the machine, not the file (infrastructure_error:
+    no compiler or GPU, a full disk, a limit), 130 interrupted (Ctrl-C, SIGTERM).
+    """
     once = SubmitOptions(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report,
                          fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet,
                          counters=counters)
@@ -232,7 +237,7 @@ def history(file: Path, clear: bool) -> None:
     table = Table("#", "when", "outcome", "fraction", "tier", "named")
     for i, a in enumerate(rows, 1):
         table.add_row(str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
-                      a.tier or "-", ", ".join(a.diagnoses + a.findings) or "-")
+                      a.tier or "-", ", ".join(a.diagnoses + a.findings) or a.reason or "-")
     Console(highlight=False, width=max(Console().width, 100)).print(table)
 
 

@@ -100,6 +100,10 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
             + (f" ({launcher})." if launcher else "."), python)
     sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
     sub.kernels = find_kernels(code)
+    if not sub.kernels and path.suffix == ".py":
+        return SourceProblem(f"{path.name} is a Python file: the grader grades CUDA C++, a .cu file with a __global__ "
+                             "kernel (and, where the exercise asks, its launcher). Write the kernel in a .cu file and "
+                             "submit that.")
     sub.has_launcher = bool(launcher) and defines_function(code, launcher)
     sub.main_span = _unused_main(code)
     return sub
@@ -252,7 +256,7 @@ def missing_kernel_message(sub: Submission, kernel) -> str:
     name, signature = kernel.name, kernel.signature
     found = [k.name for k in sub.kernels]
     close = difflib.get_close_matches(name, found, n=1, cutoff=0.6)
-    hint = f" Did you mean to name '{close[0]}' '{name}'?" if close else ""
+    hint = f" Your '{close[0]}' is close: should it be named '{name}'?" if close else ""
     listed = ", ".join(f"'{k.name}' (line {k.line})" for k in sub.kernels)
     defines = f"it defines {listed}" if found else "it defines no __global__ kernel"
     if sub.has_launcher:

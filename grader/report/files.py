@@ -204,9 +204,10 @@ def render_json(result: Result) -> str:
 
 def default_report_dir(file: Path) -> Path:
     """Where `grader submit FILE` writes its reports unless told: beside FILE, FILE's name with
-    -report (kernel.cu: kernel-report/); under $GRADER_REPORTS_ROOT where that is set."""
+    -report (kernel.cu: kernel-report/; any other suffix kept, kernel.py: kernel.py-report/, so that
+    kernel.py and kernel.cu never share one); under $GRADER_REPORTS_ROOT where that is set."""
     root = os.environ.get("GRADER_REPORTS_ROOT")
-    name = f"{Path(file).stem}-report"
+    name = f"{Path(file).stem}-report" if Path(file).suffix == ".cu" else f"{Path(file).name}-report"
     return Path(root) / name if root else Path(file).parent / name
 
 

@@ -37,12 +37,14 @@ class Attempt:
     backend: str
     diagnoses: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    reason: str = ""                # why an attempt that was not graded was not (its message's first line)
 
     @classmethod
     def of(cls, result: Result, file: Path, when: float | None = None) -> "Attempt":
         return cls(str(Path(file).resolve()), result.submission.get("sha256") or "", time.time() if when is None else when,
                    result.status, result.correct, result.fraction, result.tier, result.backend,
-                   [d.code for d in result.diagnosis], [f.code for f in result.findings])
+                   [d.code for d in result.diagnosis], [f.code for f in result.findings],
+                   "" if result.status == "graded" else (result.message.strip().splitlines() or [""])[0][:80])
 
     @property
     def outcome(self) -> str:
