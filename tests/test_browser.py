@@ -40,9 +40,13 @@ document.getElementById("f").onload = function () {
   document.getElementById("out").textContent = "RESULT " + JSON.stringify({
     scrollWidth: e.scrollWidth, clientWidth: e.clientWidth, title: d.title,
     maps: Array.from(d.querySelectorAll("svg.map")).map(box),
+    shown: Array.from(d.querySelectorAll("svg.map")).map(function (s) {
+      return s.checkVisibility ? s.checkVisibility() : true; }),
     attempts: Array.from(d.querySelectorAll("svg.attempts")).map(box),
     links: Array.from(d.querySelectorAll("#students a")).map(function (a) { return a.getAttribute("href"); }),
-    sorted: sorted, traceback: /Traceback|File ".*", line/.test(d.body.innerText)});
+    sorted: sorted, traceback: /Traceback|File ".*", line/.test(d.body.innerText),
+    headings: Array.from(d.querySelectorAll("h2")).map(function (h) {
+      return [h.innerText, Math.round(h.getBoundingClientRect().top)]; })});
 };
 </script></body></html>"""
 
@@ -69,6 +73,29 @@ def test_a_failed_grades_report_draws_its_maps_and_chart_without_sideways_scroll
     assert all(w > 200 and h > 60 for w, h in got["maps"]), got["maps"]
     assert len(got["attempts"]) == 1 and got["attempts"][0][0] > 200 and got["attempts"][0][1] > 50
     assert not got["traceback"]
+
+
+@pytest.mark.parametrize("sample, first", [
+    ("missing_bias.cu", ["What this means", "What to fix", "Where it went wrong"]),
+    ("float4_launcher.cu", ["What this means"]),
+    ("compile_error.cu", ["Why it was not graded"]),
+])
+def test_a_report_puts_what_to_do_next_first(tmp_path, sample, first):
+    """Outcome, then the fix with the first wrong element, then the evidence (the first map drawn,
+    the others folded), then speed and findings: for an incorrect grade the fix is on the first
+    screen of a 1280 x 900 window (it sat about 6,700 px down, after 17 maps)."""
+    rubric = load_exercise("bias_gelu_fused")
+    result = grade_submission(f"submissions/bias_gelu_fused/{sample}", rubric=rubric, backend="emulator")
+    write_reports(result, rubric, tmp_path)
+    got = measure(tmp_path / "report.html")
+    names = [h for h, _ in got["headings"]]
+    assert names[:len(first)] == first, names
+    if "What to fix" in names:
+        top = dict(got["headings"])["What to fix"]
+        assert top < 900, got["headings"]
+        assert names.index("What to fix") < names.index("What the compiled code shows"), names
+        assert got["shown"][0] and got["maps"][0][0] > 200              # the first failing check's map, drawn
+        assert len(got["shown"]) > 1 and not any(got["shown"][1:]), got["shown"]     # the rest folded until opened
 
 
 def test_an_internal_error_shows_the_student_no_traceback(tmp_path):
