@@ -347,3 +347,31 @@ def test_the_commands_own_start_is_in_its_first_grades_phases(tmp_path):
     here = CliRunner().invoke(cli, ["submit", str(SUBMISSIONS / "scalar_2d.cu"), "--backend", "emulator",
                                     "--format", "json", "-q", "--no-report"])
     assert "cli_to_grade_s" not in json.loads(here.stdout)["phases"]
+
+
+def test_every_command_fits_an_80_column_terminal(tmp_path, monkeypatch):
+    """COLUMNS=80: `grader exercises` (213 columns wide before), `grader explain` (193), `grader batch`'s
+    table (96) and `grader history` fit; piped without COLUMNS, lines are left whole."""
+    import shutil as sh
+
+    from conftest import SUBMISSIONS
+
+    monkeypatch.setenv("COLUMNS", "80")
+    runner = CliRunner()
+    cls = tmp_path / "class"
+    cls.mkdir()
+    for who in ("alice", "bob"):
+        sh.copy(SUBMISSIONS / "scalar_2d.cu", cls / f"{who}_with_a_long_student_name.cu")
+    outputs = {                         # stdout: the progress lines on stderr are soft-wrapped by the terminal
+        "exercises": runner.invoke(cli, ["exercises"]).stdout,
+        "explain": runner.invoke(cli, ["explain", str(SUBMISSIONS / "scalar_2d.cu")]).stdout,
+        "batch": runner.invoke(cli, ["batch", str(cls), "--backend", "emulator", "--report-dir",
+                                     str(tmp_path / "out")]).stdout,
+    }
+    for name, text in outputs.items():
+        assert text.strip(), name
+        wide = [line for line in text.splitlines() if len(line) > 80]
+        assert not wide, f"{name}: {wide[:3]}"
+    monkeypatch.delenv("COLUMNS")
+    whole = runner.invoke(cli, ["exercises"]).stdout
+    assert max(len(line) for line in whole.splitlines()) > 80        # a pipe gets the lines whole

@@ -55,12 +55,13 @@ def render(ex: Explanation, file_name: str) -> str:
         out.append(f"{k.name} ({state}; {f.get('registers', '?')} registers, loads {f.get('global_loads')} x "
                    f"{f.get('max_load_bytes')} bytes, stores {f.get('global_stores')} x {f.get('max_store_bytes')} bytes)")
         last_line = object()
+        pad = max((len(ins.text) for _, ins in k.costly), default=0)     # the column the longest instruction needs
         for what, ins in k.costly:
             if ins.line != last_line:
                 src = ex.source_lines[ins.line - 1].strip() if ins.line and ins.line <= len(ex.source_lines) else ""
                 out.append(f"  {file_name}:{ins.line}  {src}" if ins.line else "  (CUDA's own code)")
                 last_line = ins.line
-            out.append(f"      {ins.offset:04x}  {ins.text:<58} {what}")
+            out.append(f"      {ins.offset:04x}  {ins.text:<{pad}}  {what}")
         out.append("")
     if ex.findings:
         out.append("What the compiled code shows:")

@@ -23,6 +23,31 @@ def fail(exc: GraderError) -> None:
     sys.exit(exc.exit_code)
 
 
+def terminal_width() -> int | None:
+    """The columns to fit: COLUMNS where set, else the terminal's; None where the output is no
+    terminal and COLUMNS is unset (a pipe or a file: lines left whole for the reader's tools)."""
+    import os
+    import shutil
+
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def echo_fitted(line: str, hang: int = 4) -> None:
+    """One plain line, wrapped at its spaces to terminal_width() with its continuations indented
+    hang columns past its own indent (a signature continues under its first parameter's column)."""
+    import textwrap
+
+    width = terminal_width()
+    if width is None or len(line) <= width:
+        click.echo(line)
+        return
+    indent = len(line) - len(line.lstrip(" "))
+    click.echo(textwrap.fill(line, width, subsequent_indent=" " * (indent + hang), break_long_words=False,
+                             break_on_hyphens=False))
+
+
 def fitted(markup: str, width: int) -> list:
     """The rendered text (rich markup) as lines that fit width columns: a prose line longer than
     width is wrapped at its spaces, each continuation indented two past the line's own indent.

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import err_console, fail
+from grader.cli.common import err_console, fail, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
@@ -113,7 +113,7 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
         table.add_row(row["student"], row["file"] or "-", row["status"], row["correct"] or "-", row["tier"] or "-",
                       row["fraction"] or "-", row["diagnosis"] or "-",
                       (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
-    Console(highlight=False, width=max(Console().width, 120)).print(table)
+    Console(highlight=False, width=terminal_width() or 200).print(table)        # the terminal's, or whole rows
     from grader.batch.outputs import identical_text
 
     for g in outcome.graded:

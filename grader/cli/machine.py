@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import fail
+from grader.cli.common import echo_fitted, fail
 from grader.core.errors import GraderError
 
 
@@ -43,19 +43,20 @@ def exercises() -> None:
     except GraderError as exc:
         fail(exc)
     for name, r in found.items():
-        click.echo(f"{name}: {r.title}\n    rubric    {exercise_files()[name]}")
-        click.echo(f"    kernel    {r.kernel.signature}")
+        echo_fitted(f"{name}: {r.title}")
+        echo_fitted(f"    rubric    {exercise_files()[name]}", 10)
+        echo_fitted(f"    kernel    {r.kernel.signature}", 10)
         if r.kernel.launcher:
-            click.echo(f"    launcher  {r.kernel.launcher}   (optional)")
-        click.echo("    default launch  grid (" + ", ".join(r.kernel.grid) + "), block (" + ", ".join(r.kernel.block) + ")")
+            echo_fitted(f"    launcher  {r.kernel.launcher}   (optional)", 10)
+        echo_fitted("    default launch  grid (" + ", ".join(r.kernel.grid) + "), block (" + ", ".join(r.kernel.block) + ")", 16)
         for d, what in r.dims.items():
-            click.echo(f"    {d:<9} {what}")
+            echo_fitted(f"    {d:<9} {what}", 10)
         for t in r.tensors:
             extra = " (chain only)" if t.chain else ""
-            click.echo(f"    {t.role:<3} {t.name}[{']['.join(t.shape)}] {t.dtype}" +
-                       (f", starts {t.init}" if t.role == "out" else "") + extra)
+            echo_fitted(f"    {t.role:<3} {t.name}[{']['.join(t.shape)}] {t.dtype}" +
+                       (f", starts {t.init}" if t.role == "out" else "") + extra, 4)
         timed = " x ".join(f"{k}={v}" for k, v in r.timing.dims.items())
-        click.echo(f"    timed at  {timed}; bytes {r.timing.bytes}")
+        echo_fitted(f"    timed at  {timed}; bytes {r.timing.bytes}", 10)
 
 
 @click.command()

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import FORMATS, err_console, fail, fitted
+from grader.cli.common import FORMATS, err_console, fail, fitted, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 
@@ -238,7 +238,7 @@ def history(file: Path, clear: bool) -> None:
     for i, a in enumerate(rows, 1):
         table.add_row(str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
                       a.tier or "-", ", ".join(a.diagnoses + a.findings) or a.reason or "-")
-    Console(highlight=False, width=max(Console().width, 100)).print(table)
+    Console(highlight=False, width=terminal_width() or 200).print(table)
 
 
 @click.command()
@@ -264,7 +264,13 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
         ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
     except GraderError as exc:
         fail(exc)
-    click.echo(render(ex, file.name), nl=False)
+    text = render(ex, file.name)
+    width = terminal_width()
+    if width is not None:                   # its prose wrapped to the terminal; SASS and source left whole
+        from rich.markup import escape
+
+        text = "\n".join(piece.plain for piece in fitted(escape(text.rstrip("\n")), width)) + "\n"
+    click.echo(text, nl=False)
     sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
 
 
