@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "submissions" / "bias_gelu_fused"
 
 FIRST_LINES = {
-    "missing_brace.cu": ['At end of source: error: expected a "}"',
+    "missing_brace.cu": ['missing_brace.cu: at the end of the file: error: expected a "}"',     # the file named
                          'missing_brace.cu(8): note #3196-D: to match this "{"'],
     "missing_semicolon.cu": ['missing_semicolon.cu(10): error: expected a ";"',
                              "          out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));"],

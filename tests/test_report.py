@@ -1,3 +1,7 @@
+from pathlib import Path
+
+import pytest
+
 from grader.report.files import chart, render_html, render_markdown, render_text
 from grader.core.results import CaseResult, CopyTiming, DeviceSummary, DiagnosisEntry, Result, TimingResult
 
@@ -76,3 +80,24 @@ def test_the_html_report_charts_the_fraction_over_the_files_attempts(rubric):
     assert x3 > x1 and y3 < y1                       # later is right, faster is higher
     assert attempts_chart(tries[:1]) is None and attempts_chart([at(None, 1.0), at(None, 2.0)]) is None
     assert 'class="attempts"' not in render_html(graded(), rubric, attempts=tries[:1])
+
+
+def test_a_compile_errors_report_lists_every_message_the_summary_promises(tmp_path):
+    """A missing brace: the summary names the file in its first line and counts the harness's other
+    errors, and report.md and report.html list every compiler message (they showed the same few)."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed (CI installs it)")
+    from grader.exercises import load_exercise
+    from grader.grade.pipeline import grade_submission
+    from grader.report.files import write_reports
+
+    rubric = load_exercise("bias_gelu_fused")
+    result = grade_submission(Path("submissions/bias_gelu_fused/missing_brace.cu"), rubric=rubric, backend="emulator")
+    assert result.status == "compile_error"
+    assert result.message.startswith("missing_brace.cu: at the end of the file: error:"), result.message[:200]
+    write_reports(result, rubric, tmp_path)
+    md, html = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
+    assert "## Every compiler message" in md and f"Every compiler message ({len(result.build.messages)})" in html
+    assert md.count("\n- `") >= len(result.build.messages) > 3

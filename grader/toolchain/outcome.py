@@ -164,6 +164,13 @@ def parse_alone(log: str, user_path: str) -> list[CompilerMessage]:
 ALONE_LINES = 40        # of the student's file's own compile, shown as the compiler printed it
 
 
+def _named_end(line: str, name: str) -> str:
+    """nvcc's "At end of source: error: ..." (a missing closing brace) with the file named, as every
+    other line of the compile names it: the student's first line says which file."""
+    m = _AT_END.match(line)
+    return f"{name}: at the end of the file: {m.group('sev')}: {m.group('text')}" if m else line
+
+
 # Headers that code brought from elsewhere includes and no toolkit ships: what to do instead.
 _ELSEWHERE_HEADERS = [
     (re.compile(r"^helper_(cuda|functions|string|timer)\.h$"),
@@ -205,7 +212,7 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None =
     errors in system headers and the harness. Where it compiles on its own, the build's errors
     (file, line, message, the source line; at most ten) after what the grader calls (expected)."""
     if build.alone_log.strip():
-        shown = [ln for ln in build.alone_log.strip().splitlines()
+        shown = [_named_end(ln, p.name) for ln in build.alone_log.strip().splitlines()
                  if not re.match(r"^\d+ errors? detected in the compilation of", ln)]
         while shown and not shown[-1].strip():
             shown.pop()
@@ -214,7 +221,7 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None =
         others = [m for m in build.messages if m.severity == "error" and not m.in_submission]
         if others:
             text += (f"\n(the grader's harness and headers reported {len(others)} more error(s) that follow from "
-                     "these; fix these first; the report lists them all)")
+                     "these; fix these first; the report lists every message)")
         return text
     errors = [m for m in build.messages if m.severity == "error"]
     if errors and expected and not any(m.in_submission for m in errors):
