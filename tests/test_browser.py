@@ -37,11 +37,21 @@ document.getElementById("f").onload = function () {
     t.querySelectorAll("th")[3].click(); t.querySelectorAll("th")[3].click();     // fraction, highest first
     sorted = Array.from(t.tBodies[0].rows).map(function (r) { return r.cells[0].innerText; });
   }
+  var shown = Array.from(d.querySelectorAll("svg.map")).map(function (s) {
+    return s.checkVisibility ? s.checkVisibility() : true; });
+  d.querySelectorAll("details").forEach(function (x) { x.open = true; });      // every map drawn, to measure its text
+  var overflow = [];
+  d.querySelectorAll("svg.map").forEach(function (s) {
+    var w = s.width.baseVal.value;
+    s.querySelectorAll("text").forEach(function (t) {
+      var b = t.getBBox();
+      if (b.x < -0.5 || b.x + b.width > w + 0.5) overflow.push(t.textContent + " (" + Math.round(b.x + b.width) + " > " + w + ")");
+    });
+  });
   document.getElementById("out").textContent = "RESULT " + JSON.stringify({
     scrollWidth: e.scrollWidth, clientWidth: e.clientWidth, title: d.title,
     maps: Array.from(d.querySelectorAll("svg.map")).map(box),
-    shown: Array.from(d.querySelectorAll("svg.map")).map(function (s) {
-      return s.checkVisibility ? s.checkVisibility() : true; }),
+    shown: shown, overflow: overflow,
     attempts: Array.from(d.querySelectorAll("svg.attempts")).map(box),
     links: Array.from(d.querySelectorAll("#students a")).map(function (a) { return a.getAttribute("href"); }),
     sorted: sorted, traceback: /Traceback|File ".*", line/.test(d.body.innerText),
@@ -90,6 +100,7 @@ def test_a_report_puts_what_to_do_next_first(tmp_path, sample, first):
     got = measure(tmp_path / "report.html")
     names = [h for h, _ in got["headings"]]
     assert names[:len(first)] == first, names
+    assert got["overflow"] == [], got["overflow"]          # every caption and label inside its map, at every shape
     if "What to fix" in names:
         top = dict(got["headings"])["What to fix"]
         assert top < 900, got["headings"]

@@ -68,6 +68,17 @@ class MapView:
     width: int                     # the drawing's size in pixels
     height: int
     whole_height: int
+    title: str = ""                # the captions, built here once: the drawing is sized to fit them
+    subtitle: str = ""
+    zoom_caption: str = ""
+
+
+# Captions' width: an upper bound of a system-ui glyph's advance, as a share of its font size.
+_GLYPH = 0.62
+
+
+def _text_px(text: str, size: float) -> int:
+    return int(len(text) * size * _GLYPH) + 8
 
 
 # Without colour: right, then wrong and never written by share (a third, two thirds, more).
@@ -112,11 +123,22 @@ def map_view(m: MistakeMap) -> MapView:
     px = max(4, min(14, 600 // across))
     whole_h = 40 + len(whole) * px + 28
     zoom_h = 40 + len(zoom) * 9 + 10 if zoom else 0
-    width = 70 + max(across * px, len(zoom[0]) * 9 if zoom else 0) + 10
+    title = f"{m.tensor} in {m.case}" + (f", at {m.at}" if m.at else "")
+    subtitle = ((f"{m.rows_axis} down (0 to {m.rows - 1}), " if m.rows_axis else "") + f"{m.cols_axis} across (0 to "
+                f"{m.cols - 1})" + (f"; a cell is {m.whole.cell_rows} x {m.whole.cell_cols} elements"
+                                    if m.whole.cell_rows > 1 or m.whole.cell_cols > 1 else ""))
+    zoom_caption = (f"each element, around the first wrong one: {m.rows_axis or 'row'} {m.zoom.row0} to "
+                    f"{m.zoom.row0 + len(zoom) - 1}, {m.cols_axis} {m.zoom.col0} to {m.zoom.col0 + len(zoom[0]) - 1}"
+                    if zoom else "")
+    legend = LEGEND_TEXT + (f"; {m.after} floats written past the end of {m.tensor}" if m.after else "") + \
+        (f", {m.before} before its start" if m.before else "")
+    width = max(70 + max(across * px, len(zoom[0]) * 9 if zoom else 0) + 10,   # the cells, and every caption whole
+                _text_px(title, 13), _text_px(subtitle, 12), _text_px(legend, 12), _text_px(zoom_caption, 12))
     flat = len({c for row in whole for c in row}) == 1
     shown = m.zoom if zoom and flat else m.whole
     return MapView(m, whole, zoom, _runs(whole), _runs(zoom) if zoom else None, zoom if zoom and flat else whole,
-                   bool(zoom and flat), _cells(shown, CHARS, CHARS["right"]), px, width, whole_h + zoom_h, whole_h)
+                   bool(zoom and flat), _cells(shown, CHARS, CHARS["right"]), px, width, whole_h + zoom_h, whole_h,
+                   title, subtitle, zoom_caption)
 
 
 def attempts_chart(attempts: list) -> dict | None:
