@@ -149,6 +149,16 @@ def _torch_forms() -> dict:
         row_bias[:k] = b[:k]
         return erf_gelu(x + row_bias[:, None]), (torch.arange(rows) < cols)[:, None].expand(rows, cols)
 
+    def transposed(t, d):
+        """What the kernel does, thread by thread: (row, col) reads and writes col * rows + row."""
+        x, b = t["x"].double(), t["bias"].double()
+        rows, cols = x.shape
+        r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+        i = (c * rows + r).reshape(-1)
+        flat = torch.empty(rows * cols, dtype=torch.float64)
+        flat[i] = erf_gelu(x.reshape(-1)[i] + b[c.reshape(-1)])
+        return flat.reshape(rows, cols), None
+
     def bias_expected(t, d):
         out = erf_gelu(t["x"].double() + t["bias"].double()[None, :])
         return {"out": out, **({"chain": out + t["r"].double()} if "r" in t else {})}
@@ -192,7 +202,7 @@ def _torch_forms() -> dict:
             "tanh_gelu": lambda t, d: (tanh_gelu(t["x"].double() + t["bias"].double()[None, :]), None),
             "bias_missing": lambda t, d: (erf_gelu(t["x"].double()), None),
             "bias_after_gelu": lambda t, d: (erf_gelu(t["x"].double()) + t["bias"].double()[None, :], None),
-            "bias_by_row": by_row},
+            "bias_by_row": by_row, "transposed_index": transposed},
         "gelu_sum": {
             "expected": lambda t, d: {"out": erf_gelu(t["x"].double()).sum(0)},
             "tanh_gelu": lambda t, d: (tanh_gelu(t["x"].double()).sum(0), None),

@@ -27,6 +27,7 @@ CORE_CODES = (
     "writes_past_output",
     "writes_before_output",
     "reads_past_input",
+    "row_stride",
     "order_dependent",
     "nan_output",
     "near_miss",

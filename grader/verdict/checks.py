@@ -3,6 +3,7 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -43,6 +44,12 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
     out = CaseOutcome([cr], [])
     _judge_frame(case, h, payload, expected, rubric, reference, build, p, known, cr, out)
+    if case.chain and rubric.chain is not None and not any(r.kind == "chain" for r in out.rows):
+        # a check the progress line counted: said, never dropped (the chain runs on the kernel's output)
+        out.rows.append(CaseResult(f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})",
+                                   list(case.dims.values()), case.inputs, case.seed, False, kind="chain",
+                                   note="not run: the kernel's own launch in this check failed, and the chain runs "
+                                        "on its output"))
     if h.clobbered:
         cr.passed = False
         what = ", ".join(h.clobbered)
@@ -95,7 +102,13 @@ def _failed_launch(case: Case, h: CaseFrame, build: BuildResult, p: Path, roles:
             msg = _fault_words(fault)
             cr.passed = False
             cr.note = f"the kernel {msg}{where}"
-            out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
+            stride = row_stride(p)
+            if stride is not None and code in ("reads_past_input", "writes_past_output"):
+                # the fault follows from the row stride: said with its line, and no advice to add a guard the
+                # file may already have
+                out.diagnoses.append(Diagnosis("row_stride", f"{msg}{where}; {stride}", case.name))
+            else:
+                out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
             return
         sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
         if fault.signal == -1:
@@ -215,6 +228,29 @@ def _location(name: str, tensor, index: list[int]) -> str:
         return f"{dim[:-1] if dim.endswith('s') and len(dim) > 2 else dim} {i}"
 
     return name + "".join(f"[{label(str(d), i)}]" for d, i in zip(tensor.shape, index))
+
+
+_ROW_STRIDE = re.compile(r"\b(blockIdx\.y|(?P<row>\w+))\s*\*\s*(?:static_cast<\w+>\()?\s*blockDim\.x\b")
+
+
+def row_stride(p: Path) -> str | None:
+    """Where the student's file steps from row to row by blockDim.x (`row * blockDim.x + col`, the
+    row from blockIdx.y): said with the line, or None. Rows of a row-major tensor are its row length
+    apart; in a grid whose x covers a row's columns, blockDim.x is that only by chance. Read from the
+    source (the run faulted before its output could be compared)."""
+    try:
+        lines = p.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    text = "\n".join(lines)
+    rows = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=\s*(?:static_cast<\w+>\()?\s*blockIdx\.y\b", text)}
+    for n, line in enumerate(lines, 1):
+        code = line.split("//")[0]
+        for m in _ROW_STRIDE.finditer(code):
+            if m.group("row") is None or m.group("row") in rows:
+                return (f"line {n} (`{code.strip()}`) steps from row to row by blockDim.x: consecutive rows are a row's "
+                        "length apart (cols), whatever the block's width")
+    return None
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:

@@ -44,6 +44,15 @@ def _by_row(t: dict, dims: dict):
     return gelu_erf(x + row_bias[:, None]), mask
 
 
+def _transposed(t: dict, dims: dict):
+    """The flat index column-major (col * rows + row) on both x and out: element k of the flat
+    output holds gelu(x_flat[k] + bias[k // rows]); every element is written once."""
+    x, b = t["x"].astype(np.float64), t["bias"].astype(np.float64)
+    rows, cols = x.shape
+    flat = x.reshape(-1)
+    return gelu_erf(flat + b[np.arange(rows * cols) // rows]).reshape(rows, cols), None
+
+
 def _double(t: dict, name: str) -> np.ndarray:
     return t[name].astype(np.float64)
 
@@ -53,4 +62,5 @@ MISTAKES = {
     "bias_missing": lambda t, d: (gelu_erf(_double(t, "x")), None),
     "bias_after_gelu": lambda t, d: (gelu_erf(_double(t, "x")) + _double(t, "bias")[None, :], None),
     "bias_by_row": _by_row,
+    "transposed_index": _transposed,
 }
