@@ -69,6 +69,20 @@ def fitted(markup: str, width: int) -> list:
     return out
 
 
+def _breaks(plain: str) -> list[int]:
+    """Where a line may be cut: its spaces outside brackets (an index, `chain[row 0][col 2]`, is
+    never split across lines)."""
+    depth, out = 0, []
+    for i, ch in enumerate(plain):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        elif ch == " " and depth == 0:
+            out.append(i)
+    return out
+
+
 def _wrap(line, width: int, indent: int) -> list:
     """line (a rich Text) cut at spaces into pieces of at most width cells; pieces after the first
     start with indent + 2 spaces."""
@@ -76,15 +90,15 @@ def _wrap(line, width: int, indent: int) -> list:
 
     pieces, start, n = [], 0, len(line.plain)
     lead = indent
+    breaks = _breaks(line.plain)
     while start < n:
         room = width - lead if pieces else width
         end = start + room
         if end >= n:
             cut = n
         else:
-            space = line.plain.rfind(" ", start + 1, end + 1)
-            cut = space if space > start else line.plain.find(" ", end)
-            cut = n if cut < 0 else cut
+            space = max((i for i in breaks if start < i <= end), default=-1)
+            cut = space if space > start else min((i for i in breaks if i > end), default=n)
         piece = line[start:cut]
         pieces.append(piece if not len(pieces) else Text(" " * (indent + 2)) + piece)
         start = cut
