@@ -130,13 +130,20 @@ def test_an_interruption_keeps_what_was_done_and_exits_130(tmp_path, monkeypatch
     assert r.exit_code == 130, r.output
     assert "2 submission(s) not graded" in r.output
     rows = list(csv.DictReader((out / "summary.csv").open(newline="")))
-    assert [row["student"] for row in rows] == ["s0", "s1"]
+    # the whole class, always: the students not reached are said as such (they were left out)
+    assert [(row["student"], row["status"]) for row in rows] == [("s0", "graded"), ("s1", "graded"),
+                                                                 ("s2", "not_graded"), ("s3", "not_graded")]
+    assert "run the same command again" in rows[2]["message"]
+    assert len(list(csv.DictReader((out / "gradebook.csv").open(newline="")))) == 4
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
     fake.calls.clear()
     fake.interrupt_at = None
     r = CliRunner().invoke(cli, ["batch", str(folder), "--report-dir", str(out), "--backend", "emulator"])
     assert r.exit_code == 0 and sorted(fake.calls) == ["s2.cu", "s3.cu"]
     assert len(list(csv.DictReader((out / "summary.csv").open(newline="")))) == 4
+    # results.jsonl holds one line a student, the current one, once a batch has finished
+    assert sorted(json.loads(line)["student"] for line in (out / "results.jsonl").read_text().splitlines()) == \
+        ["s0", "s1", "s2", "s3"]
 
 
 def test_a_line_cut_short_is_graded_again(tmp_path, monkeypatch, rubric):
@@ -456,3 +463,30 @@ def test_a_stored_result_of_the_older_schema_is_graded_again_not_misread(tmp_pat
     assert store.reusable("ann", "k1") is None
     kept = store.reusable("bob", "k2")
     assert kept is not None and kept.schema == SCHEMA and kept.correct is True
+
+
+def test_results_jsonl_holds_one_current_line_a_student_after_new_versions(tmp_path, monkeypatch, rubric):
+    """Three runs over versions of the files left 18 lines for 6 students, none saying which was current;
+    a finished batch now leaves one line a student, its latest."""
+    folder, out = _class(tmp_path, 3), tmp_path / "out"
+    FakeGrader(monkeypatch)
+    for version in range(3):
+        for f in folder.glob("*.cu"):
+            f.write_text(f"// version {version}\n" + f.read_text())
+        grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["student"] for row in lines) == ["s0", "s1", "s2"]
+
+
+def test_an_incorrect_students_summary_row_says_where_it_first_went_wrong(tmp_path, rubric):
+    from grader.batch.outputs import incorrect_text
+    from grader.core.results import CaseResult, Result
+
+    r = Result(exercise="e", submission={}, backend="emulator", status="graded", grader_version="0", correct=False)
+    r.cases = [CaseResult("one", [1], "random", 1, True),
+               CaseResult("lesson 101x97", [101, 97], "lesson", None, False, 8888, 9797, 0,
+                          {"at": "out[row 0][col 0]", "got": -2.61515379e-06, "want": -2.77718745e-09})]
+    assert incorrect_text(r) == ("lesson 101x97: first bad element out[row 0][col 0]: got -2.61515379e-06, "
+                                 "want -2.77718745e-09; 8888 of 9797 wrong")
+    r.correct = True
+    assert incorrect_text(r) == ""

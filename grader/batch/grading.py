@@ -118,8 +118,13 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, rep
             sys.setswitchinterval(switch_interval)
         if run.shared is not None:
             run.shared.close()
-    outcome.graded = [done_by_index[i] for i in sorted(done_by_index)]
-    outcome.not_reached = len(entries) - len(outcome.graded)
+    outcome.not_reached = len(entries) - len(done_by_index)
+    # The whole class, always: a student an interruption left ungraded is the earlier run's result where
+    # one is kept for the same file, else a row saying so (the CSVs held only the students done in this run).
+    outcome.graded = [done_by_index[i] if i in done_by_index else run.not_reached(entry)
+                      for i, entry in enumerate(entries)]
+    if run.store is not None and not outcome.interrupted:
+        run.store.compact()
     return outcome
 
 
@@ -136,6 +141,22 @@ class _ClassRun:
     store: object | None                    # batch/store.ResultStore
     shared: object | None = None            # exercises/pool.SharedStore, on a GPU
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
+
+    def not_reached(self, entry: Entry) -> Graded:
+        """The row of a student an interruption left ungraded in this run."""
+        from grader.batch.store import grade_key
+
+        if entry.path is not None and not entry.problem and self.store is not None:
+            try:
+                kept = self.store.reusable(entry.student, grade_key(entry.path, self.rubric, self.backend))
+            except OSError:
+                kept = None
+            if kept is not None:
+                return Graded(entry, kept, reused=True)
+        if entry.problem:
+            return Graded(entry, None)
+        return Graded(dataclasses.replace(entry, problem="not_graded", detail="not graded in this run (it was "
+                                          "interrupted first): run the same command again to grade it"), None)
 
     def _vanished(self, entry: Entry, exc: OSError) -> Graded:
         if entry.class_folder is not None and not entry.class_folder.is_dir():

@@ -29,6 +29,21 @@ def _bool(value: bool | None) -> str:
     return "" if value is None else ("true" if value else "false")
 
 
+def incorrect_text(r) -> str:
+    """An incorrect grade's message for the class's table (its own is empty): the first failing check
+    and its first wrong element, or why it failed."""
+    if r.status != "graded" or r.correct is not False:
+        return ""
+    failed = next((c for c in r.cases if c.passed is False), None)
+    if failed is None:
+        return "incorrect"
+    m = failed.first_mismatch
+    if m:
+        return (f"{failed.name}: first bad element {m['at']}: got {m['got']:.9g}, want {m['want']:.9g}; "
+                f"{failed.bad} of {failed.total} wrong")
+    return f"{failed.name}: {failed.note or 'failed'}"
+
+
 def summary_row(g: Graded) -> dict:
     r = g.result
     if r is None:                      # no submission found for this student
@@ -45,7 +60,7 @@ def summary_row(g: Graded) -> dict:
         "fraction_high": f"{ci[1]:.4f}" if ci[1] is not None else "",
         "gbps": f"{r.gbps:.1f}" if r.gbps is not None else "",
         "diagnosis": " ".join(d.code for d in r.diagnosis), "flags": " ".join(r.flags),
-        "message": r.message, "backend": r.backend, "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
+        "message": r.message or incorrect_text(r), "backend": r.backend, "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
         "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused), "identical_to": identical_text(g),
     }
 
