@@ -247,3 +247,13 @@ def test_a_number_written_without_a_dot_is_a_number(tmp_path):
     for bad in ('"1e-5"', "nan", "tight"):
         with pytest.raises(RubricError, match="tolerance.rtol"):
             load_rubric(write(tmp_path, BASE + f"tolerance:\n  rtol: {bad}\n"))
+
+
+def test_an_error_found_after_parsing_names_its_line(tmp_path):
+    """Errors of meaning (a bound passed, a negative tolerance) named the file and key but no line."""
+    text = BASE.replace('grid: ["(n + 255) / 256"]', 'grid: ["(n + 255) / 256 + 0 * 9 ** 9 ** 9 ** 9"]')
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    grid_line = next(i for i, line in enumerate(text.splitlines(), 1) if "grid:" in line)
+    assert err.value.key == "kernel.grid" and err.value.line == grid_line, str(err.value)
+    assert f":{grid_line}: key 'kernel.grid'" in str(err.value)

@@ -147,9 +147,37 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
     raise RubricError(path, dotted, f"unsupported type {tp}", _line(node))  # pragma: no cover - schema bug
 
 
+def _key_line(path: str, key: str) -> int | None:
+    """The line of a dotted key (`kernel.grid`, `checks.cases[0]`) in the rubric's YAML, read again
+    only for the error that names it; None where it is not written there (a default)."""
+    import re
+
+    import yaml
+
+    try:
+        node = yaml.compose(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    line = None
+    for part in key.split("."):
+        m = re.fullmatch(r"([^\[]+)((?:\[\d+\])*)", part)
+        if node is None or m is None or not isinstance(node, yaml.MappingNode):
+            return line
+        found = next(((k, v) for k, v in node.value if k.value == m.group(1)), None)
+        if found is None:
+            return line
+        line, node = found[0].start_mark.line + 1, found[1]
+        for index in re.findall(r"\[(\d+)\]", m.group(2)):
+            if not isinstance(node, yaml.SequenceNode) or int(index) >= len(node.value):
+                return line
+            node = node.value[int(index)]
+            line = node.start_mark.line + 1
+    return line
+
+
 def _check_semantics(r: Rubric, path: str) -> None:
     def bad(key: str, problem: str) -> None:
-        raise RubricError(path, key, problem)
+        raise RubricError(path, key, problem, _key_line(path, key) if path else None)
 
     _check_exercise(r, bad)
     if not 0 < r.tiers.silver < r.tiers.gold <= 1:
