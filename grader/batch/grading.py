@@ -161,7 +161,7 @@ class _ClassRun:
     def _vanished(self, entry: Entry, exc: OSError) -> Graded:
         if entry.class_folder is not None and not entry.class_folder.is_dir():
             return Graded(entry, _folder_gone(entry, self.rubric, self.backend))
-        return Graded(_vanished(entry, exc), None)
+        return Graded(_gone(entry, exc), None)
 
     def one(self, index: int, entry: Entry) -> Graded | None:
         """Grade one entry, or reuse its stored result; None when the batch is stopping (nothing
@@ -208,7 +208,7 @@ class _ClassRun:
         return Graded(entry, result)
 
 
-def _vanished(entry: Entry, exc: OSError) -> Entry:
+def _gone(entry: Entry, exc: OSError) -> Entry:
     """The entry of a student whose file went away (or turned unreadable) while the batch ran: that
     student's missing or unreadable, never kept, so the next run grades it; the rest are graded."""
     problem = "unreadable" if isinstance(exc, PermissionError) else "missing"
