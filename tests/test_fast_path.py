@@ -107,7 +107,7 @@ def test_a_reference_written_with_torch_is_given_tensors(tmp_path):
         "    assert isinstance(t['x'], torch.Tensor)\n"
         "    return {'out': t['x'] * 2}\n"
         "MISTAKES = {c: (lambda t, d: (t['x'], torch.ones_like(t['x'], dtype=torch.bool)))\n"
-        "            for c in ('tanh_gelu', 'bias_missing', 'bias_after_gelu', 'bias_by_row')}\n")
+        f"            for c in {tuple(rubric.mistakes)!r}}}\n")          # every mistake the rubric lists
     from grader.exercises import Reference
 
     ref = Reference(rubric, folder, "", "test")

@@ -82,8 +82,10 @@ def test_an_interrupted_batch_keeps_only_what_finished_and_the_rerun_grades_the_
     assert "infrastructure_error" not in kept.values() and "internal error" not in err, err
     if first.returncode == 130:
         assert "interrupted" in err
-        if not kept:
-            assert "wrote" not in err                           # it names only the files it wrote
+        if not kept:                                             # it names only the files it wrote
+            assert "results.jsonl" not in err and "no student was graded in this run" in err, err
+            rows = (out / "summary.csv").read_text()             # the whole class, each row saying why
+            assert all(student in rows for student in CLASS) and "not_graded" in rows
     assert _none_left(str(tmp_path)) == []
 
     second = _batch(folder, out, env)

@@ -35,8 +35,11 @@ class BatchOutcome:
 
     @property
     def infrastructure_failures(self) -> list[Graded]:
-        return [g for g in self.graded if g.result is not None and g.result.status == "infrastructure_error"]
+        """The students the machine failed: a result saying so, or an entry (a class folder gone)."""
+        return [g for g in self.graded if (g.result.status if g.result is not None else g.entry.problem) == INFRASTRUCTURE]
 
+
+INFRASTRUCTURE = "infrastructure_error"        # the status a Result has when the machine failed it, as an entry's problem
 
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
@@ -160,7 +163,7 @@ class _ClassRun:
 
     def _vanished(self, entry: Entry, exc: OSError) -> Graded:
         if entry.class_folder is not None and not entry.class_folder.is_dir():
-            return Graded(entry, _folder_gone(entry, self.rubric, self.backend))
+            return Graded(_folder_gone(entry), None)
         return Graded(_gone(entry, exc), None)
 
     def one(self, index: int, entry: Entry) -> Graded | None:
@@ -217,16 +220,13 @@ def _gone(entry: Entry, exc: OSError) -> Entry:
                                "again to grade it")
 
 
-def _folder_gone(entry: Entry, rubric: Rubric, backend: Backend) -> Result:
-    """The result of a student whose class folder itself went away while the batch ran: the machine's
-    (a moved or unmounted folder), infrastructure_error, never kept."""
-    from grader import __version__
-
-    result = Result(exercise=rubric.exercise, submission={"path": str(entry.path), "sha256": None},
-                    backend=backend.name, status="graded", grader_version=__version__)
-    result.stop("infrastructure_error", f"the class folder {entry.class_folder} went away while the batch ran (moved, "
-                "deleted or unmounted): put it back, or point the batch at where it is now, and run it again")
-    return result
+def _folder_gone(entry: Entry) -> Entry:
+    """The entry of a student whose class folder itself went away while the batch ran: the machine's
+    (a moved or unmounted folder), infrastructure_error, never kept (no result is written: only the
+    pipeline writes one)."""
+    return dataclasses.replace(entry, problem=INFRASTRUCTURE, detail=f"the class folder {entry.class_folder} went away "
+                               "while the batch ran (moved, deleted or unmounted): put it back, or point the batch at "
+                               "where it is now, and run it again")
 
 
 def _reports_intact(folder: Path) -> bool:

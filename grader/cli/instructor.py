@@ -120,8 +120,10 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
         if g.entry.identical_to:
             err.print(f"grader: {g.entry.student}: {identical_text(g)}")
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
-        err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml, "
-                  "results.jsonl and a report directory for each student[/dim]")
+        graded = sum(1 for g in outcome.graded if g.result is not None)
+        err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml" +
+                  (", results.jsonl and a report directory for each student graded[/dim]" if graded else
+                   " (no student was graded in this run: each row says why)[/dim]"))
     if outcome.interrupted:
         err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
                   "again to grade only those.")

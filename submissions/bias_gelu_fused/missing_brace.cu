@@ -1,5 +1,5 @@
 // Bug: the kernel's closing brace is missing (the most common first error). The student sees
-// nvcc's own "At end of source" error and the brace it matches, not the harness's.
+// nvcc's own error at the end of the file and the brace it matches, not the harness's.
 #include <cuda_runtime.h>
 
 __device__ float geluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678f)); }
