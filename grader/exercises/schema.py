@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from grader.core.exprs import Expr
+from grader.core.outcomes import Tier
 from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
 from grader.core.signature import Signature, parse_signature
 from grader.core.typed import type_hints
@@ -28,6 +29,7 @@ CORE_CODES = (
     "writes_before_output",
     "reads_past_input",
     "row_stride",
+    "col_stride",
     "order_dependent",
     "nan_output",
     "near_miss",
@@ -36,7 +38,7 @@ CORE_CODES = (
     "writes_into_input",
     "timed_outputs_differ",
 )
-TIER_NAMES = ("gold", "silver", "below")
+TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")
 
 
@@ -305,7 +307,9 @@ class Points:
 @dataclass(frozen=True)
 class Feedback:
     tiers: dict[str, str] = _doc("What to tell a student at each tier (gold, silver, below).", default_factory=dict)
-    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code.", default_factory=dict)
+    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code. Code in backticks is code to add: where the "
+                                     "student's file already holds it, that sentence is replaced by one saying so, with the line.",
+                                     default_factory=dict)
     no_gpu: str = _doc("What the report says when performance could not be graded.", default="Performance is graded only on a GPU.")
 
 

@@ -102,11 +102,11 @@ def _failed_launch(case: Case, h: CaseFrame, build: BuildResult, p: Path, roles:
             msg = _fault_words(fault)
             cr.passed = False
             cr.note = f"the kernel {msg}{where}"
-            stride = row_stride(p)
-            if stride is not None and code in ("reads_past_input", "writes_past_output"):
-                # the fault follows from the row stride: said with its line, and no advice to add a guard the
-                # file may already have
-                out.diagnoses.append(Diagnosis("row_stride", f"{msg}{where}; {stride}", case.name))
+            stride = index_stride(p) if code in ("reads_past_input", "writes_past_output") else None
+            if stride is not None:
+                # the fault follows from the index's row or column stride: said with its line, and no advice
+                # to add a guard the file may already have
+                out.diagnoses.append(Diagnosis(stride[0], f"{msg}{where}; {stride[1]}", case.name))
             else:
                 out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
             return
@@ -233,23 +233,46 @@ def _location(name: str, tensor, index: list[int]) -> str:
 _ROW_STRIDE = re.compile(r"\b(blockIdx\.y|(?P<row>\w+))\s*\*\s*(?:static_cast<\w+>\()?\s*blockDim\.x\b")
 
 
-def row_stride(p: Path) -> str | None:
-    """Where the student's file steps from row to row by blockDim.x (`row * blockDim.x + col`, the
-    row from blockIdx.y): said with the line, or None. Rows of a row-major tensor are its row length
-    apart; in a grid whose x covers a row's columns, blockDim.x is that only by chance. Read from the
-    source (the run faulted before its output could be compared)."""
+# A column variable: the thread's global x index, `blockIdx.x * blockDim.x + threadIdx.x` in either order.
+_COLUMN = re.compile(r"\b(\w+)\s*=\s*(?:[^;]*\bblockIdx\.x\b[^;]*\bthreadIdx\.x\b|[^;]*\bthreadIdx\.x\b[^;]*"
+                     r"\bblockIdx\.x\b)[^;]*;")
+# A column scaled into an element index: `col * sizeof(float)`, `col * 4`, `4 * col`.
+_SCALE = r"(?:sizeof\s*\(\s*float\s*\)|[2-9]|1[0-9]+)"
+
+
+def index_stride(p: Path) -> tuple[str, str] | None:
+    """What in the student's file steps through the tensor with the wrong stride, as (code, text with
+    the line), or None; read from the source, for a run that faulted before its output could be
+    compared:
+    - row_stride: the row's start as `row * blockDim.x + col` (the row from blockIdx.y). Rows of a
+      row-major tensor are its row length apart; blockDim.x is that only by chance.
+    - col_stride: the guarded column scaled into an element index (`row * cols + col * sizeof(float)`,
+      `col * 4`): consecutive columns of a float tensor are one element apart, and the guard
+      `col < cols` lets the scaled index run past the row. A vectorised kernel's `col4 * 4` is not
+      this: its vector index is not the one compared with cols."""
     try:
         lines = p.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    text = "\n".join(lines)
+    code_lines = [line.split("//")[0] for line in lines]
+    text = "\n".join(code_lines)
     rows = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=\s*(?:static_cast<\w+>\()?\s*blockIdx\.y\b", text)}
-    for n, line in enumerate(lines, 1):
-        code = line.split("//")[0]
+    for n, code in enumerate(code_lines, 1):
         for m in _ROW_STRIDE.finditer(code):
             if m.group("row") is None or m.group("row") in rows:
-                return (f"line {n} (`{code.strip()}`) steps from row to row by blockDim.x: consecutive rows are a row's "
-                        "length apart (cols), whatever the block's width")
+                return ("row_stride", f"line {n} (`{code.strip()}`) steps from row to row by blockDim.x: consecutive "
+                                      "rows are a row's length apart (cols), whatever the block's width")
+    columns = {m.group(1) for m in _COLUMN.finditer(text)}
+    guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*cols\b(?!\s*(?:/|>>))", text)}
+    for n, code in enumerate(code_lines, 1):
+        for c in guarded:
+            m = re.search(rf"\b{re.escape(c)}\s*\*\s*(?P<k>{_SCALE})(?!\w)|(?<![\w.])(?P<k2>{_SCALE})\s*\*\s*"
+                          rf"{re.escape(c)}\b|\([^()]*\b{re.escape(c)}\b[^()]*\)\s*\*\s*(?P<k3>{_SCALE})(?!\w)", code)
+            if m and not re.search(rf"\b{re.escape(c)}\s*=", code):
+                k = m.group("k") or m.group("k2") or m.group("k3")
+                return ("col_stride", f"line {n} (`{code.strip()}`) steps from column to column by {k}: the elements "
+                                      f"of a float tensor are one apart in the index (the pointer's type counts the "
+                                      f"bytes), and with {c} up to cols - 1 the index runs past the row")
     return None
 
 
