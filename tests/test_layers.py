@@ -194,19 +194,54 @@ BACKEND_HOMES = {PACKAGE / "core" / "backend.py", PACKAGE / "toolchain" / "gpuin
 BACKEND_NAMES = {"cuda", "emulator"}
 
 
-def backend_namings(path: Path) -> list[str]:
+def backend_namings(path: Path, names: set[str] = BACKEND_NAMES, what: str = "a backend's name") -> list[str]:
     """Where a module names a backend: an import of CUDA or EMULATOR, or a comparison with a
-    backend's name ('== "cuda"', 'in ("emulator", ...)'). A torch device string is not a comparison."""
+    backend's name ('== "cuda"', 'in ("emulator", ...)'). A torch device string is not a comparison.
+    With other names, where it compares with one of those (a tool's name, an outcome's string)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "grader.core.backend":
+        if isinstance(node, ast.ImportFrom) and node.module == "grader.core.backend" and names is BACKEND_NAMES:
             found += [f"{path.name}:{node.lineno} imports {a.name}" for a in node.names if a.name in ("CUDA", "EMULATOR")]
         elif isinstance(node, ast.Compare):
             for side in [node.left, *node.comparators]:
                 values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
-                if any(isinstance(v, ast.Constant) and v.value in BACKEND_NAMES for v in values):
-                    found.append(f"{path.name}:{node.lineno} compares with a backend's name")
+                if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                    found.append(f"{path.name}:{node.lineno} compares with {what}")
     return found
+
+
+# A backend's capability is a field of its Toolchain (core/backend.py), never its compiler's or a
+# tool's name used as a switch: only the module that finds the tools (toolchain/tools.py) names them.
+TOOL_NAMES = {"nvcc", "g++", "gcc", "clang", "clang++", "hipcc", "ncu", "cuobjdump", "nvdisasm", "rocprof"}
+TOOL_HOMES = {PACKAGE / "toolchain" / "tools.py", PACKAGE / "core" / "backend.py"}
+
+
+def test_no_module_switches_on_a_compiler_or_tool_name():
+    found = []
+    for p in sorted(PACKAGE.rglob("*.py")):
+        if p not in TOOL_HOMES:
+            found += backend_namings(p, TOOL_NAMES, "a tool's name")
+    assert found == []
+
+
+def test_outcomes_and_tiers_are_compared_as_members():
+    """An outcome and a tier are types (core/outcomes.py): no module compares a Result's status or
+    tier with its string."""
+    from grader.core.outcomes import Outcome, Tier
+
+    names = {str(m) for m in [*Outcome, *Tier]} - {"timeout"}     # "timeout" also names subprocess's argument
+    found = []
+    for p in sorted(PACKAGE.rglob("*.py")):
+        if p.name != "outcomes.py":
+            found += backend_namings(p, names, "an outcome's or a tier's string")
+    assert found == []
+
+
+def test_the_naming_rule_finds_a_tool_and_an_outcome(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('if toolchain == "g++":\n    pass\nok = r.status != "graded"\nok = tier in ("gold", "x")\n')
+    assert backend_namings(bad, TOOL_NAMES, "t") == ["bad.py:1 compares with t"]
+    assert backend_namings(bad, {"graded", "gold"}, "o") == ["bad.py:3 compares with o", "bad.py:4 compares with o"]
 
 
 def test_no_module_outside_the_backends_own_names_a_backend():

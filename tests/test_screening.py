@@ -29,8 +29,8 @@ def screened(path, rubric, backend="cuda"):
     assert build.ok, build.log
     kw = {}
     if backend == "emulator":
-        kw["baseline"] = build_baseline(rubric, backend=EMULATOR, fibers=False).object
-    return screen_object(build.object, sub=sub, toolchain="nvcc" if backend == "cuda" else "g++", **kw)
+        kw["shim_baseline"] = build_baseline(rubric, backend=EMULATOR, fibers=False).object
+    return screen_object(build.object, sub=sub, **kw)
 
 
 CORRECT_SAMPLES = ["scalar_2d.cu", "float4_launcher.cu", "flat_index_mod.cu", "printf_every_thread.cu",

@@ -221,19 +221,16 @@ def _kernel_symbol(demangled: str, sub: Submission) -> bool:
     return base.startswith("__device_stub__") or any(k.name == base for k in sub.kernels)
 
 
-def screen_object(obj: Path, *, sub: Submission, toolchain: str, baseline: Path | None = None) -> list[Refusal]:
+def screen_object(obj: Path, *, sub: Submission, shim_baseline: Path | None = None) -> list[Refusal]:
     """Refusals for the compiled harness object; an empty list means it may be loaded.
 
-    toolchain 'nvcc' reads nvcc's object. 'g++' (the CPU emulator's object, used only where
-    nvcc is missing) compiles kernels as host functions with the shim, whose own start-up
-    calls (read from a baseline object of the shim alone) are allowed; its runtime calls are
-    inline there, so only load-time code can be found, and the emulator times nothing.
+    shim_baseline: for a backend that compiles against a CPU shim (Toolchain.shim: the emulator's
+    object, screened only where the checking toolchain is missing), the shim alone compiled the
+    same way; its own start-up calls are allowed. There kernels are host functions and the runtime
+    calls inline, so only load-time code can be found, and the emulator times nothing.
     """
-    if toolchain == "g++":
-        assert baseline is not None
-        shim_startup = set(_relocation_targets(baseline, ".text.startup"))
-        return _startup_refusals(obj, sub, also_ok=shim_startup) + _timing_refusals(obj, sub)
-    return _startup_refusals(obj, sub) + _timing_refusals(obj, sub)
+    allowed = set(_relocation_targets(shim_baseline, ".text.startup")) if shim_baseline is not None else set()
+    return _startup_refusals(obj, sub, also_ok=allowed) + _timing_refusals(obj, sub)
 
 
 def _timing_refusals(obj: Path, sub: Submission) -> list[Refusal]:

@@ -17,8 +17,8 @@ from grader.core import atomic
 from grader.batch.grading import Graded
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
-from grader.core.results import STATUS_TEXT
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome, Tier
 
 BIN = 0.05          # histogram bin width, in fractions of the floor
 
@@ -41,7 +41,7 @@ class StudentRow:
     report: str                  # the student's report.html, relative to class.html, as a URL ("" when none)
 
 
-OUTCOME_ORDER = ["gold", "silver", "below", "correct, untimed", "incorrect"]
+OUTCOME_ORDER = [*Tier, "correct, untimed", "incorrect"]     # the tiers, then the rows beside them
 
 
 @dataclass
@@ -95,10 +95,10 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
             not_graded.append((who, g.entry.problem, first_line(g.entry.detail)))
             rows.append(_row(g, g.entry.problem, folder))
             continue
-        if r.status != "graded":
-            outcomes[STATUS_TEXT[r.status]] += 1
-            not_graded.append((who, STATUS_TEXT[r.status], first_line(r.message)))
-            rows.append(_row(g, STATUS_TEXT[r.status], folder))
+        if r.status != Outcome.GRADED:
+            outcomes[Outcome(r.status).text] += 1
+            not_graded.append((who, Outcome(r.status).text, first_line(r.message)))
+            rows.append(_row(g, Outcome(r.status).text, folder))
             continue
         outcome = r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")
         outcomes[outcome] += 1

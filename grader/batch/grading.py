@@ -16,6 +16,7 @@ from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.contract import usable_cores
 from grader.core.errors import UsageError
+from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
 
@@ -36,10 +37,8 @@ class BatchOutcome:
     @property
     def infrastructure_failures(self) -> list[Graded]:
         """The students the machine failed: a result saying so, or an entry (a class folder gone)."""
-        return [g for g in self.graded if (g.result.status if g.result is not None else g.entry.problem) == INFRASTRUCTURE]
+        return [g for g in self.graded if (g.result.status if g.result is not None else g.entry.problem) == Outcome.INFRASTRUCTURE_ERROR]
 
-
-INFRASTRUCTURE = "infrastructure_error"        # the status a Result has when the machine failed it, as an entry's problem
 
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
 
@@ -224,7 +223,7 @@ def _folder_gone(entry: Entry) -> Entry:
     """The entry of a student whose class folder itself went away while the batch ran: the machine's
     (a moved or unmounted folder), infrastructure_error, never kept (no result is written: only the
     pipeline writes one)."""
-    return dataclasses.replace(entry, problem=INFRASTRUCTURE, detail=f"the class folder {entry.class_folder} went away "
+    return dataclasses.replace(entry, problem=Outcome.INFRASTRUCTURE_ERROR, detail=f"the class folder {entry.class_folder} went away "
                                "while the batch ran (moved, deleted or unmounted): put it back, or point the batch at "
                                "where it is now, and run it again")
 

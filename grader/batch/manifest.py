@@ -14,6 +14,7 @@ from grader.core.errors import RubricError
 from grader.core.results import STATUSES, Result
 from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
 from grader.run.groups import leftover_processes
+from grader.core.outcomes import Outcome, Tier
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
@@ -28,12 +29,12 @@ TWIN_NOISE = 0.05
 class Expectation:
     file: str
     about: str = ""
-    status: str = "graded"
+    status: Outcome = Outcome.GRADED
     correct: bool | None = None
     diagnosis: list[str] = field(default_factory=list)
     # the tier it must get; a list where its kernel sits at a tier line on some card (a scalar kernel:
     # 0.60 of the floor on an H200, 0.755 on an H100, where silver starts at 0.75)
-    tier: str | list[str] | None = None
+    tier: Tier | list[Tier] | None = None
     # an attack's honest kernel (a sample file): its fraction may not exceed the twin's, measured in
     # the same run, by more than TWIN_NOISE, whatever tier that is on this card
     twin: str | None = None
@@ -135,9 +136,9 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
         elif result.fraction > twin.fraction * (1 + TWIN_NOISE):
             problems.append(f"an attack bought speed: fraction {result.fraction:.3f} against its honest twin "
                             f"{exp.twin}'s {twin.fraction:.3f}")
-    elif exp.attack and not set(exp.tiers) & {"silver", "gold"} and result.tier in ("silver", "gold"):
+    elif exp.attack and not set(exp.tiers) & {Tier.SILVER, Tier.GOLD} and result.tier in (Tier.SILVER, Tier.GOLD):
         problems.append(f"an attack bought {result.tier} (fraction {result.fraction})")
-    if result.tier == "gold" and "exceeds_copy_floor" in result.flags:
+    if result.tier == Tier.GOLD and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
     if exp.output_capped and not result.output.dropped_bytes:
         problems.append(f"output not capped ({result.output.stdout_bytes} bytes kept)")
@@ -148,7 +149,7 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
             problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
     if exp.message_contains and exp.message_contains not in result.message:
         problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
-    if exp.counter_findings is not None and named(result.backend).on_gpu and result.status == "graded":
+    if exp.counter_findings is not None and named(result.backend).on_gpu and result.status == Outcome.GRADED:
         counted = result.counters
         if counted is None or not counted.kernels:
             problems.append(f"no counters: {counted.problem if counted else 'not read'}")

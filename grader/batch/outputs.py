@@ -13,6 +13,7 @@ from grader.core.backend import named
 from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
@@ -32,7 +33,7 @@ def _bool(value: bool | None) -> str:
 def incorrect_text(r) -> str:
     """An incorrect grade's message for the class's table (its own is empty): the first failing check
     and its first wrong element, or why it failed."""
-    if r.status != "graded" or r.correct is not False:
+    if r.status != Outcome.GRADED or r.correct is not False:
         return ""
     failed = next((c for c in r.cases if c.passed is False), None)
     if failed is None:

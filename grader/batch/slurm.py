@@ -23,6 +23,7 @@ from grader.batch.merge import merge_reports
 from grader.batch.store import holding
 from grader.core.errors import InfrastructureError, UsageError
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome
 
 CLUSTERS = ("slurm", "local")
 
@@ -76,7 +77,7 @@ class SlurmOutcome:
 
     @property
     def infrastructure_failures(self) -> list[Graded]:
-        return [g for g in self.graded if g.result is not None and g.result.status == "infrastructure_error"]
+        return [g for g in self.graded if g.result is not None and g.result.status == Outcome.INFRASTRUCTURE_ERROR]
 
 
 def run_shard(task: ShardTask) -> int:

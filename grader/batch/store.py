@@ -25,6 +25,7 @@ from grader.core import jsonlines
 from grader.core.results import Result, result_from_json
 from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome
 
 STORE_NAME = "results.jsonl"
 LOCK_NAME = ".grader-batch.lock"
@@ -84,7 +85,7 @@ class ResultStore:
         """The stored result of this student's submission when nothing that decides it changed. An
         infrastructure_error is never reused: it says the machine failed, so it is graded again."""
         kept = self._kept.get(student)
-        return kept[2] if kept and kept[0] == key and kept[2].status != "infrastructure_error" else None
+        return kept[2] if kept and kept[0] == key and kept[2].status != Outcome.INFRASTRUCTURE_ERROR else None
 
     def results(self) -> dict[str, tuple[Path, Result]]:
         """Every student's latest stored result, with its file."""

@@ -13,6 +13,7 @@ from rich.console import Console
 from grader.cli.common import FORMATS, err_console, fail, fitted, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
+from grader.core.outcomes import Outcome
 
 
 @click.command()
@@ -199,7 +200,7 @@ def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None
     file's attempts (this one last) for the report's chart."""
     from grader.report import history
 
-    if result.status == "infrastructure_error":     # the machine's outcome is not an attempt of the file
+    if result.status == Outcome.INFRASTRUCTURE_ERROR:     # the machine's outcome is not an attempt of the file
         try:
             return None, history.attempts(file)
         except OSError:

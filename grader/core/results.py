@@ -12,19 +12,10 @@ from typing import Any
 from grader.core.contract import ChildSandbox
 from grader.core.errors import Exit
 from grader.core.typed import from_data
+from grader.core.outcomes import Outcome, Tier
 
 SCHEMA = "grader.result/2"    # 2: the parts typed (sass out of build, device.compiler, null when not reached)
-STATUSES = ("graded", "compile_error", "rejected", "crashed", "timeout", "infrastructure_error")
-# Each status in words, for reports and platforms.
-STATUS_TEXT = {
-    "graded": "graded",
-    "compile_error": "did not compile",
-    "rejected": "not accepted for grading",
-    "crashed": "crashed",
-    "timeout": "timed out",
-    "infrastructure_error": "could not be graded on this machine",
-}
-
+STATUSES = tuple(Outcome)       # the outcomes a Result may have (grader/core/outcomes.py)
 
 
 @dataclass
@@ -106,7 +97,7 @@ class Stop:
     """Why a grade ends before it is graded (a status other than graded, in the student's terms),
     as the step that found it returns it; the pipeline ends the Result with it (Result.end)."""
 
-    status: str
+    status: Outcome
     message: str
     notes: list[SourceNote] = field(default_factory=list)    # where in the file, for CI annotations
     flags: list[str] = field(default_factory=list)
@@ -319,10 +310,10 @@ class Result:
     exercise: str                           # the rubric's exercise name
     submission: dict                        # path and sha256 of the file graded
     backend: str                            # cuda or emulator
-    status: str                             # graded, compile_error, rejected, crashed, timeout, infrastructure_error
+    status: Outcome                         # graded, compile_error, rejected, crashed, timeout, infrastructure_error
     grader_version: str                     # the grader that wrote this
     correct: bool | None = None             # every check passed (None: not graded)
-    tier: str | None = None                 # gold, silver, below (None: not timed, or not correct)
+    tier: Tier | None = None                # gold, silver, below (None: not timed, or not correct)
     borderline: bool = False                # the 95% interval straddles a tier's threshold
     fraction: float | None = None           # of the copy floor (timing.fraction)
     fraction_ci: list[float] | None = None  # its 95% interval, [low, high]
@@ -349,11 +340,9 @@ class Result:
     seconds: float = 0.0                    # the whole grade's wall time
     schema: str = SCHEMA                    # grader.result/2
 
-    def stop(self, status: str, message: str) -> None:
+    def stop(self, status: Outcome, message: str) -> None:
         """Mark this result as not graded (compile error, rejected, crashed, timeout...), saying why."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}")
-        self.status = status
+        self.status = Outcome(status)          # an unknown status is a ValueError
         self.message = message
         self.correct = None
 
@@ -365,9 +354,9 @@ class Result:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "graded":
+        if self.status == Outcome.GRADED:
             return Exit.CORRECT if self.correct else Exit.INCORRECT
-        if self.status == "infrastructure_error":
+        if self.status == Outcome.INFRASTRUCTURE_ERROR:
             return Exit.INFRASTRUCTURE
         return Exit.NOT_GRADABLE
 

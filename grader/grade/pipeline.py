@@ -29,6 +29,7 @@ from grader.grade.early import Early, needs_probe
 from grader.run.sandbox import Worker
 from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
+from grader.core.outcomes import Outcome
 
 if TYPE_CHECKING:
     from grader.verdict import Verdict
@@ -100,7 +101,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
     except OSError:
         digest = None
     result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": digest}, backend=chosen.name,
-                    status="graded", grader_version=__version__)
+                    status=Outcome.GRADED, grader_version=__version__)
     result.phases.update(command_start or {})
     result.phases["probe_s"] = round(probed, 3)
     def grade() -> None:
@@ -123,7 +124,7 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
             early.cancel()          # those the grade did not take (it ended before its children's run)
     result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
-    if draw_ahead and chosen.private_cases and rubric.path and result.status != "infrastructure_error":
+    if draw_ahead and chosen.private_cases and rubric.path and result.status != Outcome.INFRASTRUCTURE_ERROR:
         from grader.exercises.pool import start_drawing_ahead
 
         start_drawing_ahead(rubric.path)
@@ -137,15 +138,15 @@ def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
     try:
         grade()
     except InfrastructureError as exc:          # the machine, not the submission: still a valid result
-        result.stop("infrastructure_error", str(exc))
+        result.stop(Outcome.INFRASTRUCTURE_ERROR, str(exc))
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
         machine = _machine_limit(exc)
         if machine:
-            result.stop("infrastructure_error", machine)             # the machine's limit, said as such
+            result.stop(Outcome.INFRASTRUCTURE_ERROR, machine)             # the machine's limit, said as such
         else:
-            result.stop("infrastructure_error", "internal error in the grader (please report it): "
+            result.stop(Outcome.INFRASTRUCTURE_ERROR, "internal error in the grader (please report it): "
                         + "".join(traceback.format_exception_only(type(exc), exc)).strip()
                         + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
 
@@ -287,7 +288,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
         if result.sandbox is not None:
             result.sandbox.inputs = prepared.private_inputs()
             result.sandbox.recorder = children.recorder_sandbox
-            unwalled = verdict.read_wall_stop(rubric, result.sandbox) if result.status == "graded" else None
+            unwalled = verdict.read_wall_stop(rubric, result.sandbox) if result.status == Outcome.GRADED else None
             if unwalled is not None:               # the recorder, where the submission's host code ran, read unconfined
                 return result.end(unwalled)
             result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
@@ -301,7 +302,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
-        if counters and result.status == "graded":
+        if counters and result.status == Outcome.GRADED:
             result.counters = (
                 CountersSummary(problem=f"the counters are the GPU's (Nsight Compute); the {backend.name} backend has "
                                         "none: submit on a machine with an NVIDIA GPU.") if not backend.toolchain.profiler
@@ -309,7 +310,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
                 if result.correct and result.timing is not None else
                 CountersSummary(problem="the counters are read for a correct kernel, once it is timed."))
             result.phases["counters_s"] = result.counters.seconds
-        if sass_future is not None and result.status == "graded":
+        if sass_future is not None and result.status == Outcome.GRADED:
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
     finally:
         run.close()
@@ -352,7 +353,7 @@ def _lowered_limits(rubric: Rubric, worker: Worker, reported: SandboxSummary | N
 
 def _refused_by_replay(reasons: list[str], p: Path) -> Stop:
     """A recording the grader will not replay: the launches it holds cannot be timed fairly."""
-    return Stop("rejected", "\n".join(f"{p.name}: {r}" for r in reasons),
+    return Stop(Outcome.REJECTED, "\n".join(f"{p.name}: {r}" for r in reasons),
                 [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons], ["refused_by_replay"])
 
 

@@ -24,6 +24,7 @@ from grader.analysis.screening import refusal_message, screen_object
 from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
                                 source_refusals)
 from grader.core.emulation import emulator_blockers, uses_collectives
+from grader.core.outcomes import Outcome
 
 Progress = Callable[[str], None]
 
@@ -32,7 +33,7 @@ def read_source(p: Path, rubric: Rubric) -> Submission | Stop:
     """The file, read and split into what the checks need; a Stop when it is no source at all."""
     scanned = read_submission(p, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(scanned, SourceProblem):
-        return Stop("rejected", scanned.message,
+        return Stop(Outcome.REJECTED, scanned.message,
                     [SourceNote(str(p), scanned.line, "not a gradable source file", scanned.message)])
     return scanned
 
@@ -42,17 +43,17 @@ def vet_source(p: Path, sub: Submission, rubric: Rubric) -> Stop | None:
     parameters. A Stop when refused."""
     refused = source_refusals(sub, launcher=rubric.kernel.launcher)
     if refused:
-        return Stop("rejected", "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused),
+        return Stop(Outcome.REJECTED, "\n".join(f"{p.name}:{f.line}: {f.what}" for f in refused),
                     [SourceNote(str(p), f.line, "not accepted for grading", f.what) for f in refused])
     kernel = sub.kernel(rubric.kernel.name)
     if sub.has_launcher and not rubric.kernel.name_required:
         return None                 # the launcher is the contract: its kernels may have any name
     if kernel is None:
         message = missing_kernel_message(sub, rubric.kernel)
-        return Stop("rejected", message, [SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", message)])
+        return Stop(Outcome.REJECTED, message, [SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", message)])
     problem = None if sub.has_launcher else signature_problem(kernel, rubric.kernel)
     if problem:
-        return Stop("rejected", problem, [SourceNote(str(p), kernel.line, "the kernel's parameters", problem)])
+        return Stop(Outcome.REJECTED, problem, [SourceNote(str(p), kernel.line, "the kernel's parameters", problem)])
     return None
 
 
@@ -85,7 +86,7 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         judge_build = build_submission(sub, rubric, backend=judge, arch=arch)
         if not judge_build.ok:
             return Built(summary(judge_build), stop=_compile_error(judge_build, p, sub, rubric))
-        stop = _refused(judge_build, sub, rubric, judge.toolchain.compiler, p) \
+        stop = _refused(judge_build, sub, p) \
             or _too_much_device_memory(judge_build, rubric, p)
         if stop:
             return Built(stop=stop)
@@ -113,18 +114,18 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
     if out.stop is not None:
         return out
     if not backend.toolchain.shim:
-        out.stop = _refused(build, sub, rubric, backend.toolchain.compiler, p)
+        out.stop = _refused(build, sub, p)
     out.stop = out.stop or (_too_much_device_memory(build, rubric, p) if build.ok else None)
     if out.stop is None and backend.toolchain.shim and not has_judge:
         baseline = build_baseline(rubric, backend=backend, fibers=uses_collectives(sub))
-        out.stop = _refused(build, sub, rubric, backend.toolchain.compiler, p, baseline=baseline.object)
+        out.stop = _refused(build, sub, p, shim_baseline=baseline.object)
     return out
 
 
 def _needs_gpu(p: Path, line: int | None, what: str) -> Stop:
     """What the CPU emulator cannot run or build: the check needs a GPU (not the student's fault)."""
     where = f"{p.name}:{line}" if line else p.name
-    return Stop("rejected", f"{where}: {what}: the CPU emulator cannot run this, so this check needs a GPU; run "
+    return Stop(Outcome.REJECTED, f"{where}: {what}: the CPU emulator cannot run this, so this check needs a GPU; run "
                 "`grader submit` on a machine with an NVIDIA GPU.",
                 [SourceNote(str(p), line, "needs a GPU", f"{what}: the CPU emulator cannot run this")])
 
@@ -148,7 +149,7 @@ def _launcher_mismatch(build: BuildResult, p: Path, rubric: Rubric) -> Stop | No
                "function with other types for a different one, and the grader's call finds nothing.")
     line = next((i for i, text in enumerate(p.read_text(errors="replace").splitlines(), 1)
                  if re.search(rf"\b{re.escape(name)}\s*\(", text)), None)
-    return Stop("compile_error", message, [SourceNote(str(p), line, "the launcher's parameters", message)])
+    return Stop(Outcome.COMPILE_ERROR, message, [SourceNote(str(p), line, "the launcher's parameters", message)])
 
 
 def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path) -> Stop | None:
@@ -160,18 +161,17 @@ def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path) -> Stop
     message = (f"{p.name} declares {build.static_device_bytes / 2**20:.1f} MiB of static __device__ memory; a "
                f"submission may declare at most {rubric.limits.static_device_mib} MiB (limits.static_device_mib). "
                "This exercise needs none: work in the buffers you are given.")
-    return Stop("rejected", message, [SourceNote(str(p), None, "too much static device memory", message)],
+    return Stop(Outcome.REJECTED, message, [SourceNote(str(p), None, "too much static device memory", message)],
                 ["screened_out"])
 
 
-def _refused(build: BuildResult, sub: Submission, rubric: Rubric, toolchain: str, p: Path,
-             baseline: Path | None = None) -> Stop | None:
+def _refused(build: BuildResult, sub: Submission, p: Path, shim_baseline: Path | None = None) -> Stop | None:
     """Screen the compiled object: a refusal (status rejected) when it would cheat the timing or
-    cannot be graded."""
-    refusals = screen_object(build.object, sub=sub, toolchain=toolchain, baseline=baseline)
+    cannot be graded (shim_baseline: screening.screen_object's)."""
+    refusals = screen_object(build.object, sub=sub, shim_baseline=shim_baseline)
     if not refusals:
         return None
-    return Stop("rejected", refusal_message(p.name, refusals),
+    return Stop(Outcome.REJECTED, refusal_message(p.name, refusals),
                 [SourceNote(str(p), r.line, "not accepted for grading", f"{r.what} {r.reason}") for r in refusals],
                 ["screened_out"])
 
@@ -189,4 +189,4 @@ def _compile_error(build: BuildResult, p: Path, sub: Submission, rubric: Rubric)
     message = compile_message(build, p, expected=expected)
     errors = [m for m in (build.alone_messages or build.messages) if m.severity == "error"]
     notes = [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
-    return Stop("compile_error", message, notes or [SourceNote(str(p), None, "did not compile", message[:2000])])
+    return Stop(Outcome.COMPILE_ERROR, message, notes or [SourceNote(str(p), None, "did not compile", message[:2000])])

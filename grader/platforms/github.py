@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from grader.platforms.scoring import first_line
-from grader.core.results import STATUS_TEXT, Result
+from grader.core.results import Result
+from grader.core.outcomes import Outcome
 
 SUMMARY_LIMIT = 1024 * 1024
 PER_KIND = 10
@@ -50,17 +51,17 @@ def annotations(result: Result) -> list[str]:
     for note in result.notes:
         errors.append(command("error", note.message, file=_workspace_path(note.file), line=note.line,
                               title=note.title))
-    if result.status != "graded" and not result.notes:
+    if result.status != Outcome.GRADED and not result.notes:
         errors.append(command("error", first_line(result.message), file=_workspace_path(result.submission["path"]),
-                              title=f"submission {STATUS_TEXT[result.status]}"))
-    if result.status == "graded" and not result.correct:
+                              title=f"submission {Outcome(result.status).text}"))
+    if result.status == Outcome.GRADED and not result.correct:
         bad = next((c for c in result.cases if c.passed is False), None)
         codes = ", ".join(d.code for d in result.diagnosis) or "wrong values"
         where = f" in {bad.name}" if bad else ""
         errors.append(command("error", f"incorrect{where}: {codes}. "
                               + " ".join(d.advice for d in result.diagnosis[:1]),
                               file=_workspace_path(result.submission["path"]), title="incorrect"))
-    if result.status == "graded" and result.correct:
+    if result.status == Outcome.GRADED and result.correct:
         if result.tier:
             lo, hi = result.fraction_ci or (result.fraction, result.fraction)
             notices.append(command("notice", f"{result.fraction:.3f} of the copy floor (95% interval {lo:.3f} to "

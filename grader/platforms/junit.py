@@ -11,7 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from grader.platforms.scoring import first_line
-from grader.core.results import STATUS_TEXT, CaseResult, Result
+from grader.core.results import CaseResult, Result
+from grader.core.outcomes import Outcome, Tier
 
 
 def _mismatch(c: CaseResult) -> str:
@@ -33,10 +34,10 @@ def testsuite(result: Result, name: str | None = None) -> ET.Element:
         ET.SubElement(props, "property", name=key, value="" if value is None else str(value))
     classname = result.exercise
     cases = failures = errors = skipped = 0
-    if result.status != "graded":
+    if result.status != Outcome.GRADED:
         tc = ET.SubElement(suite, "testcase", classname=classname, name="build, screening and run", time="0")
         err = ET.SubElement(tc, "error", message=first_line(result.message)[:500],
-                            type=STATUS_TEXT[result.status])
+                            type=Outcome(result.status).text)
         err.text = result.message
         cases, errors = 1, 1
     else:
@@ -58,7 +59,7 @@ def testsuite(result: Result, name: str | None = None) -> ET.Element:
         elif result.tier is None:
             ET.SubElement(tc, "skipped", message="tiers are graded only on a GPU")
             skipped += 1
-        elif result.tier != "gold":
+        elif result.tier != Tier.GOLD:
             ET.SubElement(tc, "failure", type="tier",
                           message=f"{result.tier}: {result.fraction:.3f} of the copy floor").text = result.feedback
             failures += 1

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from grader.platforms.scoring import Score
 from grader.core.results import Result
+from grader.core.outcomes import Outcome
 
-_FORMAT_PROBLEMS = ("compile_error", "rejected")
+_FORMAT_PROBLEMS = (Outcome.COMPILE_ERROR, Outcome.REJECTED)
 
 
 def results(result: Result, score: Score) -> dict:
     if result.status in _FORMAT_PROBLEMS:
         return {"gradable": False, "score": 0.0, "message": result.message,
                 "format_errors": [ln for ln in result.message.splitlines() if ln.strip()][:20]}
-    if result.status == "infrastructure_error":
+    if result.status == Outcome.INFRASTRUCTURE_ERROR:
         return {"gradable": False, "score": 0.0, "message": "The grader could not run here: " + result.message}
     return {
         "gradable": True,

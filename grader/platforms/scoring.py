@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.core.results import STATUS_TEXT, Result
+from grader.core.results import Result
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,12 @@ def score(result: Result, rubric: Rubric) -> Score:
     pts = rubric.points
     tier_max = max(pts.tiers.values(), default=0.0)
     items = []
-    if result.status != "graded":
+    if result.status != Outcome.GRADED:
         detail = first_line(result.message)
         if result.notes:                      # the first place in the file beats a generic header line
             n = result.notes[0]
             detail = (f"line {n.line}: " if n.line else "") + n.message
-        why = f"Not graded (the submission {STATUS_TEXT[result.status]}): {detail}"
+        why = f"Not graded (the submission {Outcome(result.status).text}): {detail}"
         items.append(ScoreItem("correctness", 0.0, pts.correct, "error", why))
         if tier_max:
             items.append(ScoreItem("performance tier", 0.0, tier_max, "error", "not graded: " + why))

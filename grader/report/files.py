@@ -11,8 +11,9 @@ from rich.markup import escape
 
 from grader.core import atomic
 from grader.toolchain.render import environment, render
-from grader.core.results import LEGEND_TEXT, STATUS_TEXT, MapGrid, MistakeMap, Result
+from grader.core.results import LEGEND_TEXT, MapGrid, MistakeMap, Result
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Outcome, Tier
 
 
 environment().filters["esc"] = escape
@@ -39,7 +40,7 @@ def chart(result: Result, rubric: Rubric) -> dict | None:
     left, width, bar_h, gap = 190.0, 460.0, 26.0, 12.0
     bars = [Bar(label, value, width * value / top, 30 + i * (bar_h + gap), kind) for i, (label, value, kind) in enumerate(rows)]
     lines = [(name, left + width * frac * t.floor_gbps / top, frac)
-             for name, frac in (("gold", rubric.tiers.gold), ("silver", rubric.tiers.silver))]
+             for name, frac in ((Tier.GOLD, rubric.tiers.gold), (Tier.SILVER, rubric.tiers.silver))]
     height = 30 + len(rows) * (bar_h + gap) + 30
     return {"bars": bars, "lines": lines, "left": left, "width": width, "bar_h": bar_h, "height": height,
             "total_width": left + width + 90}
@@ -188,7 +189,7 @@ def shown_message(result: Result) -> str:
 
 def _context(result: Result, rubric: Rubric, attempts: list | None = None, views: list[MapView] | None = None) -> dict:
     """What every template reads; views: the maps' views where the caller drew them already."""
-    return {"r": result, "rubric": rubric, "status_text": STATUS_TEXT[result.status], "chart": chart(result, rubric),
+    return {"r": result, "rubric": rubric, "status_text": Outcome(result.status).text, "chart": chart(result, rubric),
             "notices": notices(result), "message": shown_message(result),
             "maps": views if views is not None else [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
             "right": RIGHT, "shades": SHADES, "attempts": attempts_chart(attempts or []), "standalone": False,

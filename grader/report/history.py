@@ -17,6 +17,7 @@ from pathlib import Path
 
 from grader.core import jsonlines
 from grader.core.results import Result
+from grader.core.outcomes import Outcome
 
 FILE_NAME = "attempts.jsonl"
 MAX_PER_FILE = 50
@@ -44,12 +45,12 @@ class Attempt:
         return cls(str(Path(file).resolve()), result.submission.get("sha256") or "", time.time() if when is None else when,
                    result.status, result.correct, result.fraction, result.tier, result.backend,
                    [d.code for d in result.diagnosis], [f.code for f in result.findings],
-                   "" if result.status == "graded" else (result.message.strip().splitlines() or [""])[0][:80])
+                   "" if result.status == Outcome.GRADED else (result.message.strip().splitlines() or [""])[0][:80])
 
     @property
     def outcome(self) -> str:
         """correct, incorrect, or the status when it was not graded."""
-        if self.status != "graded":
+        if self.status != Outcome.GRADED:
             return self.status
         return "correct" if self.correct else "incorrect"
 

@@ -10,6 +10,7 @@ child's run brought back); grade calls it.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,10 @@ from grader.exercises.data import Expected, expected_for
 from grader.verdict.checks import check_case
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
+from grader.core.outcomes import Outcome, Tier
+
+INDEX_STRIDES = ("row_stride", "col_stride")      # verdict/checks.index_stride's codes
+STRIDE_CONSEQUENCES = ("unwritten_", "order_dependent")
 
 __all__ = ["Expected", "Verdict", "expected_for", "judge_run"]
 
@@ -128,9 +133,57 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
             v.correct = bool(checked) and all(c.passed for c in checked) and not any(
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
+    if any(d.code in INDEX_STRIDES for d in v.diagnosis):
+        # the index's stride, found in the file, explains the rest: rows or columns never written, and
+        # threads writing the same element (a race only because the index overlaps)
+        v.diagnosis = [d for d in v.diagnosis if d.code in INDEX_STRIDES or not d.code.startswith(STRIDE_CONSEQUENCES)]
+    source = _source_text(p) if v.diagnosis else ""
     for d in v.diagnosis:
-        d.advice = rubric.feedback.diagnosis.get(d.code, "")
+        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), source)
     return v
+
+
+def _source_text(p: Path) -> str:
+    try:
+        return p.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+_SNIPPET = re.compile(r"`([^`]+)`")
+_SENTENCE_END = re.compile(r"(?<=[.:;])\s+(?=[A-Z(])")
+
+
+def _squeezed(code: str) -> str:
+    return re.sub(r"\s+", "", code)
+
+
+def advice_for(advice: str, source: str) -> str:
+    """The rubric's advice, less what the student's file already does: a sentence that tells the
+    student to write a piece of code in backticks (`if (col < cols)`) which the file already holds
+    (spaces aside, comments not counted) is replaced by a sentence that says so, with its line: the
+    fix lies elsewhere. Advice that quotes no code, or code the file lacks, is given as written."""
+    if not advice or not source:
+        return advice
+    lines = [line.split("//")[0] for line in source.splitlines()]
+    squeezed_lines = [_squeezed(line) for line in lines]
+    kept, already = [], []
+    for sentence in _SENTENCE_END.split(advice):
+        held = []
+        for snippet in _SNIPPET.findall(sentence):
+            s = _squeezed(snippet)
+            n = next((i for i, line in enumerate(squeezed_lines, 1) if s and s in line), None)
+            if n is not None:
+                held.append((snippet, n))
+        if held:
+            already += held
+        else:
+            kept.append(sentence)
+    if not already:
+        return advice
+    said = ", ".join(f"`{snippet}` (line {n})" for snippet, n in already)
+    return (f"Your file already has {said}, so adding it is not the fix: work out by hand the index "
+            "each access computes for the last elements. " + " ".join(kept)).strip()
 
 
 def _timed_shape_only_too_slow(run: ChildRun, read: _Frames, v: Verdict) -> bool:
@@ -150,7 +203,7 @@ def _graded_too_slow(v: Verdict, rubric: Rubric, backend: Backend) -> None:
     v.correct = True
     v.flags.append("too_slow_to_time")
     if backend.times:
-        v.tier = "below"
+        v.tier = Tier.BELOW
     v.feedback = (f"Every correctness check passed, but one launch at the timed shape "
                   f"({' x '.join(str(d) for d in rubric.timing.dims.values())}) did not finish within {limit:g} s, so "
                   "it could not be timed" + (" and is graded below." if backend.times else ".")
@@ -161,18 +214,18 @@ def _how_it_ended(run: ChildRun, read: _Frames, v: Verdict, rubric: Rubric) -> S
     """A run that did not finish: a timeout, a crash, a failure to load; None when it finished."""
     crashed_frame = next((c for c in v.cases if c.note.startswith("crashed:")), None)
     if run.timed_out:
-        return Stop("timeout", f"the submission did not finish within {rubric.limits.time_limit_s:g} s "
+        return Stop(Outcome.TIMEOUT, f"the submission did not finish within {rubric.limits.time_limit_s:g} s "
                     "(an endless loop, or a kernel far too slow); the run was stopped.")
     if crashed_frame is not None:
-        return Stop("crashed", crashed_frame.note.removeprefix("crashed: "))
+        return Stop(Outcome.CRASHED, crashed_frame.note.removeprefix("crashed: "))
     if read.fatal is not None:
         stage, error = read.fatal.stage, read.fatal.error
-        status = "crashed" if stage != "load" or "undefined symbol" in error else "infrastructure_error"
+        status = Outcome.CRASHED if stage != "load" or "undefined symbol" in error else Outcome.INFRASTRUCTURE_ERROR
         return Stop(status, f"{error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
     if not read.done:
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""
-        return Stop("crashed", f"the grading process died ({how}){problem} before finishing.")
+        return Stop(Outcome.CRASHED, f"the grading process died ({how}){problem} before finishing.")
     return None
 
 
@@ -192,7 +245,7 @@ def _timed(v: Verdict, read: _Frames, rubric: Rubric) -> None:
         v.flags += tier.flags
         kept = read.timing.heap_kept_bytes if read.timing is not None else 0
         if kept:
-            v.tier, v.borderline = "below", False
+            v.tier, v.borderline = Tier.BELOW, False
             v.flags.append("heap_kept_across_calls")
             v.feedback = (f"Your kernel kept {kept / 1024:.0f} KiB of the device heap from one call to the next "
                           "(malloc in a kernel without a free): what one call leaves can serve the next, so this "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from grader.exercises.rubric import Rubric
+from grader.core.outcomes import Tier
 
 
 def assign_tier(fraction: float, low: float, high: float, rubric: Rubric) -> tuple[str, bool, list[str]]:
@@ -12,5 +13,5 @@ def assign_tier(fraction: float, low: float, high: float, rubric: Rubric) -> tup
         return tiers.exceeds_floor_tier, False, ["exceeds_copy_floor"]
     value = {"median": fraction, "lower": low, "upper": high}[tiers.borderline_policy]
     borderline = any(low < threshold <= high for threshold in (tiers.gold, tiers.silver))
-    tier = "gold" if value >= tiers.gold else "silver" if value >= tiers.silver else "below"
+    tier = Tier.GOLD if value >= tiers.gold else Tier.SILVER if value >= tiers.silver else Tier.BELOW
     return tier, borderline, []
