@@ -41,7 +41,7 @@ def read_run(run, cases, refs, rubric, build, path, result):
     take_verdict(result, judge_run(run, cases, refs, rubric, load_reference(rubric), build, path, named(result.backend)))
 
 
-def output_frame(case, ref, pad, corrupt=False):
+def output_frame(case, ref, pad, corrupt=False, past=False):
     guard = np.full(pad, GUARD_BITS, dtype=np.uint32).view(np.float32)
     header = {"type": "case", "case": case.name, "ok": True, "outputs": []}
     payload = b""
@@ -49,13 +49,16 @@ def output_frame(case, ref, pad, corrupt=False):
         got = want.astype(np.float32).reshape(-1)
         if corrupt and name == "out":
             got[3] += 1.0
-        payload += np.concatenate([guard, got, guard]).tobytes()
+        after = guard.copy()
+        if past and name == "out":
+            after[:2] = 1.0                    # written past the end: the guard after the output changed
+        payload += np.concatenate([guard, got, after]).tobytes()
         header["outputs"].append({"name": name, "floats": got.size, "pad": pad})
     return protocol.Frame(header, payload)
 
 
-def judge(rubric, frames_for, timing, backend="cuda"):
-    cases, timed = plan_cases(rubric), timed_cases(rubric)
+def judge(rubric, frames_for, timing, backend="cuda", chain_timed=False, path=Path("k.cu")):
+    cases, timed = plan_cases(rubric), timed_cases(rubric, chain=chain_timed)
     with ThreadPoolExecutor(2) as pool:
         refs = {c.name: pool.submit(reference_for, c, rubric) for c in cases + timed}
         frames = [protocol.Frame({"type": "hello"}, b"")]
@@ -64,7 +67,7 @@ def judge(rubric, frames_for, timing, backend="cuda"):
         run = ChildRun(frames, 0, False, 1.0, CappedOutput(64), CappedOutput(64))
         result = Result(exercise="e", submission={}, backend=backend, status="graded", grader_version="0")
         build = BuildResult(True, None, None, True, 0.0, "")
-        read_run(run, cases + timed, refs, rubric, build, Path("k.cu"), result)
+        read_run(run, cases + timed, refs, rubric, build, path, result)
     return result
 
 
@@ -80,6 +83,61 @@ def test_correct_frames_give_a_tier(rubric):
     assert result.correct is True and result.tier == "gold" and abs(result.fraction - 0.96) < 0.001
     assert any(c.kind == "chain" and c.passed for c in result.cases)
     assert len([c for c in result.cases if c.kind == "timed" and c.passed]) == 2
+
+
+def test_a_timed_set_that_carries_the_chain_to_time_it_is_no_failed_chain_check(rubric):
+    """On a GPU the timed sets carry the chain (timed beside the kernel) and send back only the
+    kernel's output: no chain row is added for them, and a correct kernel stays correct (a chain
+    row 'not run' is for a check whose own launch failed)."""
+    r = small(rubric)
+
+    def frames(c, ref):
+        f = output_frame(c, ref, r.checks.guard_floats)
+        if c.timed:                       # the kernel's output alone, as the timing child sends it
+            keep = [o for o in f.header["outputs"] if o["name"] == "out"]
+            size = (keep[0]["floats"] + 2 * keep[0]["pad"]) * 4
+            f = protocol.Frame({**f.header, "outputs": keep}, f.payload[:size])
+        return [f]
+
+    result = judge(r, frames, timing_frame([0.0375] * 60), chain_timed=True)
+    assert result.correct is True and result.tier == "gold"
+    assert [c.passed for c in result.cases if c.kind == "chain"] == [True]
+
+
+def test_a_failed_launch_still_counts_its_chain_check_as_not_run(rubric):
+    r = small(rubric)
+
+    def frames(c, ref):
+        if c.chain and not c.timed:
+            return [protocol.Frame({"type": "case", "case": c.name, "ok": False, "error": "invalid argument",
+                                    "outputs": []}, b"")]
+        return [output_frame(c, ref, r.checks.guard_floats)]
+
+    result = judge(r, frames, timing_frame([0.0375] * 60))
+    assert result.correct is False
+    chain = [c for c in result.cases if c.kind == "chain"]
+    assert len(chain) == 1 and chain[0].note.startswith("not run: the kernel's own launch")
+
+
+@pytest.mark.parametrize("sample, code", [("row_stride_blockdim.cu", "row_stride"), ("col_stride_sizeof.cu", "col_stride")])
+def test_writes_past_the_output_on_a_gpu_name_the_files_index_stride(rubric, sample, code):
+    """On a GPU a wrong stride's writes land in the guards (no fault): the outputs show an access
+    past the end, and the file's stride, with its line, is the one diagnosis."""
+    r = small(rubric)
+    path = Path(__file__).resolve().parent.parent / "submissions" / "bias_gelu_fused" / sample
+    result = judge(r, lambda c, ref: [output_frame(c, ref, r.checks.guard_floats, past=True)],
+                   timing_frame([0.0375] * 60), path=path)
+    assert result.correct is False
+    assert [d.code for d in result.diagnosis] == [code]
+    assert "line 10 (`" in result.diagnosis[0].message and result.diagnosis[0].advice
+
+
+def test_writes_past_the_output_in_a_file_with_a_right_index_stay_writes_past_output(rubric, tmp_path):
+    r = small(rubric)
+    path = Path(__file__).resolve().parent.parent / "submissions" / "bias_gelu_fused" / "scalar_2d.cu"
+    result = judge(r, lambda c, ref: [output_frame(c, ref, r.checks.guard_floats, past=True)],
+                   timing_frame([0.0375] * 60), path=path)
+    assert "writes_past_output" in [d.code for d in result.diagnosis]
 
 
 def test_a_wrong_timed_set_makes_it_incorrect_and_untiered(rubric):

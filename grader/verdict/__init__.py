@@ -26,13 +26,14 @@ from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, Mista
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
-from grader.verdict.checks import check_case
+from grader.verdict.checks import check_case, index_stride
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
 
 INDEX_STRIDES = ("row_stride", "col_stride")      # verdict/checks.index_stride's codes
-STRIDE_CONSEQUENCES = ("unwritten_", "order_dependent")
+# what an index past a buffer shows as (checks.py, diagnosis.py)
+OUT_OF_BOUNDS = ("writes_past_output", "reads_past_input", "writes_before_output", "writes_into_input")
 
 __all__ = ["Expected", "Verdict", "expected_for", "judge_run"]
 
@@ -133,14 +134,26 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
             v.correct = bool(checked) and all(c.passed for c in checked) and not any(
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
-    if any(d.code in INDEX_STRIDES for d in v.diagnosis):
-        # the index's stride, found in the file, explains the rest: rows or columns never written, and
-        # threads writing the same element (a race only because the index overlaps)
-        v.diagnosis = [d for d in v.diagnosis if d.code in INDEX_STRIDES or not d.code.startswith(STRIDE_CONSEQUENCES)]
+    v.diagnosis = _with_index_stride(v.diagnosis, p)
     source = _source_text(p) if v.diagnosis else ""
     for d in v.diagnosis:
         d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), source)
     return v
+
+
+def _with_index_stride(found: list[DiagnosisEntry], p: Path) -> list[DiagnosisEntry]:
+    """Where the outputs show an access past a buffer and the file steps through the tensor with
+    the wrong row or column stride (checks.index_stride), that stride, with its line, is the
+    diagnosis: the rest follows from it (rows never written, guards and inputs overwritten, threads
+    writing one element, timed sets that differ). On the emulator the access faults and the check
+    names the stride itself; on a GPU it lands in the guards and shows here."""
+    if any(d.code in INDEX_STRIDES for d in found):
+        return [d for d in found if d.code in INDEX_STRIDES]
+    past = next((d for d in found if d.code in OUT_OF_BOUNDS), None)
+    stride = index_stride(p) if past is not None else None
+    if stride is None:
+        return found
+    return [DiagnosisEntry(stride[0], f"{past.message}; {stride[1]}", "", past.case)]
 
 
 def _source_text(p: Path) -> str:

@@ -44,8 +44,10 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
     out = CaseOutcome([cr], [])
     _judge_frame(case, h, payload, expected, rubric, reference, build, p, known, cr, out)
-    if case.chain and rubric.chain is not None and not any(r.kind == "chain" for r in out.rows):
-        # a check the progress line counted: said, never dropped (the chain runs on the kernel's output)
+    if case.chain and rubric.chain is not None and not h.ok and not any(r.kind == "chain" for r in out.rows):
+        # a check the progress line counted: said, never dropped (the chain runs on the kernel's output).
+        # Only where the kernel's launch failed: a timed set carries the chain to time it, not to check it,
+        # and sends no chain output back.
         out.rows.append(CaseResult(f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})",
                                    list(case.dims.values()), case.inputs, case.seed, False, kind="chain",
                                    note="not run: the kernel's own launch in this check failed, and the chain runs "
