@@ -116,7 +116,13 @@ def result_json_md() -> str:
             return args[0]
         return tp if dataclasses.is_dataclass(tp) else None
 
+    from enum import StrEnum
+
     def shown(tp) -> str:
+        if isinstance(tp, type) and issubclass(tp, StrEnum):
+            return "str"                                  # an Outcome or a Tier is written as its string
+        if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
+            return " or ".join("None" if a is type(None) else shown(a) for a in typing.get_args(tp))
         text = getattr(tp, "__name__", None) if not typing.get_args(tp) else None
         return (text or str(tp).replace("typing.", "").replace("grader.core.results.", "")
                 .replace("grader.core.contract.", "")).replace("|", "or")

@@ -80,9 +80,11 @@ class FakeGrader:
         self.lock = threading.Lock()
         self.interrupt_at = interrupt_at
         self.infrastructure = set(infrastructure)
-        monkeypatch.setattr(grader.grade.pipeline, "grade_submission", self)
+        monkeypatch.setattr(grader.grade.pipeline, "grade", self)
 
-    def __call__(self, path, *, rubric, backend, device=None, emulator_threads=0, inputs=None):
+    def __call__(self, request, *, inputs=None):
+        path, rubric = request.path, request.rubric
+        device, emulator_threads = request.options.device, request.options.emulator_threads
         with self.lock:
             self.calls.append(path.name)
             self.exercises.add(rubric.exercise)
@@ -242,7 +244,7 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
     def watching(*a, **k):
         seen.append(sys.getswitchinterval())
         return fake(*a, **k)
-    monkeypatch.setattr(grader.grade.pipeline, "grade_submission", watching)
+    monkeypatch.setattr(grader.grade.pipeline, "grade", watching)
     before = sys.getswitchinterval()
     entries = find_submissions(_class(tmp_path, 3))
     grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=2, devices=["0"])

@@ -151,13 +151,14 @@ def test_a_grade_runs_in_the_children_started_early_and_ends_every_one(tmp_path)
     """grade/early.py: the child started before the pipeline's imports is the one the grade runs
     (it ran the job and exited of itself: a child cancelled unused is killed), and is gone once
     the grade is done."""
-    from grader.grade.pipeline import grade_submission
+    from grader.grade.pipeline import grade
+    from grader.grade.request import GradeRequest
 
     rubric = load_exercise("bias_gelu_fused")
     early = _early_on_the_emulator(rubric)
     worker = early.children.worker
-    result = grade_submission(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric=rubric,
-                              backend="emulator", early=early)
+    result = grade(GradeRequest(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric, "emulator"),
+                   early=early)
     assert result.status == "graded" and result.correct
     assert worker.proc.poll() == 0
 
@@ -168,7 +169,8 @@ def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_p
     import pytest
 
     from grader.core.errors import UsageError
-    from grader.grade.pipeline import grade_submission
+    from grader.grade.pipeline import grade
+    from grader.grade.request import GradeRequest
 
     rubric = load_exercise("bias_gelu_fused")
     for path, backend in ((ROOT / "submissions/bias_gelu_fused/compile_error.cu", "emulator"),
@@ -178,9 +180,9 @@ def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_p
         proc = early.children.worker.proc
         if path.name == "missing.cu":
             with pytest.raises(UsageError):
-                grade_submission(path, rubric=rubric, backend=backend, early=early)
+                grade(GradeRequest(path, rubric, backend), early=early)
         else:
-            grade_submission(path, rubric=rubric, backend=backend, early=early)
+            grade(GradeRequest(path, rubric, backend), early=early)
         proc.wait(timeout=10)
         assert proc.returncode is not None, path.name
 

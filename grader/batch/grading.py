@@ -185,18 +185,16 @@ class _ClassRun:
 
                 write_reports(kept, self.rubric, self.report_dir / entry.student)
             return Graded(entry, kept, reused=True)
-        from grader.grade.pipeline import grade_submission
+        from grader.grade.pipeline import grade
+        from grader.grade.request import GradeOptions, GradeRequest
         from grader.report.files import write_reports
 
-        kwargs: dict = {}
-        if self.devices:
-            kwargs["device"] = self.devices[index % len(self.devices)]
-        if not self.backend.on_gpu and self.jobs > 1:
-            kwargs["emulator_threads"] = max(1, usable_cores() // self.jobs)    # the cores shared among the children
-        if self.shared is not None:
-            kwargs["inputs"] = self.shared
+        options = GradeOptions(
+            device=self.devices[index % len(self.devices)] if self.devices else None,
+            # the cores shared among the children
+            emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0)
         try:
-            result = grade_submission(entry.path, rubric=self.rubric, backend=self.backend, **kwargs)
+            result = grade(GradeRequest(entry.path, self.rubric, self.backend, options), inputs=self.shared)
         except UsageError as exc:
             if entry.path.exists():
                 raise

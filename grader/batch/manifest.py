@@ -202,7 +202,8 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
 def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared, progress,
                 twin: Result | None = None) -> "SampleOutcome":
     """Grade one sample as its manifest entry says, and judge its result against the entry."""
-    from grader.grade.pipeline import grade_submission
+    from grader.grade.pipeline import grade
+    from grader.grade.request import GradeOptions, GradeRequest
 
     r = rubric
     if exp.time_limit_s is not None:
@@ -217,8 +218,8 @@ def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared,
             path = Path(scratch) / exp.file
             line = b"// generated filler: this sample is a source file far over the size limit\n"
             path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
-        result = grade_submission(path, rubric=r, backend=concrete, inputs=shared,
-                                  counters=exp.counter_findings is not None and concrete.on_gpu)
+        options = GradeOptions(counters=exp.counter_findings is not None and concrete.on_gpu)
+        result = grade(GradeRequest(path, r, concrete, options), inputs=shared)
     problems = judge(exp, result, twin)
     left = leftover_processes()
     if left:

@@ -141,7 +141,8 @@ def _submit_once(file: Path, once: SubmitOptions):
             # The GPU's probe and the children's start (their CUDA context) before the pipeline's
             # imports: they overlap them (grade/early.py).
             early = start_early(rubric=rubric, backend=backend)
-        from grader.grade.pipeline import grade_submission
+        from grader.grade.pipeline import grade
+        from grader.grade.request import GradeOptions, GradeRequest
 
         progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
         to_grade = age_s()
@@ -151,8 +152,8 @@ def _submit_once(file: Path, once: SubmitOptions):
         start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
                  if to_early is not None and to_grade is not None and _SAY_THE_START else None)
         _SAY_THE_START.clear()
-        result = grade_submission(file, rubric=rubric, backend=backend, progress=progress, draw_ahead=True,
-                                  counters=once.counters, early=early, command_start=start)
+        request = GradeRequest(Path(file), rubric, backend, GradeOptions(draw_ahead=True, counters=once.counters))
+        result = grade(request, progress=progress, early=early, command_start=start)
     except GraderError as exc:
         if early is not None:
             early.cancel()

@@ -13,9 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError
-from grader.core.contract import ChildSandbox, GuardMode, Job, RefusedFrame
+from grader.core.contract import ChildSandbox, Job, RefusedFrame
 from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
@@ -23,6 +22,7 @@ from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
 from grader.grade.early import Children as Started, start_children, start_recorder
 from grader.grade.jobs import child_job, draw_inputs
+from grader.grade.request import GradeRequest
 from grader.grade.steps import Progress
 from grader.run import lanes
 from grader.run.replaying import needs_gpu, record, record_then_replay, replay_recorded
@@ -82,15 +82,16 @@ class GradeRun:
     context overlap the build) and its thread pools; start() sets the draws and the reference and
     guard builds going and returns them (Prepared)."""
 
-    def __init__(self, p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, say: Progress,
-                 guard_mode: GuardMode, device: str | None, emulator_threads: int, children: Started | None = None):
-        """children: started already (grade/early.py: `grader submit` starts them before the
-        pipeline is imported); else start() starts them."""
-        self.p, self.rubric, self.backend, self.say, self.guard_mode = p, rubric, backend, say, guard_mode
+    def __init__(self, request: GradeRequest, *, reading: dict | None, say: Progress, children: Started | None = None):
+        """request: its backend resolved. children: started already (grade/early.py: `grader submit`
+        starts them before the pipeline is imported); else start() starts them."""
+        backend, options = request.backend, request.options
+        self.p, self.rubric, self.backend, self.say = request.path, request.rubric, backend, say
+        self.guard_mode = options.guard_mode
         self.has_gpu = reading is not None
         self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu
                      else os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
-        self.device, self.emulator_threads = device, emulator_threads
+        self.device, self.emulator_threads = options.device, options.emulator_threads
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
         self.children = children
@@ -102,9 +103,8 @@ class GradeRun:
 
     def start(self, shared) -> Prepared:
         """Start the children (unless started early), then the reference and guard builds and the draws, beside the build.
-        (grade_submission has refused a GPU backend on a machine without a GPU before this.)"""
+        (pipeline.grade has refused a GPU backend on a machine without a GPU before this.)"""
         rubric, backend = self.rubric, self.backend
-        limits = rubric.limits
         if self.children is None and (not backend.on_gpu or self.has_gpu):
             self.children = start_children(rubric=rubric, backend=backend, device=self.device,
                                            emulator_threads=self.emulator_threads)

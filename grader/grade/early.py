@@ -3,7 +3,7 @@ children's start on a GPU (their interpreter, imports and CUDA context: about 0.
 host, the longest wait of a warm grade).
 
 `grader submit` calls start_early() as soon as it knows the rubric and the backend, so that the
-children start while the CLI imports the pipeline, numpy and the verdict; grade_submission takes
+children start while the CLI imports the pipeline, numpy and the verdict; pipeline.grade takes
 what was started (its `early`) instead of probing and starting them again. Everything here
 imports only what a child's start needs. The children load nothing of the student's until their
 job arrives; a grade that ends before that (a compile error) cancels them.

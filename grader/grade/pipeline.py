@@ -1,7 +1,7 @@
 """Grading one submission: scan, build, run in a child, check, time, tier.
 
-The one entry point is grade_submission(); it returns a Result whatever the
-student's code does. It raises only the grader's own errors (errors.py):
+The one entry point is grade(), given a GradeRequest (grade/request.py); it returns a Result
+whatever the student's code does (grade_submission() makes the request for a script or a test). It raises only the grader's own errors (errors.py):
 a missing file, a bad rubric, a machine without the tools.
 """
 
@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
-from grader.core.contract import GuardMode
 from grader.toolchain import gpuinfo
 from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
-from grader.core.backend import AUTO, Backend, named
+from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
 from grader.grade.early import Early, needs_probe
+from grader.grade.request import GradeOptions, GradeRequest
 from grader.run.sandbox import Worker
 from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
@@ -37,54 +37,39 @@ if TYPE_CHECKING:
 
 
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
-                     progress: Progress | None = None, audit_syscalls: bool = False,
-                     device: str | None = None, emulator_threads: int = 0, draw_ahead: bool = False,
-                     inputs=None, counters: bool = False, early: Early | None = None,
-                     command_start: dict[str, float] | None = None) -> Result:
-    """Grade the .cu file at path against rubric on backend ('auto', 'cuda' or 'emulator').
+                     progress: Progress | None = None, **options) -> Result:
+    """Grade the .cu file at path against rubric on backend ('auto', a name, or a Backend), with
+    options (GradeOptions' fields): grade() on the GradeRequest they make, for a caller with no
+    cases shared and nothing started early (a script, a test)."""
+    return grade(GradeRequest(Path(path), rubric, backend, GradeOptions(**options)), progress=progress)
+
+
+def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=None, early: Early | None = None,
+          command_start: dict[str, float] | None = None) -> Result:
+    """Grade what request asks for (grade/request.py: the file, the rubric, the backend, the options).
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
     Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
 
-    device names the GPU to run on, as a CUDA_VISIBLE_DEVICES entry (default: the first visible
-    one). The child's checks and timing run inside that GPU's lane (lanes.py): no other grader
-    times on it meanwhile.
-
-    emulator_threads caps the OS threads a large emulated launch runs on (0: every core the child
-    may use); a batch grading several submissions at once on the emulator gives each one.
-
-    audit_syscalls runs the child's filter in audit mode: every system call is allowed and
-    recorded (result.sandbox['audit']). It measures what CUDA and the grader need; it is
-    never for grading students, and the command line does not offer it.
-
-    inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
-    shared by the rest and closed by the batch; by default a grade makes its own.
-
-    counters: after a correct, timed grade on a GPU, replay the timed call once more under Nsight
-    Compute (run/profiling.py) for what the hardware counted (result.counters, and the rubric's
-    counter findings); it never changes the fraction or the tier, and where it cannot run,
-    result.counters.problem says why.
-
-    early: the GPU's probe and the children, started by grade/early.start_early() for this rubric
-    and backend before the grader's heavier imports (`grader submit`); used instead of probing and
-    starting them again, and cancelled whatever comes of the grade.
-
-    draw_ahead: after a GPU grade, start the detached process that draws the next run's private
-    cases (exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).
-
-    command_start: what the command spent before this grade, as phases (`grader submit`'s
-    cli_to_early_s and cli_to_grade_s: seconds from its process's start; docs/benchmarks.md).
+    What the caller lends the grade, beside the request:
+    - progress: told each step, in the student's words;
+    - inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
+      shared by the rest and closed by the batch; by default a grade makes its own;
+    - early: the GPU's probe and the children, started by grade/early.start_early() for this rubric
+      and backend before the grader's heavier imports (`grader submit`); used instead of probing and
+      starting them again, and cancelled whatever comes of the grade;
+    - command_start: what the command spent before this grade, as phases (`grader submit`'s
+      cli_to_early_s and cli_to_grade_s: seconds from its process's start; docs/benchmarks.md).
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
-    p = Path(path)
-    requested = backend if backend == AUTO else named(backend)     # an unknown name is a UsageError
+    p, rubric, requested = request.path, request.rubric, request.backend
     if early is not None and (p.is_dir() or not p.is_file()):
         early.cancel()
     if p.is_dir():
-        raise UsageError(f"{path}: a folder, not a .cu file (`grader batch {path}` grades a folder of submissions)")
+        raise UsageError(f"{p}: a folder, not a .cu file (`grader batch {p}` grades a folder of submissions)")
     if not p.is_file():
-        raise UsageError(f"{path}: no such file")
+        raise UsageError(f"{p}: no such file")
     if early is not None and early.requested != requested:
         early.cancel()
         early = None
@@ -95,16 +80,17 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
         probed = time.perf_counter() - started      # nvidia-smi's answer, before anything else can start
     has_gpu = reading is not None
     chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
+    request = request.on(chosen)
 
     try:                                            # the file's digest whatever comes of it (an empty file too)
         digest = hashlib.sha256(p.read_bytes()).hexdigest()
     except OSError:
         digest = None
-    result = Result(exercise=rubric.exercise, submission={"path": str(path), "sha256": digest}, backend=chosen.name,
+    result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": digest}, backend=chosen.name,
                     status=Outcome.GRADED, grader_version=__version__)
     result.phases.update(command_start or {})
     result.phases["probe_s"] = round(probed, 3)
-    def grade() -> None:
+    def run_grade() -> None:
         short = cpu_limit_too_short(rubric)
         if short:
             raise InfrastructureError(short)
@@ -112,19 +98,18 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
             raise InfrastructureError(
                 f"--backend {chosen.name} needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(p, rubric=rubric, backend=chosen, reading=reading, result=result, say=say,
-               guard_mode=GuardMode.AUDIT if audit_syscalls else GuardMode.ENFORCE, device=device,
-               emulator_threads=emulator_threads, shared=inputs, counters=counters,
+        _grade(request, reading=reading, result=result, say=say, shared=inputs,
                children=early.children if early is not None else None)
 
     try:
-        _whatever_happens(result, grade)
+        _whatever_happens(result, run_grade)
     finally:
         if early is not None:
             early.cancel()          # those the grade did not take (it ended before its children's run)
     result.seconds = round(time.perf_counter() - started, 3)
     _keep_cache_in_bounds(rubric)
-    if draw_ahead and chosen.private_cases and rubric.path and result.status != Outcome.INFRASTRUCTURE_ERROR:
+    if (request.options.draw_ahead and chosen.private_cases and rubric.path
+            and result.status != Outcome.INFRASTRUCTURE_ERROR):
         from grader.exercises.pool import start_drawing_ahead
 
         start_drawing_ahead(rubric.path)
@@ -250,11 +235,11 @@ def _keep_cache_in_bounds(rubric: Rubric) -> None:
         pass
 
 
-def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, result: Result, say: Progress,
-           guard_mode: GuardMode, device: str | None, emulator_threads: int = 0, shared=None,
-           counters: bool = False, children=None) -> None:
-    """Grade p into result: each step returns what it found and only this function (with
-    take_verdict) writes the Result."""
+def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: Progress, shared=None,
+           children=None) -> None:
+    """Grade the request (its backend resolved) into result: each step returns what it found and
+    only this function (with take_verdict) writes the Result."""
+    p, rubric, backend, counters = request.path, request.rubric, request.backend, request.options.counters
     sub = read_source(p, rubric)
     if isinstance(sub, Stop):
         return result.end(sub)
@@ -262,8 +247,7 @@ def _grade(p: Path, *, rubric: Rubric, backend: Backend, reading: dict | None, r
     stop = vet_source(p, sub, rubric)
     if stop:
         return result.end(stop)
-    run = GradeRun(p, rubric=rubric, backend=backend, reading=reading, say=say, guard_mode=guard_mode, device=device,
-                   emulator_threads=emulator_threads, children=children)
+    run = GradeRun(request, reading=reading, say=say, children=children)
     try:
         prepared = run.start(shared)
         from grader import verdict          # numpy's import, with the children already starting

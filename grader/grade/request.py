@@ -1,0 +1,63 @@
+"""A grade asked for, as one frozen object: the submission, the rubric, the backend and the options
+the caller chose. The command line and the batch build it once; grade/pipeline.grade() takes it and
+hands it down (resolved to the backend that runs, once "auto" is decided), so no step past the
+command line takes these one by one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.core.backend import AUTO, Backend, named
+from grader.core.contract import GuardMode
+from grader.exercises.rubric import Rubric
+
+
+def _doc(text: str, **kw):
+    return field(metadata={"doc": text}, **kw)
+
+
+@dataclass(frozen=True)
+class GradeOptions:
+    """What a caller may choose for one grade; every field has its default and says what it does."""
+
+    device: str | None = _doc("The GPU to run on, as a CUDA_VISIBLE_DEVICES entry (None: the first visible one). The "
+                              "child's checks and timing run inside that GPU's lane (run/lanes.py).", default=None)
+    emulator_threads: int = _doc("The OS threads a large emulated launch runs on (0: every core the child may use); a "
+                                 "batch grading several submissions at once on the emulator gives each one.", default=0)
+    counters: bool = _doc("After a correct, timed grade on a GPU, replay the timed call once more under Nsight "
+                          "Compute (run/profiling.py) for what the hardware counted (result.counters); it never "
+                          "changes the fraction or the tier.", default=False)
+    draw_ahead: bool = _doc("After a GPU grade, start the detached process that draws the next run's private cases "
+                            "(exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).",
+                            default=False)
+    audit_syscalls: bool = _doc("Run the child's filter in audit mode: every system call allowed and recorded "
+                                "(result.sandbox.audit). For measuring what CUDA and the grader need, never for "
+                                "grading students; the command line does not offer it.", default=False)
+
+    @property
+    def guard_mode(self) -> GuardMode:
+        return GuardMode.AUDIT if self.audit_syscalls else GuardMode.ENFORCE
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """One grade: the .cu file at path against rubric on backend, with options. backend is a Backend,
+    or "auto" until the grade resolves it (by the GPU it finds); a backend's name is turned into its
+    object here, once (an unknown name is a UsageError)."""
+
+    path: Path
+    rubric: Rubric
+    backend: Backend | str = AUTO
+    options: GradeOptions = field(default_factory=GradeOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+        if not isinstance(self.backend, Backend) and self.backend != AUTO:
+            object.__setattr__(self, "backend", named(self.backend))
+
+    def on(self, backend: Backend) -> "GradeRequest":
+        """This request with "auto" decided: the backend that runs it."""
+        return dataclasses.replace(self, backend=backend)
