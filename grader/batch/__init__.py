@@ -6,32 +6,49 @@ imports every layer below it (grade, report, platforms and theirs); only the CLI
 from __future__ import annotations
 
 import contextlib
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from grader.core.backend import AUTO, Backend
-from grader.toolchain.gpuinfo import resolve_backend
 
-from grader.batch.grading import BatchOutcome, Graded, Progress, default_jobs, grade_entries
-from grader.batch.classreport import write_class_report
-from grader.batch.inputs import Entry, find_submissions
-from grader.batch.merge import merge_reports
-from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
-from grader.batch.store import holding
-from grader.exercises.rubric import Rubric
+if TYPE_CHECKING:
+    from grader.batch.grading import BatchOutcome, Progress
+    from grader.exercises.rubric import Rubric
+
+# Imported when first asked for: the CLI imports this package for its options (batch/slurm.py's
+# SlurmOptions) at every command's start, `grader submit`'s too, and grading a class needs numpy and
+# the whole pipeline.
+_LAZY = {"BatchOutcome": "grader.batch.grading", "Graded": "grader.batch.grading", "Entry": "grader.batch.inputs",
+         "find_submissions": "grader.batch.inputs", "merge_reports": "grader.batch.merge"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
 
 
-def grade_folder(directory: Path, *, rubric: Rubric, backend: str | Backend = AUTO, report_dir: Path | None = None,
+def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = AUTO, report_dir: Path | None = None,
                  file_name: str | None = None, roster: Path | None = None,
-                 progress: Progress | None = None, jobs: int | None = None,
-                 shard: tuple[int, int] = (1, 1)) -> BatchOutcome:
+                 progress: "Progress | None" = None, jobs: int | None = None,
+                 shard: tuple[int, int] = (1, 1)) -> "BatchOutcome":
     """Grade every student's submission under directory. With report_dir: each student's reports
     in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
     them, written even when the batch is interrupted (with the rows done so far). jobs: how many
     submissions are in flight at once (default_jobs: a few per GPU lane, or one per core on the
     emulator). shard (K, N): only the K-th of N deterministic shares of the students (every N-th
     in sorted order), for grading one class on N machines; `grader merge` combines them."""
+    from grader.batch.classreport import write_class_report
+    from grader.batch.grading import default_jobs, grade_entries
+    from grader.batch.inputs import find_submissions
+    from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+    from grader.batch.store import holding
+    from grader.toolchain.gpuinfo import resolve_backend
+
     k, n = shard
     entries = find_submissions(directory, file_name=file_name, roster=roster)[k - 1 :: n]
     chosen = resolve_backend(backend)               # "auto" decided once, for the whole class

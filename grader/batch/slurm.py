@@ -25,28 +25,9 @@ from grader.core.errors import InfrastructureError, UsageError
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
 
-CLUSTERS = ("slurm", "local")
+from grader.batch.cluster import CLUSTERS, WANT_CPUS, WANT_MEM_MB, SlurmOptions  # noqa: F401 - SlurmOptions for callers
 
 
-@dataclass(frozen=True)
-class SlurmOptions:
-    """How the job array is asked for."""
-
-    tasks: int = 4                         # the array's size: the class is cut into this many shards
-    partition: str | None = None           # Slurm's --partition (the cluster's default when None)
-    time_min: int = 60                     # each task's time limit, minutes
-    parallelism: int | None = None         # tasks running at once (Slurm's --array=...%N); no cap when None
-    gres: str | None = "gpu:1"             # Slurm's --gres for each task (None: no GPU, the emulator)
-    cpus_per_task: int | None = None       # cores for each task's compiles; None: WANT_CPUS, or a node's if fewer
-    mem_mb: int | None = None              # memory for each task; None: WANT_MEM_MB, or a node's if less
-    cluster: str = "slurm"                 # submitit's executor: slurm, or local (the tasks on this machine)
-    poll_s: float = 2.0                    # how often the queue is asked while waiting
-    stall_min: float = 15.0                # the wait ends when no task has started or ended for this long,
-                                           # or squeue has not answered for this long (the controller down)
-
-
-WANT_CPUS = 8           # a task's compiles and children overlap on this many cores
-WANT_MEM_MB = 8192      # a build may take 8 GiB of address space, a child 2 GiB beyond what it holds
 # Reasons a pending job can never start without someone changing the cluster or the request.
 NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "ReqNodeNotAvail", "InvalidAccount",
                 "InvalidQOS", "BadConstraints", "QOSMax", "AssocMax", "AccountNotAllowed", "NodeDown",
@@ -193,7 +174,6 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     # submitit asks sacct for states and warns every few seconds where accounting is off; the wait
     # below asks squeue instead.
     logging.getLogger("submitit").setLevel(logging.ERROR)
-    n = options.tasks
     report_dir = report_dir.resolve()
     with holding(report_dir, "grader batch --slurm"):
         return _run_array(directory, rubric=rubric, report_dir=report_dir, options=options, backend=backend,
@@ -205,11 +185,11 @@ def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: Sl
                file_name: str | None, roster: Path | None, jobs: int | None, submitted, waiting,
                submitit) -> SlurmOutcome:
     """grade_on_slurm's array, submitted, waited for and merged, under the report folder's lock."""
-    n = options.tasks
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
     logs.mkdir(parents=True, exist_ok=True)
     executor.update_parameters(**_array_parameters(options, rubric, backend, logs))
+    n = options.tasks
     tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
                        str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
              for k in range(1, n + 1)]

@@ -106,3 +106,60 @@ def _wrap(line, width: int, indent: int) -> list:
             start += 1
         lead = indent + 2
     return pieces
+
+
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options by section: an option given a `section` attribute
+    (options_from) is listed under that heading, the rest under "Options"."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(getattr(param, "section", "Options"), []).append(record)
+        for heading, rows in sections.items():
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl(rows)
+
+
+def options_from(cls: type, *, into: str, section: str):
+    """Decorator: a click option for each field of the dataclass cls that carries a `flag` in its
+    metadata (its help, default and bounds from the field: said once, in the library), listed under
+    section; the command receives the chosen values as one cls under the parameter name into."""
+    import dataclasses
+    import functools
+    import typing
+
+    from grader.core.typed import type_hints
+
+    hints = type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if "flag" in f.metadata]
+
+    def click_type(f: dataclasses.Field):
+        meta = f.metadata
+        if "choices" in meta:
+            return click.Choice(list(meta["choices"]))
+        base = next((a for a in typing.get_args(hints[f.name]) if a is not type(None)), hints[f.name])
+        if base is int:
+            return click.IntRange(min=meta.get("at_least"))
+        if base is float:
+            return click.FloatRange(min=meta.get("at_least"))
+        return click.STRING
+
+    def decorate(command):
+        @functools.wraps(command)
+        def run(**kwargs):
+            chosen = {f.name: kwargs.pop(f"{into}__{f.name}") for f in fields}
+            return command(**kwargs, **{into: cls(**chosen)})
+
+        for f in reversed(fields):
+            option = click.Option([f.metadata["flag"], f"{into}__{f.name}"], type=click_type(f), default=f.default,
+                                  show_default=f.default is not None, metavar=f.metadata.get("metavar"),
+                                  help=f.metadata["help"])
+            option.section = section
+            run.__dict__.setdefault("__click_params__", []).append(option)
+        return run
+
+    return decorate

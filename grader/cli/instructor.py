@@ -8,13 +8,22 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from grader.cli.common import err_console, fail, terminal_width
+from grader.batch.cluster import SlurmOptions
+from grader.cli.common import SectionedCommand, err_console, fail, options_from, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
 
+SLURM_SECTION = "Slurm options (with --slurm)"
 
-@click.command()
+
+class _SlurmFlag(click.Option):
+    """--slurm itself, listed first in the Slurm section of --help."""
+
+    section = SLURM_SECTION
+
+
+@click.command(cls=SectionedCommand)
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write each student's reports into DIR/<student>/, and summary.csv, gradebook.csv, junit.xml "
@@ -36,33 +45,13 @@ from grader.core.locations import DEFAULT_EXERCISE
               help="The exercise (`grader exercises` lists them; default: the one whose kernel most files define).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
-@click.option("--slurm", is_flag=True,
+@click.option("--slurm", is_flag=True, cls=_SlurmFlag,
               help="Grade on a Slurm cluster: a job array through submitit, one shard and one GPU a task, merged into "
                    "--report-dir (on a filesystem every node sees) when all are done.")
-@click.option("--slurm-tasks", type=click.IntRange(min=1), default=4, show_default=True,
-              help="With --slurm: the array's size (the class is cut into this many shards).")
-@click.option("--partition", default=None, help="With --slurm: the partition (default: the cluster's).")
-@click.option("--time-limit", "time_min", type=click.IntRange(min=1), default=60, show_default=True,
-              help="With --slurm: each task's time limit, in minutes.")
-@click.option("--array-parallelism", type=click.IntRange(min=1), default=None,
-              help="With --slurm: at most this many tasks at once (default: all).")
-@click.option("--gres", default="gpu:1", show_default=True, help="With --slurm: each task's --gres.")
-@click.option("--cpus-per-task", type=click.IntRange(min=1), default=None,
-              help="With --slurm: each task's cores (default: 8, or a node's cores where the partition's nodes "
-                   "have fewer, from sinfo).")
-@click.option("--mem", "mem_mb", type=click.IntRange(min=1), default=None, metavar="MB",
-              help="With --slurm: each task's memory in MB (default: 8192, or a node's where less, from sinfo).")
-@click.option("--slurm-stall-min", "stall_min", type=click.FloatRange(min=0.1), default=15.0, show_default=True,
-              help="With --slurm: end the wait when nothing has progressed for this many minutes (no task ended, no "
-                   "student graded: a node down or drained, a task left COMPLETING), saying why and merging what "
-                   "finished; the rest stay queued.")
-@click.option("--slurm-cluster", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True,
-              help="With --slurm: local runs the array's tasks on this machine instead (submitit's local executor), "
-                   "to try a setup without a cluster.")
+@options_from(SlurmOptions, into="slurm_options", section=SLURM_SECTION)
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
           jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
-          slurm: bool, slurm_tasks: int, partition: str | None, time_min: int, array_parallelism: int | None,
-          gres: str, cpus_per_task: int | None, mem_mb: int | None, slurm_cluster: str, stall_min: float) -> None:
+          slurm: bool, slurm_options: SlurmOptions) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -71,7 +60,6 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     submissions.
     """
     from grader.batch import find_submissions, grade_folder
-    from grader.batch.slurm import SlurmOptions
     from grader.exercises import choose, exercise_for_class
 
     err = err_console()
@@ -87,10 +75,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         if slurm:
             _batch_on_slurm(directory, rubric=rubric, report_dir=report_dir, backend=backend, file_name=file_name,
                             roster=roster, jobs=jobs, shard=shard, err=err,
-                            options=SlurmOptions(tasks=slurm_tasks, partition=partition, time_min=time_min,
-                                                 parallelism=array_parallelism, gres=gres or None,
-                                                 cpus_per_task=cpus_per_task, mem_mb=mem_mb,
-                                                 cluster=slurm_cluster, stall_min=stall_min))
+                            options=slurm_options)
             return
         with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
