@@ -38,7 +38,7 @@ from grader.toolchain.tools import require as find_tool
 from grader.core.objmemo import read_beside
 from grader.core.source import Submission
 
-# (pattern on the imported function's plain name, why it is refused, what to do instead)
+# (pattern on the imported function's plain name, why it is refused and what to do instead)
 TIMING_RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^(cudaStream(Create|Destroy)|cuStream(Create|Destroy))"),
      "creates or destroys a stream: the grader replays your launcher's work on the stream it is given, the one it "

@@ -106,12 +106,6 @@ def task_resources(options: SlurmOptions) -> tuple[int, int | None]:
     return cpus, mem
 
 
-def queue_states(ids: list[str]) -> dict[str, tuple[str, str]] | None:
-    """squeue's (state, reason) for each listed array task still in the queue; None when squeue
-    cannot say."""
-    return squeue_answer(ids)[0]
-
-
 class NeverStarts(Exception):
     """A task is pending for a reason that does not clear by itself: the array is cancelled."""
 

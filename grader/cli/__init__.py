@@ -26,8 +26,18 @@ from grader.core.errors import Exit
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="grader", message="%(prog)s %(version)s")
 def cli() -> None:
-    """Autograder for CUDA kernel exercises (biasGeluFused, ropeHalfSplit, geluSum): compile, check, time and
-    grade a kernel."""
+    """Autograder for CUDA kernel exercises: compile, check, time and grade a kernel."""
+
+
+def _exercises_named() -> str:
+    """The exercises this install has, by their rubrics' file names (a glob: no YAML is read at start)."""
+    from grader.core.locations import rubrics_dir
+
+    names = sorted(p.stem for p in rubrics_dir().glob("*.yaml"))
+    return f" Exercises here: {', '.join(names)} (`grader exercises` says what each asks for)." if names else ""
+
+
+cli.help = (cli.help or "") + _exercises_named()
 
 
 # Each command's line in `grader --help`, whole (click cuts a docstring's first sentence to fit).

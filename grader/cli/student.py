@@ -49,7 +49,7 @@ from grader.core.outcomes import Outcome
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
            fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, counters: bool,
            watch: bool) -> None:
-    """Grade one submission FILE (a .cu defining an exercise's kernel, such as biasGeluFused).
+    """Grade one submission FILE (a .cu defining an exercise's kernel: `grader exercises` names them).
 
     Exit status: 0 graded correct, 1 graded incorrect, 2 a usage or rubric error, 3 not gradable
     (compile_error, rejected, crashed, timeout), 4 the machine, not the file (infrastructure_error:

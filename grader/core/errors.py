@@ -3,7 +3,7 @@
 A student's mistake is never one of these: a kernel that does not compile,
 computes the wrong thing, faults or hangs is a *result* (see results.py).
 These are problems with the grader's inputs or its machine, and the CLI
-turns each into an exit code (cli.py); nothing in the library exits.
+turns each into an exit code (grader/cli/common.fail); nothing in the library exits.
 """
 
 from __future__ import annotations
@@ -47,10 +47,6 @@ class InfrastructureError(GraderError):
     """The machine lacks what grading needs (nvcc, a GPU, a C++ compiler)."""
 
     exit_code = Exit.INFRASTRUCTURE
-
-
-class NoGPUError(InfrastructureError):
-    """A CUDA GPU was required but none is visible."""
 
 
 class ExerciseError(UsageError):

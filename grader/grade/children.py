@@ -179,9 +179,9 @@ class GradeRun:
         if self.recorder is not None and not self.recorder.gpu:
             # Recorded without a GPU, outside the lane (a batch records the next students while one is
             # timed); where the launcher needs the GPU, recorded again there, in the lane, as before.
-            code, variables, heap, params, driver = device_code.result()
-            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s, kernel_params=params,
-                              driver_stand_in=str(driver or ""))
+            code = device_code.result()
+            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s,
+                              kernel_params=code.kernel_params, driver_stand_in=str(code.driver_stand_in or ""))
             phases["offline_record_s"] = round(recorded.seconds, 3)
             phases.update(recorder_times(recorded))
             why = needs_gpu(recorded)
@@ -199,15 +199,16 @@ class GradeRun:
                 phases["lane_s"] = round(time.perf_counter() - clock, 3)
 
             if self.recorder is not None:
-                code, variables, heap, _, _ = device_code.result()
+                code = device_code.result()
                 launcher = rubric.kernel.launcher_name if sub.has_launcher else None
                 if recorded is not None:
-                    both = replay_recorded(recorded, self.worker, job, device_code=code, device_globals=variables,
-                                           device_heap=heap, time_limit_s=rubric.limits.time_limit_s,
+                    both = replay_recorded(recorded, self.worker, job, device_code=code.fatbins,
+                                           device_globals=code.variables, device_heap=code.heap,
+                                           time_limit_s=rubric.limits.time_limit_s,
                                            on_sent=handed_on, launcher=launcher, gate=self.recorder.gone)
                 else:
-                    both = record_then_replay(self.recorder, self.worker, job, device_code=code,
-                                              device_globals=variables, device_heap=heap,
+                    both = record_then_replay(self.recorder, self.worker, job, device_code=code.fatbins,
+                                              device_globals=code.variables, device_heap=code.heap,
                                               time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
                                               launcher=launcher)
                     phases["record_s"] = round(both.recorder.seconds, 3)
@@ -273,16 +274,26 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
     return out
 
 
-def _device_code(build: BuildResult) -> tuple[list[str], list[str], bool, dict[str, list[list[int]]], Path | None]:
-    """The fatbinaries the measuring process loads, its static variables' device names, whether
-    its device code calls malloc; for the recorder without a GPU, each kernel's parameter layout
-    and the stand-in driver."""
+@dataclass(frozen=True)
+class DeviceCode:
+    """What the build gives the measuring process and the recorder: the fatbinaries the measuring
+    process loads, its static variables' device names, whether its device code calls malloc; for
+    the recorder without a GPU, each kernel's parameter layout and the stand-in driver."""
+
+    fatbins: list[str]
+    variables: list[str]
+    heap: bool
+    kernel_params: dict[str, list[list[int]]]
+    driver_stand_in: Path | None
+
+
+def _device_code(build: BuildResult) -> DeviceCode:
     from grader.toolchain.build import (build_driver_stand_in, device_code, device_variables, kernel_parameters,
                                         uses_device_heap)
 
     fatbins = device_code(build.library)
-    return ([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
-            kernel_parameters(fatbins), build_driver_stand_in())
+    return DeviceCode([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
+                      kernel_parameters(fatbins), build_driver_stand_in())
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:
