@@ -99,14 +99,38 @@ def _field_comments(path: Path) -> dict[tuple[str, str], str]:
 
 def result_json_md() -> str:
     """Every key of result.json, from the dataclasses it is written from (grader/core/results.py)."""
+    from grader.core import results
+
+    return _keys_md(results.Result, "result", ["grader/core/contract.py", "grader/core/results.py"], [
+        GENERATED.format(source="grader/core/results.py"), "# result.json\n",
+        f"What `grader submit --json-out` and every report folder's result.json hold (schema "
+        f"`{results.SCHEMA}`), key by key. A part that is null was not reached (a grade that stopped "
+        "before its child ran has no `sandbox`).\n"])
+
+
+def insights_json_md() -> str:
+    """Every key of a batch's insights.json (grader/batch/insights.py)."""
+    from grader.batch import insights
+
+    return _keys_md(insights.ClassInsights, "insights", ["grader/batch/insights.py"], [
+        GENERATED.format(source="grader/batch/insights.py"), "# insights.json\n",
+        f"What `grader batch --report-dir DIR` writes into DIR/insights.json (schema `{insights.SCHEMA}`), from the "
+        "students' results alone: what made the slow kernels slow. class.html shows it, the end of `grader batch`'s "
+        "output says the first lines of it, and in GitHub Actions it goes into the job summary. The hardware's "
+        "spreads appear when the batch ran with `--counters` on a GPU.\n"])
+
+
+def _keys_md(top, name: str, sources: list[str], rows: list[str]) -> str:
+    """The keys of the dataclass top and of the dataclasses inside it, a table each, with each
+    field's trailing comment in sources as what it means."""
     import dataclasses
     import typing
 
-    from grader.core import results
     from grader.core.typed import type_hints
 
-    comments = {**_field_comments(ROOT / "grader" / "core" / "contract.py"),
-                **_field_comments(ROOT / "grader" / "core" / "results.py")}
+    comments = {}
+    for source in sources:
+        comments.update(_field_comments(ROOT / source))
 
     def inner(tp):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -125,21 +149,17 @@ def result_json_md() -> str:
             return " or ".join("None" if a is type(None) else shown(a) for a in typing.get_args(tp))
         text = getattr(tp, "__name__", None) if not typing.get_args(tp) else None
         return (text or str(tp).replace("typing.", "").replace("grader.core.results.", "")
-                .replace("grader.core.contract.", "")).replace("|", "or")
+                .replace("grader.core.contract.", "").replace("grader.batch.insights.", "")).replace("|", "or")
 
-    rows = [GENERATED.format(source="grader/core/results.py"), "# result.json\n",
-            f"What `grader submit --json-out` and every report folder's result.json hold (schema "
-            f"`{results.SCHEMA}`), key by key. A part that is null was not reached (a grade that stopped "
-            "before its child ran has no `sandbox`).\n"]
     seen: set[type] = set()
-    queue = [("", results.Result)]
+    queue = [("", top)]
     while queue:
         prefix, cls = queue.pop(0)
         if cls in seen:
             continue
         seen.add(cls)
         doc = " ".join((cls.__doc__ or "").split())
-        rows += [f"\n## `{prefix or 'result'}` ({cls.__name__})\n", doc + "\n" if doc and not doc.startswith(cls.__name__ + "(") else "",
+        rows += [f"\n## `{prefix or name}` ({cls.__name__})\n", doc + "\n" if doc and not doc.startswith(cls.__name__ + "(") else "",
                  "| key | type | what it means |", "| --- | --- | --- |"]
         hints = type_hints(cls)
         owners = {f.name: next(c.__name__ for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {}))
@@ -323,7 +343,7 @@ def cli_md() -> str:
 
 
 FILES = {"docs/samples.md": samples_md, "docs/rubric-keys.md": rubric_keys_md, "docs/cli.md": cli_md,
-         "docs/result-json.md": result_json_md, "docs/figures.md": figures_md}
+         "docs/result-json.md": result_json_md, "docs/insights-json.md": insights_json_md, "docs/figures.md": figures_md}
 
 
 def main() -> int:

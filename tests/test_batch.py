@@ -375,7 +375,10 @@ def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_pat
     assert dict(s.by_outcome) == {"gold": 1, "below": 2, "incorrect": 1, "did not compile": 1, "missing": 1}
     bar = s.bars[int(0.58 / BIN)]
     assert bar.count == 2 and set(bar.students) == {"bo", "<script>x"}
-    assert s.diagnoses == [("tanh_gelu", ["dee"])] and s.findings == [("scalar_loads", ["bo"])]
+    assert [(m.code, m.students) for m in s.insights.mistakes] == [("tanh_gelu", ["dee"])]
+    assert [(f.code, f.students, f.median_with, f.median_without) for f in s.insights.findings] == [
+        ("scalar_loads", ["bo"], 0.58, 0.775)]          # bo's 0.58 against ann's 0.96 and 0.59's median
+    assert json.loads((tmp_path / "insights.json").read_text())["findings"][0]["example"]["student"] == "bo"
     assert s.floors == [("NVIDIA H200", 3700.0)]
     assert ("carl", "did not compile", "k.cu:3: error: expected ';'") in s.not_graded
     page = (tmp_path / "class.html").read_text()

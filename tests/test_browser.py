@@ -54,6 +54,8 @@ document.getElementById("f").onload = function () {
     shown: shown, overflow: overflow,
     attempts: Array.from(d.querySelectorAll("svg.attempts")).map(box),
     links: Array.from(d.querySelectorAll("#students a")).map(function (a) { return a.getAttribute("href"); }),
+    insight_links: Array.from(d.querySelectorAll("#insights a")).map(function (a) { return a.getAttribute("href"); }),
+    spread_rows: d.querySelectorAll("#spreads tr").length,
     sorted: sorted, traceback: /Traceback|File ".*", line/.test(d.body.innerText),
     headings: Array.from(d.querySelectorAll("h2")).map(function (h) {
       return [h.innerText, Math.round(h.getBoundingClientRect().top)]; })});
@@ -129,15 +131,24 @@ def test_the_class_page_sorts_by_fraction_and_links_each_students_report(tmp_pat
     from grader.batch.inputs import Entry
     from grader.core.results import Result
 
+    from grader.core.results import CountersSummary, FindingEntry, KernelCounters
+
     graded = []
+    long = "`biasGeluFused` divides 64-bit integers (i % cols on size_t) by calling a division routine " * 3
     for who, fraction in (("ann", 0.59), ("bo", 0.95), ("cy", 0.77)):
         (tmp_path / who).mkdir()
         (tmp_path / who / "report.html").write_text("<html></html>")
+        k = KernelCounters("biasGeluFused", "_Z", [1, 1, 1], [256, 1, 1], 40.0, 80.0, 3000.0 * fraction, 1 << 26, 4.0, 4.0)
         r = Result(exercise="e", submission={"path": who, "sha256": ""}, backend="cuda", status="graded",
-                   grader_version="t", correct=True, tier="gold" if fraction > 0.9 else "below", fraction=fraction)
+                   grader_version="t", correct=True, tier="gold" if fraction > 0.9 else "below", fraction=fraction,
+                   findings=[FindingEntry("div64", "biasGeluFused", long, "a", ["line 9: " + "X" * 150])]
+                   if who != "bo" else [], counters=CountersSummary(kernels=[k]))
         graded.append(Graded(Entry(who, Path(who + ".cu")), r))
     write_class_report(graded, load_exercise("bias_gelu_fused"), tmp_path / "class.html")
     got = measure(tmp_path / "class.html")
     assert got["sorted"] == ["bo", "cy", "ann"]
     assert got["links"] == ["bo/report.html", "cy/report.html", "ann/report.html"]      # the rows, as sorted
-    assert got["scrollWidth"] <= got["clientWidth"]
+    assert got["insight_links"] == ["ann/report.html"]            # the slowest student with the finding, linked
+    assert got["spread_rows"] == 5                                # a heading and four counters
+    assert {"What made the slow kernels slow", "What the hardware measured"} <= {h for h, _ in got["headings"]}
+    assert got["scrollWidth"] <= got["clientWidth"]               # a long example line wraps

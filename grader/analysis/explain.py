@@ -15,7 +15,7 @@ from grader.analysis import findings, sass
 from grader.toolchain.build import build_submission
 from grader.toolchain.outcome import compile_message
 from grader.core.errors import InfrastructureError, UsageError
-from grader.core.results import FindingEntry
+from grader.core.results import CountersSummary, FindingEntry
 from grader.exercises.rubric import Rubric
 from grader.core.source import SourceProblem, read_submission
 
@@ -70,4 +70,35 @@ def render(ex: Explanation, file_name: str) -> str:
     else:
         out.append("Nothing in the compiled code stands out: loads are wide, no 64-bit division, no double "
                    "precision, no local memory, no needless barrier.")
+    return "\n".join(out) + "\n"
+
+
+def _num(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def render_counters(counters: CountersSummary | None, found: list[FindingEntry], graded: str) -> str:
+    """`grader explain --counters`: what the hardware counted on the timed call (the grade that read
+    it says graded: its outcome and fraction), each kernel's figures, then the counters' findings;
+    or why there are none."""
+    if counters is None or not counters.kernels:
+        why = counters.problem if counters is not None and counters.problem else "the grade read none"
+        return f"\nNo counters ({graded}): {why}\n"
+    out = [f"\nWhat the hardware counted ({counters.tool or 'Nsight Compute'}, the timed call replayed once more; "
+           f"{graded}; never the fraction or the tier):"]
+    for k in counters.kernels:
+        out.append(f"  {k.kernel}: {k.dram_pct:.1f}% of DRAM peak ({k.dram_gbps:.0f} GB/s), "
+                   f"{_num(k.load_sectors_per_request)} sectors per load request (ideal {_num(k.load_ideal)}), "
+                   f"{_num(k.store_sectors_per_request)} per store (ideal {_num(k.store_ideal)}), warps active "
+                   f"{_num(k.achieved_occupancy_pct)}% of {_num(k.theoretical_occupancy_pct)}% possible")
+    if counters.dram_over_model is not None:
+        out.append(f"  DRAM bytes: {counters.dram_over_model} x the byte model's")
+    said = [fe for fe in found if fe.source == "counters"]
+    if said:
+        out.append("What the counters show:")
+        for fe in said:
+            out += [f"- {fe.code}: {fe.message}", f"  {fe.advice}"]
+    else:
+        out.append("Nothing the counters measured stands out: loads and stores use the sectors a warp needs, and "
+                   "the SMs keep enough warps in flight.")
     return "\n".join(out) + "\n"

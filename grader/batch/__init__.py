@@ -35,13 +35,14 @@ __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder"
 def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = AUTO, report_dir: Path | None = None,
                  file_name: str | None = None, roster: Path | None = None,
                  progress: "Progress | None" = None, jobs: int | None = None,
-                 shard: tuple[int, int] = (1, 1)) -> "BatchOutcome":
+                 shard: tuple[int, int] = (1, 1), counters: bool = False) -> "BatchOutcome":
     """Grade every student's submission under directory. With report_dir: each student's reports
     in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
     them, written even when the batch is interrupted (with the rows done so far). jobs: how many
     submissions are in flight at once (default_jobs: a few per GPU lane, or one per core on the
     emulator). shard (K, N): only the K-th of N deterministic shares of the students (every N-th
-    in sorted order), for grading one class on N machines; `grader merge` combines them."""
+    in sorted order), for grading one class on N machines; `grader merge` combines them. counters: the
+    hardware's counters for each correct, timed kernel on a GPU (grade/request.GradeOptions.counters)."""
     from grader.batch.classreport import write_class_report
     from grader.batch.grading import default_jobs, grade_entries
     from grader.batch.inputs import find_submissions
@@ -61,7 +62,7 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
             jobs = default_jobs(chosen)
     with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
         outcome = grade_entries(entries, rubric=rubric, backend=chosen, report_dir=report_dir, progress=progress,
-                                jobs=jobs)
+                                jobs=jobs, counters=counters)
         if report_dir is not None and outcome.graded:
             write_summary(outcome.graded, report_dir / "summary.csv")
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")

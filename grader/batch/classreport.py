@@ -2,8 +2,8 @@
 
 Tier counts, a table of every student (outcome, tier, fraction, diagnosis; sortable by each, each
 row linked to that student's report.html), a histogram of the correct kernels' fractions with the
-tier lines, each GPU's floor, the most common diagnoses and findings with the students who got
-them, and the submissions that were not graded with why. The numbers are gathered here into a small typed object; the page is a template.
+tier lines, each GPU's floor, the class's insights (batch/insights.py: the named mistakes and the
+speed findings with the students who have them, linked), and the submissions that were not graded with why. The numbers are gathered here into a small typed object; the page is a template.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from grader.core import atomic
 from grader.batch.grading import Graded
+from grader.batch.insights import INSIGHTS_NAME, ClassInsights, gather, write_insights
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
 from grader.exercises.rubric import Rubric
@@ -54,12 +55,11 @@ class ClassSummary:
     gold: float
     silver: float
     floors: list[tuple[str, float]]              # (GPU, the median floor GB/s its results measured)
-    diagnoses: list[tuple[str, list[str]]]       # (code, students), most common first
-    findings: list[tuple[str, list[str]]]
     not_graded: list[tuple[str, str, str]] = field(default_factory=list)   # (student, status, first line)
     identical: list[list[str]] = field(default_factory=list)   # groups of students who handed in the same bytes
     unconfined: list[str] = field(default_factory=list)        # students whose code read unconfined (no Landlock)
     rows: list[StudentRow] = field(default_factory=list)                     # every student, by name
+    insights: ClassInsights | None = None        # what made the slow kernels slow (batch/insights.py)
 
 
 def _row(g: Graded, outcome: str, folder: Path | None) -> StudentRow:
@@ -78,8 +78,6 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
     outcomes: Counter = Counter()
     fractions: list[tuple[float, str]] = []
     floors: dict[str, list[float]] = {}
-    diag: dict[str, list[str]] = {}
-    find: dict[str, list[str]] = {}
     not_graded = []
     rows = []
     identical: dict[str, list[str]] = {}
@@ -107,10 +105,6 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
             fractions.append((r.fraction, who))
         if r.floor is not None and r.floor.gbps:
             floors.setdefault(r.device.name or "GPU", []).append(r.floor.gbps)
-        for d in r.diagnosis:
-            diag.setdefault(d.code, []).append(who)
-        for f in r.findings:
-            find.setdefault(f.code, []).append(who)
     top = max((f for f, _ in fractions), default=1.0)
     bins = int(min(max(top, 1.0), 2.0) / BIN) + 1
     bars = [Bar(round(i * BIN, 2), 0, []) for i in range(bins)]
@@ -124,13 +118,25 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
         title=rubric.title, students=len(graded), by_outcome=by_outcome, bars=bars,
         bar_max=max((b.count for b in bars), default=0) or 1, gold=rubric.tiers.gold, silver=rubric.tiers.silver,
         floors=[(gpu, sorted(v)[len(v) // 2]) for gpu, v in sorted(floors.items())],
-        diagnoses=sorted(diag.items(), key=lambda kv: (-len(kv[1]), kv[0])),
-        findings=sorted(find.items(), key=lambda kv: (-len(kv[1]), kv[0])), not_graded=not_graded,
+        not_graded=not_graded,
         rows=sorted(rows, key=lambda row: row.student), identical=sorted(sorted(g) for g in identical.values()),
         unconfined=sorted(unconfined))
 
 
+def class_insights(graded: list[Graded], folder: Path | None = None) -> ClassInsights:
+    """The class's insights (batch/insights.py), each student linked to their report in folder."""
+    def link(g: Graded) -> str:
+        report = folder / g.entry.student / "report.html" if folder is not None else None
+        return (quote(f"{g.entry.student}/report.html", errors="surrogateescape")
+                if report is not None and report.is_file() else "")
+
+    return gather([(g.entry.student, g.result, link(g)) for g in graded])
+
+
 def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:
+    """class.html at path, and insights.json beside it."""
     summary = summarise(graded, rubric, path.parent)
+    summary.insights = class_insights(graded, path.parent)
+    write_insights(summary.insights, path.parent / INSIGHTS_NAME)
     atomic.replace_text(path, render("class.html.j2", s=summary, bin=BIN))
     return summary

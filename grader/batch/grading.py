@@ -64,14 +64,17 @@ def default_jobs(backend: Backend, lanes: int = 1) -> int:
 
 
 def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, report_dir: Path | None,
-                  progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None) -> BatchOutcome:
+                  progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None,
+                  counters: bool = False) -> BatchOutcome:
     """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
     reports into report_dir/<student>/ and keep every result in report_dir/results.jsonl.
 
     jobs submissions are in flight at once: their compiles and child start-ups overlap, and each
     one's checks and timing wait for its GPU's lane (lanes.py), given round-robin over devices
     (default: every visible GPU). Ctrl-C stops the batch: what was done is kept, submissions
-    not yet started are not graded, and the outcome says interrupted."""
+    not yet started are not graded, and the outcome says interrupted. counters: each correct,
+    timed kernel's counters' pass on a GPU (GradeOptions.counters); a kept result without them is
+    graded again."""
     from grader.batch.store import STORE_NAME, ResultStore
 
     backend = resolve_backend(backend)
@@ -80,7 +83,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, rep
 
         devices = lanes.visible_devices()
     run = _ClassRun(rubric, backend, report_dir, jobs, devices,
-                    ResultStore(report_dir / STORE_NAME) if report_dir is not None else None)
+                    ResultStore(report_dir / STORE_NAME) if report_dir is not None else None, counters=counters)
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
     processes.reopen()
@@ -142,6 +145,7 @@ class _ClassRun:
     devices: list[str] | None
     store: object | None                    # batch/store.ResultStore
     shared: object | None = None            # exercises/pool.SharedStore, on a GPU
+    counters: bool = False                  # each correct, timed kernel's counters' pass (--counters)
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
 
     def not_reached(self, entry: Entry) -> Graded:
@@ -179,6 +183,8 @@ class _ClassRun:
         except OSError as exc:            # deleted, renamed or made unreadable since the class was listed
             return self._vanished(entry, exc)
         kept = self.store.reusable(entry.student, key) if self.store else None
+        if kept is not None and self.counters and self.backend.on_gpu and kept.correct and kept.counters is None:
+            kept = None                       # kept from a run without --counters: graded again for them
         if kept is not None:
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
                 from grader.report.files import write_reports      # emptied, broken, removed: written again
@@ -192,7 +198,8 @@ class _ClassRun:
         options = GradeOptions(
             device=self.devices[index % len(self.devices)] if self.devices else None,
             # the cores shared among the children
-            emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0)
+            emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
+            counters=self.counters)
         try:
             result = grade(GradeRequest(entry.path, self.rubric, self.backend, options), inputs=self.shared)
         except UsageError as exc:

@@ -46,6 +46,7 @@ class ShardTask:
     file_name: str | None = None
     roster: str | None = None
     jobs: int | None = None
+    counters: bool = False            # the counters' pass for each correct, timed kernel (--counters)
 
 
 @dataclass
@@ -69,7 +70,8 @@ def run_shard(task: ShardTask) -> int:
 
     outcome = grade_folder(Path(task.directory), rubric=load_rubric(task.rubric_path), backend=task.backend,
                            report_dir=Path(task.report_dir), file_name=task.file_name,
-                           roster=Path(task.roster) if task.roster else None, jobs=task.jobs, shard=task.shard)
+                           roster=Path(task.roster) if task.roster else None, jobs=task.jobs, shard=task.shard,
+                           counters=task.counters)
     return len(outcome.graded)
 
 
@@ -139,7 +141,7 @@ def squeue_answer(ids: list[str]) -> tuple[dict[str, tuple[str, str]] | None, st
 def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions,
                    backend: str | Backend = AUTO, file_name: str | None = None, roster: Path | None = None,
                    jobs: int | None = None, submitted=None,
-                   waiting: Callable[[dict[str, int]], None] | None = None) -> SlurmOutcome:
+                   waiting: Callable[[dict[str, int]], None] | None = None, counters: bool = False) -> SlurmOutcome:
     """Submit the class as a job array, wait for every task, merge their folders into report_dir.
     submitted(job_ids, log_folder) is called once the array is queued (to tell the user);
     waiting(counts) while it waits, with how many tasks are pending, running and done.
@@ -171,13 +173,13 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     report_dir = report_dir.resolve()
     with holding(report_dir, "grader batch --slurm"):
         return _run_array(directory, rubric=rubric, report_dir=report_dir, options=options, backend=backend,
-                          file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting,
+                          file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting, counters=counters,
                           submitit=submitit)
 
 
 def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions, backend: Backend,
                file_name: str | None, roster: Path | None, jobs: int | None, submitted, waiting,
-               submitit) -> SlurmOutcome:
+               submitit, counters: bool = False) -> SlurmOutcome:
     """grade_on_slurm's array, submitted, waited for and merged, under the report folder's lock."""
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
@@ -185,7 +187,8 @@ def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: Sl
     executor.update_parameters(**_array_parameters(options, rubric, backend, logs))
     n = options.tasks
     tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
-                       str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs)
+                       str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs,
+                       counters)
              for k in range(1, n + 1)]
     try:
         array = executor.map_array(run_shard, tasks)

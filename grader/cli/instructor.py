@@ -45,13 +45,18 @@ class _SlurmFlag(click.Option):
               help="The exercise (`grader exercises` lists them; default: the one whose kernel most files define).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
+@click.option("--counters", is_flag=True,
+              help="On a GPU, also read the hardware's counters for each correct, timed kernel (Nsight Compute: "
+                   "DRAM throughput, sectors per request, occupancy) into its report, and the class's spread of them "
+                   "into class.html and insights.json; the counters' pass costs each correct student a few seconds "
+                   "more on the GPU, never a change of fraction or tier.")
 @click.option("--slurm", is_flag=True, cls=_SlurmFlag,
               help="Grade on a Slurm cluster: a job array through submitit, one shard and one GPU a task, merged into "
                    "--report-dir (on a filesystem every node sees) when all are done.")
 @options_from(SlurmOptions, into="slurm_options", section=SLURM_SECTION)
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
           jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
-          slurm: bool, slurm_options: SlurmOptions) -> None:
+          counters: bool, slurm: bool, slurm_options: SlurmOptions) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -75,15 +80,29 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         if slurm:
             _batch_on_slurm(directory, rubric=rubric, report_dir=report_dir, backend=backend, file_name=file_name,
                             roster=roster, jobs=jobs, shard=shard, err=err,
-                            options=slurm_options)
+                            options=slurm_options, counters=counters)
             return
         with _BatchProgress(err) as progress:
             outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
                                    file_name=file_name, roster=roster, progress=progress, jobs=jobs,
-                                   shard=shard)
+                                   shard=shard, counters=counters)
     except GraderError as exc:
         fail(exc)
     _print_class(outcome, report_dir, err)
+
+
+def _say_insights(graded: list, err) -> None:
+    """What made the slow kernels slow, in a few lines (batch/insights.py), and in the GitHub job
+    summary where the batch runs in GitHub Actions."""
+    from grader.batch.classreport import class_insights
+    from grader.batch.insights import markdown, terminal_lines
+    from grader.platforms import github as gh
+
+    insights = class_insights(graded)
+    for line in terminal_lines(insights):
+        err.print(line, markup=False)
+    if gh.in_actions() and (insights.findings or insights.mistakes or insights.spreads):
+        gh.append_step_summary(markdown(insights))
 
 
 def _print_class(outcome, report_dir: Path | None, err) -> None:
@@ -104,6 +123,7 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
     for g in outcome.graded:
         if g.entry.identical_to:
             err.print(f"grader: {g.entry.student}: {identical_text(g)}")
+    _say_insights(outcome.graded, err)
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
         graded = sum(1 for g in outcome.graded if g.result is not None)
         err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml" +
@@ -121,7 +141,8 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
 
 
 def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend: str, file_name: str | None,
-                    roster: Path | None, jobs: int | None, shard: tuple[int, int], err, options) -> None:
+                    roster: Path | None, jobs: int | None, shard: tuple[int, int], err, options,
+                    counters: bool = False) -> None:
     from grader.batch.slurm import grade_on_slurm
 
     if report_dir is None:
@@ -144,7 +165,8 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
 
     outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
                              backend=backend,
-                             file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting)
+                             file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting,
+                             counters=counters)
     if outcome.interrupted:
         state = (f"the array was NOT cancelled ({outcome.not_cancelled}): cancel it with `scancel "
                  f"{outcome.job_ids[0].split('_')[0]}`" if outcome.not_cancelled and outcome.job_ids

@@ -250,23 +250,34 @@ def history(file: Path, clear: bool) -> None:
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
 @click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
-def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None) -> None:
-    """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is run)."""
+@click.option("--counters", is_flag=True,
+              help="On a GPU, also grade FILE and read the hardware's counters on its timed call (Nsight Compute: "
+                   "DRAM throughput, sectors per request, occupancy) and their findings; a correct kernel only.")
+def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None, counters: bool) -> None:
+    """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is
+    run); with --counters, also what the GPU's counters measured when it ran."""
     from grader.toolchain import gpuinfo
     from grader.analysis.explain import explain_submission, render
     from grader.core.backend import CUDA
+    from grader.core.errors import InfrastructureError
     from grader.exercises import choose
 
+    counted = ""
     try:
         if not file.is_file():                  # said in one line, as submit says it
             raise UsageError(f"{file}: no such file" if not file.exists() else f"{file}: a folder, not a .cu file")
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
-        reading = gpuinfo.probe() if arch is None else None
+        reading = gpuinfo.probe() if arch is None or counters else None
+        if counters and reading is None:
+            raise InfrastructureError("--counters reads an NVIDIA GPU's counters and none is visible here: run on a GPU "
+                                      "machine (without --counters, explain needs only nvcc).")
         target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
         ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
+        if counters and not ex.problem:
+            counted = _counted(file, rubric)
     except GraderError as exc:
         fail(exc)
-    text = render(ex, file.name)
+    text = render(ex, file.name) + counted
     width = terminal_width()
     if width is not None:                   # its prose wrapped to the terminal; SASS and source left whole
         from rich.markup import escape
@@ -274,6 +285,24 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
         text = "\n".join(piece.plain for piece in fitted(escape(text.rstrip("\n")), width)) + "\n"
     click.echo(text, nl=False)
     sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
+
+
+def _counted(file: Path, rubric) -> str:
+    """explain --counters: FILE graded on the GPU with the counters' pass, said as render_counters says it."""
+    from grader.analysis.explain import render_counters
+    from grader.core.backend import CUDA
+    from grader.grade.pipeline import grade
+    from grader.grade.request import GradeOptions, GradeRequest
+
+    r = grade(GradeRequest(file, rubric, CUDA, GradeOptions(counters=True)),
+              progress=lambda msg: err_console().print(f"[dim]grader: {msg}[/dim]"))
+    if r.status != Outcome.GRADED:
+        graded = f"{Outcome(r.status).text}: {(r.message.strip().splitlines() or [''])[0]}"
+    elif not r.correct:
+        graded = "graded incorrect: the counters are read for a correct kernel; `grader submit` says what is wrong"
+    else:
+        graded = f"graded correct, fraction {r.fraction:.3f}" if r.fraction is not None else "graded correct"
+    return render_counters(r.counters, r.findings, graded)
 
 
 COMMANDS = [submit, history, explain]

@@ -99,13 +99,18 @@ def step_summary(markdown: str, limit: int = SUMMARY_LIMIT) -> str:
     return cut + "\n\n*(trimmed to fit GitHub's 1 MiB step summary; result.json has everything)*\n"
 
 
-def publish(result: Result, markdown: str) -> list[str]:
-    """Append the summary to $GITHUB_STEP_SUMMARY (when set) and return the annotation lines to print."""
+def append_step_summary(markdown: str) -> None:
+    """Append markdown (trimmed to GitHub's limit) to $GITHUB_STEP_SUMMARY, when set."""
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(step_summary(markdown))
             f.write("\n")
+
+
+def publish(result: Result, markdown: str) -> list[str]:
+    """Append the summary to $GITHUB_STEP_SUMMARY (when set) and return the annotation lines to print."""
+    append_step_summary(markdown)
     return annotations(result)
 
 
