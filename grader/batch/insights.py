@@ -159,8 +159,13 @@ def _fraction(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def terminal_lines(ins: ClassInsights, *, findings: int = 5) -> list[str]:
-    """A few lines for the end of `grader batch`, each under 80 columns but an example's line."""
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 3].rstrip() + "..."
+
+
+def terminal_lines(ins: ClassInsights, *, findings: int = 5, width: int = 80) -> list[str]:
+    """A few lines for the end of `grader batch`, each at most width columns (an example's line cut:
+    class.html and insights.json have it whole)."""
     if not ins.findings and not ins.spreads:
         return []
     lines = [f"What made the slow kernels slow ({ins.correct_timed} correct kernels timed):" if ins.correct_timed else
@@ -171,7 +176,7 @@ def terminal_lines(ins: ClassInsights, *, findings: int = 5) -> list[str]:
                 f"  {fi.code}: {len(fi.students)} student(s)")
         lines.append(head)
         if fi.example is not None:
-            lines.append(f"    e.g. {fi.example.student}: {fi.example.line}")
+            lines.append(_cut(f"    e.g. {fi.example.student}: {fi.example.line}", width))
     if len(ins.findings) > findings:
         lines.append(f"  and {len(ins.findings) - findings} more finding(s): class.html, insights.json")
     for s in ins.spreads[:2]:
