@@ -453,7 +453,7 @@ def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each()
     from types import SimpleNamespace
 
     from grader.core.contract import DoneFrame, HelloFrame, clock_phases
-    from grader.grade.children import recorder_times as _recorder_times
+    from grader.grade.ways import recorder_times as _recorder_times
 
     run = SimpleNamespace(frames=[SimpleNamespace(data=HelloFrame(t=0.4, ready_t=0.1, job_t=0.3, loaded_t=0.35)),
                                   SimpleNamespace(data=DoneFrame(t=0.9, checks_t=0.5))])

@@ -1,7 +1,8 @@
 """A grade's run: its children started beside the build, its cases drawn and answered beside it
-(GradeRun.start returns them, Prepared), then the children's run in the GPU's lane (recorder,
-then measuring process) or the emulator's child (GradeRun.run_children returns what came back,
-Children), for the pipeline to judge (pipeline.py).
+(GradeRun.start returns them, Prepared), then the children's run, the way this grade runs them
+(grade/ways.py: a recording without a GPU then its replay, a recording on the GPU then its replay,
+or the emulator's child; GradeRun.run_children chooses one and returns what came back, Children),
+for the pipeline to judge (pipeline.py).
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ import contextlib
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from grader.core.errors import InfrastructureError
-from grader.core.contract import ChildSandbox, Job, RefusedFrame
+from grader.core.contract import Job
 from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
@@ -23,9 +23,10 @@ from grader.exercises.rubric import Rubric
 from grader.grade.early import Children as Started, start_children, start_recorder
 from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.request import GradeRequest
+from grader.grade.ways import (Children, DeviceCode, Emulated, RecordedOffline, RecordedOnGpu, Way,
+                               clocked_lane)
 from grader.grade.steps import Progress
 from grader.run import lanes
-from grader.run.replaying import needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_guard, build_reference
@@ -58,23 +59,6 @@ class Prepared:
         if self.store.secret is None:
             return None
         return PrivateInputs(drawn_ahead=self.store.drawn_ahead, batch=self.store.keep)
-
-
-@dataclass
-class Children:
-    """What the children's runs gave back: the run judged, every run (for their output), the
-    recorder's refusals and sandbox, and the GPU's state after them."""
-
-    judged: ChildRun
-    runs: list[ChildRun]
-    refusals: list[str] = field(default_factory=list)
-    recorder_sandbox: ChildSandbox | None = None
-    reading: Future | None = None       # nvidia-smi's reading after them, taken while the verdict is judged
-    replay: Job | None = None           # the measuring process's job, for the counters' pass
-
-    @property
-    def after(self) -> dict | None:
-        return None if self.reading is None else self.reading.result()
 
 
 class GradeRun:
@@ -169,63 +153,36 @@ class GradeRun:
         checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
         self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
                  f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
-        device_code = self.pool.submit(_device_code, build) if backend.records_then_replays else None
+        code = self.pool.submit(_device_code, build) if backend.records_then_replays else None
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
         waited = self.worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
         if self.recorder is not None:
             waited = max(waited, self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
         phases["child_start_wait_s"] = round(waited, 3)
-        recorded = None
-        if self.recorder is not None and not self.recorder.gpu:
-            # Recorded without a GPU, outside the lane (a batch records the next students while one is
-            # timed); where the launcher needs the GPU, recorded again there, in the lane, as before.
-            code = device_code.result()
-            recorded = record(self.recorder, job, time_limit_s=rubric.limits.time_limit_s,
-                              kernel_params=code.kernel_params, driver_stand_in=str(code.driver_stand_in or ""))
-            phases["offline_record_s"] = round(recorded.seconds, 3)
-            phases.update(recorder_times(recorded))
-            why = needs_gpu(recorded)
-            if why:
-                self.say(f"recording on the GPU: {why}")
-                recorded = None
-                self.recorder = start_recorder(rubric=rubric, backend=backend, device=self.device, gpu=True)
-                phases["gpu_recorder_wait_s"] = round(self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s), 3)
+        way = self._way(job, code, sub).before_lane()
+        if isinstance(way, RecordedOnGpu):
+            self.recorder = way.recorder               # the one started on the GPU, where the launcher needed it
         with lanes.gpu_lane(self.device) if backend.on_gpu else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
-            clock = time.perf_counter()
-
-            def handed_on() -> None:     # the lane is handed on once the child has sent everything
-                lane.release()
-                phases["lane_s"] = round(time.perf_counter() - clock, 3)
-
-            if self.recorder is not None:
-                code = device_code.result()
-                launcher = rubric.kernel.launcher_name if sub.has_launcher else None
-                if recorded is not None:
-                    both = replay_recorded(recorded, self.worker, job, device_code=code.fatbins,
-                                           device_globals=code.variables, device_heap=code.heap,
-                                           time_limit_s=rubric.limits.time_limit_s,
-                                           on_sent=handed_on, launcher=launcher, gate=self.recorder.gone)
-                else:
-                    both = record_then_replay(self.recorder, self.worker, job, device_code=code.fatbins,
-                                              device_globals=code.variables, device_heap=code.heap,
-                                              time_limit_s=rubric.limits.time_limit_s, on_sent=handed_on,
-                                              launcher=launcher)
-                    phases["record_s"] = round(both.recorder.seconds, 3)
-                    phases.update(recorder_times(both.recorder))
-                phases["gate_wait_s"] = round(both.gate_wait_s, 3)
-                out = Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []),
-                                both.refusals, _hello_sandbox(both.recorder) if both.measurer else None,
-                                replay=both.replay if both.measurer else None)
-            else:
-                run = self.worker.run(job, time_limit_s=rubric.limits.time_limit_s,
-                                      on_sent=handed_on if lane else None)
-                out = Children(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame)
-                                            for r in f.data.reasons])
-            phases["child_s"] = round(time.perf_counter() - clock, 3)
+            out = clocked_lane(way, lane)
+        phases.update(way.phases)
         if backend.on_gpu:
             out.reading = self.pool.submit(gpuinfo.snapshot)     # nvidia-smi takes a while: beside the verdict
         return out
+
+    def _way(self, job: Job, code: Future | None, sub: Submission) -> Way:
+        """How this grade runs its children (grade/ways.py): the emulator's one child, or a recording
+        then its replay, the recording made without a GPU where the recorder started without one."""
+        rubric, limit = self.rubric, self.rubric.limits.time_limit_s
+        launcher = rubric.kernel.launcher_name if sub.has_launcher else None
+        if self.recorder is None:
+            return Emulated(job, limit, launcher, worker=self.worker)
+        if self.recorder.gpu:
+            return RecordedOnGpu(job, limit, launcher, recorder=self.recorder, measurer=self.worker, code=code)
+        return RecordedOffline(job, limit, launcher, recorder=self.recorder, measurer=self.worker, code=code,
+                               on_gpu_recorder=lambda: start_recorder(rubric=rubric, backend=self.backend,
+                                                                      device=self.device, gpu=True),
+                               say=self.say)
 
     def counters(self, children: Children, *, launches, model_bytes: int | None) -> CountersSummary:
         """The counters' pass (run/profiling.py) over the timed call the measuring process replayed,
@@ -262,31 +219,6 @@ class GradeRun:
             self.store.close()
 
 
-def recorder_times(run: ChildRun) -> dict[str, float]:
-    """When the recorder was ready, was handed its job, loaded the library, ended the checks' calls
-    and the timing's, and sent everything (its own clock): where record_s goes."""
-    from grader.core.contract import DoneFrame, HelloFrame, clock_phases
-
-    out: dict[str, float] = {}
-    for f in run.frames:
-        if isinstance(f.data, (HelloFrame, DoneFrame)):
-            out.update(clock_phases(f.data, "recorder"))
-    return out
-
-
-@dataclass(frozen=True)
-class DeviceCode:
-    """What the build gives the measuring process and the recorder: the fatbinaries the measuring
-    process loads, its static variables' device names, whether its device code calls malloc; for
-    the recorder without a GPU, each kernel's parameter layout and the stand-in driver."""
-
-    fatbins: list[str]
-    variables: list[str]
-    heap: bool
-    kernel_params: dict[str, list[list[int]]]
-    driver_stand_in: Path | None
-
-
 def _device_code(build: BuildResult) -> DeviceCode:
     from grader.toolchain.build import (build_driver_stand_in, device_code, device_variables, kernel_parameters,
                                         uses_device_heap)
@@ -302,11 +234,3 @@ def output_of(runs: list[ChildRun]) -> OutputSummary:
     return OutputSummary(stdout="".join(r.stdout.text() for r in runs), stderr="".join(r.stderr.text() for r in runs),
                          stdout_bytes=sum(r.stdout.total for r in runs), stderr_bytes=sum(r.stderr.total for r in runs),
                          dropped_bytes=sum(r.stdout.dropped + r.stderr.dropped for r in runs))
-
-
-def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
-    """What a child (the recorder) said was in force."""
-    from grader.core.contract import HelloFrame
-
-    said = next((f.data.sandbox for f in run.frames if isinstance(f.data, HelloFrame)), None)
-    return said if isinstance(said, ChildSandbox) else None

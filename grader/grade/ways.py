@@ -1,0 +1,173 @@
+"""The ways a grade runs a submission's children, one object each: the recording made without a GPU
+then replayed on it, the recording made on the GPU then replayed, and the emulator's one child.
+GradeRun.run_children chooses one (way_for) and runs it in two steps: before the GPU's lane
+(nothing, or the recording without a GPU) and inside it (the replay and the timing, or the
+emulator's run). Each way books its own phases (result.json's `phases`, docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, RefusedFrame, clock_phases
+from grader.run.replaying import needs_gpu, record, record_then_replay, replay_recorded
+from grader.run.sandbox import ChildRun, Worker
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """What the build gives the measuring process and the recorder: the fatbinaries the measuring
+    process loads, its static variables' device names, whether its device code calls malloc; for
+    the recorder without a GPU, each kernel's parameter layout and the stand-in driver."""
+
+    fatbins: list[str]
+    variables: list[str]
+    heap: bool
+    kernel_params: dict[str, list[list[int]]]
+    driver_stand_in: Path | None
+
+
+@dataclass
+class Children:
+    """What the children's runs gave back: the run judged, every run (for their output), the
+    recorder's refusals and sandbox, and the GPU's state after them."""
+
+    judged: ChildRun
+    runs: list[ChildRun]
+    refusals: list[str] = field(default_factory=list)
+    recorder_sandbox: ChildSandbox | None = None
+    reading: Future | None = None       # nvidia-smi's reading after them, taken while the verdict is judged
+    replay: Job | None = None           # the measuring process's job, for the counters' pass
+
+    @property
+    def after(self) -> dict | None:
+        return None if self.reading is None else self.reading.result()
+
+
+def recorder_times(run: ChildRun) -> dict[str, float]:
+    """When the recorder was ready, was handed its job, loaded the library, ended the checks' calls
+    and the timing's, and sent everything (its own clock): where record_s goes."""
+    out: dict[str, float] = {}
+    for f in run.frames:
+        if isinstance(f.data, (HelloFrame, DoneFrame)):
+            out.update(clock_phases(f.data, "recorder"))
+    return out
+
+
+
+@dataclass
+class Way:
+    """What every way shares: the job, the time limit, the launcher's name (None: the kernel alone),
+    and the phases it books."""
+
+    job: Job
+    time_limit_s: float
+    launcher: str | None
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def before_lane(self) -> "Way":
+        """The work done outside the GPU's lane; returns the way that runs inside it (this one, or
+        another where this one found it cannot)."""
+        return self
+
+    def in_lane(self, handed_on: Callable[[], None] | None) -> Children:
+        raise NotImplementedError
+
+
+@dataclass
+class Emulated(Way):
+    """The emulator: one child runs the submission's host code and kernels on the CPU."""
+
+    worker: Worker | None = None
+
+    def in_lane(self, handed_on):
+        run = self.worker.run(self.job, time_limit_s=self.time_limit_s, on_sent=handed_on)
+        return Children(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons])
+
+
+@dataclass
+class RecordedOnGpu(Way):
+    """The recorder on the GPU runs the launcher, then the measuring process replays its recording:
+    both inside the lane."""
+
+    recorder: Worker | None = None
+    measurer: Worker | None = None
+    code: "Future[DeviceCode] | None" = None
+
+    def in_lane(self, handed_on):
+        code = self.code.result()
+        both = record_then_replay(self.recorder, self.measurer, self.job, device_code=code.fatbins,
+                                  device_globals=code.variables, device_heap=code.heap,
+                                  time_limit_s=self.time_limit_s, on_sent=handed_on, launcher=self.launcher)
+        self.phases["record_s"] = round(both.recorder.seconds, 3)
+        self.phases.update(recorder_times(both.recorder))
+        return _replayed(both, self.phases)
+
+
+@dataclass
+class RecordedOffline(Way):
+    """The recorder without a GPU runs the launcher outside the lane (a batch records the next
+    students while one is timed); inside it the measuring process replays the recording. Where the
+    launcher needs the GPU, the way becomes RecordedOnGpu, with a recorder started on the GPU."""
+
+    recorder: Worker | None = None
+    measurer: Worker | None = None
+    code: "Future[DeviceCode] | None" = None
+    on_gpu_recorder: Callable[[], Worker] | None = None      # starts the recorder on the GPU
+    say: Callable[[str], None] = print
+    recorded: ChildRun | None = None
+
+    def before_lane(self) -> Way:
+        code = self.code.result()
+        self.recorded = record(self.recorder, self.job, time_limit_s=self.time_limit_s,
+                               kernel_params=code.kernel_params, driver_stand_in=str(code.driver_stand_in or ""))
+        self.phases["offline_record_s"] = round(self.recorded.seconds, 3)
+        self.phases.update(recorder_times(self.recorded))
+        why = needs_gpu(self.recorded)
+        if not why:
+            return self
+        self.say(f"recording on the GPU: {why}")
+        recorder = self.on_gpu_recorder()
+        self.phases["gpu_recorder_wait_s"] = round(recorder.wait_ready(timeout_s=self.time_limit_s), 3)
+        return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, recorder, self.measurer, self.code)
+
+    def in_lane(self, handed_on):
+        code = self.code.result()
+        both = replay_recorded(self.recorded, self.measurer, self.job, device_code=code.fatbins,
+                               device_globals=code.variables, device_heap=code.heap, time_limit_s=self.time_limit_s,
+                               on_sent=handed_on, launcher=self.launcher, gate=self.recorder.gone)
+        return _replayed(both, self.phases)
+
+
+def _replayed(both, phases: dict) -> Children:
+    phases["gate_wait_s"] = round(both.gate_wait_s, 3)
+    return Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []), both.refusals,
+                    _hello_sandbox(both.recorder) if both.measurer else None,
+                    replay=both.replay if both.measurer else None)
+
+
+def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
+    """What a child (the recorder) said was in force."""
+    said = next((f.data.sandbox for f in run.frames if isinstance(f.data, HelloFrame)), None)
+    return said if isinstance(said, ChildSandbox) else None
+
+
+def clocked_lane(way: Way, lane) -> Children:
+    """way's run inside the lane (lane: the GPU's, or None on the emulator), booking lane_s when the
+    child has sent everything and the lane is handed on, and child_s when the run ends."""
+    clock = time.perf_counter()
+
+    def handed_on() -> None:
+        lane.release()
+        way.phases["lane_s"] = round(time.perf_counter() - clock, 3)
+
+    out = way.in_lane(handed_on if lane else None)
+    way.phases["child_s"] = round(time.perf_counter() - clock, 3)
+    return out
