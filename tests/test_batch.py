@@ -221,12 +221,13 @@ def test_a_batch_keeps_a_few_submissions_in_flight_for_each_gpu(cores, lanes, jo
 
 
 def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
+    from grader.batch.request import ClassRequest
     from grader.batch.grading import grade_entries
     from grader.batch.inputs import find_submissions
 
     fake = FakeGrader(monkeypatch)
     entries = find_submissions(_class(tmp_path, 4))
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=2, devices=["0", "1"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), devices=["0", "1"])
     assert fake.devices == {"s0": "0", "s1": "1", "s2": "0", "s3": "1"}
 
 
@@ -235,6 +236,7 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
     (the lane's grade, on its children's frames) waits at most half a millisecond for it, not 5."""
     import sys
 
+    from grader.batch.request import ClassRequest
     from grader.batch.grading import SWITCH_INTERVAL_S, grade_entries
     from grader.batch.inputs import find_submissions
 
@@ -247,11 +249,11 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
     monkeypatch.setattr(grader.grade.pipeline, "grade", watching)
     before = sys.getswitchinterval()
     entries = find_submissions(_class(tmp_path, 3))
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=2, devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), devices=["0"])
     assert seen and all(abs(v - SWITCH_INTERVAL_S) < 1e-9 for v in seen)
     assert sys.getswitchinterval() == before
     seen.clear()
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=None, jobs=1, devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=1), devices=["0"])
     assert seen and all(v == before for v in seen)            # one at a time: nothing to hand on to
 
 

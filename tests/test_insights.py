@@ -151,6 +151,7 @@ def test_a_batch_writes_insights_that_recount_from_results_jsonl(tmp_path):
 
 def test_batch_counters_reach_every_grade_and_a_kept_result_without_them_is_graded_again(tmp_path, monkeypatch,
                                                                                           rubric):
+    from grader.batch.request import ClassRequest
     from grader.batch.grading import grade_entries
     from grader.batch.inputs import find_submissions
     from grader.core.backend import CUDA
@@ -167,13 +168,13 @@ def test_batch_counters_reach_every_grade_and_a_kept_result_without_them_is_grad
     for i in range(3):
         (folder / f"s{i}.cu").write_text(f"// {i}\n")
     entries = find_submissions(folder)
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=tmp_path / "out", jobs=1, devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), devices=["0"])
     assert sorted(asked) == [("s0.cu", False), ("s1.cu", False), ("s2.cu", False)]
     asked.clear()
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=tmp_path / "out", jobs=1, devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), devices=["0"])
     assert asked == []                                     # unchanged: kept
-    grade_entries(entries, rubric=rubric, backend=CUDA, report_dir=tmp_path / "out", jobs=1, devices=["0"],
-                  counters=True)
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1, counters=True),
+                  devices=["0"])
     assert sorted(asked) == [("s0.cu", True), ("s1.cu", True), ("s2.cu", True)]
 
 

@@ -209,13 +209,14 @@ def test_a_controller_that_does_not_answer_ends_the_wait_without_saying_cancelle
 
 
 def test_auto_on_a_cluster_follows_the_gres_and_cuda_without_a_gpu_is_refused_in_words(tmp_path):
+    from grader.batch.request import ClassRequest
     from grader.batch.slurm import SlurmOptions, grade_on_slurm
     from grader.core.errors import UsageError
     from grader.exercises.rubric import load_rubric
 
     folder = _class(tmp_path / "class")
     with pytest.raises(UsageError, match="--gres gpu:1"):
-        grade_on_slurm(folder, rubric=load_rubric(), report_dir=tmp_path / "out", backend="cuda",
+        grade_on_slurm(ClassRequest(folder, load_rubric(), "cuda", report_dir=tmp_path / "out"),
                        options=SlurmOptions(gres=None))
 
 

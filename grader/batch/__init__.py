@@ -14,6 +14,7 @@ from grader.core.backend import AUTO, Backend
 
 if TYPE_CHECKING:
     from grader.batch.grading import BatchOutcome, Progress
+    from grader.batch.request import ClassRequest
     from grader.exercises.rubric import Rubric
 
 # Imported when first asked for: the CLI imports this package for its options (batch/slurm.py's
@@ -29,20 +30,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_folder", "merge_reports"]
+__all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_class", "grade_folder", "merge_reports"]
 
 
-def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = AUTO, report_dir: Path | None = None,
-                 file_name: str | None = None, roster: Path | None = None,
-                 progress: "Progress | None" = None, jobs: int | None = None,
-                 shard: tuple[int, int] = (1, 1), counters: bool = False) -> "BatchOutcome":
-    """Grade every student's submission under directory. With report_dir: each student's reports
-    in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml and results.jsonl beside
-    them, written even when the batch is interrupted (with the rows done so far). jobs: how many
-    submissions are in flight at once (default_jobs: a few per GPU lane, or one per core on the
-    emulator). shard (K, N): only the K-th of N deterministic shares of the students (every N-th
-    in sorted order), for grading one class on N machines; `grader merge` combines them. counters: the
-    hardware's counters for each correct, timed kernel on a GPU (grade/request.GradeOptions.counters)."""
+def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = AUTO,
+                 progress: "Progress | None" = None, **choices) -> "BatchOutcome":
+    """grade_class on the ClassRequest these make (choices: ClassRequest's other fields), for a
+    script or a test."""
+    from grader.batch.request import ClassRequest
+
+    return grade_class(ClassRequest(directory, rubric, backend, **choices), progress=progress)
+
+
+def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None) -> "BatchOutcome":
+    """Grade every student's submission under request.directory. With a report_dir: each student's
+    reports in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml, results.jsonl,
+    class.html and insights.json beside them, written even when the batch is interrupted (with the
+    rows done so far). The backend ("auto" decided once for the class) and the jobs (default_jobs:
+    a few per GPU lane, or one per core on the emulator) are resolved here; a shard (K, N) grades
+    only the K-th of N deterministic shares of the students, for one class on N machines (`grader
+    merge` combines them)."""
     from grader.batch.classreport import write_class_report
     from grader.batch.grading import default_jobs, grade_entries
     from grader.batch.inputs import find_submissions
@@ -50,9 +57,10 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
     from grader.batch.store import holding
     from grader.toolchain.gpuinfo import resolve_backend
 
-    k, n = shard
-    entries = find_submissions(directory, file_name=file_name, roster=roster)[k - 1 :: n]
-    chosen = resolve_backend(backend)               # "auto" decided once, for the whole class
+    k, n = request.shard
+    entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)[k - 1 :: n]
+    chosen = resolve_backend(request.backend)               # "auto" decided once, for the whole class
+    jobs = request.jobs
     if jobs is None:
         if chosen.on_gpu:
             from grader.run import lanes
@@ -60,9 +68,10 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
             jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
         else:
             jobs = default_jobs(chosen)
+    request = request.resolved(backend=chosen, jobs=jobs)
+    report_dir, rubric = request.report_dir, request.rubric
     with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
-        outcome = grade_entries(entries, rubric=rubric, backend=chosen, report_dir=report_dir, progress=progress,
-                                jobs=jobs, counters=counters)
+        outcome = grade_entries(entries, request, progress=progress)
         if report_dir is not None and outcome.graded:
             write_summary(outcome.graded, report_dir / "summary.csv")
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")

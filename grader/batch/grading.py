@@ -16,6 +16,7 @@ from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.contract import usable_cores
 from grader.core.errors import UsageError
+from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
@@ -63,27 +64,27 @@ def default_jobs(backend: Backend, lanes: int = 1) -> int:
     return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend.on_gpu else max(1, cores)
 
 
-def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, report_dir: Path | None,
-                  progress: Progress | None = None, jobs: int = 1, devices: list[str] | None = None,
-                  counters: bool = False) -> BatchOutcome:
-    """Grade each entry (reusing an unchanged stored result); with report_dir, write each one's
-    reports into report_dir/<student>/ and keep every result in report_dir/results.jsonl.
+def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Progress | None = None,
+                  devices: list[str] | None = None) -> BatchOutcome:
+    """Grade each entry as request says (its backend resolved; reusing an unchanged stored result);
+    with its report_dir, write each one's reports into report_dir/<student>/ and keep every result
+    in report_dir/results.jsonl.
 
-    jobs submissions are in flight at once: their compiles and child start-ups overlap, and each
-    one's checks and timing wait for its GPU's lane (lanes.py), given round-robin over devices
-    (default: every visible GPU). Ctrl-C stops the batch: what was done is kept, submissions
-    not yet started are not graded, and the outcome says interrupted. counters: each correct,
-    timed kernel's counters' pass on a GPU (GradeOptions.counters); a kept result without them is
-    graded again."""
+    request.jobs submissions are in flight at once (None: one): their compiles and child start-ups
+    overlap, and each one's checks and timing wait for its GPU's lane (lanes.py), given round-robin
+    over devices (default: every visible GPU). Ctrl-C stops the batch: what was done is kept,
+    submissions not yet started are not graded, and the outcome says interrupted. With
+    request.counters, a kept result without counters is graded again for them."""
     from grader.batch.store import STORE_NAME, ResultStore
 
-    backend = resolve_backend(backend)
+    backend, jobs, report_dir = resolve_backend(request.backend), request.jobs or 1, request.report_dir
     if backend.on_gpu and devices is None and jobs > 1:
         from grader.run import lanes
 
         devices = lanes.visible_devices()
-    run = _ClassRun(rubric, backend, report_dir, jobs, devices,
-                    ResultStore(report_dir / STORE_NAME) if report_dir is not None else None, counters=counters)
+    run = _ClassRun(request.rubric, backend, report_dir, jobs, devices,
+                    ResultStore(report_dir / STORE_NAME) if report_dir is not None else None,
+                    counters=request.counters)
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
     processes.reopen()
@@ -103,7 +104,7 @@ def grade_entries(entries: list[Entry], *, rubric: Rubric, backend: Backend, rep
         if backend.private_cases and any(e.path is not None and not e.problem for e in entries):
             from grader.exercises.pool import class_store
 
-            run.shared = class_store(rubric)
+            run.shared = class_store(request.rubric)
         if pool is None:
             for i, entry in enumerate(entries):
                 finished(i, run.one(i, entry))

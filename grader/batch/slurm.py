@@ -25,6 +25,7 @@ from grader.core.errors import InfrastructureError, UsageError
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
 
+from grader.batch.request import ClassRequest
 from grader.batch.cluster import CLUSTERS, WANT_CPUS, WANT_MEM_MB, SlurmOptions  # noqa: F401 - SlurmOptions for callers
 
 
@@ -138,10 +139,8 @@ def squeue_answer(ids: list[str]) -> tuple[dict[str, tuple[str, str]] | None, st
     return states, ""
 
 
-def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions,
-                   backend: str | Backend = AUTO, file_name: str | None = None, roster: Path | None = None,
-                   jobs: int | None = None, submitted=None,
-                   waiting: Callable[[dict[str, int]], None] | None = None, counters: bool = False) -> SlurmOutcome:
+def grade_on_slurm(request: ClassRequest, *, options: SlurmOptions, submitted=None,
+                   waiting: Callable[[dict[str, int]], None] | None = None) -> SlurmOutcome:
     """Submit the class as a job array, wait for every task, merge their folders into report_dir.
     submitted(job_ids, log_folder) is called once the array is queued (to tell the user);
     waiting(counts) while it waits, with how many tasks are pending, running and done.
@@ -149,8 +148,11 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     Stopping rule of the wait: until every task has left the queue (done, failed or cancelled); a
     task pending for a reason that never clears (NEVER_STARTS: more CPUs than any node has, an
     invalid account) cancels the array at once and raises InfrastructureError with Slurm's reason;
-    Ctrl-C cancels the array (scancel) and merges what finished."""
+    Ctrl-C cancels the array (scancel) and merges what finished. request.report_dir is required: a
+    folder every node can write (the shards go there, then the merged class)."""
     from grader.toolchain.gpuinfo import resolve_backend
+
+    backend, rubric = request.backend, request.rubric
 
     # "auto" on a cluster means what the array asks for: its GPU nodes where --gres asks for a GPU,
     # the emulator where it asks for none (--gres ''), never this machine's GPUs.
@@ -170,25 +172,23 @@ def grade_on_slurm(directory: Path, *, rubric: Rubric, report_dir: Path, options
     # submitit asks sacct for states and warns every few seconds where accounting is off; the wait
     # below asks squeue instead.
     logging.getLogger("submitit").setLevel(logging.ERROR)
-    report_dir = report_dir.resolve()
-    with holding(report_dir, "grader batch --slurm"):
-        return _run_array(directory, rubric=rubric, report_dir=report_dir, options=options, backend=backend,
-                          file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting, counters=counters,
-                          submitit=submitit)
+    request = request.resolved(backend=backend, report_dir=request.report_dir.resolve())
+    with holding(request.report_dir, "grader batch --slurm"):
+        return _run_array(request, options=options, submitted=submitted, waiting=waiting, submitit=submitit)
 
 
-def _run_array(directory: Path, *, rubric: Rubric, report_dir: Path, options: SlurmOptions, backend: Backend,
-               file_name: str | None, roster: Path | None, jobs: int | None, submitted, waiting,
-               submitit, counters: bool = False) -> SlurmOutcome:
-    """grade_on_slurm's array, submitted, waited for and merged, under the report folder's lock."""
+def _run_array(request: ClassRequest, *, options: SlurmOptions, submitted, waiting, submitit) -> SlurmOutcome:
+    """grade_on_slurm's array (request: its backend resolved), submitted, waited for and merged, under
+    the report folder's lock."""
+    rubric, report_dir, backend = request.rubric, request.report_dir, request.backend
     logs = report_dir / "slurm"
     executor = submitit.AutoExecutor(folder=str(logs / "%j"), cluster=options.cluster)
     logs.mkdir(parents=True, exist_ok=True)
     executor.update_parameters(**_array_parameters(options, rubric, backend, logs))
     n = options.tasks
-    tasks = [ShardTask(str(directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
-                       str(Path(rubric.path).resolve()), file_name, str(roster.resolve()) if roster else None, jobs,
-                       counters)
+    tasks = [ShardTask(str(request.directory.resolve()), str(shard_folder(report_dir, k, n)), (k, n), backend.name,
+                       str(Path(rubric.path).resolve()), request.file_name,
+                       str(request.roster.resolve()) if request.roster else None, request.jobs, request.counters)
              for k in range(1, n + 1)]
     try:
         array = executor.map_array(run_shard, tasks)

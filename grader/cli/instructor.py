@@ -64,7 +64,8 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     interrupted (the summary so far is written), 2 on a usage error such as a folder without
     submissions.
     """
-    from grader.batch import find_submissions, grade_folder
+    from grader.batch import find_submissions, grade_class
+    from grader.batch.request import ClassRequest
     from grader.exercises import choose, exercise_for_class
 
     err = err_console()
@@ -77,15 +78,13 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
         if picked is not None:
             err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
                       "--exercise names another)[/dim]")
+        request = ClassRequest(directory, rubric, backend, report_dir=report_dir, file_name=file_name, roster=roster,
+                               jobs=jobs, shard=shard, counters=counters)
         if slurm:
-            _batch_on_slurm(directory, rubric=rubric, report_dir=report_dir, backend=backend, file_name=file_name,
-                            roster=roster, jobs=jobs, shard=shard, err=err,
-                            options=slurm_options, counters=counters)
+            _batch_on_slurm(request, options=slurm_options, err=err)
             return
         with _BatchProgress(err) as progress:
-            outcome = grade_folder(directory, rubric=rubric, backend=backend, report_dir=report_dir,
-                                   file_name=file_name, roster=roster, progress=progress, jobs=jobs,
-                                   shard=shard, counters=counters)
+            outcome = grade_class(request, progress=progress)
     except GraderError as exc:
         fail(exc)
     _print_class(outcome, report_dir, err)
@@ -140,15 +139,14 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
         sys.exit(Exit.INFRASTRUCTURE)
 
 
-def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend: str, file_name: str | None,
-                    roster: Path | None, jobs: int | None, shard: tuple[int, int], err, options,
-                    counters: bool = False) -> None:
+def _batch_on_slurm(request, *, options, err) -> None:
     from grader.batch.slurm import grade_on_slurm
 
+    report_dir = request.report_dir
     if report_dir is None:
         raise UsageError("--slurm needs --report-dir: a folder every node can write (the shards go there, then "
                          "the merged class)")
-    if shard != (1, 1):
+    if request.shard != (1, 1):
         raise UsageError("--slurm cuts the class into shards itself (--slurm-tasks): leave out --shard")
 
     def submitted(ids: list[str], logs: Path) -> None:
@@ -163,10 +161,7 @@ def _batch_on_slurm(directory: Path, *, rubric, report_dir: Path | None, backend
             last[:] = [counts]
             err.print(f"grader: {counts['pending']} pending, {counts['running']} running, {counts['done']} done")
 
-    outcome = grade_on_slurm(directory, rubric=rubric, report_dir=report_dir, options=options,
-                             backend=backend,
-                             file_name=file_name, roster=roster, jobs=jobs, submitted=submitted, waiting=waiting,
-                             counters=counters)
+    outcome = grade_on_slurm(request, options=options, submitted=submitted, waiting=waiting)
     if outcome.interrupted:
         state = (f"the array was NOT cancelled ({outcome.not_cancelled}): cancel it with `scancel "
                  f"{outcome.job_ids[0].split('_')[0]}`" if outcome.not_cancelled and outcome.job_ids
