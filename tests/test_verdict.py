@@ -36,9 +36,10 @@ def read_run(run, cases, refs, rubric, build, path, result):
     """The verdict step and its assembly into result, as the pipeline does them."""
     from grader.core.backend import named
     from grader.grade.pipeline import take_verdict
-    from grader.verdict import judge_run
+    from grader.verdict import Judging, judge_run
 
-    take_verdict(result, judge_run(run, cases, refs, rubric, load_reference(rubric), build, path, named(result.backend)))
+    take_verdict(result, judge_run(run, cases, refs, Judging(rubric, load_reference(rubric), build, path,
+                                                             named(result.backend))))
 
 
 def output_frame(case, ref, pad, corrupt=False, past=False):

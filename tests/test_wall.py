@@ -88,7 +88,8 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     result.output = OutputSummary(stdout=run.stdout.text(), stderr=run.stderr.text())
     references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),
                                                      cache_root())) for c in cases}
-    take_verdict(result, verdict.judge_run(run, cases, references, rubric, reference, build, path, named(backend)))
+    take_verdict(result, verdict.judge_run(run, cases, references,
+                                           verdict.Judging(rubric, reference, build, path, named(backend))))
     return result
 
 

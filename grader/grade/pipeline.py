@@ -265,8 +265,8 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         if stop:
             return result.end(stop)
         clock = time.perf_counter()
-        judged = verdict.judge_run(children.judged, prepared.cases, prepared.answers, rubric, prepared.exercise, build, p,
-                                   backend)
+        judged = verdict.judge_run(children.judged, prepared.cases, prepared.answers,
+                                   verdict.Judging(rubric, prepared.exercise, build, p, backend))
         take_verdict(result, judged)
         result.phases.update(run.draw_times)
         if result.sandbox is not None:

@@ -16,17 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.backend import Backend
-from grader.toolchain.outcome import BuildResult
 from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
                                   TimingFrame, clock_phases)
-from grader.exercises import Reference as ExerciseReference
 from grader.exercises.plan import Case
 from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
                                  TimingResult)
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
-from grader.verdict.checks import check_case, index_stride
+from grader.verdict.checks import Judging, check_case, index_stride
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
@@ -35,7 +33,7 @@ INDEX_STRIDES = ("row_stride", "col_stride")      # verdict/checks.index_stride'
 # what an index past a buffer shows as (checks.py, diagnosis.py)
 OUT_OF_BOUNDS = ("writes_past_output", "reads_past_input", "writes_before_output", "writes_into_input")
 
-__all__ = ["Expected", "Verdict", "expected_for", "judge_run"]
+__all__ = ["Expected", "Judging", "Verdict", "expected_for", "judge_run"]
 
 
 @dataclass
@@ -69,8 +67,8 @@ class _Frames:
     done: bool = False
 
 
-def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
-                 reference: ExerciseReference, build: BuildResult, p: Path) -> _Frames:
+def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"],
+                 judging: Judging) -> _Frames:
     by_name = {c.name: c for c in cases}
     seen: set[str] = set()
     v = Verdict()
@@ -80,7 +78,7 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
         if isinstance(h, CaseFrame) and h.case in by_name:
             case = by_name[h.case]
             seen.add(case.name)
-            outcome = check_case(case, h, frame.payload, references[case.name], rubric, reference, build, p,
+            outcome = check_case(case, h, frame.payload, references[case.name], judging,
                                  {d.code for d in v.diagnosis})
             v.cases += outcome.rows
             v.maps += outcome.maps
@@ -111,11 +109,13 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
     return out
 
 
-def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"], rubric: Rubric,
-              reference: ExerciseReference, build: BuildResult, p: Path, backend: Backend) -> Verdict:
-    """The verdict on a child's run: each case checked against its float64 answers, how the run
-    ended, and for a correct kernel on a GPU its timing and tier."""
-    read = _read_frames(run, cases, references, rubric, reference, build, p)
+def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"],
+              judging: Judging) -> Verdict:
+    """The verdict on a child's run: each case checked against its float64 answers (judging: the
+    rubric, the reference, the build, the file and the backend), how the run ended, and for a
+    correct kernel on a GPU its timing and tier."""
+    rubric, p, backend = judging.rubric, judging.path, judging.backend
+    read = _read_frames(run, cases, references, judging)
     if not backend.times:
         # Nothing is timed there: a timing frame can only be forged (the emulator's child runs the
         # submission's host code, which can sign frames), and it never buys a fraction or a tier.

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.core.backend import Backend
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
 from grader.core.checking import compare, read_guards, within
@@ -36,14 +37,27 @@ class CaseOutcome:
     maps: list[MistakeMap] = field(default_factory=list)
 
 
-def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
-               reference: ExerciseReference, build: BuildResult, p: Path, known: set[str]) -> CaseOutcome:
+@dataclass(frozen=True)
+class Judging:
+    """What every case of one grade is judged against: the rubric, the exercise's reference (its
+    modelled mistakes), the build (a fault's source line), the student's file and the backend."""
+
+    rubric: Rubric
+    reference: ExerciseReference
+    build: BuildResult
+    path: Path
+    backend: Backend | None = None          # what the verdict asks what it times
+
+
+def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, judging: Judging,
+               known: set[str]) -> CaseOutcome:
     """Judge one case's frame; known: the diagnosis codes earlier cases gave (a named mistake
     explains the later cases' failures too)."""
     kind = "timed" if case.timed else "check"
     cr = CaseResult(case.name, list(case.dims.values()), case.inputs, case.seed, None, kind=kind)
-    out = CaseOutcome([cr], [])
-    _judge_frame(case, h, payload, expected, rubric, reference, build, p, known, cr, out)
+    check = _CaseCheck(judging, case, h, cr, CaseOutcome([cr], []), {t.name: t for t in judging.rubric.tensors})
+    check.judge(payload, expected, known)
+    rubric, out = judging.rubric, check.out
     if case.chain and rubric.chain is not None and not h.ok and not any(r.kind == "chain" for r in out.rows):
         # a check the progress line counted: said, never dropped (the chain runs on the kernel's output).
         # Only where the kernel's launch failed: a timed set carries the chain to time it, not to check it,
@@ -61,72 +75,144 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubri
     return out
 
 
-def _judge_frame(case: Case, h: CaseFrame, payload: bytes, expected: Future, rubric: Rubric,
-                 reference: ExerciseReference, build: BuildResult, p: Path, known: set[str], cr: CaseResult,
-                 out: CaseOutcome) -> None:
-    roles = {t.name: t for t in rubric.tensors}
-    if not h.ok:
-        _failed_launch(case, h, build, p, roles, cr, out)
-        return
-    ref: Expected = expected.result()
-    values = dims_values(rubric, case.dims)
-    outputs = _outputs(h, payload)
-    primary, second = outputs[: len(h.outputs)], outputs[len(h.outputs):]
-    first_failure = _compare_outputs(case, primary, ref, rubric, roles, values, cr, out)
-    cr.passed = first_failure is None
-    if first_failure is not None:
-        name, tensor, got, cmp, guards = first_failure
-        axes = _axes(rubric, tensor)
-        out.maps.append(build_map(case.name, name, axes, got, ref.want[name], rtol=ref.rtol, atol=ref.atol,
-                                  init=tensor.init, guards=guards, first=cmp.first.index if cmp.first else None))
-        # A named mistake, or outputs never written, explains the later cases' failures too.
-        named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
-        if not named and not (case.timed and known):
-            mistakes = reference.mistakes if name == _first_output(rubric) else {}
-            for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol,
-                              atol=ref.atol, axes=axes, mistakes=mistakes, init=tensor.init):
-                d.case = case.name
-                out.diagnoses.append(d)
-    _check_second_run(case, h, primary, second, ref, rubric, roles, values, cr.passed, cr, out)
+@dataclass
+class _CaseCheck:
+    """One case's frame being judged: what it is judged against, the case, the frame, its row (cr)
+    and what it shows (out), and the rubric's tensors by name."""
 
+    judging: Judging
+    case: Case
+    h: CaseFrame
+    cr: CaseResult
+    out: CaseOutcome
+    roles: dict
 
-def _failed_launch(case: Case, h: CaseFrame, build: BuildResult, p: Path, roles: dict, cr: CaseResult,
-                   out: CaseOutcome) -> None:
-    """A case whose launch failed: a fault in a buffer (named, and a diagnosis), a crash (the note
-    the verdict stops with), a launch error."""
-    fault = h.fault
-    if fault:
-        where = _source_line(build, fault.pc_offset, p)
-        if fault.buffer:
-            output = fault.buffer in roles and roles[fault.buffer].role == "out"
-            code = "writes_past_output" if output and fault.where == "past" else (
-                "writes_before_output" if output else "reads_past_input")
-            msg = _fault_words(fault)
-            cr.passed = False
-            cr.note = f"the kernel {msg}{where}"
-            stride = index_stride(p) if code in ("reads_past_input", "writes_past_output") else None
-            if stride is not None:
-                # the fault follows from the index's row or column stride: said with its line, and no advice
-                # to add a guard the file may already have
-                out.diagnoses.append(Diagnosis(stride[0], f"{msg}{where}; {stride[1]}", case.name))
-            else:
-                out.diagnoses.append(Diagnosis(code, f"{msg}{where}", case.name))
+    def judge(self, payload: bytes, expected: Future, known: set[str]) -> None:
+        h, case, cr, out, rubric = self.h, self.case, self.cr, self.out, self.judging.rubric
+        if not h.ok:
+            self.failed_launch()
             return
-        sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
-        if fault.signal == -1:
-            cr.note = f"crashed: {fault.message}{where}"
-        elif sig == "SIGFPE":
-            cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
-        else:
-            cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
-                       f"({sig or 'fault'}): a wild pointer{where}")
-        return
-    if h.fatal:
-        cr.note = f"crashed: {h.error}"
-        return
-    cr.passed = False
-    cr.note = h.error or "launch failed"
-    out.diagnoses.append(Diagnosis("launch_error", cr.note, case.name))
+        ref: Expected = expected.result()
+        values = dims_values(rubric, case.dims)
+        outputs = _outputs(h, payload)
+        primary, second = outputs[: len(h.outputs)], outputs[len(h.outputs):]
+        first_failure = self.compare_outputs(primary, ref, values)
+        cr.passed = first_failure is None
+        if first_failure is not None:
+            name, tensor, got, cmp, guards = first_failure
+            axes = _axes(rubric, tensor)
+            out.maps.append(build_map(case.name, name, axes, got, ref.want[name], rtol=ref.rtol, atol=ref.atol,
+                                      init=tensor.init, guards=guards, first=cmp.first.index if cmp.first else None))
+            # A named mistake, or outputs never written, explains the later cases' failures too.
+            named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
+            if not named and not (case.timed and known):
+                mistakes = self.judging.reference.mistakes if name == _first_output(rubric) else {}
+                for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol,
+                                  atol=ref.atol, axes=axes, mistakes=mistakes, init=tensor.init):
+                    d.case = case.name
+                    out.diagnoses.append(d)
+        self.second_run(primary, second, ref, values)
+
+    def failed_launch(self) -> None:
+        """A case whose launch failed: a fault in a buffer (named, and a diagnosis), a crash (the note
+        the verdict stops with), a launch error."""
+        h, cr, out, roles, p = self.h, self.cr, self.out, self.roles, self.judging.path
+        fault = h.fault
+        if fault:
+            where = _source_line(self.judging.build, fault.pc_offset, p)
+            if fault.buffer:
+                output = fault.buffer in roles and roles[fault.buffer].role == "out"
+                code = "writes_past_output" if output and fault.where == "past" else (
+                    "writes_before_output" if output else "reads_past_input")
+                msg = _fault_words(fault)
+                cr.passed = False
+                cr.note = f"the kernel {msg}{where}"
+                stride = index_stride(p) if code in ("reads_past_input", "writes_past_output") else None
+                if stride is not None:
+                    # the fault follows from the index's row or column stride: said with its line, and no
+                    # advice to add a guard the file may already have
+                    out.diagnoses.append(Diagnosis(stride[0], f"{msg}{where}; {stride[1]}", self.case.name))
+                else:
+                    out.diagnoses.append(Diagnosis(code, f"{msg}{where}", self.case.name))
+                return
+            sig = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(fault.signal, "")
+            if fault.signal == -1:
+                cr.note = f"crashed: {fault.message}{where}"
+            elif sig == "SIGFPE":
+                cr.note = f"crashed: arithmetic fault (integer division by zero?){where}"
+            else:
+                cr.note = (f"crashed: the kernel accessed address {fault.address:#x}, outside every buffer "
+                           f"({sig or 'fault'}): a wild pointer{where}")
+            return
+        if h.fatal:
+            cr.note = f"crashed: {h.error}"
+            return
+        cr.passed = False
+        cr.note = h.error or "launch failed"
+        out.diagnoses.append(Diagnosis("launch_error", cr.note, self.case.name))
+
+    def compare_outputs(self, primary: list, ref: Expected, values: dict):
+        """Every output against its float64 answer and its guards: the counts into cr, a chain's into
+        a row of its own; the first output that failed (name, tensor, got, comparison, guards) or None."""
+        case, cr, out, rubric = self.case, self.cr, self.out, self.judging.rubric
+        first_failure = None
+        for name, full, pad, floats in primary:
+            tensor = self.roles[name]
+            got = full[pad: pad + floats].reshape(shape_of(tensor, values))
+            cmp = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name],
+                          init=tensor.init)
+            guards = read_guards(full, pad, floats)
+            ok = cmp.passed and not guards.damaged
+            at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
+            mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None
+            if tensor.chain:
+                out.rows.append(CaseResult(
+                    f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
+                    case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten, mismatch,
+                    cmp.max_abs_error, cmp.max_rel_error, kind="chain"))
+                continue
+            cr.bad += cmp.bad
+            cr.total += cmp.total
+            cr.unwritten += cmp.unwritten
+            cr.max_abs_error = max(cr.max_abs_error or 0.0, cmp.max_abs_error)
+            cr.max_rel_error = max(cr.max_rel_error or 0.0, cmp.max_rel_error)
+            if mismatch and cr.first_mismatch is None:
+                cr.first_mismatch = mismatch
+            if not ok and first_failure is None:
+                first_failure = (name, tensor, got, cmp, guards)
+        return first_failure
+
+    def second_run(self, primary: list, second: list, ref: Expected, values: dict) -> None:
+        """The same case run again: in reverse block and thread order (the emulator) or once more (a
+        GPU, for an exercise whose sums may run in any order). A race shows as a difference."""
+        h, case, cr, out, roles = self.h, self.case, self.cr, self.out, self.roles
+        passed = cr.passed
+        how = ("when the same launch ran a second time" if h.second_kind == "repeat"
+               else "when blocks and threads ran in reverse order")
+        if h.second_error:
+            cr.passed = False
+            what = _fault_words(h.second_fault) if h.second_fault and h.second_fault.buffer else h.second_error
+            out.diagnoses.append(Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the "
+                                           "first time", case.name))
+        if second:
+            # The exercise lets a sum's order vary: the second run must be within the tolerance too,
+            # and must agree with the first within it.
+            firsts = {name: full[pad: pad + floats] for name, full, pad, floats in primary}
+            for name, full, pad, floats in second:
+                got = full[pad: pad + floats].reshape(shape_of(roles[name], values))
+                rc = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name],
+                             init=roles[name].init)
+                first = firsts[name].reshape(got.shape)
+                moved = int(((first.view(np.uint32) != got.view(np.uint32)) &
+                             ~within(got, first, rtol=ref.rtol, atol=ref.atol)).sum())
+                if (not rc.passed and passed) or moved:
+                    cr.passed = False
+                    out.diagnoses.append(Diagnosis("order_dependent", f"{moved} of {got.size} output values changed "
+                                                   f"{how} (beyond the tolerance): a race on the output", case.name))
+        elif h.second_differs and self.judging.rubric.checks.order_exact:
+            cr.passed = False
+            out.diagnoses.append(Diagnosis("order_dependent",
+                                           f"{h.second_diff_count} output floats changed {how}", case.name))
 
 
 def _outputs(h: CaseFrame, payload: bytes) -> list[tuple[str, np.ndarray, int, int]]:
@@ -139,69 +225,6 @@ def _outputs(h: CaseFrame, payload: bytes) -> list[tuple[str, np.ndarray, int, i
         outputs.append((meta.name, np.frombuffer(payload, dtype=np.float32, count=size // 4, offset=at), pad, floats))
         at += size
     return outputs
-
-
-def _compare_outputs(case: Case, primary: list, ref: Expected, rubric: Rubric, roles: dict, values: dict,
-                     cr: CaseResult, out: CaseOutcome):
-    """Every output against its float64 answer and its guards: the counts into cr, a chain's into
-    a row of its own; the first output that failed (name, tensor, got, comparison, guards) or None."""
-    first_failure = None
-    for name, full, pad, floats in primary:
-        tensor = roles[name]
-        got = full[pad: pad + floats].reshape(shape_of(tensor, values))
-        cmp = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name], init=tensor.init)
-        guards = read_guards(full, pad, floats)
-        ok = cmp.passed and not guards.damaged
-        at_ = _location(name, tensor, cmp.first.index) if cmp.first else ""
-        mismatch = {"at": at_, "got": cmp.first.got, "want": cmp.first.want} if cmp.first else None
-        if tensor.chain:
-            out.rows.append(CaseResult(
-                f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})", list(case.dims.values()),
-                case.inputs, case.seed, ok, cmp.bad, cmp.total, cmp.unwritten, mismatch,
-                cmp.max_abs_error, cmp.max_rel_error, kind="chain"))
-            continue
-        cr.bad += cmp.bad
-        cr.total += cmp.total
-        cr.unwritten += cmp.unwritten
-        cr.max_abs_error = max(cr.max_abs_error or 0.0, cmp.max_abs_error)
-        cr.max_rel_error = max(cr.max_rel_error or 0.0, cmp.max_rel_error)
-        if mismatch and cr.first_mismatch is None:
-            cr.first_mismatch = mismatch
-        if not ok and first_failure is None:
-            first_failure = (name, tensor, got, cmp, guards)
-    return first_failure
-
-
-def _check_second_run(case: Case, h: CaseFrame, primary: list, second: list, ref: Expected, rubric: Rubric, roles: dict,
-                      values: dict, passed: bool, cr: CaseResult, out: CaseOutcome) -> None:
-    """The same case run again: in reverse block and thread order (the emulator) or once more (a
-    GPU, for an exercise whose sums may run in any order). A race shows as a difference."""
-    how = ("when the same launch ran a second time" if h.second_kind == "repeat"
-           else "when blocks and threads ran in reverse order")
-    if h.second_error:
-        cr.passed = False
-        what = _fault_words(h.second_fault) if h.second_fault and h.second_fault.buffer else h.second_error
-        out.diagnoses.append(Diagnosis("order_dependent", f"the kernel failed ({what}) {how}, though it ran the first "
-                                    "time", case.name))
-    if second:
-        # The exercise lets a sum's order vary: the second run must be within the tolerance too,
-        # and must agree with the first within it.
-        firsts = {name: full[pad: pad + floats] for name, full, pad, floats in primary}
-        for name, full, pad, floats in second:
-            got = full[pad: pad + floats].reshape(shape_of(roles[name], values))
-            rc = compare(got, ref.want[name], rtol=ref.rtol, atol=ref.atol, prepared=ref.prepared[name],
-                         init=roles[name].init)
-            first = firsts[name].reshape(got.shape)
-            moved = int(((first.view(np.uint32) != got.view(np.uint32)) &
-                         ~within(got, first, rtol=ref.rtol, atol=ref.atol)).sum())
-            if (not rc.passed and passed) or moved:
-                cr.passed = False
-                out.diagnoses.append(Diagnosis("order_dependent", f"{moved} of {got.size} output values changed "
-                                            f"{how} (beyond the tolerance): a race on the output", case.name))
-    elif h.second_differs and rubric.checks.order_exact:
-        cr.passed = False
-        out.diagnoses.append(Diagnosis("order_dependent",
-                                    f"{h.second_diff_count} output floats changed {how}", case.name))
 
 
 def _fault_words(fault: Fault) -> str:
