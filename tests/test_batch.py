@@ -201,7 +201,7 @@ def test_submissions_overlap_in_flight_and_keep_their_order(tmp_path, monkeypatc
 def test_emulator_children_in_flight_share_the_cores(tmp_path, monkeypatch, rubric):
     """Each emulated child spreads a large launch over its threads: a batch of several at once
     gives each its share of the cores, a lone one (jobs=1) every core."""
-    from grader.core.contract import usable_cores
+    from grader.core.limits import usable_cores
 
     fake = FakeGrader(monkeypatch)
     grade_folder(_class(tmp_path, 4), rubric=rubric, backend="emulator", report_dir=None, jobs=2)

@@ -132,7 +132,7 @@ def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
 def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, tmp_path):
     import grader.grade.early
     import grader.grade.pipeline
-    from grader.core.contract import spread_threads
+    from grader.core.limits import spread_threads
     from grader.exercises import load_exercise
 
     seen = []

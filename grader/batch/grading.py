@@ -14,7 +14,7 @@ from grader.core import processes
 from grader.core.backend import Backend
 from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
-from grader.core.contract import usable_cores
+from grader.core.limits import usable_cores
 from grader.core.errors import UsageError
 from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome

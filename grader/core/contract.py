@@ -8,7 +8,6 @@ launches and sends back what each output holds.
 from __future__ import annotations
 
 import dataclasses
-import os
 from enum import Enum
 from dataclasses import dataclass, field
 
@@ -99,19 +98,6 @@ class Limits:
     device_heap_bytes: int
     drop_privileges: bool
     workspace_bytes: int = 256 << 20       # what a launcher may cudaMalloc, over all its calls
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity: `taskset -c 0` makes it one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def spread_threads(requested: int) -> int:
-    """The OS threads a large emulated launch may use (Job.emulator_threads): requested, or every
-    usable core when 0, and never more than those cores. A child inherits its parent's cores, so
-    the parent (for the child's CPU-time limit) and the child agree."""
-    cores = usable_cores()
-    return max(1, min(requested, cores) if requested > 0 else cores)
 
 
 class GuardMode(str, Enum):

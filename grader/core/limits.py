@@ -7,11 +7,14 @@ preexec_fn"). The grader takes what it may: the lower of the two, and says which
 (result.json's sandbox.lowered_limits), since a lower limit can only make a grade stricter, never
 let a submission take more.
 
-Only the resource module here: clamp() runs between fork and exec.
+Only the resource module is used by clamp(), which runs between fork and exec. The cores this
+process may run on (usable_cores) and a large emulated launch's threads (spread_threads) are here
+too: limits of the machine, not of the wire format.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 
 NAMES = {resource.RLIMIT_AS: "address space (builds)", resource.RLIMIT_CPU: "CPU seconds (the child)",
@@ -44,3 +47,16 @@ def lowered(wanted: dict[int, int]) -> dict[str, dict]:
         if inherited != resource.RLIM_INFINITY and inherited < value:
             out[NAMES.get(kind, str(kind))] = {"wanted": value, "inherited": inherited}
     return out
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: `taskset -c 0` makes it one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def spread_threads(requested: int) -> int:
+    """The OS threads a large emulated launch may use (Job.emulator_threads): requested, or every
+    usable core when 0, and never more than those cores. A child inherits its parent's cores, so
+    the parent (for the child's CPU-time limit) and the child agree."""
+    cores = usable_cores()
+    return max(1, min(requested, cores) if requested > 0 else cores)

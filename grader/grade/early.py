@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 
 from grader.core.backend import AUTO, Backend, named
-from grader.core.contract import spread_threads
+from grader.core.limits import spread_threads
 from grader.run.sandbox import Worker
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.contract import Job, RecordedOp, Recording, Role, spread_threads
+from grader.core.contract import Job, RecordedOp, Recording, Role
+from grader.core.limits import spread_threads
 from grader.run.sandbox import ChildRun, Worker
 
 

@@ -9,7 +9,8 @@ import ctypes
 import mmap
 import struct
 
-from grader.core.contract import Call, Fault, RecordedOp, spread_threads
+from grader.core.contract import Call, Fault, RecordedOp
+from grader.core.limits import spread_threads
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
 from grader.run.child.replay import Refused, Span, stream_op_problem, workspace_name
 
