@@ -263,3 +263,18 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_the_childs_timing_settings_are_the_rubrics_by_name_and_what_is_worked_out_from_it():
+    import dataclasses
+
+    from grader.exercises import load_exercise
+    from grader.grade.jobs import _timing_job
+
+    rubric = load_exercise("bias_gelu_fused")
+    changed = dataclasses.replace(rubric, timing=dataclasses.replace(rubric.timing, warmup=7, budget_s=4.5,
+                                                                     floor_buffers=2, baseline="x.sum()"))
+    job = _timing_job(changed)
+    assert (job.warmup, job.budget_s, job.floor_buffers, job.baseline) == (7, 4.5, 2, "x.sum()")
+    assert job.tier_lines == sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0}) and job.chain is True
+    assert job.copy_floats == 16384 * 1024

@@ -5,6 +5,8 @@ Below grading (which runs it) and above the exercise's plan and data (which it r
 
 from __future__ import annotations
 
+import dataclasses
+
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,7 +71,6 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
 
     checks = [resolve(c) for c in every if not c.timed]
     timed = [resolve(c) for c in every if c.timed]
-    t = rubric.timing
     job = Job(
         backend=backend, library=str(build.library), reference_library=str(reference.library),
         guard_library=str(guard) if guard else None, guard_mode=guard_mode,
@@ -79,16 +80,23 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
         order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
     )
     if backend.times:
-        job.timing = TimingJob(
-            floor=list(t.floor), informational_floor=t.informational_floor,
-            copy_floats=int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))), warmup=t.warmup,
-            min_samples=t.min_samples, max_samples=t.max_samples, target_half_width=t.target_half_width,
-            budget_s=t.budget_s, hard_budget_s=t.hard_budget_s, slow_launch_s=t.slow_launch_s,
-            chain=bool(rubric.chain.kernel and t.chain_bytes), baseline=t.baseline, baseline_rounds=t.baseline_rounds,
-            floor_buffers=t.floor_buffers, tier_lines=sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0}),
-            tier_half_width=t.tier_half_width)
+        job.timing = _timing_job(rubric)
         job.timed_cases = timed
         job.baseline_cases = [resolve(c) for c in extra]
     else:
         job.verify_cases = timed
     return job, every
+
+
+def _timing_job(rubric: Rubric) -> TimingJob:
+    """The child's timing settings: each of the rubric's timing keys the child reads, by the same
+    name (so a key added to both is passed on without another line here), and what is worked out
+    from the rubric: the copy's length at the timed shape, whether the chain is timed, the tiers'
+    lines."""
+    t = rubric.timing
+    worked_out = {"floor": list(t.floor),
+                  "copy_floats": int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))),
+                  "chain": bool(rubric.chain.kernel and t.chain_bytes),
+                  "tier_lines": sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0})}
+    same = {f.name: getattr(t, f.name) for f in dataclasses.fields(TimingJob) if f.name not in worked_out}
+    return TimingJob(**same, **worked_out)
