@@ -25,7 +25,7 @@ def kernels_of(path, rubric):
     build = build_submission(sub, rubric, backend=CUDA, arch="sm_90")
     assert build.ok, build.log
     found = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
-                         default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
+                         default_kernel=rubric.kernel.name, resources=build.resources)
     assert not isinstance(found, str), found      # the disassemblers come with the test extras
     return found
 

@@ -38,7 +38,7 @@ def explain_submission(path: Path, *, rubric: Rubric, backend: Backend, arch: st
     if not build.ok:
         return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")
     kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
-                           default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
+                           default_kernel=rubric.kernel.name, resources=build.resources)
     if isinstance(kernels, str):
         raise InfrastructureError(kernels)
     return Explanation(kernels, findings.explain(kernels, rubric, None, ""), lines)

@@ -21,6 +21,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grader.toolchain.outcome import KernelResources
 from grader.toolchain.tools import locate
 
 _FORMAT = 2                       # bump when the cached analysis changes shape
@@ -102,7 +103,7 @@ def _parse(listing: str) -> dict[str, list[Instruction]]:
     return kernels
 
 
-def _facts(instructions: list[Instruction], resources: dict | None) -> tuple[dict, list]:
+def _facts(instructions: list[Instruction], resources: KernelResources | None) -> tuple[dict, list]:
     costly = []
     loads, stores = [], []
     counts = dict.fromkeys(("div64", "double_ops", "local_ops", "barriers", "shared_ops"), 0)
@@ -125,12 +126,11 @@ def _facts(instructions: list[Instruction], resources: dict | None) -> tuple[dic
             counts["barriers"] += 1
         elif what == "shared memory":
             counts["shared_ops"] += 1
-    res = resources or {}
     facts = {"global_loads": len(loads), "max_load_bytes": max(loads, default=0),
              "min_load_bytes": min(loads, default=0), "global_stores": len(stores),
              "max_store_bytes": max(stores, default=0), **counts,
-             "registers": res.get("registers") or 0,
-             "spill_bytes": (res.get("spill_stores") or 0) + (res.get("spill_loads") or 0)}
+             "registers": (resources.registers if resources else None) or 0,
+             "spill_bytes": ((resources.spill_stores or 0) + (resources.spill_loads or 0)) if resources else 0}
     return facts, costly
 
 
@@ -179,7 +179,8 @@ def _launched(obj: Path, objdump: str, launcher: str | None, default_kernel: str
     return launched or set(mangled_names)
 
 
-def analyse(obj: Path, *, launcher: str | None, default_kernel: str, resources: list[dict]) -> list[KernelCode] | str:
+def analyse(obj: Path, *, launcher: str | None, default_kernel: str,
+            resources: list[KernelResources]) -> list[KernelCode] | str:
     """Every kernel's facts (cached beside the object); a string saying why when it cannot be done."""
     cache = obj.parent / "sass.json"
     if cache.exists():
@@ -205,7 +206,7 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str, resources: 
             return f"nvdisasm failed: {listing.stderr.strip()[:300]}"
     sections = _parse(listing.stdout)
     kernels_only = {m: ins for m, ins in sections.items() if not m.startswith("$")}
-    by_name = {r["name"]: r for r in resources}
+    by_name = {r.name: r for r in resources}
     launched = _launched(obj, objdump, launcher, default_kernel, list(kernels_only))
     result = []
     for mangled, instructions in kernels_only.items():

@@ -345,7 +345,7 @@ def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
     from grader.analysis import sass
 
     return sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
-                        default_kernel=rubric.kernel.name, resources=[vars(r) for r in build.resources])
+                        default_kernel=rubric.kernel.name, resources=build.resources)
 
 
 def _findings(kernels, result: Result, rubric: Rubric, arch: str) -> tuple[SassSummary, list]:
