@@ -336,7 +336,9 @@ def cli_md() -> str:
     parts = [GENERATED.format(source="grader/cli/"), "# Command line\n"]
     top = runner.invoke(cli, ["--help"], prog_name="grader", terminal_width=100).output
     parts.append("```\n$ grader --help\n" + top.rstrip() + "\n```\n")
-    for name in sorted(cli.commands):
+    from grader.cli import all_commands
+
+    for name in sorted(all_commands()):
         text = runner.invoke(cli, [name, "--help"], prog_name="grader", terminal_width=100).output
         parts.append(f"## grader {name}\n\n```\n" + text.rstrip() + "\n```\n")
     return "\n".join(parts)

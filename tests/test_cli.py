@@ -19,7 +19,11 @@ def test_version():
 
 def test_every_command_has_help_text():
     assert cli.help
-    for name, command in cli.commands.items():
+    from grader.cli import WHERE, all_commands
+
+    commands = all_commands()
+    assert sorted(commands) == sorted(WHERE) and len(commands) == 10
+    for name, command in commands.items():
         assert command.help, f"{name} has no help text"
         r = invoke(name, "--help")
         assert r.exit_code == 0 and "Usage" in r.output

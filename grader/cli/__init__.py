@@ -19,11 +19,36 @@ import time
 import click
 
 from grader import __version__
-from grader.cli import instructor, machine, student
+from grader.cli import student
 from grader.core.errors import Exit
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Where each command lives, in the order `grader --help` lists them: a command's module is imported
+# when it runs (or --help lists it), so `grader submit` imports none of the instructor's or the
+# machine's commands (nor the batch they reach).
+WHERE = {"submit": "student", "history": "student", "explain": "student", "batch": "instructor",
+         "merge": "instructor", "samples": "instructor", "cache": "machine", "exercises": "machine",
+         "calibrate": "machine", "rubric-keys": "machine"}
+
+
+class _Commands(click.Group):
+    """The grader's commands, each imported from its module (WHERE) when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(WHERE)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in WHERE:
+            return None
+        import importlib
+
+        module = importlib.import_module(f"grader.cli.{WHERE[name]}")
+        command = next(c for c in module.COMMANDS if c.name == name)
+        command.short_help = SHORT_HELP.get(name, command.short_help)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="grader", message="%(prog)s %(version)s")
 def cli() -> None:
     """Autograder for CUDA kernel exercises: compile, check, time and grade a kernel."""
@@ -40,6 +65,12 @@ def _exercises_named() -> str:
 cli.help = (cli.help or "") + _exercises_named()
 
 
+def all_commands() -> dict[str, click.Command]:
+    """Every command by name, each imported (the docs and the tests walk them all)."""
+    ctx = click.Context(cli)
+    return {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
+
+
 # Each command's line in `grader --help`, whole (click cuts a docstring's first sentence to fit).
 SHORT_HELP = {
     "submit": "Grade one submission: check, time, tier, report.",
@@ -54,10 +85,6 @@ SHORT_HELP = {
     "rubric-keys": "List every rubric key with its default.",
 }
 
-for _module in (student, instructor, machine):
-    for _command in _module.COMMANDS:
-        _command.short_help = SHORT_HELP.get(_command.name, _command.short_help)
-        cli.add_command(_command)
 
 
 STOP_GRACE_S = float(os.environ.get("GRADER_STOP_GRACE_S", "20"))
