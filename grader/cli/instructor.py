@@ -169,8 +169,9 @@ def _batch_on_slurm(request, *, options, err) -> None:
         err.print(f"grader: interrupted; {state}, {len(outcome.graded)} student(s) that finished "
                   f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
         sys.exit(Exit.INTERRUPTED)
+    _say_insights(outcome.graded, err)
     err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
-              "gradebook.csv, junit.xml and class.html[/dim]")
+              "gradebook.csv, junit.xml, class.html and insights.json[/dim]")
     problems = outcome.failed_tasks + [f"{g.entry.student}: infrastructure_error"
                                        for g in outcome.infrastructure_failures]
     if problems:
