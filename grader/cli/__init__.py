@@ -35,11 +35,11 @@ class _Commands(click.Group):
     """The grader's commands, each imported from its module (WHERE) when first asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(WHERE)
+        return list(WHERE) + [name for name in self.commands if name not in WHERE]     # and any added
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in WHERE:
-            return None
+            return super().get_command(ctx, name)       # a command added with cli.command() or add_command()
         import importlib
 
         module = importlib.import_module(f"grader.cli.{WHERE[name]}")
