@@ -6,33 +6,30 @@ array take it, so no step of a batch takes these one by one."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.backend import AUTO, Backend, named
+from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
-
-
-def _doc(text: str, **kw):
-    return field(metadata={"doc": text}, **kw)
 
 
 @dataclass(frozen=True)
 class ClassRequest:
-    directory: Path = _doc("The class folder: .cu files, or one folder per student.")
-    rubric: Rubric = _doc("The exercise's rubric.")
-    backend: Backend | str = _doc('Where to run: a Backend, or "auto" until the batch resolves it once for the '
+    directory: Path = doc_field("The class folder: .cu files, or one folder per student.")
+    rubric: Rubric = doc_field("The exercise's rubric.")
+    backend: Backend | str = doc_field('Where to run: a Backend, or "auto" until the batch resolves it once for the '
                                   "whole class.", default=AUTO)
-    report_dir: Path | None = _doc("Each student's reports in report_dir/<student>/, and the class's files beside "
+    report_dir: Path | None = doc_field("Each student's reports in report_dir/<student>/, and the class's files beside "
                                    "them (None: nothing written, nothing kept for a rerun).", default=None)
-    file_name: str | None = _doc("In per-student folders, the submission's file name (None: the folder's only .cu "
+    file_name: str | None = doc_field("In per-student folders, the submission's file name (None: the folder's only .cu "
                                  "file).", default=None)
-    roster: Path | None = _doc("A roster CSV naming each student and listing those without a submission.",
+    roster: Path | None = doc_field("A roster CSV naming each student and listing those without a submission.",
                                default=None)
-    jobs: int | None = _doc("Submissions in flight at once (None: a few per GPU lane, one per core on the "
+    jobs: int | None = doc_field("Submissions in flight at once (None: a few per GPU lane, one per core on the "
                             "emulator: grading.default_jobs).", default=None)
-    shard: tuple[int, int] = _doc("(K, N): only the K-th of N deterministic shares of the students.", default=(1, 1))
-    counters: bool = _doc("Each correct, timed kernel's counters' pass on a GPU (GradeOptions.counters).",
+    shard: tuple[int, int] = doc_field("(K, N): only the K-th of N deterministic shares of the students.", default=(1, 1))
+    counters: bool = doc_field("Each correct, timed kernel's counters' pass on a GPU (GradeOptions.counters).",
                           default=False)
 
     def __post_init__(self) -> None:

@@ -11,6 +11,12 @@ import typing
 from typing import Any
 
 
+def doc_field(text: str, **kw: Any) -> Any:
+    """A dataclass field with its description (metadata "doc"), for the typed configurations whose
+    every key says what it does: the rubric's schema, a grade's and a class's request."""
+    return dataclasses.field(metadata={"doc": text}, **kw)
+
+
 @functools.cache
 def type_hints(cls: type) -> dict[str, Any]:
     """cls's resolved annotations, worked out once a class (typing.get_type_hints evaluates

@@ -10,13 +10,13 @@ import dataclasses
 import functools
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from grader.core.exprs import Expr
 from grader.core.outcomes import Tier
 from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
 from grader.core.signature import Signature, parse_signature
-from grader.core.typed import type_hints
+from grader.core.typed import doc_field as _doc, type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / f"{DEFAULT_EXERCISE}.yaml"
 
@@ -40,10 +40,6 @@ CORE_CODES = (
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")
-
-
-def _doc(text: str, **kw: Any) -> Any:
-    return field(metadata={"doc": text}, **kw)
 
 
 @dataclass(frozen=True)

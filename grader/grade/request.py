@@ -12,28 +12,25 @@ from pathlib import Path
 
 from grader.core.backend import AUTO, Backend, named
 from grader.core.contract import GuardMode
+from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
-
-
-def _doc(text: str, **kw):
-    return field(metadata={"doc": text}, **kw)
 
 
 @dataclass(frozen=True)
 class GradeOptions:
     """What a caller may choose for one grade; every field has its default and says what it does."""
 
-    device: str | None = _doc("The GPU to run on, as a CUDA_VISIBLE_DEVICES entry (None: the first visible one). The "
+    device: str | None = doc_field("The GPU to run on, as a CUDA_VISIBLE_DEVICES entry (None: the first visible one). The "
                               "child's checks and timing run inside that GPU's lane (run/lanes.py).", default=None)
-    emulator_threads: int = _doc("The OS threads a large emulated launch runs on (0: every core the child may use); a "
+    emulator_threads: int = doc_field("The OS threads a large emulated launch runs on (0: every core the child may use); a "
                                  "batch grading several submissions at once on the emulator gives each one.", default=0)
-    counters: bool = _doc("After a correct, timed grade on a GPU, replay the timed call once more under Nsight "
+    counters: bool = doc_field("After a correct, timed grade on a GPU, replay the timed call once more under Nsight "
                           "Compute (run/profiling.py) for what the hardware counted (result.counters); it never "
                           "changes the fraction or the tier.", default=False)
-    draw_ahead: bool = _doc("After a GPU grade, start the detached process that draws the next run's private cases "
+    draw_ahead: bool = doc_field("After a GPU grade, start the detached process that draws the next run's private cases "
                             "(exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).",
                             default=False)
-    audit_syscalls: bool = _doc("Run the child's filter in audit mode: every system call allowed and recorded "
+    audit_syscalls: bool = doc_field("Run the child's filter in audit mode: every system call allowed and recorded "
                                 "(result.sandbox.audit). For measuring what CUDA and the grader need, never for "
                                 "grading students; the command line does not offer it.", default=False)
 
