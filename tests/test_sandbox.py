@@ -503,3 +503,35 @@ def test_folders_a_killed_grader_left_are_swept_and_fresh_ones_kept(tmp_path, mo
     monkeypatch.setattr(folders, "FALLBACK_BASES", ())
     folders.sweep_stale_folders(str(tmp_path))
     assert not old.exists() and fresh.is_dir() and other.is_dir()
+
+
+def test_libraries_preloaded_before_the_job_are_loaded_first_and_the_job_still_runs(rubric, write_cu, tmp_path):
+    """Worker.preload: the child loads the grader's libraries the parent names before its job
+    arrives (a measuring process starts the reference library's CUDA runtime while the recorder
+    records); the job's own load finds them loaded, and a name that cannot be loaded is left to
+    the job to report, never a hang or a lost job."""
+    from test_wall import launcher
+
+    from grader.core.contract import CaseFrame, HelloFrame
+    from grader.grade.jobs import child_job
+    from grader.toolchain.build import build_guard, build_submission
+    from grader.core.source import read_submission
+    from grader.run import sandbox
+
+    sub = read_submission(write_cu(launcher("")), rubric.kernel.launcher_name)
+    build = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
+    job, _ = child_job(rubric, backend=EMULATOR, build=build, has_launcher=True, guard=build_guard(), draw=True)
+    job.timing, job.timed_cases, job.verify_cases = None, [], []
+
+    for names in ([job.reference_library], [str(tmp_path / "missing.so"), job.reference_library]):
+        with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:
+            worker.preload(names)
+            run = worker.run(job, time_limit_s=30)
+        hello = next(f.data for f in run.frames if isinstance(f.data, HelloFrame))
+        assert hello.preloaded_t is not None and hello.preloaded_t <= hello.job_t, (hello, names)
+        cases = [f.data for f in run.frames if isinstance(f.data, CaseFrame)]
+        assert len(cases) == len(job.cases) and all(c.ok for c in cases), names
+
+    with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:   # none sent: none said
+        run = worker.run(job, time_limit_s=30)
+    assert next(f.data for f in run.frames if isinstance(f.data, HelloFrame)).preloaded_t is None

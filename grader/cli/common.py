@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
 
 from grader.core.errors import GraderError
 from grader.platforms.documents import FORMATS  # noqa: F401 - the one list, as the options offer it
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 def err_console() -> Console:
+    # rich is imported here, not with the CLI: `grader submit` starts its children before it (grade/early.py)
+    from rich.console import Console
+
     # soft_wrap: never hard-wrapped at 80 columns where stderr is not a terminal (a CI log)
     return Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -7,13 +7,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.console import Console
 
 from grader.cli.common import FORMATS, err_console, fail, fitted, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @click.command()
@@ -84,6 +88,7 @@ def _watch(file: Path, once: SubmitOptions) -> None:
     that saves by renaming a new file over it is seen too), redraw, grade again."""
     from watchfiles import watch
 
+    from rich.console import Console
     out = Console(highlight=False, soft_wrap=True)
     target = file.resolve()
 
@@ -130,7 +135,6 @@ def _submit_once(file: Path, once: SubmitOptions):
 
     from grader.core.processes import age_s
 
-    err = err_console()
     early = None
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
@@ -139,8 +143,9 @@ def _submit_once(file: Path, once: SubmitOptions):
             from grader.grade.early import start_early
 
             # The GPU's probe and the children's start (their CUDA context) before the pipeline's
-            # imports: they overlap them (grade/early.py).
+            # imports (and rich's): they overlap them (grade/early.py).
             early = start_early(rubric=rubric, backend=backend)
+        err = err_console()
         from grader.grade.pipeline import grade
         from grader.grade.request import GradeOptions, GradeRequest
 
@@ -187,6 +192,7 @@ def _submit_once(file: Path, once: SubmitOptions):
         if document is not None:
             output_path.parent.mkdir(parents=True, exist_ok=True)
             output_path.write_text(document)
+        from rich.console import Console
         out = Console(highlight=False, soft_wrap=True)
         text = render_text(result, rubric, colour=out.color_system is not None, report=html)
         for line in fitted(text.rstrip("\n"), out.width):
@@ -240,6 +246,7 @@ def history(file: Path, clear: bool) -> None:
     for i, a in enumerate(rows, 1):
         table.add_row(str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
                       a.tier or "-", ", ".join(a.diagnoses + a.findings) or a.reason or "-")
+    from rich.console import Console
     Console(highlight=False, width=terminal_width() or 200).print(table)
 
 

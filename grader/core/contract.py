@@ -252,6 +252,7 @@ class HelloFrame:
     job_t: float = 0.0
     sandbox: ChildSandbox = field(default_factory=ChildSandbox)
     loaded_t: float | None = None       # when it had loaded (a gated job then waits for the go byte)
+    preloaded_t: float | None = None    # when it had loaded the libraries sent before its job (Worker.preload)
 
 
 @dataclass
@@ -369,7 +370,8 @@ def clock_phases(frame: HelloFrame | DoneFrame, child: str) -> dict[str, float]:
     """The times a child's hello or done frame carries (seconds since it started, on its own
     clock), as phases named `<child>_<moment>_t`: the parent's account of where a child's run went."""
     if isinstance(frame, HelloFrame):
-        moments = {"ready": frame.ready_t, "job": frame.job_t, "loaded": frame.loaded_t, "hello": frame.t}
+        moments = {"ready": frame.ready_t, "preloaded": frame.preloaded_t, "job": frame.job_t, "loaded": frame.loaded_t,
+                   "hello": frame.t}
     else:
         moments = {"done": frame.t, "checks": frame.checks_t, "sampled": frame.sampled_t}
     return {f"{child}_{k}_t": round(v, 3) for k, v in moments.items() if v is not None}

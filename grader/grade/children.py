@@ -79,7 +79,7 @@ class GradeRun:
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
         self.children = children
-        self.pool = ThreadPoolExecutor(max_workers=3)           # the builds, the SASS, the device code
+        self.pool = ThreadPoolExecutor(max_workers=4)           # the builds, the SASS, the device code, NVML
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
@@ -113,6 +113,8 @@ class GradeRun:
                                            lambda s: run_cases(rubric, timed=backend.times, secret=s))
         else:
             self.store = Store(cache_root())
+        if backend.on_gpu:
+            self.pool.submit(gpuinfo.warm_reading)          # the reading after the timing, made quick
         reference_build = self.pool.submit(build_reference, backend=backend, arch=self.arch,
                                            exercise_kernels=exercise.kernels)
         cases = run_cases(rubric, timed=backend.times, secret=self.store.secret)
@@ -154,20 +156,27 @@ class GradeRun:
         self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
                  f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
         code = self.pool.submit(_device_code, build) if backend.records_then_replays else None
-        # The children's start-up (imports, CUDA context) stays out of the GPU's lane.
-        waited = self.worker.wait_ready(timeout_s=rubric.limits.time_limit_s)
-        if self.recorder is not None:
-            waited = max(waited, self.recorder.wait_ready(timeout_s=rubric.limits.time_limit_s))
-        phases["child_start_wait_s"] = round(waited, 3)
+        if backend.records_then_replays:
+            # The grader's own library (its runtime's start on the CUDA context) loaded now, while the
+            # recorder records: the measuring process's job then loads only the submission's device code.
+            self.worker.preload([job.reference_library])
+        # The children's start-up (imports, CUDA context) stays out of the GPU's lane: each way waits
+        # for the children it needs before the lane (the recorder without a GPU records meanwhile).
         way = self._way(job, code, sub).before_lane()
         if isinstance(way, RecordedOnGpu):
             self.recorder = way.recorder               # the one started on the GPU, where the launcher needed it
+        after: list[Future] = []
+
+        def read_after() -> None:
+            # The GPU's state right after the timing, as the measuring process ends: beside the verdict.
+            after.append(self.pool.submit(gpuinfo.reading, self.device))
+
         with lanes.gpu_lane(self.device) if backend.on_gpu else contextlib.nullcontext() as lane:
             phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
-            out = clocked_lane(way, lane)
+            out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
         phases.update(way.phases)
         if backend.on_gpu:
-            out.reading = self.pool.submit(gpuinfo.snapshot)     # nvidia-smi takes a while: beside the verdict
+            out.reading = after[0] if after else self.pool.submit(gpuinfo.reading, self.device)
         return out
 
     def _way(self, job: Job, code: Future | None, sub: Submission) -> Way:

@@ -73,9 +73,19 @@ class Way:
     phases: dict[str, float] = field(default_factory=dict)
 
     def before_lane(self) -> "Way":
-        """The work done outside the GPU's lane; returns the way that runs inside it (this one, or
-        another where this one found it cannot)."""
+        """The work done outside the GPU's lane, the children's start waited for; returns the way
+        that runs inside it (this one, or another where this one found it cannot)."""
+        self.wait_ready(*self.children())
         return self
+
+    def children(self) -> list[Worker]:
+        """The children this way runs, as started."""
+        raise NotImplementedError
+
+    def wait_ready(self, *workers: Worker) -> None:
+        """Wait until workers have started (imports, CUDA context), booking child_start_wait_s."""
+        waited = max((w.wait_ready(timeout_s=self.time_limit_s) for w in workers), default=0.0)
+        self.phases["child_start_wait_s"] = round(self.phases.get("child_start_wait_s", 0.0) + waited, 3)
 
     def in_lane(self, handed_on: Callable[[], None] | None) -> Children:
         raise NotImplementedError
@@ -86,6 +96,9 @@ class Emulated(Way):
     """The emulator: one child runs the submission's host code and kernels on the CPU."""
 
     worker: Worker | None = None
+
+    def children(self):
+        return [self.worker]
 
     def in_lane(self, handed_on):
         run = self.worker.run(self.job, time_limit_s=self.time_limit_s, on_sent=handed_on)
@@ -100,6 +113,9 @@ class RecordedOnGpu(Way):
     recorder: Worker | None = None
     measurer: Worker | None = None
     code: "Future[DeviceCode] | None" = None
+
+    def children(self):
+        return [self.recorder, self.measurer]
 
     def in_lane(self, handed_on):
         code = self.code.result()
@@ -124,7 +140,13 @@ class RecordedOffline(Way):
     say: Callable[[str], None] = print
     recorded: ChildRun | None = None
 
+    def children(self):
+        return [self.recorder, self.measurer]
+
     def before_lane(self) -> Way:
+        # The recording needs no GPU: it runs as soon as the recorder has started, while the
+        # measuring process still creates its CUDA context (the longest start of a warm grade).
+        self.wait_ready(self.recorder)
         code = self.code.result()
         self.recorded = record(self.recorder, self.job, time_limit_s=self.time_limit_s,
                                kernel_params=code.kernel_params, driver_stand_in=str(code.driver_stand_in or ""))
@@ -132,10 +154,12 @@ class RecordedOffline(Way):
         self.phases.update(recorder_times(self.recorded))
         why = needs_gpu(self.recorded)
         if not why:
+            self.wait_ready(self.measurer)
             return self
         self.say(f"recording on the GPU: {why}")
         recorder = self.on_gpu_recorder()
         self.phases["gpu_recorder_wait_s"] = round(recorder.wait_ready(timeout_s=self.time_limit_s), 3)
+        self.wait_ready(self.measurer)
         return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, recorder, self.measurer, self.code)
 
     def in_lane(self, handed_on):
@@ -159,14 +183,17 @@ def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
     return said if isinstance(said, ChildSandbox) else None
 
 
-def clocked_lane(way: Way, lane) -> Children:
+def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None) -> Children:
     """way's run inside the lane (lane: the GPU's, or None on the emulator), booking lane_s when the
-    child has sent everything and the lane is handed on, and child_s when the run ends."""
+    child has sent everything and the lane is handed on (then then() is called: the GPU's reading
+    after the timing), and child_s when the run ends."""
     clock = time.perf_counter()
 
     def handed_on() -> None:
         lane.release()
         way.phases["lane_s"] = round(time.perf_counter() - clock, 3)
+        if then is not None:
+            then()
 
     out = way.in_lane(handed_on if lane else None)
     way.phases["child_s"] = round(time.perf_counter() - clock, 3)

@@ -168,6 +168,18 @@ class Worker:
             self._ready_fd = None
         return time.perf_counter() - start
 
+    def preload(self, libraries: list[str]) -> None:
+        """Have the child load these libraries of the grader's own (never the submission's) now,
+        before its job: a measuring process then starts the CUDA runtime of the reference library
+        while the recorder records, not in the GPU's lane. A line on stdin before the job's
+        (worker.main); a child that has died is left for run() to report."""
+        proc = self.proc
+        try:
+            proc.stdin.write(json.dumps({"preload": [str(p) for p in libraries]}).encode() + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
     def run(self, job: Job, *, time_limit_s: float, on_sent: Callable[[], None] | None = None,
             leave_when_done: bool = False, gate: Callable[[], None] | None = None) -> ChildRun:
         """Hand the job over and collect frames until the child exits or the limit passes.

@@ -275,7 +275,13 @@ def main() -> int:
     t_ready = time.perf_counter() - T0
     if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
         _say_ready(int(sys.argv[4]))
-    job = Job.from_json(json.loads(sys.stdin.buffer.readline()))
+    line = sys.stdin.buffer.readline()
+    t_preloaded = None
+    while line.startswith(PRELOAD):           # the grader's own libraries, before the job (Worker.preload)
+        _preload(json.loads(line)["preload"])
+        t_preloaded = time.perf_counter() - T0
+        line = sys.stdin.buffer.readline()
+    job = Job.from_json(json.loads(line))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     if job.role == Role.PROFILE:
         channel = _Unheard(channel)
@@ -298,7 +304,7 @@ def main() -> int:
     if job.gated and sys.stdin.buffer.read(len(protocol.GO)) != protocol.GO:
         return 0                            # the parent ended before the recorder did: nothing runs
     channel.send(HelloFrame(job.backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job, sandbox,
-                            loaded_t=t_loaded))
+                            loaded_t=t_loaded, preloaded_t=t_preloaded))
     done = _run_job(backend, job, files, sender, channel)
     if done is None:
         return 0
@@ -313,6 +319,26 @@ def main() -> int:
     except OSError:
         pass                                # the counters' process under ncu, which may not have passed it
     return 0
+
+
+PRELOAD = b'{"preload"'
+_PRELOADED: list[ctypes.CDLL] = []         # kept loaded: the job's backend opens the same files again
+
+
+def _preload(paths: list[str]) -> None:
+    """Load the grader's libraries the parent named (the reference library: its CUDA runtime started
+    on this process's context, grader_rt_init), before the job and its wall, as the job's backend
+    would load them anyway; the backend's own dlopen of the same file then finds it loaded. A
+    failure here is left to the job's own load to report."""
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        except OSError:
+            continue
+        _PRELOADED.append(lib)
+        init = getattr(lib, "grader_rt_init", None)
+        if init is not None:
+            init()
 
 
 def _say_ready(ready_fd: int) -> None:
