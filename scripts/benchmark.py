@@ -72,9 +72,10 @@ BATCH_MIX = ("float4_launcher.cu", "scalar_2d.cu", "flat_index_mod.cu", "templat
 
 
 LONE_RUNS = 3      # lone runs of each kernel of the mix: the noise a batch is held to
-# The goals (issue 35: one H200, and the 2-core CPU machine for the emulator).
+# The goals (issues 35 and 49: one H200, and the 2-core CPU machine for the emulator).
 WARM_S, FIRST_S, COLD_S = 1.0, 2.5, 3.0          # `grader submit`, wall: warm (median of 5), empty cache, edited
-BATCH_100_S, SCALE_RATIO = 45.0, 3.0             # a batch of 100; a batch of 300 against it
+BATCH_100_S, SCALE_RATIO = 40.0, 3.0             # a batch of 100; a batch of 300 against it (issue 49)
+MEDIAN_MOVE = 0.005                              # a kernel's median fraction in the batch against its lone median
 SPREAD = 0.005                                   # the float4 sample's fraction over 5 runs, (max - min) / mean
 EMULATOR_CORRECT_S, EMULATOR_INCORRECT_S = 1.0, 1.5
 
@@ -174,9 +175,22 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                      f"<= {target:.0f} s (100 in {BATCH_100_S:.0f} s)", wall <= target if backend == "cuda" else None))
         rows.append(("mean phases per submission", ", ".join(f"{k} {v:.2f}" for k, v in figures["phases_mean"].items()),
                      "", None))
+        # Each kernel's median fraction inside the batch against its median alone: a bias the batch
+        # puts on a kernel shows there; a single grade's move is noise as much as bias (the
+        # largest single move is said beside it, for what it is).
+        median_moves = {stem: abs(statistics.median(in_batch[stem]) - lone[stem]) / lone[stem]
+                        for stem in in_batch if lone.get(stem)}
+        figures["median_move_by_kernel"] = median_moves
+        for stem in sorted(median_moves):
+            fr = in_batch[stem]
+            rows.append((f"  {stem}: alone (median of {len(lone_timings.get(stem, []))}) vs batch (median of {len(fr)})",
+                         f"{lone[stem]:.3f} vs {statistics.median(fr):.3f} ({min(fr):.3f} to {max(fr):.3f}): "
+                         f"{100 * median_moves[stem]:.2f}%", "", None))
+        if median_moves:
+            rows.append(("largest median fraction move, batch vs alone", f"{100 * max(median_moves.values()):.2f}%",
+                         f"<= {100 * MEDIAN_MOVE:.1f}%", max(median_moves.values()) <= MEDIAN_MOVE))
         if moved:
-            rows.append(("largest fraction move, batch vs lone", f"{100 * max(moved):.2f}%", "<= 1% (noise)",
-                         max(moved) <= 0.01))
+            rows.append(("largest single grade's move, batch vs lone median", f"{100 * max(moved):.2f}%", "", None))
     return figures, rows
 
 
@@ -250,6 +264,23 @@ def _phases(doc: dict) -> str:
             + (f" | child: {stages}" if stages else ""))
 
 
+def wall_split(doc: dict) -> str:
+    """Where one `grader submit`'s wall time went, from its process's start to its exit, in the
+    order it happened: the command's start (to the children's early start, then to the grade), the
+    grade's steps one after another (what is left of the grade is the rest: the verdict's wait on
+    the SASS, the result's making), and what followed the grade (reports, the attempt kept, the exit)."""
+    p = doc.get("phases", {})
+    if "cli_to_grade_s" not in p or "wall_s" not in doc:
+        return ""
+    steps = ("build_s", "inputs_wait_s", "child_start_wait_s", "offline_record_s", "gpu_recorder_wait_s",
+             "lane_wait_s", "child_s", "check_s")
+    inside = [(k.removesuffix("_s"), p[k]) for k in steps if k in p]
+    parts = [("start to children", p["cli_to_early_s"]), ("to grade", p["cli_to_grade_s"] - p["cli_to_early_s"]),
+             *inside, ("grade rest", doc["seconds"] - sum(v for _, v in inside)),
+             ("after the grade", doc["wall_s"] - p["cli_to_grade_s"] - doc["seconds"])]
+    return " + ".join(f"{name} {v:.2f}" for name, v in parts) + f" = {doc['wall_s']:.2f} s"
+
+
 def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3, warm_runs: int = 5) -> dict:
     """The student's loop (issue: fast feedback): the first submit on a machine (empty cache), a
     changed file (its build not cached, the reference library cached: median of `runs`), and the
@@ -283,7 +314,9 @@ def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int
                  if backend == "cuda" else "", cold <= limit_cold if backend == "cuda" else None))
     rows.append(("  phases (median run)", _phases(sorted(colds, key=lambda r: r[0])[runs // 2][1]), "", None))
     rows.append((f"submit warm, median of {warm_runs}", f"{warm:.2f} s", f"<= {limit_warm:.1f} s", warm <= limit_warm))
-    rows.append(("  phases (median run)", _phases(sorted(warms, key=lambda r: r[0])[warm_runs // 2][1]), "", None))
+    median_warm = sorted(warms, key=lambda r: r[0])[warm_runs // 2][1]
+    rows.append(("  phases (median run)", _phases(median_warm), "", None))
+    rows.append(("  wall, start to exit (median run)", wall_split(median_warm), "", None))
     if not on_gpu:                  # an incorrect kernel's grade explains its mismatches: its own figure
         bad = "submissions/bias_gelu_fused/missing_bias.cu"
         submit(bad, cache, backend)

@@ -73,3 +73,50 @@ def test_a_twin_must_be_a_sample_of_the_manifest(tmp_path):
     (tmp_path / "manifest.yaml").write_text("a.cu:\n  attack: true\n  gpu: {twin: nowhere.cu}\n")
     with pytest.raises(RubricError, match="nowhere.cu"):
         load_manifest(tmp_path / "manifest.yaml", named("cuda"), load_exercise("bias_gelu_fused"))
+
+
+def test_samples_graded_at_once_are_judged_alike_in_the_manifests_order(monkeypatch):
+    """`grader samples --jobs`: several samples in flight (threads) give the outcomes one at a time
+    gives, reported in the manifest's order whatever order they end in; each sample's leftover
+    check looks at its own grade's processes only."""
+    from grader.batch import manifest
+
+    folder = ROOT / "submissions" / "rope_half_split"
+    names = ["missing_guard.cu", "blog_rotary_launcher.cu", "sign_flipped.cu"]
+    names = [e.file for e in load_manifest(folder / "manifest.yaml", EMULATOR, load_exercise(folder.name))
+             if e.file in names]
+    assert len(names) == 3
+    seen = []
+    together = run_samples(folder, rubric=load_exercise(folder.name), backend="emulator", only=names, jobs=3,
+                           progress=seen.append)
+    assert [o.expectation.file for o in together] == names
+    assert all(o.ok for o in together), [o.problems for o in together]
+    assert sorted(line.split(":")[0] for line in seen) == sorted(names)
+    alone = run_samples(folder, rubric=load_exercise(folder.name), backend="emulator", only=names[:1], jobs=1)
+    assert (alone[0].result.status, alone[0].result.correct, [d.code for d in alone[0].result.diagnosis]) == \
+        (together[0].result.status, together[0].result.correct, [d.code for d in together[0].result.diagnosis])
+
+
+def test_a_threads_collected_groups_are_its_own():
+    """groups.collecting: a Worker started in one thread is that thread's, not another's."""
+    import threading
+
+    from grader.run import groups
+
+    got: dict[str, set] = {}
+
+    def start(name: str, pid: int) -> None:
+        with groups.collecting() as mine:
+            groups.started(pid)
+            barrier.wait()
+            got[name] = set(mine)
+
+    barrier = threading.Barrier(2)
+    threads = [threading.Thread(target=start, args=(n, p)) for n, p in (("a", 999_001), ("b", 999_002))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {"a": {999_001}, "b": {999_002}}
+    assert {999_001, 999_002} <= groups.STARTED_GROUPS
+    groups.STARTED_GROUPS -= {999_001, 999_002}

@@ -169,41 +169,76 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
 
 
 def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only: list[str] | None = None,
-                progress=None) -> list[SampleOutcome]:
+                progress=None, jobs: int | None = None) -> list[SampleOutcome]:
+    """Grade the samples the manifest lists (only: those files) and judge each against its entry,
+    in the manifest's order. jobs: how many are graded at once (as a batch grades a class: their
+    builds overlap, each GPU timing waits for its lane); by default the batch's number on a GPU and
+    one on the emulator, whose grades take every core. Each is judged once it and its twin (an
+    attack's honest kernel, graded in the same run) are graded, and said then."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
     from grader.exercises.pool import class_store
     from grader.toolchain.gpuinfo import resolve_backend
 
-    outcomes = []
-    graded: dict[str, Result] = {}          # each sample's result in this run (an attack's twin is read here)
     concrete = resolve_backend(backend)
+    if jobs is None:
+        from grader.batch.grading import default_jobs
+
+        jobs = default_jobs(concrete) if concrete.on_gpu else 1
     # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
     # batch does): every sample is graded on the same secret inputs, none drawing its own.
     shared = class_store(rubric) if concrete.private_cases else None
     try:
         expectations = load_manifest(directory / "manifest.yaml", concrete, rubric)
         by_file = {e.file: e for e in expectations}
-        for exp in expectations:
-            if only and exp.file not in only:
-                continue
-            twin = None
-            if exp.twin is not None and concrete.times:
-                if exp.twin not in graded:            # graded for this comparison, though --only left it out
-                    graded[exp.twin] = _run_sample(directory, by_file[exp.twin], rubric, concrete, shared, None).result
-                twin = graded[exp.twin]
-            outcome = _run_sample(directory, exp, rubric, concrete, shared, progress, twin)
-            graded[exp.file] = outcome.result
-            outcomes.append(outcome)
+        chosen = [e for e in expectations if not only or e.file in only]
+        twin_of = {e.file: e.twin for e in chosen if e.twin is not None and concrete.times}
+        # A twin --only left out is graded too, for the comparison, and not reported.
+        graded_files = [e.file for e in chosen] + sorted({t for t in twin_of.values()} - {e.file for e in chosen})
+        graded: dict[str, _Graded] = {}
+        outcomes: dict[str, SampleOutcome] = {}
+
+        def judge_ready() -> None:
+            for e in chosen:
+                if e.file in outcomes or e.file not in graded:
+                    continue
+                twin = twin_of.get(e.file)
+                if twin is not None and twin not in graded:
+                    continue
+                outcomes[e.file] = _judged(e, graded[e.file], graded[twin].result if twin else None, progress)
+
+        if jobs <= 1:
+            for file in sorted(graded_files, key=lambda f: f not in twin_of.values()):     # twins first
+                graded[file] = _grade_sample(directory, by_file[file], rubric, concrete, shared)
+                judge_ready()
+        else:
+            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sample") as pool:
+                running = {pool.submit(_grade_sample, directory, by_file[f], rubric, concrete, shared): f
+                           for f in graded_files}
+                while running:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        graded[running.pop(future)] = future.result()
+                    judge_ready()
     finally:
         if shared is not None:
             shared.close()
-    return outcomes
+    return [outcomes[e.file] for e in chosen]
 
 
-def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared, progress,
-                twin: Result | None = None) -> "SampleOutcome":
-    """Grade one sample as its manifest entry says, and judge its result against the entry."""
+@dataclass
+class _Graded:
+    """One sample's grade, and the processes its grade left behind (its own, among every grade's)."""
+
+    result: Result
+    left: list[int]
+
+
+def _grade_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared) -> _Graded:
+    """Grade one sample as its manifest entry says (its limits, its generated file)."""
     from grader.grade.pipeline import grade
     from grader.grade.request import GradeOptions, GradeRequest
+    from grader.run.groups import collecting
 
     r = rubric
     if exp.time_limit_s is not None:
@@ -212,7 +247,7 @@ def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared,
         r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, build_time_s=exp.build_time_s))
     if exp.must_not_create:
         Path(exp.must_not_create).unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="grader-sample-") as scratch, collecting() as mine:
         path = directory / exp.file
         if exp.generate_bytes is not None:
             path = Path(scratch) / exp.file
@@ -220,10 +255,15 @@ def _run_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared,
             path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
         options = GradeOptions(counters=exp.counter_findings is not None and concrete.on_gpu)
         result = grade(GradeRequest(path, r, concrete, options), inputs=shared)
+    return _Graded(result, leftover_processes(mine))
+
+
+def _judged(exp, graded: _Graded, twin: Result | None, progress) -> "SampleOutcome":
+    """A sample's grade judged against its manifest entry (and its twin's), said as it is judged."""
+    result = graded.result
     problems = judge(exp, result, twin)
-    left = leftover_processes()
-    if left:
-        problems.append(f"left grading processes behind: {left}")
+    if graded.left:
+        problems.append(f"left grading processes behind: {graded.left}")
     if progress:                # a line as each sample ends: a run cut short still says how far it got
         fraction = f", fraction {result.fraction:.3f}" if result.fraction is not None else ""
         progress(f"{exp.file}: {result.status}{fraction}, {result.seconds:.1f} s: "

@@ -251,7 +251,10 @@ class _BatchProgress:
 @click.option("--only", multiple=True, help="Run only this sample (repeatable).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write every sample's result.json document, keyed by file, to this file.")
-def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Path | None, only: tuple[str, ...], json_out: Path | None) -> None:
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Samples graded at once (default: as `grader batch` on a GPU, one on the emulator).")
+def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Path | None, only: tuple[str, ...],
+            json_out: Path | None, jobs: int | None) -> None:
     """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
     import json
 
@@ -263,7 +266,7 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
     err = err_console()
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, folder=directory)
-        outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None,
+        outcomes = run_samples(directory, rubric=rubric, backend=backend, only=list(only) or None, jobs=jobs,
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
         fail(exc)

@@ -15,14 +15,37 @@ import time
 from grader.core import processes
 
 STARTED_GROUPS: set[int] = set()
+_COLLECTING = threading.local()        # the groups the current thread's grade started (collecting())
 
 
-def leftover_processes() -> list[int]:
+def started(pid: int) -> None:
+    """Note a Worker's process group (its child's pid): for the leftover checks, and for the
+    grade this thread is running where it collects its own (collecting())."""
+    STARTED_GROUPS.add(pid)
+    mine = getattr(_COLLECTING, "groups", None)
+    if mine is not None:
+        mine.add(pid)
+
+
+@contextlib.contextmanager
+def collecting():
+    """The process groups this thread starts inside the block (a set, filled as they start): one
+    grade's, while other grades run in other threads (`grader samples --jobs`)."""
+    mine: set[int] = set()
+    _COLLECTING.groups = mine
+    try:
+        yield mine
+    finally:
+        _COLLECTING.groups = None
+
+
+def leftover_processes(among: set[int] | None = None) -> list[int]:
     """Live processes in any process group a Worker of this process started (the child and
-    anything it spawned); there should be none once its run is over (the children left when
-    done are waited for first: they are being reaped)."""
+    anything it spawned), or in those among names; there should be none once its run is over
+    (the children left when done are waited for first: they are being reaped)."""
     settle()
-    return [pid for pid, _, state in processes.in_groups(set(STARTED_GROUPS)) if state != "Z"]
+    return [pid for pid, _, state in processes.in_groups(set(STARTED_GROUPS if among is None else among))
+            if state != "Z"]
 
 
 _REAPERS: list[threading.Thread] = []       # the threads reaping children left when done

@@ -149,7 +149,7 @@ class Worker:
         os.close(write_fd)
         os.close(guard_write_fd)
         os.close(ready_write_fd)
-        groups.STARTED_GROUPS.add(self.proc.pid)           # its process group (setsid): for leftover checks
+        groups.started(self.proc.pid)                      # its process group (setsid): for leftover checks
         processes.started(self.proc.pid)
         self.output_cap = output_cap
         self._done = False
