@@ -29,7 +29,7 @@ from grader.grade.steps import Progress
 from grader.run import lanes
 from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
-from grader.toolchain.build import build_guard, build_reference
+from grader.toolchain.build import build_driver_stand_in, build_guard, build_reference
 from grader.toolchain.outcome import BuildResult
 
 
@@ -54,6 +54,7 @@ class Prepared:
     answers: dict[str, Future]          # case name -> its float64 answers
     reference_build: Future
     guard_build: Future
+    driver_stand_in: Future | None = None   # the recorder without a GPU's stand-in driver (built once a machine)
 
     def private_inputs(self) -> PrivateInputs | None:
         if self.store.secret is None:
@@ -79,7 +80,7 @@ class GradeRun:
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
         self.children = children
-        self.pool = ThreadPoolExecutor(max_workers=4)           # the builds, the SASS, the device code, NVML
+        self.pool = ThreadPoolExecutor(max_workers=5)           # the builds, the SASS, the device code, NVML
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
@@ -129,7 +130,10 @@ class GradeRun:
         answers = {c.name: self.draws.submit(self._clocked, "answers_ready_t", _answers, c, rubric, exercise,
                                              inputs[c.name], self.store)
                    for c in cases}
-        return Prepared(exercise, self.store, cases, inputs, answers, reference_build, self.pool.submit(build_guard))
+        # Built beside the submission, not after it: on a machine's first grade its compile took 0.6 s.
+        stand_in = self.pool.submit(build_driver_stand_in) if backend.records_then_replays else None
+        return Prepared(exercise, self.store, cases, inputs, answers, reference_build, self.pool.submit(build_guard),
+                        stand_in)
 
     def _clocked(self, name: str, fn, *args):
         """fn(*args), noting when the last call under this name ended (seconds since the grade
@@ -155,7 +159,7 @@ class GradeRun:
         checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
         self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
                  f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
-        code = self.pool.submit(_device_code, build) if backend.records_then_replays else None
+        code = self.pool.submit(_device_code, build, prepared.driver_stand_in) if backend.records_then_replays else None
         if backend.records_then_replays:
             # The grader's own library (its runtime's start on the CUDA context) loaded now, while the
             # recorder records: the measuring process's job then loads only the submission's device code.
@@ -228,13 +232,12 @@ class GradeRun:
             self.store.close()
 
 
-def _device_code(build: BuildResult) -> DeviceCode:
-    from grader.toolchain.build import (build_driver_stand_in, device_code, device_variables, kernel_parameters,
-                                        uses_device_heap)
+def _device_code(build: BuildResult, stand_in: Future) -> DeviceCode:
+    from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
 
     fatbins = device_code(build.library)
     return DeviceCode([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
-                      kernel_parameters(fatbins), build_driver_stand_in())
+                      kernel_parameters(fatbins), stand_in.result())
 
 
 def output_of(runs: list[ChildRun]) -> OutputSummary:
