@@ -227,3 +227,24 @@ def test_a_batch_draws_its_private_cases_once_and_every_grade_reads_them(bias, t
     folder = store.private
     shared.close()
     assert not folder.exists()
+
+
+def test_the_drawing_process_lowers_its_own_priority_before_anything_else(monkeypatch, tmp_path):
+    """It is started without a preexec_fn (no fork of the grader, whose memory holds the timed
+    shape's answers by then), so it takes nice DRAW_AHEAD_NICE itself, first."""
+    import subprocess
+
+    from grader.exercises import pool
+
+    order = []
+    monkeypatch.setattr(pool.os, "nice", lambda n: order.append(("nice", n)))
+    monkeypatch.setattr(pool, "draw_ahead", lambda *a: order.append(("draw",)))
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    assert pool.main([str(load_exercise("bias_gelu_fused").path)]) == 0
+    assert order == [("nice", pool.DRAW_AHEAD_NICE), ("draw",)]
+
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **kw: started.append(kw))
+    monkeypatch.setenv("GRADER_DRAW_AHEAD", "1")
+    pool.start_drawing_ahead("rubric.yaml")
+    assert started and "preexec_fn" not in started[0] and started[0]["start_new_session"]

@@ -244,18 +244,25 @@ def class_store(rubric: Rubric) -> SharedStore:
     return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, timed=True, secret=s))
 
 
+DRAW_AHEAD_NICE = 10
+
+
 def start_drawing_ahead(rubric_path: str) -> None:
     """Start the detached process that draws the next run's private cases; never fails a grade.
     GRADER_DRAW_AHEAD=0 turns it off (every GPU grade then draws its own)."""
     if os.environ.get("GRADER_DRAW_AHEAD", "1") == "0":
         return
+    # No preexec_fn: the process lowers its own priority (main), so that Python may start it
+    # without forking this one, which by now holds the timed shape's answers (a fork copies the
+    # page tables of all of it, at the end of every grade).
     with contextlib.suppress(OSError):
         subprocess.Popen([sys.executable, "-m", "grader.exercises.pool", rubric_path],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, preexec_fn=lambda: os.nice(10))
+                         start_new_session=True)
 
 
 def main(argv: list[str]) -> int:
+    os.nice(DRAW_AHEAD_NICE)                 # beside the student's next grade, never ahead of it
     from grader.core.locations import cache_root
     from grader.exercises import load_reference
     from grader.exercises.rubric import load_rubric

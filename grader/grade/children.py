@@ -7,7 +7,6 @@ for the pipeline to judge (pipeline.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -175,9 +174,8 @@ class GradeRun:
             # The GPU's state right after the timing, as the measuring process ends: beside the verdict.
             after.append(self.pool.submit(gpuinfo.reading, self.device))
 
-        with lanes.gpu_lane(self.device) if backend.on_gpu else contextlib.nullcontext() as lane:
-            phases["lane_wait_s"] = round(lane.waited, 3) if lane else 0.0
-            out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
+        lane = lanes.gpu_lane(self.device) if backend.on_gpu else None      # taken by the way, as late as it can
+        out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
         phases.update(way.phases)
         if backend.on_gpu:
             out.reading = after[0] if after else self.pool.submit(gpuinfo.reading, self.device)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
 from grader.toolchain import gpuinfo
-from grader.analysis import launches
 from grader.toolchain.outcome import BuildResult
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
@@ -280,6 +279,8 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
                                 before=reading if backend.on_gpu else None, after=children.after,
                                 compiler=build.compiler)
+        from grader.analysis import launches      # imported after the children: off a warm grade's way to them
+
         log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
                                              {c.name for c in prepared.cases if c.timed})
         result.launches_timed_shape = timed_shape
@@ -351,7 +352,7 @@ def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
 def _findings(kernels, result: Result, rubric: Rubric, arch: str) -> tuple[SassSummary, list]:
     """What the compiled code shows (kernels: analysis.sass's, or why there are none) and the
     rubric's findings from it, with this run's launches and timing."""
-    from grader.analysis import findings
+    from grader.analysis import findings, launches
 
     if isinstance(kernels, str):
         return SassSummary(unavailable=kernels), []

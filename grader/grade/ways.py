@@ -87,7 +87,9 @@ class Way:
         waited = max((w.wait_ready(timeout_s=self.time_limit_s) for w in workers), default=0.0)
         self.phases["child_start_wait_s"] = round(self.phases.get("child_start_wait_s", 0.0) + waited, 3)
 
-    def in_lane(self, handed_on: Callable[[], None] | None) -> Children:
+    def in_lane(self, take: Callable[[], None], handed_on: Callable[[], None] | None) -> Children:
+        """The run whose GPU work needs the lane: take() takes it (waiting for it) as late as this
+        way can, handed_on() is called once the child has sent everything (the lane handed on)."""
         raise NotImplementedError
 
 
@@ -100,7 +102,8 @@ class Emulated(Way):
     def children(self):
         return [self.worker]
 
-    def in_lane(self, handed_on):
+    def in_lane(self, take, handed_on):
+        take()
         run = self.worker.run(self.job, time_limit_s=self.time_limit_s, on_sent=handed_on)
         return Children(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons])
 
@@ -117,8 +120,9 @@ class RecordedOnGpu(Way):
     def children(self):
         return [self.recorder, self.measurer]
 
-    def in_lane(self, handed_on):
+    def in_lane(self, take, handed_on):
         code = self.code.result()
+        take()                      # the recorder runs the launcher on the GPU: in the lane
         both = record_then_replay(self.recorder, self.measurer, self.job, device_code=code.fatbins,
                                   device_globals=code.variables, device_heap=code.heap,
                                   time_limit_s=self.time_limit_s, on_sent=handed_on, launcher=self.launcher)
@@ -162,12 +166,25 @@ class RecordedOffline(Way):
         self.wait_ready(self.measurer)
         return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, recorder, self.measurer, self.code)
 
-    def in_lane(self, handed_on):
+    def in_lane(self, take, handed_on):
         code = self.code.result()
+        gone: list[float] = []
+
+        def gate() -> None:
+            # The measuring process has its job, and loads it (its wall, the device code) before
+            # the lane: the lane holds only what runs on the GPU, the checks and the sampling.
+            clock = time.perf_counter()
+            self.recorder.gone()
+            gone.append(time.perf_counter() - clock)
+            take()
+
         both = replay_recorded(self.recorded, self.measurer, self.job, device_code=code.fatbins,
                                device_globals=code.variables, device_heap=code.heap, time_limit_s=self.time_limit_s,
-                               on_sent=handed_on, launcher=self.launcher, gate=self.recorder.gone)
-        return _replayed(both, self.phases)
+                               on_sent=handed_on, launcher=self.launcher, gate=gate)
+        out = _replayed(both, self.phases)
+        if gone:
+            self.phases["gate_wait_s"] = round(gone[0], 3)      # the recorder's end, the lane's wait apart
+        return out
 
 
 def _replayed(both, phases: dict) -> Children:
@@ -184,17 +201,30 @@ def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
 
 
 def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None) -> Children:
-    """way's run inside the lane (lane: the GPU's, or None on the emulator), booking lane_s when the
-    child has sent everything and the lane is handed on (then then() is called: the GPU's reading
-    after the timing), and child_s when the run ends."""
+    """way's run (lane: the GPU's, not yet taken, or None on the emulator): the way takes the lane
+    when its GPU work is ready to run (lane_wait_s), lane_s runs from then until the child has sent
+    everything and the lane is handed on (then then() is called: the GPU's reading after the
+    timing), and child_s is the run's time less the lane's wait."""
     clock = time.perf_counter()
+    taken: list[float] = []
+
+    def take() -> None:
+        if lane is not None:
+            lane.__enter__()
+            way.phases["lane_wait_s"] = round(lane.waited, 3)
+        taken.append(time.perf_counter())
 
     def handed_on() -> None:
         lane.release()
-        way.phases["lane_s"] = round(time.perf_counter() - clock, 3)
+        way.phases["lane_s"] = round(time.perf_counter() - (taken[0] if taken else clock), 3)
         if then is not None:
             then()
 
-    out = way.in_lane(handed_on if lane else None)
-    way.phases["child_s"] = round(time.perf_counter() - clock, 3)
+    try:
+        out = way.in_lane(take, handed_on if lane is not None else None)
+    finally:
+        if lane is not None:
+            lane.release()
+    way.phases.setdefault("lane_wait_s", 0.0)
+    way.phases["child_s"] = round(time.perf_counter() - clock - way.phases["lane_wait_s"], 3)
     return out

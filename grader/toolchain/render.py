@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup, escape
+
+if TYPE_CHECKING:
+    import jinja2
+
+# jinja2 is imported when a template is first rendered: a warm grade's build (a cache hit) renders
+# none, and its import took 20 ms of the grade's way to its children.
 
 
 def inline_code(text: str) -> Markup:
@@ -15,36 +20,38 @@ def inline_code(text: str) -> Markup:
     return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
 
 
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept in the build cache (compiling the reports' templates took longer
     than grading a warm submission's checks); a cache that cannot be written is only slower."""
+    import jinja2
 
-    def load_bytecode(self, bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, EOFError, ValueError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
     from grader.core.locations import cache_root
+
+    class Cache(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError):
+                bucket.reset()
+
+        def dump_bytecode(self, bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
 
     folder = cache_root() / "templates"
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return _BytecodeCache(str(folder))
+    return Cache(str(folder))
 
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("grader", "templates"),
         bytecode_cache=_bytecode_cache(),
