@@ -261,3 +261,43 @@ def test_a_device_lambda_handed_to_a_deduced_template_kernel_is_recorded_without
     assert launch.kernel.startswith("_Z7mapBiasIZ19launchBiasGeluFused") and launch.block == [256, 1, 1]
     x, bias, out, rows, cols = struct.unpack_from("<QQQii", bytes.fromhex(launch.args))
     assert len(bytes.fromhex(launch.args)) == 33 and launch.grid == [(cols + 255) // 256, rows, 1]
+
+
+def test_host_memory_never_lies_in_the_stand_in_window_so_an_upload_from_it_is_a_host_copy(rubric, write_cu):
+    """Where address randomisation put a launcher's host memory inside the stand-in window (seen on
+    an H200 host: a static's copy was refused as 'outside every buffer'), its upload was taken for
+    device memory. The recorder maps the window's free stretches to nothing before the library
+    loads, so memory the launcher gets lands elsewhere: here it asks for an address inside the
+    window, as randomisation could give it, and its table's upload is a host-to-device copy."""
+    extra = "#include <sys/mman.h>\n"
+    body = """
+    static float* table = nullptr;
+    if (!table) {
+        void* at = mmap((void*)0x7E8000000000ULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (at == MAP_FAILED) return;
+        table = static_cast<float*>(at);
+        table[0] = 1.0f; table[1] = 2.0f;
+    }
+    static char where[32];
+    snprintf(where, sizeof where, "table at %p\\n", (void*)table);
+    write(2, where, strlen(where));
+    float* scratch = nullptr;
+    if (cudaMalloc(&scratch, 4096) != cudaSuccess) return;
+    cudaMemcpyAsync(scratch, table, 2 * sizeof(float), cudaMemcpyHostToDevice, stream);"""
+    run, recording = record_offline(rubric, write_cu, launcher(body, extra=extra), "window.cu")
+    assert needs_gpu(run) == "", run.stderr.text()
+    at = int(run.stderr.text().split("table at ")[1].split()[0], 16)
+    assert not (0x7E0000000000 <= at < 0x7E0000000000 + (1 << 40)), hex(at)      # put elsewhere
+    assert recording_refusals(recording, "launchBiasGeluFused") == []
+    copy = next(op for op in _ops(recording) if op.kind == "copy")
+    assert copy.direction == "h2d" and bytes.fromhex(copy.args) == struct.pack("<2f", 1, 2)
+
+
+def test_the_windows_free_stretches_are_read_from_the_maps():
+    from grader.run.child.replay import STAND_IN_BASE as B, STAND_IN_SPAN as S, window_gaps
+
+    maps = (f"{B - 0x1000:x}-{B + 0x2000:x} r-xp 0 00:00 0 /lib/a.so\n"
+            f"{B + 0x10000:x}-{B + 0x20000:x} rw-p 0 00:00 0\n"
+            f"{B + S:x}-{B + S + 0x1000:x} rw-p 0 00:00 0\n")
+    assert window_gaps(maps) == [(B + 0x2000, B + 0x10000), (B + 0x20000, B + S)]
+    assert window_gaps("") == [(B, B + S)]

@@ -535,3 +535,57 @@ def test_libraries_preloaded_before_the_job_are_loaded_first_and_the_job_still_r
     with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:   # none sent: none said
         run = worker.run(job, time_limit_s=30)
     assert next(f.data for f in run.frames if isinstance(f.data, HelloFrame)).preloaded_t is None
+
+
+def test_the_childs_descriptors_sit_at_the_same_low_numbers_whatever_the_parent_holds(tmp_path):
+    """A parent grading a dozen at once holds dozens of descriptors: the child's result channel,
+    the guard's pipe and the rest are moved to 3, 4, ... all the same, so forge_channel.cu (which
+    writes a forged frame to descriptors 3 to 15) is caught inside a batch as in a lone grade
+    (on an H200 host, graded at once with others, it was not: its writes missed)."""
+    import os
+
+    from conftest import ROOT
+    from grader.exercises import load_exercise
+    from grader.grade.pipeline import grade_submission
+
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]       # the parent's table, as a batch's
+    try:
+        assert min(held) <= 16 < max(held)
+        result = grade_submission(ROOT / "submissions" / "bias_gelu_fused" / "forge_channel.cu",
+                                  rubric=load_exercise("bias_gelu_fused"), backend="emulator")
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert result.status == "rejected" and "blocked_by_sandbox" in result.flags, (result.status, result.message)
+    assert "result channel" in result.message
+
+
+def test_place_descriptors_moves_each_to_its_slot_and_closes_the_old_number():
+    """Moved in order to 3, 4, ...; the old numbers above the slots closed; one in a slot already
+    (the pipe's write end, low in a fresh process) is moved as well; one not open stays as it is."""
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import json, os
+from grader.run.child.worker import place_descriptors
+import fcntl
+r, w = os.pipe()
+r2 = fcntl.fcntl(r, fcntl.F_DUPFD, 50)      # the reading end out of the slots' way (the parent's, in a real child)
+os.close(r)
+r = r2
+held = [os.open(os.devnull, os.O_RDONLY) for _ in range(20)]
+high = held.pop()
+for fd in held:
+    os.close(fd)
+placed = place_descriptors([high, w, 999])
+os.write(4, b"x")
+print(json.dumps({"placed": {str(k): v for k, v in placed.items()}, "high": high, "w": w, "read": os.read(r, 1).decode(),
+                  "open": sorted(int(f) for f in os.listdir("/proc/self/fd"))}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["placed"] == {str(got["high"]): 3, str(got["w"]): 4} and got["read"] == "x"
+    assert got["high"] not in got["open"] and 3 in got["open"] and 4 in got["open"]

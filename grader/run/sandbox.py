@@ -139,7 +139,8 @@ class Worker:
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
             [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
              str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
-            + (["nogpu"] if backend.on_gpu and not gpu else []),
+            + (["nogpu"] if backend.on_gpu and not gpu else [])
+            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,

@@ -24,6 +24,7 @@ is the parent's (grader/run/replaying.py).
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 
@@ -43,6 +44,46 @@ SLACK = 64 << 10
 
 def in_stand_in_window(value: int) -> bool:
     return STAND_IN_BASE <= value < STAND_IN_BASE + STAND_IN_SPAN
+
+
+def window_gaps(maps: str) -> list[tuple[int, int]]:
+    """The stretches of the stand-in window nothing is mapped in, from /proc/self/maps' text."""
+    gaps, at, end = [], STAND_IN_BASE, STAND_IN_BASE + STAND_IN_SPAN
+    taken = sorted((int(lo, 16), int(hi, 16)) for lo, _, hi in
+                   (line.split(" ", 1)[0].partition("-") for line in maps.splitlines() if line))
+    for lo, hi in taken:
+        if hi <= at or lo >= end:
+            continue
+        if lo > at:
+            gaps.append((at, lo))
+        at = max(at, hi)
+    if at < end:
+        gaps.append((at, end))
+    return gaps
+
+
+def reserve_window(libc) -> list[tuple[int, int]]:
+    """Map every free stretch of the stand-in window to nothing (PROT_NONE, no memory behind it),
+    in the recorder, before the submission's library loads: from then on no mapping the launcher
+    makes or is given (its library's statics, its heap, a file it maps) can lie in the window, so
+    an address there is a stand-in, never host memory. Without this, where the system's address
+    randomisation put the libraries low enough, a launcher's host array inside the window was
+    taken for device memory, and its copy refused (seen on an H200 host). libc: backends.libc().
+    Returns what was mapped inside the window before (the grader's own mappings; empty as a rule),
+    for the caller to judge; a reservation the system refuses (an address-space limit) is left out."""
+    with open("/proc/self/maps") as f:
+        maps = f.read()
+    before = []
+    for line in maps.splitlines():
+        lo, _, hi = line.split(" ", 1)[0].partition("-")
+        if lo and hi and int(hi, 16) > STAND_IN_BASE and int(lo, 16) < STAND_IN_BASE + STAND_IN_SPAN:
+            before.append((int(lo, 16), int(hi, 16)))
+    flags = 0x02 | 0x20 | 0x4000 | 0x100000       # MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE
+    for lo, hi in window_gaps(maps):
+        got = libc.mmap(lo, hi - lo, 0, flags, -1, 0)      # PROT_NONE
+        if got is not None and got != lo and got != ctypes.c_void_p(-1).value:
+            libc.munmap(ctypes.c_void_p(got), ctypes.c_size_t(hi - lo))   # an old kernel took it for a hint
+    return before
 
 
 class StandIns:

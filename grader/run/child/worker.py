@@ -1,6 +1,6 @@
 """The child process: loads the submission, runs the cases (and the timing), sends the outputs.
 
-Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch]
+Started by sandbox.Worker as `python -m grader.run.child.worker RESULT_FD GUARD_FD BACKEND READY_FD [torch] [shared=FD]
 [nogpu]`; it creates its CUDA context at once, through the driver (no torch, which took 2 to 3.5 s to
 import; torch only where the job times a PyTorch baseline; no context at all with nogpu, the
 recorder without a GPU), writes a byte on
@@ -42,9 +42,9 @@ from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, F
 from grader.core.backend import Backend, named  # noqa: E402
 from grader.core.locations import PACKAGE_DIR  # noqa: E402
 from grader.run.child import fswall, guard  # noqa: E402
-from grader.run.child.backends import Region, count_differences  # noqa: E402
+from grader.run.child.backends import Region, count_differences, libc  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
-from grader.run.child.replay import Refused  # noqa: E402 - the measuring process refuses a recording
+from grader.run.child.replay import Refused, reserve_window  # noqa: E402 - the measuring process refuses a recording
 
 NOBODY = 65534
 
@@ -265,16 +265,48 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
     return report
 
 
+def place_descriptors(fds: list[int]) -> dict[int, int]:
+    """The grader's descriptors moved to 3, 4, 5, ... in the order given, whatever numbers the
+    parent's table gave them (a batch grading a dozen at once holds dozens of pipes): the child's
+    layout is the same in every grade, so a launcher writing blindly to the low descriptors meets
+    the result channel, and is caught, inside a batch as in a lone grade. Done first, before the
+    CUDA driver opens anything. Returns each moved descriptor's new number (one not open, which a
+    wrapper such as Nsight Compute may not have passed on, stays where it was)."""
+    import fcntl
+
+    first_free = 3 + len(fds)
+    copies = []
+    for fd in fds:
+        try:
+            copies.append(fcntl.fcntl(fd, fcntl.F_DUPFD, first_free))
+        except OSError:
+            copies.append(None)
+    placed = {}
+    for at, (fd, copy) in enumerate(zip(fds, copies), start=3):
+        if copy is None:
+            continue
+        os.dup2(copy, at)
+        os.close(copy)
+        placed[fd] = at
+    for fd in placed:
+        if fd >= first_free:            # below it, the slot now holds another of ours
+            os.close(fd)
+    return placed
+
+
 def main() -> int:
-    result_fd, guard_fd = int(sys.argv[1]), int(sys.argv[2])
+    # RESULT_FD GUARD_FD BACKEND READY_FD [torch] [nogpu] [shared=FD]: the descriptors as the parent numbered them
     flags = sys.argv[5:]
+    shared_at = next((int(f.partition("=")[2]) for f in flags if f.startswith("shared=")), None)
+    given = [int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])] + ([shared_at] if shared_at is not None else [])
+    placed = place_descriptors(given)
+    result_fd, guard_fd, ready_fd = (placed.get(fd, fd) for fd in given[:3])
     try:
         preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags)
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
-    if len(sys.argv) > 4:                   # tell the parent: ready (it takes the GPU's lane now)
-        _say_ready(int(sys.argv[4]))
+    _say_ready(ready_fd)                    # tell the parent: ready (it takes the GPU's lane now)
     line = sys.stdin.buffer.readline()
     t_preloaded = None
     while line.startswith(PRELOAD):           # the grader's own libraries, before the job (Worker.preload)
@@ -286,7 +318,8 @@ def main() -> int:
     if job.role == Role.PROFILE:
         channel = _Unheard(channel)
     t_job = time.perf_counter() - T0
-    shared = protocol.SharedWriter(job.shared_fd, job.shared_bytes) if job.shared_fd >= 0 and job.shared_bytes else None
+    shared_fd = placed.get(job.shared_fd, job.shared_fd)
+    shared = protocol.SharedWriter(shared_fd, job.shared_bytes) if shared_fd >= 0 and job.shared_bytes else None
     sender: Sender | NullSender = Sender(channel, shared)
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
@@ -364,6 +397,8 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     """The limits, then the wall, then (only then) the submission's library or device code: what
     took effect."""
     wall = guard.Guard(job.guard_library)
+    if job.role == Role.RECORD:
+        reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
     if job.offline:
         if not job.driver_stand_in:
             raise RuntimeError("the recorder without a GPU was given no stand-in driver: it records on the GPU instead")
