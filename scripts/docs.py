@@ -227,8 +227,10 @@ def figures_md() -> str:
         out.append("No run of the current code is recorded yet.\n")
     for path in found:
         doc = json.loads(path.read_text(encoding="utf-8"))
+        note = f"{doc['note']}\n" if doc.get("note") else ""      # the commit and the card, where they were added
         if doc.get("kind") == "samples":
             out += _samples_section(doc, path.name)
+            out += [note] if note else []
             continue
         if doc.get("kind") == "calibrate":
             from grader.grade.calibration import read_json, render
@@ -238,6 +240,7 @@ def figures_md() -> str:
             out.append(f"\n## `grader calibrate` on {gpu} ({path.name})\n")
             out.append("Where each exercise's tier lines sit against the lesson's own kernels:\n")
             out.append("```\n" + "\n\n".join(render(c).rstrip() for c in cals) + "\n```")
+            out += [note] if note else []
             continue
         m = doc.get("machine", {})
         where = ", ".join(v for v in (m.get("gpu"), f"{m['cores']} cores" if m.get("cores") else None,
@@ -246,6 +249,7 @@ def figures_md() -> str:
                                       f"torch {m['torch']}" if m.get("torch") else None) if v)
         out.append(f"\n## {doc.get('kind', 'submit')} on {where or 'an unnamed machine'} "
                    f"(`--backend {doc.get('backend', 'cuda')}`; {path.name})\n")
+        out += [note] if note else []
         out += ["| figure | measured | target | verdict |", "| --- | --- | --- | --- |"]
         for name, value, target, ok in doc.get("rows", []):
             verdict = "" if ok is None else ("pass" if ok else "MISS")
