@@ -220,3 +220,37 @@ def test_guard_filter_builds_and_fits(tmp_path):
     g = guard.Guard(str(library))
     assert 100 < g.lib.grader_guard_filter_length(guard.ENFORCE) < 1024
     assert g.lib.grader_guard_filter_length(guard.AUDIT) < 32
+
+
+# Attacks on the child's descriptors, each graded by a parent that holds dozens of its own (as a batch
+# grading a dozen at once does): the child's layout is the same whatever the parent's table holds
+# (worker.place_descriptors), and none of these ends graded.
+DESCRIPTOR_ATTACKS = {
+    "every descriptor to 1023": """
+    const char forged[] = "{\\"type\\": \\"done\\"}";
+    for (int fd = 3; fd < 1024; ++fd) write(fd, forged, sizeof forged - 1);""",
+    "the low ones a forged header each, in the protocol's framing": """
+    unsigned char frame[64] = {0};
+    memcpy(frame, "GRDR", 4);
+    for (int fd = 3; fd < 8; ++fd) write(fd, frame, sizeof frame);""",
+    "the result channel pointed at /dev/null": """
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) for (int fd = 3; fd < 8; ++fd) dup2(null, fd);""",
+    "the low ones closed": """
+    for (int fd = 3; fd < 8; ++fd) close(fd);""",
+}
+
+
+@pytest.mark.parametrize("attack", list(DESCRIPTOR_ATTACKS))
+def test_a_launcher_writing_to_or_closing_the_childs_descriptors_is_never_graded(attack, rubric, write_cu):
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
+    try:
+        result = run_unscreened(write_cu(launcher(DESCRIPTOR_ATTACKS[attack])), rubric, "emulator")
+    finally:
+        for fd in held:
+            os.close(fd)
+    # the student's outcome, never the machine's (infrastructure_error) nor a grade
+    assert result.status in ("rejected", "crashed"), (attack, result.status, result.message)
+    if "write(" in DESCRIPTOR_ATTACKS[attack]:
+        # its bytes landed on the result channel or the guard's pipe: caught as they arrived, and said so
+        assert result.status == "rejected" and "blocked_by_sandbox" in result.flags, (attack, result.message)
