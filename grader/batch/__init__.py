@@ -76,5 +76,5 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None) 
             write_summary(outcome.graded, report_dir / "summary.csv")
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
             write_platform_exports(outcome.graded, rubric, report_dir)
-            write_class_report(outcome.graded, rubric, report_dir / "class.html")
+            outcome.insights = write_class_report(outcome.graded, rubric, report_dir / "class.html").insights
     return outcome

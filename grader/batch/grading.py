@@ -8,7 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader.core import processes
 from grader.core.backend import Backend
@@ -20,6 +20,9 @@ from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
+
+if TYPE_CHECKING:
+    from grader.batch.insights import ClassInsights
 
 
 @dataclass
@@ -34,6 +37,7 @@ class BatchOutcome:
     graded: list[Graded] = field(default_factory=list)
     interrupted: bool = False      # Ctrl-C: the rows so far, the rest not graded
     not_reached: int = 0           # submissions an interruption left ungraded
+    insights: ClassInsights | None = None   # the class's (insights.json), where its report was written
 
     @property
     def infrastructure_failures(self) -> list[Graded]:

@@ -4,11 +4,13 @@ machines) into one: summary.csv, gradebook.csv, junit.xml and each student's Gra
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
 from grader.batch.inputs import Entry
+from grader.batch.insights import ClassInsights
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.batch.store import STORE_NAME, ResultStore
 from grader.core.errors import UsageError
@@ -33,7 +35,15 @@ def read_shard(folder: Path) -> dict[str, Graded]:
     return found
 
 
-def merge_reports(folders: list[Path], *, out: Path, rubric: Rubric) -> list[Graded]:
+@dataclass
+class Merged:
+    """A class merged from its shards: every student's row, and the class's insights (insights.json)."""
+
+    graded: list[Graded]
+    insights: ClassInsights
+
+
+def merge_reports(folders: list[Path], *, out: Path, rubric: Rubric) -> Merged:
     """One class from several shards' folders (a student in two takes the later folder's row);
     writes the combined tables into out."""
     merged: dict[str, Graded] = {}
@@ -44,5 +54,4 @@ def merge_reports(folders: list[Path], *, out: Path, rubric: Rubric) -> list[Gra
     write_summary(graded, out / "summary.csv")
     write_gradebook(graded, rubric, out / "gradebook.csv")
     write_platform_exports(graded, rubric, out)
-    write_class_report(graded, rubric, out / "class.html")
-    return graded
+    return Merged(graded, write_class_report(graded, rubric, out / "class.html").insights)

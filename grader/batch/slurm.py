@@ -14,12 +14,15 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader.toolchain import tools
 from grader.core.backend import AUTO, Backend, named
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
+
+if TYPE_CHECKING:
+    from grader.batch.insights import ClassInsights
 from grader.batch.store import holding
 from grader.core.errors import InfrastructureError, UsageError
 from grader.exercises.rubric import Rubric
@@ -57,6 +60,7 @@ class SlurmOutcome:
     failed_tasks: list[str] = field(default_factory=list)  # which task, its job id, why and its log
     interrupted: bool = False                              # Ctrl-C: the array cancelled, what finished merged
     not_cancelled: str = ""                                # after Ctrl-C: why scancel did not cancel it ('' it did)
+    insights: ClassInsights | None = None                  # the merged class's (insights.json), where one was merged
 
     @property
     def infrastructure_failures(self) -> list[Graded]:
@@ -218,8 +222,9 @@ def _run_array(request: ClassRequest, *, options: SlurmOptions, submitted, waiti
         not_cancelled = _cancel(ids, options, array)
     failed = _failed_tasks(tasks, array, n, interrupted)
     folders = [Path(t.report_dir) for t in tasks if (Path(t.report_dir) / "results.jsonl").is_file()]
-    graded = merge_reports(folders, out=report_dir, rubric=rubric) if folders else []
-    return SlurmOutcome(graded, ids, failed, interrupted, not_cancelled)
+    merged = merge_reports(folders, out=report_dir, rubric=rubric) if folders else None
+    return SlurmOutcome(merged.graded if merged else [], ids, failed, interrupted, not_cancelled,
+                        merged.insights if merged else None)
 
 
 def _array_parameters(options: SlurmOptions, rubric: Rubric, backend: Backend, logs: Path | None = None) -> dict:

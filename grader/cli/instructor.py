@@ -90,14 +90,15 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     _print_class(outcome, report_dir, err)
 
 
-def _say_insights(graded: list, err) -> None:
+def _say_insights(outcome, err) -> None:
     """What made the slow kernels slow, in a few lines (batch/insights.py), and in the GitHub job
-    summary where the batch runs in GitHub Actions."""
+    summary where the batch runs in GitHub Actions: the insights the class report was written with,
+    gathered here only where no report was written."""
     from grader.batch.classreport import class_insights
     from grader.batch.insights import markdown, terminal_lines
     from grader.platforms import github as gh
 
-    insights = class_insights(graded)
+    insights = outcome.insights if outcome.insights is not None else class_insights(outcome.graded)
     for line in terminal_lines(insights):
         err.print(line, markup=False)
     if gh.in_actions() and (insights.findings or insights.mistakes or insights.spreads):
@@ -122,7 +123,7 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
     for g in outcome.graded:
         if g.entry.identical_to:
             err.print(f"grader: {g.entry.student}: {identical_text(g)}")
-    _say_insights(outcome.graded, err)
+    _say_insights(outcome, err)
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
         graded = sum(1 for g in outcome.graded if g.result is not None)
         err.print(f"[dim]grader: wrote {report_dir / 'class.html'}, summary.csv, gradebook.csv, junit.xml" +
@@ -169,7 +170,7 @@ def _batch_on_slurm(request, *, options, err) -> None:
         err.print(f"grader: interrupted; {state}, {len(outcome.graded)} student(s) that finished "
                   f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
         sys.exit(Exit.INTERRUPTED)
-    _say_insights(outcome.graded, err)
+    _say_insights(outcome, err)
     err.print(f"[dim]grader: merged {len(outcome.graded)} student(s) into {report_dir / 'summary.csv'}, "
               "gradebook.csv, junit.xml, class.html and insights.json[/dim]")
     problems = outcome.failed_tasks + [f"{g.entry.student}: infrastructure_error"
@@ -200,7 +201,7 @@ def merge(out: Path, folders: tuple[Path, ...], exercise: str | None, rubric_pat
     from grader.exercises import choose
 
     try:
-        graded = merge_reports(list(folders), out=out, rubric=choose(rubric_path=rubric_path, exercise=exercise))
+        graded = merge_reports(list(folders), out=out, rubric=choose(rubric_path=rubric_path, exercise=exercise)).graded
     except GraderError as exc:
         fail(exc)
     err_console().print(f"[dim]grader: merged {len(graded)} students from {len(folders)} folders into {out}[/dim]")

@@ -46,7 +46,7 @@ class Judging:
     reference: ExerciseReference
     build: BuildResult
     path: Path
-    backend: Backend | None = None          # what the verdict asks what it times
+    backend: Backend                        # what the verdict asks what it times
 
 
 def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, judging: Judging,
