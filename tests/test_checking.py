@@ -5,8 +5,8 @@ as bias_gelu_fused's reference.py is written) and its mistake models as the grad
 import numpy as np
 
 from grader.core.checking import GUARD_BITS, POISON_BITS, bits_array, compare, read_guards
-from grader.verdict.diagnosis import diagnose
-from grader.core.checking import GuardDamage
+from grader.verdict import diagnosis
+from grader.core.checking import FailedOutput, GuardDamage
 import pytest
 
 TOL = dict(rtol=1e-5, atol=1e-6)
@@ -71,6 +71,12 @@ def test_guards_count_writes_outside_the_output():
     g = read_guards(full, pad, n)
     assert (g.before, g.after, g.farthest_after) == (1, 2, 6)
     assert g.damaged
+
+
+def diagnose(got, want, inputs, dims, cmp, guards, *, rtol, atol, axes, mistakes, init="poison"):
+    """diagnosis.diagnose of the one failed output these make (as the case's check makes it)."""
+    return diagnosis.diagnose(FailedOutput("case", "out", axes, got, want, inputs, dims, rtol, atol, init, cmp, guards),
+                              mistakes=mistakes)
 
 
 def run_diagnose(got, x, b, guards=GuardDamage(0, 0, 0)):

@@ -4,7 +4,7 @@ shape of map, and the reports draw it (terminal, HTML, the SVG beside report.md)
 import numpy as np
 import pytest
 
-from grader.core.checking import POISON_BITS, GuardDamage
+from grader.core.checking import POISON_BITS, FailedOutput, GuardDamage, Mismatch, compare
 from grader.verdict.maps import MAX_COLS, MAX_ROWS, build_map
 
 NO_GUARD = GuardDamage(0, 0, 0)
@@ -17,8 +17,9 @@ def _poison(shape):
 def _map(got, want, axes=("rows", "cols"), guards=NO_GUARD, first=None):
     bad = np.argwhere(~np.isclose(got, want, rtol=1e-5, atol=1e-6) | np.isnan(got))
     first = first or ([int(i) for i in bad[0]] if len(bad) else None)
-    return build_map("case", "out", list(axes), got, want, rtol=1e-5, atol=1e-6, init="poison", guards=guards,
-                     first=first)
+    cmp = compare(got, want, rtol=1e-5, atol=1e-6)
+    cmp.first = Mismatch(first, 0.0, 0.0) if first else None           # the element the map is drawn around
+    return build_map(FailedOutput("case", "out", list(axes), got, want, {}, {}, 1e-5, 1e-6, "poison", cmp, guards))
 
 
 def _digits(rows):

@@ -182,6 +182,28 @@ def _within_prepared(got: np.ndarray, prepared: Prepared) -> tuple[bool, float]:
     return bool(clear.all()), float(worst.max()) if count else 0.0
 
 
+@dataclass(frozen=True)
+class FailedOutput:
+    """One output that failed its check, with everything judging it takes, made once by the case's
+    check (verdict/checks.py) for its map and its diagnosis: the case and the tensor, each
+    dimension's name, what came back (float32) and what was wanted (float64, the same shape), the
+    case's inputs and dimensions (an exercise's mistake is modelled on them), the tolerance, how the
+    output starts (init: poison or zero), its comparison and its guards."""
+
+    case: str
+    tensor: str
+    axes: list[str]
+    got: np.ndarray
+    want: np.ndarray
+    inputs: dict
+    dims: dict
+    rtol: float
+    atol: float
+    init: str
+    cmp: "Comparison"
+    guards: "GuardDamage"
+
+
 @dataclass
 class GuardDamage:
     before: int            # guard elements changed before the output

@@ -14,7 +14,7 @@ import numpy as np
 from grader.core.backend import Backend
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
-from grader.core.checking import compare, read_guards, within
+from grader.core.checking import FailedOutput, compare, read_guards, within
 from grader.core.contract import CaseFrame, Fault
 from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
@@ -100,15 +100,14 @@ class _CaseCheck:
         cr.passed = first_failure is None
         if first_failure is not None:
             name, tensor, got, cmp, guards = first_failure
-            axes = _axes(rubric, tensor)
-            out.maps.append(build_map(case.name, name, axes, got, ref.want[name], rtol=ref.rtol, atol=ref.atol,
-                                      init=tensor.init, guards=guards, first=cmp.first.index if cmp.first else None))
+            failed = FailedOutput(case.name, name, _axes(rubric, tensor), got, ref.want[name], ref.inputs,
+                                  dict(case.dims), ref.rtol, ref.atol, tensor.init, cmp, guards)
+            out.maps.append(build_map(failed))
             # A named mistake, or outputs never written, explains the later cases' failures too.
             named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
             if not named and not (case.timed and known):
                 mistakes = self.judging.reference.mistakes if name == _first_output(rubric) else {}
-                for d in diagnose(got, ref.want[name], ref.inputs, dict(case.dims), cmp, guards, rtol=ref.rtol,
-                                  atol=ref.atol, axes=axes, mistakes=mistakes, init=tensor.init):
+                for d in diagnose(failed, mistakes=mistakes):
                     d.case = case.name
                     out.diagnoses.append(d)
         self.second_run(primary, second, ref, values)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from grader.core.checking import Comparison, GuardDamage, unwritten_mask, within
+from grader.core.checking import FailedOutput, GuardDamage, unwritten_mask, within
 
 
 @dataclass
@@ -50,20 +50,19 @@ def _run_mistake(model: Callable, inputs: dict[str, np.ndarray], dims: dict, sha
     return alt.reshape(shape), (None if mask is None else mask.reshape(shape))
 
 
-def diagnose(got: np.ndarray, want: np.ndarray, inputs: dict, dims: dict, cmp: Comparison,
-             guards: GuardDamage, *, rtol: float, atol: float, axes: list[str],
-             mistakes: dict[str, Callable], init: str = "poison") -> list[Diagnosis]:
-    """What went wrong in got (one output): axes names each dimension of it; mistakes maps a code
-    to a function (inputs, dims) -> (what that mistake outputs, mask of where that is defined),
-    on numpy arrays (Reference.mistakes: the exercise's reference.py, whatever it is written with)."""
-    found = _guard_writes(guards)
+def diagnose(failed: FailedOutput, *, mistakes: dict[str, Callable]) -> list[Diagnosis]:
+    """What went wrong in one output: mistakes maps a code to a function (inputs, dims) -> (what that
+    mistake outputs, mask of where that is defined), on numpy arrays (Reference.mistakes: the
+    exercise's reference.py, whatever it is written with)."""
+    got, want, cmp, axes, init, atol = failed.got, failed.want, failed.cmp, failed.axes, failed.init, failed.atol
+    found = _guard_writes(failed.guards)
     if cmp.passed:
         return found
     unwritten = unwritten_mask(got, want, init, atol)
     found += _unwritten(unwritten, axes, init)
     written = ~unwritten
     g = got.astype(np.float64)
-    named = _mistake(g, want, written, inputs, dims, mistakes, rtol=rtol, atol=atol)
+    named = _mistake(failed, g, written, mistakes)
     if named is not None:
         return found + [named]
     nan_where_finite = np.isnan(g) & written & np.isfinite(want)
@@ -105,8 +104,8 @@ def _unwritten(unwritten: np.ndarray, axes: list[str], init: str) -> list[Diagno
                                f"{int(unwritten.sum())} of {unwritten.size} elements never written" + _still(init))]
 
 
-def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict, dims: dict,
-             mistakes: dict[str, Callable], *, rtol: float, atol: float) -> Diagnosis | None:
+def _mistake(failed: FailedOutput, g: np.ndarray, written: np.ndarray,
+             mistakes: dict[str, Callable]) -> Diagnosis | None:
     """The first of the exercise's usual mistakes that explains the written elements, if any.
 
     A mistake must explain more of the written elements than the right answer does: where every
@@ -115,6 +114,7 @@ def _mistake(g: np.ndarray, want: np.ndarray, written: np.ndarray, inputs: dict,
     2.5 s a model at 16M elements on 2 cores)."""
     if not mistakes:
         return None
+    want, inputs, dims, rtol, atol = failed.want, failed.inputs, failed.dims, failed.rtol, failed.atol
     right = within(g, want, rtol=rtol, atol=atol)       # where got is the right answer: the same for every model
     if bool(right[written].all()):
         return None

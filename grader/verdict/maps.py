@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from grader.core.checking import GuardDamage, unwritten_mask, within
+from grader.core.checking import FailedOutput, unwritten_mask, within
 from grader.core.results import MapGrid, MistakeMap
 
 MAX_ROWS, MAX_COLS = 32, 64
@@ -65,9 +65,12 @@ def _grid(wrong: np.ndarray, unwritten: np.ndarray, row0: int, col0: int, cr: in
                    _tenths(_sum_cells(unwritten, cr, cc), total))
 
 
-def build_map(case: str, tensor: str, axes: list[str], got: np.ndarray, want: np.ndarray, *, rtol: float,
-              atol: float, init: str, guards: GuardDamage, first: list[int] | None) -> MistakeMap:
-    """The map of one failed output: got (float32) against want (float64), both of the output's shape."""
+def build_map(failed: FailedOutput) -> MistakeMap:
+    """The map of one failed output: what came back against what was wanted, around its first wrong
+    element."""
+    case, tensor, axes, got, want = failed.case, failed.tensor, failed.axes, failed.got, failed.want
+    rtol, atol, init, guards = failed.rtol, failed.atol, failed.init, failed.guards
+    first = failed.cmp.first.index if failed.cmp.first else None
     shape = tuple(got.shape)
     down, across = _slice_axes(shape)
     keep = {across} | ({down} if down is not None else set())
