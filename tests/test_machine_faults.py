@@ -372,3 +372,17 @@ def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile
     own = _grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),
                   env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
     assert own.returncode != 4, own.stdout + own.stderr
+
+
+@pytest.mark.parametrize("broken", ["a file", "a folder nothing can be made in"])
+def test_a_cache_folder_that_cannot_hold_the_build_is_the_machine_with_its_fix_never_an_internal_error(tmp_path, broken):
+    """GRADER_CACHE_DIR naming a file, or a folder no folder can be made in (/proc/self), failed the
+    grade as 'internal error in the grader (please report it)': it is the machine's, said with the fix."""
+    cache = tmp_path / "cache-file" if broken == "a file" else Path("/proc/self")
+    if broken == "a file":
+        cache.write_text("not a folder")
+    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--no-report", env={"GRADER_CACHE_DIR": str(cache)})
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "COULD NOT BE GRADED ON THIS MACHINE" in out and "internal error" not in out
+    assert f"cache at {cache}" in out and "set GRADER_CACHE_DIR" in out

@@ -172,7 +172,24 @@ def _machine_limit(exc: Exception) -> str | None:
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
         return (f"the grader cannot write {exc.filename} ({exc.strerror}): set GRADER_CACHE_DIR (the build cache) "
                 "or --report-dir to a folder this user can write, and grade again.")
+    if exc.filename and _in_cache(str(exc.filename)):
+        # Anything else the cache's own folder refuses (a file where a folder should be, a folder that
+        # cannot hold others, one removed under the grade): the machine's, with the fix.
+        from grader.core.locations import cache_root
+
+        return (f"the grader's cache at {cache_root()} could not be used ({exc.strerror}: {exc.filename}): set "
+                "GRADER_CACHE_DIR to a folder this user can write (or remove the broken one), and grade again.")
     return None
+
+
+def _in_cache(path: str) -> bool:
+    from grader.core.locations import cache_root
+
+    try:
+        root = str(cache_root())
+    except OSError:
+        return False
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 # Address space a grade needs, measured on the emulator: at `ulimit -v 860000` (840 MiB) the timed
