@@ -177,3 +177,28 @@ def test_an_emulator_build_past_its_limit_is_still_the_files_compile_error(write
     monkeypatch.setattr(steps, "build_submission", stopped_on_the_cpu)
     result = grade_submission(write_cu(GOOD, "slow.cu"), rubric=rubric, backend="emulator")
     assert result.status == "compile_error" and said in result.message and "needs a GPU" not in result.message
+
+
+def test_a_cached_build_renders_no_harness_and_a_changed_harness_or_rubric_builds_anew(write_cu, rubric, monkeypatch):
+    """The harness is keyed on its template and its context and rendered only to build: a warm
+    grade's cache hit rendered it for its key (65 ms, jinja's environment with it). Whatever the
+    harness would say differently (its template, the workspace the rubric allows, a launcher or
+    none) is another build."""
+    import dataclasses
+
+    from grader.toolchain import build, render
+
+    sub = read_submission(write_cu(GOOD), rubric.kernel.launcher_name)
+    first = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
+    assert first.ok and "grader_submission_launch" in (first.library.parent / "harness.cu").read_text()
+    renders = []
+    real = render.render
+    monkeypatch.setattr(build, "render", lambda name, **kw: renders.append(name) or real(name, **kw))
+    again = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
+    assert again.cached and again.library == first.library and renders == []
+    roomier = dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits,
+                                                                      workspace_mib=rubric.limits.workspace_mib + 1))
+    assert build_submission(sub, roomier, backend=EMULATOR, arch="sm_90").library != first.library
+    monkeypatch.setattr(build, "template_digest", lambda name: "another template")
+    changed = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
+    assert not changed.cached and changed.library != first.library and "harness.cu.j2" in renders

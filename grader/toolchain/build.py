@@ -23,6 +23,7 @@ import subprocess
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 from grader import __version__
 from grader.core import sealed
@@ -32,7 +33,7 @@ from grader.core.backend import Backend, Toolchain
 from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
                                       parse_messages, parse_ptxas)
-from grader.toolchain.render import render
+from grader.toolchain.render import render, template_digest
 from grader.toolchain.running import BuildLimits, run_limited
 from grader.exercises.rubric import Rubric
 from grader.core.source import Submission, uses_device_lambdas
@@ -79,27 +80,23 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     """Build the submission with the backend's toolchain (nvcc for arch, or g++ against the shim),
     within the rubric's build limits."""
     tc = backend.toolchain
-    harness = render(
-        "harness.cu.j2",
-        version=__version__,
-        backend=backend.name,
-        on_gpu=not tc.shim,
-        launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None,
-        kernel=rubric.kernel.parsed,
-        workspace_bytes=rubric.limits.workspace_mib << 20,
-    )
+    context = dict(version=__version__, backend=backend.name, on_gpu=not tc.shim,
+                   launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None, kernel=rubric.kernel.parsed,
+                   workspace_bytes=rubric.limits.workspace_mib << 20)
+    # Keyed on the template and its context (their reprs are their fields'), rendered only to build.
+    harness = (template_digest("harness.cu.j2"), repr(sorted(context.items())))
     source = rewrite_for_emulator(sub.compiled) if tc.shim else sub.compiled
     lambdas = tc.lambda_flags if uses_device_lambdas(sub.code) else ()
     flags = compile_flags(tc, tc.flags + lambdas, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
     shim = shim_text() if tc.shim else ""
     # the recorder sees the launcher's launches and stream work through the wrapped entry points
     link_flags = RECORDER_LINK_FLAGS if backend.records_then_replays else ()
-    key = _digest(__version__, backend.name, source, harness, " ".join(flags), " ".join(link_flags),
+    key = _digest(__version__, backend.name, source, *harness, " ".join(flags), " ".join(link_flags),
                   tools.version(tc.compiler), backend.target(arch), shim)
     return _build(
         key=f"sub-{key}",
         link_flags=link_flags,
-        files={"submission.cu": source, "harness.cu": harness},
+        files={"submission.cu": source, "harness.cu": lambda: render("harness.cu.j2", **context)},
         main="harness.cu",
         flags=flags,
         backend=backend,
@@ -474,7 +471,7 @@ def _touch(directory: Path) -> None:
         pass
 
 
-def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], backend: Backend,
+def _build(*, key: str, files: dict[str, str | Callable[[], str]], main: str, flags: list[str], backend: Backend,
            user_path: str, limits: BuildLimits = BuildLimits(), link_flags: tuple[str, ...] = ()) -> BuildResult:
     root = cache_root()
     directory = root / key
@@ -500,8 +497,8 @@ def _build(*, key: str, files: dict[str, str], main: str, flags: list[str], back
                                    seconds=time.perf_counter() - start, command=command, log=cached["log"],
                                    resources=[KernelResources(**r) for r in cached["resources"]],
                                    compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]))
-        for name, text in files.items():
-            (directory / name).write_text(text)
+        for name, text in files.items():          # a callable: a text made only when it is built
+            (directory / name).write_text(text() if callable(text) else text)
         ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
                             description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
                             main=main, inputs=list(files))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
@@ -65,6 +67,15 @@ def environment() -> jinja2.Environment:
     env.filters["num"] = lambda v, fmt=".3f": "n/a" if v is None else format(v, fmt)
     env.filters["code"] = inline_code
     return env
+
+
+@functools.lru_cache(maxsize=None)
+def template_digest(template: str) -> str:
+    """What render(template, ...) depends on besides its context: the template's bytes and this
+    module's (the environment's settings and filters). A build keyed on it and on the context
+    renders its harness only when it builds (a warm grade's cache hit took 65 ms to render it)."""
+    folder = Path(__file__).resolve().parent.parent / "templates"
+    return hashlib.sha256((folder / template).read_bytes() + b"\0" + Path(__file__).read_bytes()).hexdigest()
 
 
 def render(template: str, **context: Any) -> str:
