@@ -589,3 +589,28 @@ print(json.dumps({"placed": {str(k): v for k, v in placed.items()}, "high": high
     got = json.loads(out.stdout)
     assert got["placed"] == {str(got["high"]): 3, str(got["w"]): 4} and got["read"] == "x"
     assert got["high"] not in got["open"] and 3 in got["open"] and 4 in got["open"]
+
+
+def test_place_descriptors_never_closes_a_descriptor_not_the_graders():
+    """Under a wrapper (Nsight Compute's injected library opens its own before main), a slot may
+    hold a descriptor that is not the grader's: it is left alone, and ours stays where it was."""
+    import json
+    import subprocess
+    import sys
+
+    code = """
+import fcntl, json, os
+from grader.run.child.worker import place_descriptors
+theirs = os.open(os.devnull, os.O_RDONLY)           # the lowest free: 3
+r, w = os.pipe()
+ours = fcntl.fcntl(w, fcntl.F_DUPFD, 40)
+os.close(w)
+placed = place_descriptors([ours])
+os.write(ours, b"y")
+print(json.dumps({"theirs": theirs, "placed": placed, "read": os.read(r, 1).decode(),
+                  "theirs_open": os.path.exists(f"/proc/self/fd/{theirs}")}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["theirs"] == 3 and got["placed"] == {} and got["read"] == "y" and got["theirs_open"]

@@ -270,9 +270,18 @@ def place_descriptors(fds: list[int]) -> dict[int, int]:
     parent's table gave them (a batch grading a dozen at once holds dozens of pipes): the child's
     layout is the same in every grade, so a launcher writing blindly to the low descriptors meets
     the result channel, and is caught, inside a batch as in a lone grade. Done first, before the
-    CUDA driver opens anything. Returns each moved descriptor's new number (one not open, which a
-    wrapper such as Nsight Compute may not have passed on, stays where it was)."""
+    CUDA driver opens anything. Returns each moved descriptor's new number. One not open (which a
+    wrapper such as Nsight Compute may not have passed on) stays where it was, and so does one whose
+    slot holds a descriptor not the grader's (a wrapper's injected library may have opened it
+    before this process's main): that one is never closed."""
     import fcntl
+
+    def held(fd: int) -> bool:
+        try:
+            fcntl.fcntl(fd, fcntl.F_GETFD)
+            return True
+        except OSError:
+            return False
 
     first_free = 3 + len(fds)
     copies = []
@@ -284,6 +293,9 @@ def place_descriptors(fds: list[int]) -> dict[int, int]:
     placed = {}
     for at, (fd, copy) in enumerate(zip(fds, copies), start=3):
         if copy is None:
+            continue
+        if at not in fds and held(at):
+            os.close(copy)
             continue
         os.dup2(copy, at)
         os.close(copy)
