@@ -22,10 +22,11 @@ from grader.exercises.rubric import Rubric
 from grader.grade.early import Children as Started, start_children, start_recorder
 from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.request import GradeRequest
-from grader.grade.ways import (Children, DeviceCode, Emulated, RecordedOffline, RecordedOnGpu, Way,
+from grader.grade.ways import (Children, Emulated, RecordedOffline, RecordedOnGpu, Way,
                                clocked_lane)
 from grader.grade.steps import Progress
 from grader.run import lanes
+from grader.run.replaying import DeviceCode
 from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_driver_stand_in, build_guard, build_reference

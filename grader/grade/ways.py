@@ -9,29 +9,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, RefusedFrame, clock_phases
-from grader.run.replaying import needs_gpu, record, record_then_replay, replay_recorded
+from grader.run.replaying import DeviceCode, needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun, Worker
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-
-
-@dataclass(frozen=True)
-class DeviceCode:
-    """What the build gives the measuring process and the recorder: the fatbinaries the measuring
-    process loads, its static variables' device names, whether its device code calls malloc; for
-    the recorder without a GPU, each kernel's parameter layout and the stand-in driver."""
-
-    fatbins: list[str]
-    variables: list[str]
-    heap: bool
-    kernel_params: dict[str, list[list[int]]]
-    driver_stand_in: Path | None
 
 
 @dataclass
@@ -123,9 +109,8 @@ class RecordedOnGpu(Way):
     def in_lane(self, take, handed_on):
         code = self.code.result()
         take()                      # the recorder runs the launcher on the GPU: in the lane
-        both = record_then_replay(self.recorder, self.measurer, self.job, device_code=code.fatbins,
-                                  device_globals=code.variables, device_heap=code.heap,
-                                  time_limit_s=self.time_limit_s, on_sent=handed_on, launcher=self.launcher)
+        both = record_then_replay(self.recorder, self.measurer, self.job, code=code, time_limit_s=self.time_limit_s,
+                                  on_sent=handed_on, launcher=self.launcher)
         self.phases["record_s"] = round(both.recorder.seconds, 3)
         self.phases.update(recorder_times(both.recorder))
         return _replayed(both, self.phases)
@@ -178,8 +163,7 @@ class RecordedOffline(Way):
             gone.append(time.perf_counter() - clock)
             take()
 
-        both = replay_recorded(self.recorded, self.measurer, self.job, device_code=code.fatbins,
-                               device_globals=code.variables, device_heap=code.heap, time_limit_s=self.time_limit_s,
+        both = replay_recorded(self.recorded, self.measurer, self.job, code=code, time_limit_s=self.time_limit_s,
                                on_sent=handed_on, launcher=self.launcher, gate=gate)
         out = _replayed(both, self.phases)
         if gone:

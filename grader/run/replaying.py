@@ -16,6 +16,19 @@ from grader.core.limits import spread_threads
 from grader.run.sandbox import ChildRun, Worker
 
 
+@dataclass(frozen=True)
+class DeviceCode:
+    """What the build gives the measuring process and the recorder: the fatbinaries the measuring
+    process loads, its static variables' device names, whether its device code calls malloc; for
+    the recorder without a GPU, each kernel's parameter layout and the stand-in driver."""
+
+    fatbins: list[str]
+    variables: list[str] = field(default_factory=list)
+    heap: bool = False
+    kernel_params: dict[str, list[list[int]]] = field(default_factory=dict)
+    driver_stand_in: Path | None = None
+
+
 @dataclass
 class ReplayRun:
     """A GPU grade's two children: the recorder (the submission's host code, its launches recorded)
@@ -100,9 +113,9 @@ def needs_gpu(record: ChildRun) -> str:
     return ""
 
 
-def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
-                    launcher: str | None, gate: Callable[[], None], on_sent: Callable[[], None] | None = None,
-                    device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
+def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, code: DeviceCode, time_limit_s: float,
+                    launcher: str | None, gate: Callable[[], None],
+                    on_sent: Callable[[], None] | None = None) -> ReplayRun:
     """What the recorder recorded, refused or replayed in the measuring process, which never loads
     the submission's library (grader/run/child/replay.py) and runs nothing of its job until
     gate() has returned (the recorder gone: Worker.run's gate)."""
@@ -119,8 +132,8 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code
     out.refusals = recording_refusals(recording, launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
-    replay = dataclasses.replace(job, role=Role.REPLAY, library="", recording=recording, device_code=device_code,
-                                 device_globals=list(device_globals or []), device_heap=device_heap,
+    replay = dataclasses.replace(job, role=Role.REPLAY, library="", recording=recording, device_code=list(code.fatbins),
+                                 device_globals=list(code.variables), device_heap=code.heap,
                                  layout_seed=secrets.randbits(62) | 1)
 
     def gone() -> None:
@@ -134,9 +147,8 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, device_code
     return out
 
 
-def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_code: list[str], time_limit_s: float,
-                       launcher: str | None, on_sent: Callable[[], None] | None = None,
-                       device_globals: list[str] | None = None, device_heap: bool = False) -> ReplayRun:
+def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, code: DeviceCode, time_limit_s: float,
+                       launcher: str | None, on_sent: Callable[[], None] | None = None) -> ReplayRun:
     """Record the submission's launches in one child (the recorder on the GPU), then replay them in
     another that never loads its library (grader/run/child/replay.py). The recorder has ended, its
     whole process group killed and reaped, before the measuring process runs anything of its job
@@ -145,9 +157,8 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, device_c
     # the measuring process takes its job; that one runs nothing until the recorder is gone (its
     # CUDA context's teardown took 0.15 s of every grade).
     run = record(recorder, job, time_limit_s=time_limit_s)
-    return replay_recorded(run, measurer, job, device_code=device_code, time_limit_s=time_limit_s, launcher=launcher,
-                           gate=recorder.gone, on_sent=on_sent, device_globals=device_globals,
-                           device_heap=device_heap)
+    return replay_recorded(run, measurer, job, code=code, time_limit_s=time_limit_s, launcher=launcher,
+                           gate=recorder.gone, on_sent=on_sent)
 
 
 def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
@@ -161,10 +172,11 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
         with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
                 Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
-            return record_then_replay(recorder, measurer, job, time_limit_s=time_limit_s, launcher=None,
-                                      device_code=[str(p) for p in device_code(Path(job.library))],
-                                      device_globals=device_variables(Path(job.library).with_name("main.o")),
-                                      device_heap=uses_device_heap(Path(job.library).with_name("main.o"))).judged
+            obj = Path(job.library).with_name("main.o")
+            code = DeviceCode([str(p) for p in device_code(Path(job.library))], device_variables(obj),
+                              uses_device_heap(obj))
+            return record_then_replay(recorder, measurer, job, code=code, time_limit_s=time_limit_s,
+                                      launcher=None).judged
     with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
                 cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
