@@ -202,3 +202,67 @@ def test_a_cached_build_renders_no_harness_and_a_changed_harness_or_rubric_build
     monkeypatch.setattr(build, "template_digest", lambda name: "another template")
     changed = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
     assert not changed.cached and changed.library != first.library and "harness.cu.j2" in renders
+
+
+def _exported(library) -> set[str]:
+    import subprocess
+
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
+    return {line.split()[-1] for line in listing.splitlines() if line.strip()}
+
+
+@needs_nvcc
+def test_the_recorder_is_compiled_once_and_linked_into_every_gpu_build(write_cu, rubric, monkeypatch):
+    """The recorder is host code the same for every submission of an exercise: one object per
+    machine (rec-*), made while the first submission compiles and linked into each library, so the
+    recording child finds its entry points in every build."""
+    from grader.toolchain import build, render
+
+    renders = []
+    real = render.render
+    monkeypatch.setattr(build, "render", lambda name, **kw: renders.append(name) or real(name, **kw))
+    first = build_submission(read_submission(write_cu(GOOD, "a.cu"), rubric.kernel.launcher_name), rubric,
+                             backend=CUDA, arch="sm_90")
+    other = GOOD.replace("x[i] + bias[col]", "x[i] * 2.0f + bias[col]")
+    second = build_submission(read_submission(write_cu(other, "b.cu"), rubric.kernel.launcher_name), rubric,
+                              backend=CUDA, arch="sm_90")
+    assert first.ok and second.ok and first.library != second.library
+    assert renders.count("recorder.cpp.j2") == 1 and renders.count("harness.cu.j2") == 2
+    recorders = list(first.library.parent.parent.glob("rec-*/recorder.o"))
+    assert len(recorders) == 1
+    for library in (first.library, second.library):
+        names = _exported(library)
+        assert {"grader_record_take", "grader_record_go_offline", "__wrap_cudaLaunchKernel",
+                "grader_submission_launch"} <= names
+    # the submission's own object holds none of it: what screening reads is the student's code
+    assert b"grader_record_take" not in first.object.read_bytes()
+    # the emulator records nothing and links no recorder
+    emulated = build_submission(read_submission(write_cu(GOOD, "c.cu"), rubric.kernel.launcher_name), rubric,
+                                backend=EMULATOR, arch="sm_90")
+    assert emulated.ok and "grader_record_take" not in _exported(emulated.library)
+
+
+@needs_nvcc
+def test_a_recorder_object_that_fails_its_seal_is_built_again(write_cu, rubric, capsys):
+    first = build_submission(read_submission(write_cu(GOOD, "a.cu"), rubric.kernel.launcher_name), rubric,
+                             backend=CUDA, arch="sm_90")
+    recorder = next(first.library.parent.parent.glob("rec-*/recorder.o"))
+    recorder.write_bytes(b"not an object")             # a disk fault, or a hand in the cache
+    other = GOOD.replace("x[i] + bias[col]", "x[i] - bias[col]")
+    second = build_submission(read_submission(write_cu(other, "b.cu"), rubric.kernel.launcher_name), rubric,
+                              backend=CUDA, arch="sm_90")
+    assert second.ok and "grader_record_take" in _exported(second.library)
+    assert recorder.read_bytes()[:4] == b"\x7fELF" and "recorder" in capsys.readouterr().err
+
+
+@needs_nvcc
+def test_a_recorder_that_does_not_build_is_the_machines_fault_not_the_students(write_cu, rubric):
+    import dataclasses
+
+    from grader.core.errors import InfrastructureError
+
+    broken = dataclasses.replace(CUDA, toolchain=dataclasses.replace(
+        CUDA.toolchain, host_flags=("-x", "c++", "-Xcompiler", "-fPIC", "--no-such-flag")))
+    with pytest.raises(InfrastructureError, match="recorder.*did not build"):
+        build_submission(read_submission(write_cu(GOOD), rubric.kernel.launcher_name), rubric, backend=broken,
+                         arch="sm_90")

@@ -36,6 +36,7 @@ class Toolchain:
     device_code: str = ""                   # what the replay loads from the build ("fatbin": nvcc's fatbinaries; "": none)
     profiler: str = ""                      # the tool that reads the hardware's counters (run/profiling.py: "ncu"; "": none)
     lambda_flags: tuple[str, ...] = ()      # added for a file with __device__ lambdas (source.uses_device_lambdas)
+    host_flags: tuple[str, ...] = ()        # how the compiler builds the grader's host-only code (the recorder)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ CUDA = Backend(
                         reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu",
-                        lambda_flags=("--extended-lambda",)),
+                        lambda_flags=("--extended-lambda",),
+                        host_flags=("-x", "c++", "-O3", "-std=c++17", "-Xcompiler", "-fPIC")),
     child=ChildClasses(run="grader.run.child.backends:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
                        replay="grader.run.child.measurer:ReplayBackend",
                        profile="grader.run.child.measurer:ReplayBackend"),

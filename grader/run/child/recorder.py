@@ -32,13 +32,13 @@ _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
 _THREADS = {0: "caller", 1: "other", 2: "outside"}
 MAX_RECORDED_BYTES = 4 << 20    # parameter and upload bytes of the calls that differ, in one recording (its frame's header
 # is at most protocol.MAX_HEADER; hex doubles them)
-NEEDS_GPU_EXIT = 96         # harness.cu.j2's kNeedsGpuExit: the launcher called what only the GPU answers
+NEEDS_GPU_EXIT = 96         # recorder.cpp.j2's kNeedsGpuExit: the launcher called what only the GPU answers
 LATE_WAIT_S = 0.02          # how long the recorder waits, after the last call, for launches of a thread left running
 # (the corpus's latest comes 1 ms after the call; one later than this is never replayed, so its work is missing)
 
 
 class _RecordedOp(ctypes.Structure):
-    """harness.cu.j2's grader_record::Op."""
+    """recorder.cpp.j2's grader_record::Op."""
 
     _fields_ = [("kind", ctypes.c_int), ("stream", ctypes.c_int), ("thread", ctypes.c_int),
                 ("attribute", ctypes.c_int), ("value", ctypes.c_int), ("error", ctypes.c_int),

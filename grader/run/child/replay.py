@@ -163,7 +163,7 @@ def call_sizes(cases) -> dict[str, dict[str, int]]:
 # ---------------------------------------------------------------------------
 
 STREAM_KINDS = ("memset", "copy", "symbol", "alloc", "free")
-HOST_BYTES_PER_CALL = 1 << 20           # harness.cu.j2's kHostBytesPerCall
+HOST_BYTES_PER_CALL = 1 << 20           # recorder.cpp.j2's kHostBytesPerCall
 
 
 @dataclass(frozen=True)
