@@ -73,7 +73,8 @@ def test_a_stand_in_third_backend_builds_with_its_own_toolchain_and_reaches_the_
     sub = read_submission(Path("submissions/bias_gelu_fused/scalar_2d.cu"), rubric.kernel.launcher_name)
     result = build.build_submission(sub, rubric, backend=HIP, arch="gfx942")
     assert result.ok and result.command.startswith("/opt/rocm/bin/hipcc -O3 --offload-arch=gfx942 -fPIC")
-    assert "/opt/rocm/bin/hipcc -shared -fPIC -o lib.so main.o" in ran[0] and "--wrap" not in ran[0]
+    assert "command = /opt/rocm/bin/hipcc -shared -fPIC -o $out $in" in ran[0] and "--wrap" not in ran[0]
+    assert "build lib.so: link main.o\n" in ran[0]          # it records nothing: no recorder linked in
     assert "hip build of scalar_2d.cu" in ran[0]
     built = BuildResult(True, result.library, result.object, False, 0.0, "")
     job, cases = child_job(rubric, backend=HIP, build=built, reference=built, has_launcher=False)

@@ -56,6 +56,29 @@ def test_reference_library_builds_for_the_emulator_with_the_exercises_kernels(ru
     assert lib.exists() and "grader_ref_add_residual" in lib.read_bytes().decode("latin-1")
 
 
+@needs_nvcc
+@pytest.mark.parametrize("exercise", ["bias_gelu_fused", "rope_half_split", "gelu_sum"])
+def test_the_gpu_reference_compiles_each_file_apart_and_links_every_entry_point(exercise):
+    """For the GPU the reference's files are compiled side by side (a first grade waited on their one
+    compile): the library still defines every entry point the child calls and needs nothing of its
+    own files that another file held."""
+    import re
+    import subprocess
+
+    from grader.exercises import load_exercise, load_reference
+
+    kernels = load_reference(load_exercise(exercise)).kernels
+    lib = build_reference(backend=CUDA, exercise_kernels=kernels).library
+    edges = [ln for ln in (lib.parent / "build.ninja").read_text().splitlines() if ln.startswith("build ")]
+    assert len(edges) == 4 and any("exercise.o: compile exercise.cu" in e for e in edges)
+    defined = set(subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout.split())
+    wanted = set(re.findall(r'extern "C" \w+\s+(grader_\w+)\(', kernels + (lib.parent / "kernels.cu").read_text()
+                            + (lib.parent / "runtime.cu").read_text()))
+    assert len(wanted) > 10 and wanted <= defined
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+    assert not [ln for ln in undefined.splitlines() if "grader_" in ln or "ref" in ln.lower()]
+
+
 @pytest.mark.parametrize("backend", ["emulator", pytest.param("cuda", marks=needs_nvcc)])
 def test_every_parameter_spelling_the_screen_accepts_compiles_in_the_harness(backend, write_cu, rubric):
     """Fairness: what signature_problem lets through, the generated default launch must call."""
@@ -212,12 +235,13 @@ def _exported(library) -> set[str]:
 
 
 @needs_nvcc
-def test_the_recorder_is_compiled_once_and_linked_into_every_gpu_build(write_cu, rubric, monkeypatch):
+def test_the_recorder_is_compiled_once_and_linked_into_every_gpu_build(write_cu, rubric, monkeypatch, tmp_path):
     """The recorder is host code the same for every submission of an exercise: one object per
     machine (rec-*), made while the first submission compiles and linked into each library, so the
     recording child finds its entry points in every build."""
     from grader.toolchain import build, render
 
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))       # a machine's first builds
     renders = []
     real = render.render
     monkeypatch.setattr(build, "render", lambda name, **kw: renders.append(name) or real(name, **kw))
@@ -243,7 +267,8 @@ def test_the_recorder_is_compiled_once_and_linked_into_every_gpu_build(write_cu,
 
 
 @needs_nvcc
-def test_a_recorder_object_that_fails_its_seal_is_built_again(write_cu, rubric, capsys):
+def test_a_recorder_object_that_fails_its_seal_is_built_again(write_cu, rubric, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     first = build_submission(read_submission(write_cu(GOOD, "a.cu"), rubric.kernel.launcher_name), rubric,
                              backend=CUDA, arch="sm_90")
     recorder = next(first.library.parent.parent.glob("rec-*/recorder.o"))

@@ -379,20 +379,27 @@ def build_reference(*, backend: Backend, arch: str = "sm_90", exercise_kernels: 
     """Build the grader's reference kernels (reference/kernels.cu: the copies) with an exercise's
     own (reference/<exercise>/kernels.cu), once per backend, architecture and exercise."""
     tc = backend.toolchain
-    files = {"kernels.cu": REFERENCE_SOURCE.read_text(), "exercise.cu": exercise_kernels,
-             "reference.cu": '#include "kernels.cu"\n#include "exercise.cu"\n'}
+    files = {"kernels.cu": REFERENCE_SOURCE.read_text()}
+    if exercise_kernels.strip():
+        files["exercise.cu"] = exercise_kernels
     if tc.runtime:
         # the child's runtime helpers (allocation, copies, events): how it drives the GPU without torch
         files["runtime.cu"] = RUNTIME_SOURCE.read_text()
-        files["reference.cu"] += '#include "runtime.cu"\n'
     if tc.shim:
+        # the shim defines its entry points in its header: one translation unit
         files = {k: rewrite_for_emulator(v) for k, v in files.items()}
+        files["reference.cu"] = "".join(f'#include "{name}"\n' for name in files)
+        main, also = "reference.cu", ()
+    else:
+        # each file compiled on its own and at once (ninja runs them side by side), then linked into
+        # one library: on a fresh machine this build, not the student's, was a first grade's longest
+        main, also = "kernels.cu", tuple(name for name in files if name != "kernels.cu")
     flags = compile_flags(tc, tc.reference_flags, arch=arch)
     extra = shim_text() if tc.shim else ""
     key = _digest(__version__, backend.name, *files.values(), " ".join(flags), tools.version(tc.compiler),
                   backend.target(arch), extra)
-    result = _build(Plan(key=f"ref-{key}", files=files, main="reference.cu", flags=flags,
-                         user_path=str(REFERENCE_SOURCE)), backend)
+    result = _build(Plan(key=f"ref-{key}", files=files, main=main, flags=flags, user_path=str(REFERENCE_SOURCE),
+                         also=also), backend)
     if not result.ok:
         raise InfrastructureError(f"the reference kernels did not build ({result.command}):\n{result.log}")
     return result
@@ -531,14 +538,16 @@ def _touch(directory: Path) -> None:
 @dataclass(frozen=True)
 class Plan:
     """One build: its cache key, its files (a callable: a text made only when it is built), the file
-    compiled, the flags, what the link adds (flags; an object built once, LinkedObject), the file
-    named in the student's messages and the limits the compiler runs under."""
+    compiled into main.o (the others it includes) and those compiled on their own beside it (also),
+    the flags, what the link adds (flags; an object built once, LinkedObject), the file named in the
+    student's messages and the limits the compiler runs under."""
 
     key: str
     files: dict[str, str | Callable[[], str]]
     main: str
     flags: list[str]
     user_path: str
+    also: tuple[str, ...] = ()
     link_flags: tuple[str, ...] = ()
     linked: LinkedObject | None = None
     limits: BuildLimits = BuildLimits()
@@ -557,8 +566,9 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
     command = " ".join([compiler, *flags, "-c", "-o", "main.o", plan.main])
     # -nodlink: whole-program device code (no -rdc) needs no device link; nvcc's would only add an
     # empty fatbinary, and took 0.3 s of a 1 s build.
-    objects = ["main.o", *([LINKED_NAME] if plan.linked else [])]
-    link = " ".join([compiler, "-shared", *tc.library_flags, *plan.link_flags, "-o", "lib.so", *objects])
+    compiles = [(plan.main, "main.o"), *((name, f"{Path(name).stem}.o") for name in plan.also)]
+    objects = [obj for _, obj in compiles] + ([LINKED_NAME] if plan.linked else [])
+    link = " ".join([compiler, "-shared", *tc.library_flags, *plan.link_flags])
     start = time.perf_counter()
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # two graders building the same file wait for each other
@@ -572,9 +582,10 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
                                    compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]))
         for name, text in files.items():          # a callable: a text made only when it is built
             (directory / name).write_text(text() if callable(text) else text)
-        ninja_text = render("build.ninja.j2", version=__version__, command=command, link=link,
+        ninja_text = render("build.ninja.j2", version=__version__, compile=" ".join([compiler, *flags]), link=link,
                             description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
-                            main=plan.main, inputs=list(files), objects=objects)
+                            compiles=compiles, objects=objects,
+                            included=[name for name in files if name != plan.main and name not in plan.also])
         (directory / "build.ninja").write_text(ninja_text)
         check_scratch_folder()
         proc, over = _compile_and_link(directory, plan.linked, limits)
