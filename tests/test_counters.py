@@ -144,7 +144,7 @@ def test_ncus_command_names_only_the_submission_s_kernels():
 
 def _replay_job():
     from grader.core.backend import CUDA
-    from grader.core.contract import Call, CaseJob, Job, Limits, RecordedOp, Recording
+    from grader.core.contract import Call, CaseJob, Job, Limits, RecordedOp, Recording, ReplayPart
 
     recording = Recording(calls={"timed": [[0, 0, 0]]}, views=[{}],
                           ops=[[RecordedOp(kernel="_Z13biasGeluFusedPKfS0_Pfm"), RecordedOp(kind="memset"),
@@ -153,13 +153,13 @@ def _replay_job():
              for i in range(2)]
     return Job(backend=CUDA, library="", reference_library="ref.so", guard_library=None, guard_mode=GuardMode.ENFORCE,
                limits=Limits(1024, 0, True), cases=[CaseJob("small", [], Call([], key="small"))], guard_floats=64,
-               timed_cases=timed, role=Role.REPLAY, recording=recording, device_code=["a.fatbin"], gated=True)
+               timed_cases=timed, role=Role.REPLAY, replay=ReplayPart(recording, device_code=["a.fatbin"]), gated=True)
 
 
 def test_the_timed_call_s_kernels_are_read_from_the_recording():
     job = _replay_job()
-    assert profiling.call_kernels(job.recording, "timed") == ["_Z13biasGeluFusedPKfS0_Pfm", "_Z4tailPf"]
-    assert profiling.call_kernels(job.recording, "nothing") == []
+    assert profiling.call_kernels(job.replay.recording, "timed") == ["_Z13biasGeluFusedPKfS0_Pfm", "_Z4tailPf"]
+    assert profiling.call_kernels(job.replay.recording, "nothing") == []
 
 
 class _Run:
@@ -186,7 +186,7 @@ def test_the_profile_job_replays_the_first_timed_set_once_behind_the_profile_wal
     assert job.timing is None and job.cases == [] and job.timed_cases == [] and not job.gated
     assert [c.name for c in job.verify_cases] == [replay.timed_cases[0].name]
     assert job.verify_cases[0].chain is None
-    assert job.recording is replay.recording and job.device_code == replay.device_code
+    assert job.replay is replay.replay and job.offline is None
 
 
 def test_the_backends_say_who_reads_counters():

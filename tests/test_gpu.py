@@ -135,7 +135,7 @@ def _record_both_ways(folder, name):
     grade's job): (why the first needs the GPU, its recording, the GPU's recording)."""
     import dataclasses
 
-    from grader.core.contract import RecordingFrame
+    from grader.core.contract import OfflinePart, RecordingFrame
     from grader.grade.jobs import child_job
     from grader.run.replaying import needs_gpu, record, recording_refusals
     from grader.run.sandbox import Worker
@@ -158,8 +158,8 @@ def _record_both_ways(folder, name):
     recordings, why = [], ""
     for gpu in (False, True):
         with Worker(backend=CUDA, output_cap=4096, cpu_limit_s=60, device="0", gpu=gpu) as recorder:
-            run = record(recorder, job, time_limit_s=60, kernel_params=params,
-                         driver_stand_in=str(build_driver_stand_in()))
+            run = record(recorder, job, time_limit_s=60,
+                         offline=OfflinePart(params, str(build_driver_stand_in())))
         if not gpu:
             why = needs_gpu(run)
         got = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from grader.core.backend import CUDA
-from grader.core.contract import RecordingFrame
+from grader.core.contract import OfflinePart, RecordingFrame
 from grader.core.source import read_submission
 from grader.run.replaying import needs_gpu, record, recording_refusals
 from grader.run.sandbox import CappedOutput, ChildRun, Worker
@@ -53,7 +53,7 @@ def record_offline(rubric, write_cu, text: str, name: str = "offline.cu") -> tup
     job, _ = child_job(rubric, backend=CUDA, build=build, has_launcher=sub.has_launcher,
                        reference=SimpleNamespace(library=Path("/nonexistent/reference.so")), guard=build_guard())
     with Worker(backend=CUDA, output_cap=1 << 16, cpu_limit_s=30, device="0", gpu=False) as recorder:
-        run = record(recorder, job, time_limit_s=30, kernel_params=params, driver_stand_in=str(build_driver_stand_in()))
+        run = record(recorder, job, time_limit_s=30, offline=OfflinePart(params, str(build_driver_stand_in())))
     recording = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)
     return run, recording
 

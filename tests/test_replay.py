@@ -400,7 +400,7 @@ def test_the_child_takes_the_class_its_backend_names_for_the_role(monkeypatch):
     emulator job, a stand-in backend's own class; a GPU job that names a library is never run
     directly, and a role the backend has no class for is said."""
     from grader.core.backend import EMULATOR, ChildClasses
-    from grader.core.contract import Role
+    from grader.core.contract import ReplayPart, Role
     from grader.run.child import emulator, measurer, recorder, worker
 
     made = {}
@@ -416,11 +416,11 @@ def test_the_child_takes_the_class_its_backend_names_for_the_role(monkeypatch):
     job = _job()
     assert type(worker._backend_for(dataclasses.replace(job, role=Role.RECORD))) is recorder.RecordingBackend
     rec = Recording()
-    replayer = worker._backend_for(dataclasses.replace(job, role=Role.REPLAY, recording=rec, device_code=["a.fatbin"],
-                                                       layout_seed=7))
+    part = ReplayPart(rec, device_code=["a.fatbin"], layout_seed=7)
+    replayer = worker._backend_for(dataclasses.replace(job, role=Role.REPLAY, replay=part))
     assert type(replayer) is measurer.ReplayBackend
     _, kw = made["replay"]
-    assert kw["recording"] is rec and kw["device_code"] == ["a.fatbin"] and kw["layout_seed"] == 7
+    assert kw["part"] is part
     assert set(kw["sizes"]) == {c.launch.key for c in job.cases + job.timed_cases + job.baseline_cases}
     emulated = worker._backend_for(dataclasses.replace(job, backend=EMULATOR, role=Role.RUN, emulator_threads=3))
     assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3}
@@ -438,12 +438,21 @@ def test_a_job_carries_its_backend_across_the_pipe_whole():
     import json
 
     from grader.core.backend import CUDA, EMULATOR
-    from grader.core.contract import Job, Role
+    from grader.core.contract import Job, OfflinePart, ReplayPart, Role
 
     for backend in (CUDA, EMULATOR):
         job = dataclasses.replace(_job(), backend=backend, role=Role.REPLAY)
         back = Job.from_json(json.loads(json.dumps(job.to_json())))
         assert back.backend == backend and back.role is Role.REPLAY
+    # a role's part travels whole, and is absent from the jobs of the other roles
+    rec = Recording(calls={"k": [[0, 0, 0]]}, ops=[[RecordedOp(kernel="_Z1kPf")]], views=[{"x": 1}])
+    replay = dataclasses.replace(_job(), role=Role.REPLAY, replay=ReplayPart(rec, ["a.fatbin"], ["g"], True, 7))
+    back = Job.from_json(json.loads(json.dumps(replay.to_json())))
+    assert back.replay == replay.replay and isinstance(back.replay.recording.ops[0][0], RecordedOp)
+    assert back.offline is None
+    offline = dataclasses.replace(_job(), role=Role.RECORD, offline=OfflinePart({"_Z1kPf": [[0, 8]]}, "/x/libcuda.so.1"))
+    back = Job.from_json(json.loads(json.dumps(offline.to_json())))
+    assert back.offline == offline.offline and back.replay is None
 
 
 def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each():

@@ -125,7 +125,31 @@ class Role(str, Enum):
 
 
 @dataclass
+class ReplayPart:
+    """What a replay (and the counters' run of it) is given beside the job: the recording, and the
+    submission's device code read from its build, never its library."""
+
+    recording: "Recording"
+    device_code: list[str] = field(default_factory=list)      # the fatbinaries of the submission's library
+    device_globals: list[str] = field(default_factory=list)   # its __device__/__constant__ variables' names
+    device_heap: bool = False                                 # its device code calls malloc
+    layout_seed: int = 0                                      # where the buffers lie in device memory this run
+
+
+@dataclass
+class OfflinePart:
+    """What the recorder without a GPU is given (no CUDA context, no driver call through the wall)."""
+
+    kernel_params: dict[str, list[list[int]]] = field(default_factory=dict)   # each kernel's parameters as
+    # [offset, size], by device name, read from the device code (toolchain/build.py)
+    driver_stand_in: str = ""           # the libcuda.so.1 whose every entry point ends it
+
+
+@dataclass
 class Job:
+    """What a child is told: the libraries, the wall, the cases; what only one role needs travels in
+    that role's part (replay, offline), absent from every other job."""
+
     backend: Backend                    # the whole object: the child instantiates backend.child's class for role
     library: str
     reference_library: str
@@ -147,16 +171,9 @@ class Job:
     shared_bytes: int = 0
     emulator_threads: int = 0           # OS threads a large emulated launch may use; 0: every core the child has
     role: Role = Role.RUN
-    device_code: list[str] = field(default_factory=list)   # replay: the fatbinaries of the submission's library
-    device_globals: list[str] = field(default_factory=list)  # replay: its __device__/__constant__ variables' names
-    device_heap: bool = False                                # replay: its device code calls malloc
-    recording: "Recording | None" = None                   # replay: what the recorder saw
-    layout_seed: int = 0                # replay: where the buffers lie in device memory this run
+    replay: ReplayPart | None = None    # REPLAY and PROFILE: the recording and the device code
+    offline: OfflinePart | None = None  # RECORD without a GPU; None: the recorder has the GPU
     gated: bool = False                 # run nothing until protocol.GO arrives on stdin (the recorder gone)
-    offline: bool = False               # record: without a GPU (no CUDA context, no driver call through the wall)
-    kernel_params: dict[str, list[list[int]]] = field(default_factory=dict)   # offline record: each kernel's
-    # parameters as [offset, size], by device name, read from the device code (toolchain/build.py)
-    driver_stand_in: str = ""           # offline record: the libcuda.so.1 whose every entry point ends it
 
     def output_bytes(self) -> int:
         """Room for every output the child may send back (each case's, and a second run's)."""

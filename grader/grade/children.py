@@ -209,7 +209,7 @@ class GradeRun:
         if ncu is None:
             return CountersSummary(problem=f"{self.backend.toolchain.profiler} was not found: "
                                            f"{tools.INSTALL_HINTS.get(self.backend.toolchain.profiler, 'install it')}.")
-        kernels = call_kernels(replay.recording, replay.timed_cases[0].launch.key)
+        kernels = call_kernels(replay.replay.recording, replay.timed_cases[0].launch.key)
         names = {lc.mangled: lc.kernel for lc in launches}
         self.say("reading the hardware's counters (Nsight Compute)")
         try:

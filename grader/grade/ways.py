@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, RefusedFrame, clock_phases
+from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, OfflinePart, RefusedFrame, clock_phases
 from grader.run.replaying import DeviceCode, needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun, Worker
 
@@ -138,7 +138,7 @@ class RecordedOffline(Way):
         self.wait_ready(self.recorder)
         code = self.code.result()
         self.recorded = record(self.recorder, self.job, time_limit_s=self.time_limit_s,
-                               kernel_params=code.kernel_params, driver_stand_in=str(code.driver_stand_in or ""))
+                               offline=OfflinePart(code.kernel_params, str(code.driver_stand_in or "")))
         self.phases["offline_record_s"] = round(self.recorded.seconds, 3)
         self.phases.update(recorder_times(self.recorded))
         why = needs_gpu(self.recorded)

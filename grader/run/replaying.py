@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.contract import Job, RecordedOp, Recording, Role
+from grader.core.contract import Job, OfflinePart, RecordedOp, Recording, ReplayPart, Role
 from grader.core.limits import spread_threads
 from grader.run.sandbox import ChildRun, Worker
 
@@ -70,16 +70,14 @@ def threads_ran_out(record: ChildRun) -> bool:
     return bool(record.signal_name) and "Resource temporarily unavailable" in record.stderr.text()
 
 
-def record(recorder: Worker, job: Job, *, time_limit_s: float,
-           kernel_params: dict[str, list[list[int]]] | None = None, driver_stand_in: str = "") -> ChildRun:
+def record(recorder: Worker, job: Job, *, time_limit_s: float, offline: OfflinePart | None = None) -> ChildRun:
     """The recorder's run of job, killed with its group once its done frame is in (reaped in the
-    background). A recorder without a GPU (Worker(gpu=False)) records offline, each kernel's
-    parameters copied by kernel_params (toolchain/build.py's kernel_parameters), with
-    driver_stand_in loaded where a launcher looks for the driver (build_driver_stand_in)."""
+    background). A recorder without a GPU (Worker(gpu=False)) records offline: each kernel's
+    parameters copied by offline.kernel_params (toolchain/build.py's kernel_parameters), with
+    offline.driver_stand_in loaded where a launcher looks for the driver (build_driver_stand_in)."""
     recorder_job = for_recorder(job)
     if not recorder.gpu:
-        recorder_job = dataclasses.replace(recorder_job, offline=True, kernel_params=dict(kernel_params or {}),
-                                           driver_stand_in=driver_stand_in)
+        recorder_job = dataclasses.replace(recorder_job, offline=offline or OfflinePart())
     run = recorder.run(recorder_job, time_limit_s=time_limit_s, leave_when_done=True)
     recorder.cancel()
     return run
@@ -132,9 +130,9 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, code: Devic
     out.refusals = recording_refusals(recording, launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
-    replay = dataclasses.replace(job, role=Role.REPLAY, library="", recording=recording, device_code=list(code.fatbins),
-                                 device_globals=list(code.variables), device_heap=code.heap,
-                                 layout_seed=secrets.randbits(62) | 1)
+    part = ReplayPart(recording, device_code=list(code.fatbins), device_globals=list(code.variables),
+                      device_heap=code.heap, layout_seed=secrets.randbits(62) | 1)
+    replay = dataclasses.replace(job, role=Role.REPLAY, library="", replay=part)
 
     def gone() -> None:
         waited = time.perf_counter()

@@ -18,7 +18,7 @@ import ctypes
 from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
 from grader.run.child.replay import (STREAM_KINDS, Param, Refused, call_spans, recording_stand_ins, relocate,
                                      relocate_address, stream_op_problem, workspace_name, workspaces)
-from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, Recording
+from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
 
 CUDA_ERROR_INVALID_VALUE = 1
 
@@ -65,34 +65,31 @@ class ReplayBackend(CudaBackend):
         from grader.run.child.replay import call_outputs, call_sizes
 
         every = job.cases + job.timed_cases + job.verify_cases + job.baseline_cases
-        return cls(job.reference_library, device_code=job.device_code, recording=job.recording,
-                   layout_seed=job.layout_seed, sizes=call_sizes(every), outputs=call_outputs(every),
-                   workspace_cap=job.limits.workspace_bytes, device_globals=job.device_globals,
-                   device_heap=job.device_heap)
+        return cls(job.reference_library, part=job.replay, sizes=call_sizes(every), outputs=call_outputs(every),
+                   workspace_cap=job.limits.workspace_bytes)
 
-    def __init__(self, reference_lib: str, *, device_code: list[str], recording: Recording, layout_seed: int,
-                 sizes: dict[str, dict[str, int]], outputs: dict[str, set[str]] | None = None,
-                 workspace_cap: int = 256 << 20, device_globals: list[str] | None = None,
-                 device_heap: bool = False):
-        """device_code: the fatbinaries' files (read now, before the wall); sizes: for each call's key,
+    def __init__(self, reference_lib: str, *, part: ReplayPart, sizes: dict[str, dict[str, int]],
+                 outputs: dict[str, set[str]] | None = None, workspace_cap: int = 256 << 20):
+        """part: the recording and the device code (its fatbinaries' files are read now, before the
+        wall; device_heap: its heap is poisoned and counted every call); sizes: for each call's key,
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
-        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate;
-        device_heap: the device code calls malloc (its heap is poisoned and counted every call)."""
-        super().__init__(reference_lib, layout_seed)
+        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate."""
+        super().__init__(reference_lib, part.layout_seed)
         self.driver = Driver()
         self._images = []
-        for path in device_code:
+        for path in part.device_code:
             with open(path, "rb") as f:
                 self._images.append(ctypes.create_string_buffer(f.read()))
+        recording = part.recording
         self.recording, self._sizes = recording, sizes
         self._outputs, self._workspace_cap = outputs or {}, workspace_cap
         every = [op for ops in recording.ops for op in ops]
         self._spaces = workspaces(every)                 # (stand-in address, bytes) of each cudaMalloc
         self._workspace: dict[str, Region] = {}          # its name -> the grader's buffer behind it
         self._globals: dict[str, tuple[int, int]] = {}   # a __device__ variable's name -> (address, bytes)
-        self._variables = list(device_globals or [])     # the parent's list of them (from the build)
+        self._variables = list(part.device_globals)      # the parent's list of them (from the build)
         self._kept: dict[int, tuple[int, int]] = {}      # a variable's address -> (its kept copy, bytes)
-        self._heap = device_heap
+        self._heap = part.device_heap
         self._heap_scratch: Region | None = None
         self._heap_free: int | None = None               # what the heap gave before the first call
         self._heap_kept = 0

@@ -55,7 +55,7 @@ class RecordingBackend(CudaBackend):
     @classmethod
     def from_job(cls, job):
         if job.offline:
-            return OfflineRecordingBackend(job.kernel_params)
+            return OfflineRecordingBackend(job.offline.kernel_params)
         return cls(job.reference_library)
 
     def __init__(self, reference_lib: str):

@@ -412,12 +412,12 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     if job.role == Role.RECORD:
         reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
     if job.offline:
-        if not job.driver_stand_in:
+        if not job.offline.driver_stand_in:
             raise RuntimeError("the recorder without a GPU was given no stand-in driver: it records on the GPU instead")
         # Where a launcher looks for the driver (dlopen of libcuda.so.1, RTLD_NOLOAD or not), it finds
         # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
         # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
-        ctypes.CDLL(job.driver_stand_in)
+        ctypes.CDLL(job.offline.driver_stand_in)
     sandbox = apply_limits(backend, job.limits)
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
