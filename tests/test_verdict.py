@@ -306,3 +306,24 @@ def test_a_timing_frame_in_an_emulator_run_buys_nothing(rubric):
     forged = judge(r, frames, timing_frame([0.0375] * 60), backend="emulator")
     assert forged.correct is True and forged.tier is None and forged.fraction is None and forged.timing is None
     assert forged.floor is None and forged.device.name == ""
+
+
+def test_every_field_of_a_verdict_is_the_result_s_of_the_same_name_and_type():
+    """take_verdict copies a Verdict into the Result by name: a field the Result lacks, or holds as
+    another type, would be lost or written wrong (the Verdict's stop, and the device it reads for
+    the pipeline to summarise, are the two it does not copy)."""
+    import dataclasses
+    import typing
+
+    from grader.core.results import Result
+    from grader.grade import pipeline
+    from grader.verdict import Verdict
+
+    result_types = typing.get_type_hints(Result)
+    verdict_types = typing.get_type_hints(Verdict)
+    for name, tp in verdict_types.items():
+        if name in ("stop", "device"):
+            continue
+        assert name in result_types, f"Verdict.{name} has no field of that name in Result"
+        assert name in pipeline._NOT_TAKEN or tp == result_types[name], (name, tp, result_types[name])
+    assert set(pipeline._KEPT_AT_A_STOP) | set(pipeline._NOT_TAKEN) <= {f.name for f in dataclasses.fields(Verdict)}

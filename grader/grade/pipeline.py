@@ -325,17 +325,25 @@ def _device(timing_read: dict, **seen) -> DeviceSummary:
     return DeviceSummary(**{k: v for k, v in timing_read.items() if k in known}, **seen)
 
 
+# A Verdict's fields are the Result's of the same name (tests/test_verdict.py holds them to it), but
+# for its stop and what the Result adds to (phases, flags) or makes from (device: pipeline's _device).
+# What the run said is kept where it ended the grade; its grade only where it did not.
+_KEPT_AT_A_STOP = ("cases", "maps", "diagnosis", "sandbox")
+_NOT_TAKEN = ("stop", "phases", "flags", "device")
+
+
 def take_verdict(result: Result, v: Verdict) -> None:
     """The verdict's parts into the Result (the other half of the one place that writes it)."""
-    result.cases, result.maps, result.diagnosis = v.cases, v.maps, v.diagnosis
-    result.sandbox = v.sandbox
+    for name in _KEPT_AT_A_STOP:
+        setattr(result, name, getattr(v, name))
     result.phases.update(v.phases)
     result.flags += v.flags
     if v.stop is not None:
         result.end(v.stop)
         return
-    result.correct, result.timing, result.floor = v.correct, v.timing, v.floor
-    result.tier, result.borderline, result.feedback = v.tier, v.borderline, v.feedback
+    for f in dataclasses.fields(v):
+        if f.name not in _KEPT_AT_A_STOP + _NOT_TAKEN:
+            setattr(result, f.name, getattr(v, f.name))
     if v.timing is not None:
         result.fraction, result.fraction_ci, result.gbps = v.timing.fraction, v.timing.fraction_ci, v.timing.submission_gbps
 

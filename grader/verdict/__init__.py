@@ -47,7 +47,7 @@ class Verdict:
     stop: Stop | None = None                   # the run ended the grade (a crash, a timeout, the wall)
     timing: TimingResult | None = None
     floor: FloorSummary | None = None
-    tier: str | None = None
+    tier: Tier | None = None
     borderline: bool = False
     feedback: str = ""
     flags: list[str] = field(default_factory=list)

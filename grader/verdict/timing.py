@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grader.core.contract import BaselineTimingFrame, TimingFrame
+from grader.core.outcomes import Tier
 from grader.core import exprs
 from grader.exercises.plan import baseline_cases
 from grader.core.results import BaselineTiming, CopyTiming, TimingResult
@@ -62,14 +63,16 @@ def _against(shape: list[int], samples: dict) -> BaselineTiming:
 
 
 @dataclass
-class Tier:
-    tier: str
+class GivenTier:
+    """A correct, timed kernel's tier, whether its interval straddles a threshold, and what it is told."""
+
+    tier: Tier
     borderline: bool
     flags: list[str]
     feedback: str
 
 
-def give_tier(timing: TimingResult, rubric: Rubric) -> Tier:
+def give_tier(timing: TimingResult, rubric: Rubric) -> GivenTier:
     """The tier of a correct, timed kernel, and what to tell the student about it."""
     tier, borderline, flags = assign_tier(timing.fraction, *timing.fraction_ci, rubric)
     text = rubric.feedback.tiers.get(tier, "")
@@ -77,4 +80,4 @@ def give_tier(timing: TimingResult, rubric: Rubric) -> Tier:
         text = (f"Measured faster than the best copy of the same bytes (interval {timing.fraction_ci[0]:.3f} to "
                 f"{timing.fraction_ci[1]:.3f}): a kernel that reads and writes what a copy does cannot beat it, "
                 "so this is skipped work, caching or a timing escape, and it gets no gold. " + text)
-    return Tier(tier, borderline, list(flags), text)
+    return GivenTier(tier, borderline, list(flags), text)
