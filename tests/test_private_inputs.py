@@ -34,8 +34,7 @@ def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_mem
     assert stat.S_IMODE(os.stat(folder).st_mode) & 0o044 == 0               # the same for the run's own
 
     inputs = data.materialize(rubric, ref, case, folder)
-    want = data.answers(rubric, ref, case, folder, inputs)
-    data.prepared(rubric, ref, case, folder, want, rtol=1e-5, atol=1e-6)
+    data.expected_for(case, rubric, ref, inputs, folder)            # its answers, made ready to check
     written = sorted(p.name for p in folder.rglob("*") if p.is_file())
     assert written == ["inputs.f32", "inputs.f32.seal"]                     # no answers.f64, no prepared
     assert not any(p.name.startswith("in-") for p in tmp_path.iterdir())   # nothing in the shared cache

@@ -202,13 +202,12 @@ def answers_kept(rubric: Rubric, reference: Reference, case: Case, cache: Path) 
     return answers_file(rubric, reference, case, cache).is_file()
 
 
-def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want: dict[str, np.ndarray], *,
-             rtol: float, atol: float, keep: bool = False) -> dict:
-    """Each output's answers made ready for the fast float32 check (checking.prepare), kept beside
-    the answers for this tolerance: preparing the timed shape's 16M values took longer than the
-    rest of a warm check."""
+def prepared(beside: Path, want: dict[str, np.ndarray], *, rtol: float, atol: float, keep: bool) -> dict:
+    """Each output's answers made ready for the fast float32 check (checking.prepare), kept (keep) in
+    the case's folder (beside its inputs' file) for this tolerance: preparing the timed shape's 16M
+    values took longer than the rest of a warm check."""
     tag = hashlib.sha256(repr((float(rtol), float(atol))).encode()).hexdigest()[:12]
-    path = input_file(rubric, reference, case, cache).with_name(f"prepared-{tag}.f32")
+    path = beside.with_name(f"prepared-{tag}.f32")
     shapes = {}
     for name, w in want.items():
         shapes[f"{name} want"] = shapes[f"{name} limit"] = tuple(w.shape)
@@ -216,7 +215,7 @@ def prepared(rubric: Rubric, reference: Reference, case: Case, cache: Path, want
     if found is not None:
         return {name: Prepared(found[f"{name} want"], found[f"{name} limit"]) for name in want}
     out = {name: prepare(w, rtol=rtol, atol=atol) for name, w in want.items()}
-    if keep or not case.private:
+    if keep:
         _write(path, [a for p in out.values() for a in (p.want32, p.limit32)])
     return out
 
@@ -239,5 +238,6 @@ def expected_for(case: Case, rubric: Rubric, reference: Reference, inputs: dict[
     want = answers(rubric, reference, case, cache, inputs, keep=keep)
     scale = float(exprs.evaluate(rubric.tolerance.scale, dims_values(rubric, case.dims), integer=False))
     rtol, atol = rubric.tolerance.rtol * scale, rubric.tolerance.atol * scale
-    return Expected(inputs, want, prepared(rubric, reference, case, cache, want, rtol=rtol, atol=atol, keep=keep),
-                    rtol, atol)
+    ready = prepared(input_file(rubric, reference, case, cache), want, rtol=rtol, atol=atol,
+                     keep=keep or not case.private)
+    return Expected(inputs, want, ready, rtol, atol)
