@@ -36,21 +36,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = True,
-           wait: bool = False) -> tuple[float, dict]:
+           wait: bool = False, launch: list[str] | None = None) -> tuple[float, dict]:
     """One `grader submit` as a student runs it; with wait, on a GPU, then the time a student spends
     reading the result, until the next run's private cases are drawn ahead (grader/exercises/pool.py):
     the first folder ready (drawn_ahead_after_s), and the drawing process ended (drawing_done_after_s:
     it keeps pool.READY_DEPTH folders, and a grade started before then runs beside its numpy)."""
     env = dict(os.environ, GRADER_CACHE_DIR=cache, PYTHONPATH=str(ROOT), GRADER_DRAW_AHEAD="1" if draw_ahead else "0")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "grader", "submit", path, "--backend", backend, "--format", "json", "-q"],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    # launch: how python starts the command (scripts/warm-check.py's --trace-exit wraps it)
+    proc = subprocess.run([sys.executable, *(launch or ["-m", "grader"]), "submit", path, "--backend", backend,
+                           "--format", "json", "-q"], capture_output=True, text=True, env=env, cwd=ROOT)
     wall = time.perf_counter() - start
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
         raise SystemExit(f"grader submit {path} printed no JSON (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     doc["wall_s"] = wall
+    traced = [ln for ln in proc.stderr.splitlines() if ln.startswith("trace-exit: ")]
+    if traced:
+        doc["trace_exit"] = json.loads(traced[-1].removeprefix("trace-exit: "))
     if backend == "cuda" and draw_ahead and wait:
         doc["drawn_ahead_after_s"] = _drawn_ahead(Path(cache))
         doc["drawing_done_after_s"] = round(doc["drawn_ahead_after_s"] + _drawing_done(), 2)
