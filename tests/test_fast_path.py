@@ -24,6 +24,19 @@ def test_the_child_imports_neither_torch_nor_numpy():
     assert out.stdout.strip() == "[]"
 
 
+def test_a_grade_that_writes_no_report_imports_no_jinja2(tmp_path):
+    """`grader submit --no-report --format json` renders no template: jinja2's import (250 ms on the
+    H100 host) is not on its way. Importing the report module, or building from the cache, does
+    not import it; rendering a template does."""
+    code = ("import sys, grader.report.files, grader.toolchain.build, grader.grade.pipeline, grader.platforms.documents; "
+            "print('jinja2' in sys.modules); from grader.toolchain.render import render; "
+            "render('build.ninja.j2', version='v', compile='c', link='l', description='d', compiles=[], objects=[], "
+            "included=[]); print('jinja2' in sys.modules)")
+    env = dict(__import__("os").environ, GRADER_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, env=env)
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_answers_are_computed_once_then_read_back_by_concurrent_graders(tmp_path):
     rubric = load_exercise("bias_gelu_fused")
     ref = load_reference(rubric)

@@ -7,16 +7,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markup import escape
-
 from grader.core import atomic
-from grader.toolchain.render import environment, render
+from grader.toolchain.render import render
 from grader.core.results import LEGEND_TEXT, MapGrid, MistakeMap, Result
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome, Tier
-
-
-environment().filters["esc"] = escape
 
 
 @dataclass
