@@ -10,7 +10,7 @@ import pytest
 
 from grader.core.backend import CUDA
 from grader.toolchain import cache
-from grader.exercises import data, load_exercise, load_reference, pool
+from grader.exercises import casefiles, data, load_exercise, load_reference, pool
 from grader.exercises.plan import plan_cases
 
 
@@ -38,7 +38,7 @@ def test_a_private_case_lies_in_an_unlistable_folder_and_its_answers_stay_in_mem
     written = sorted(p.name for p in folder.rglob("*") if p.is_file())
     assert written == ["inputs.f32", "inputs.f32.seal"]                     # no answers.f64, no prepared
     assert not any(p.name.startswith("in-") for p in tmp_path.iterdir())   # nothing in the shared cache
-    on_disk = np.fromfile(data.input_file(rubric, ref, case, folder), dtype=np.float32)
+    on_disk = np.fromfile(casefiles.input_file(rubric, ref, case, folder), dtype=np.float32)
     assert np.array_equal(on_disk[: inputs["x"].size], np.asarray(inputs["x"]).reshape(-1))
 
     assert [e.path.name for e in cache.entries(tmp_path)] == []             # runs/ is never pruned as a build
@@ -59,7 +59,7 @@ def test_each_run_draws_new_inputs_and_a_public_case_is_cached_as_before(bias, t
     with pytest.raises(ValueError, match="private"):
         pool.Store(tmp_path).folder_for(_small_random(rubric, 3))
     data.answers(rubric, ref, public, tmp_path, data.materialize(rubric, ref, public, tmp_path))
-    assert data.input_file(rubric, ref, public, tmp_path).with_name("answers.f64").is_file()
+    assert casefiles.input_file(rubric, ref, public, tmp_path).with_name("answers.f64").is_file()
 
 
 def test_a_run_folder_a_killed_grader_left_is_swept(tmp_path):

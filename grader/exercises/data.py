@@ -35,6 +35,7 @@ from grader.exercises import Reference
 from grader.core import exprs
 from grader.exercises.plan import Case, shape_of, tensors_of
 from grader.exercises.rubric import Rubric, dims_values
+from grader.exercises.casefiles import answers_file, input_file
 
 
 def draw(rubric: Rubric, reference: Reference, case: Case) -> dict[str, np.ndarray]:
@@ -73,37 +74,6 @@ def _from_torch(value) -> np.ndarray | None:
 
 
 # What exercises import from the grader (the hash generators, GELU): part of every case's key.
-_SHARED = hashlib.sha256(b"".join((Path(__file__).parent / f).read_bytes()
-                                  for f in ("draws.py", "inputs.py", "refmath.py"))).hexdigest()[:16]
-
-
-def _key(rubric: Rubric, reference: Reference, case: Case) -> str:
-    parts = [rubric.exercise, reference.digest, _SHARED, case.inputs, repr(sorted(case.dims.items())),
-             str(case.draw_seed), str(case.chain)]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-
-
-def offsets(rubric: Rubric, case: Case) -> dict[str, int]:
-    """Each input's byte offset in the case's file."""
-    values = dims_values(rubric, case.dims)
-    at, out = 0, {}
-    for t in tensors_of(rubric, case):
-        if t.role == "in":
-            out[t.name] = at
-            at += 4 * math.prod(shape_of(t, values))
-    return out
-
-
-def files_of(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> dict[str, tuple[str, int]]:
-    """Where each input of the case lies for the child: (its file, its byte offset there)."""
-    path = str(input_file(rubric, reference, case, cache))
-    return {name: (path, at) for name, at in offsets(rubric, case).items()}
-
-
-def input_file(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> Path:
-    return cache / f"in-{_key(rubric, reference, case)}" / "inputs.f32"
-
-
 def _shapes(rubric: Rubric, case: Case, role: str) -> dict[str, tuple[int, ...]]:
     values = dims_values(rubric, case.dims)
     return {t.name: shape_of(t, values) for t in tensors_of(rubric, case) if t.role == role}
@@ -190,16 +160,6 @@ def answers(rubric: Rubric, reference: Reference, case: Case, cache: Path,
     if keep or not case.private:                    # a private case's answers stay in this process
         _write(path, [out[name] for name in shapes])
     return out
-
-
-def answers_file(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> Path:
-    """Where answers() keeps the case's float64 answers: beside its inputs."""
-    return input_file(rubric, reference, case, cache).with_name("answers.f64")
-
-
-def answers_kept(rubric: Rubric, reference: Reference, case: Case, cache: Path) -> bool:
-    """Whether answers() will find the case's answers on disk rather than compute them (with the reference)."""
-    return answers_file(rubric, reference, case, cache).is_file()
 
 
 def prepared(beside: Path, want: dict[str, np.ndarray], *, rtol: float, atol: float, keep: bool) -> dict:

@@ -46,7 +46,7 @@ READY_DEPTH = 2           # ready folders kept for one key: two grades in a row 
 
 def key_of(rubric, reference, cases: list[Case]) -> str:
     """What a ready folder was drawn for: a folder drawn for other cases or another reference is never used."""
-    from grader.exercises.data import _SHARED
+    from grader.exercises.casefiles import _SHARED
 
     private = [(c.name, sorted(c.dims.items()), c.inputs, c.seed, c.chain, c.timed) for c in cases if c.private]
     parts = [rubric.exercise, reference.digest, _SHARED, repr(private),

@@ -51,7 +51,7 @@ def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) ->
     InfrastructureError without one."""
     from grader.toolchain.build import build_guard, build_reference
     from grader.core.locations import cache_root
-    from grader.exercises import data
+    from grader.exercises import casefiles, data
     from grader.grade.jobs import child_limits
     from grader.run.sandbox import Worker
 
@@ -65,7 +65,7 @@ def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) ->
     reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
     case = timed_cases(rubric, chain=True)[0]
     data.materialize(rubric, exercise, case, cache_root())
-    cj = case_job(rubric, case, has_launcher=False, files=data.files_of(rubric, exercise, case, cache_root()))
+    cj = case_job(rubric, case, has_launcher=False, files=casefiles.files_of(rubric, exercise, case, cache_root()))
     values = dims_values(rubric, rubric.timing.dims)
     cj.buffers += [dataclasses.replace(buffer_of(t, values), role="out", init="zero") for t in rubric.calibrate.scratch]
     names = {b.name for b in cj.buffers}

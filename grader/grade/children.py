@@ -98,7 +98,7 @@ class GradeRun:
             self.device = self.children.device or self.device
         # Imported only now, with the child already starting: numpy's import overlaps its start-up.
         from grader.core.locations import cache_root
-        from grader.exercises import data
+        from grader.exercises import casefiles
         from grader.exercises.pool import Store
 
         exercise = load_reference(rubric)
@@ -119,7 +119,7 @@ class GradeRun:
         reference_build = self.pool.submit(build_reference, backend=backend, arch=self.arch,
                                            exercise_kernels=exercise.kernels)
         cases = run_cases(rubric, timed=backend.times, secret=self.store.secret)
-        if not all(data.answers_kept(rubric, exercise, c, self.store.folder_for(c)) for c in cases):
+        if not all(casefiles.answers_kept(rubric, exercise, c, self.store.folder_for(c)) for c in cases):
             # Some answers are computed: reference.py is imported now, beside the build, not after
             # the draws (written with torch, it imports torch: seconds on a freshly started machine).
             self.draws.submit(self._clocked, "reference_loaded_t", lambda: exercise.module)
@@ -149,12 +149,6 @@ class GradeRun:
                            guard=prepared.guard_build.result(), guard_mode=self.guard_mode,
                            has_launcher=sub.has_launcher, emulator_threads=self.emulator_threads,
                            store=prepared.store, cases=prepared.cases)
-        # The inputs are on disk before the child is told to start; the answers may still be
-        # being computed while it runs.
-        wait = time.perf_counter()
-        for f in prepared.inputs.values():
-            f.result()
-        phases["inputs_wait_s"] = round(time.perf_counter() - wait, 3)
         # The count the verdict will report: every case whose output comes back, and each check's chain.
         checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
         self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
@@ -166,7 +160,7 @@ class GradeRun:
             self.worker.preload([job.reference_library])
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane: each way waits
         # for the children it needs before the lane (the recorder without a GPU records meanwhile).
-        way = self._way(job, code, sub).before_lane()
+        way = self._way(job, code, sub, prepared).before_lane()
         if isinstance(way, RecordedOnGpu):
             self.recorder = way.recorder               # the one started on the GPU, where the launcher needed it
         after: list[Future] = []
@@ -182,16 +176,25 @@ class GradeRun:
             out.reading = after[0] if after else self.pool.submit(gpuinfo.reading, self.device)
         return out
 
-    def _way(self, job: Job, code: Future | None, sub: Submission) -> Way:
+    def _way(self, job: Job, code: Future | None, sub: Submission, prepared: Prepared) -> Way:
         """How this grade runs its children (grade/ways.py): the emulator's one child, or a recording
-        then its replay, the recording made without a GPU where the recorder started without one."""
+        then its replay, the recording made without a GPU where the recorder started without one.
+        Each way waits for the inputs on disk before a child that reads them is told to start (the
+        answers may still be being computed while it runs)."""
         rubric, limit = self.rubric, self.rubric.limits.time_limit_s
         launcher = rubric.kernel.launcher_name if sub.has_launcher else None
+
+        def inputs() -> None:
+            for f in prepared.inputs.values():
+                f.result()
+
         if self.recorder is None:
-            return Emulated(job, limit, launcher, worker=self.worker)
+            return Emulated(job, limit, launcher, inputs=inputs, worker=self.worker)
         if self.recorder.gpu:
-            return RecordedOnGpu(job, limit, launcher, recorder=self.recorder, measurer=self.worker, code=code)
-        return RecordedOffline(job, limit, launcher, recorder=self.recorder, measurer=self.worker, code=code,
+            return RecordedOnGpu(job, limit, launcher, inputs=inputs, recorder=self.recorder, measurer=self.worker,
+                                 code=code)
+        return RecordedOffline(job, limit, launcher, inputs=inputs, recorder=self.recorder, measurer=self.worker,
+                               code=code,
                                on_gpu_recorder=lambda: start_recorder(rubric=rubric, backend=self.backend,
                                                                       device=self.device, gpu=True),
                                say=self.say)

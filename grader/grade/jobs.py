@@ -16,6 +16,7 @@ from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_reference
 from grader.core.contract import CaseJob, GuardMode, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
+from grader.exercises import casefiles
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.exercises.rubric import Rubric, dims_values
 
@@ -36,10 +37,16 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
                 cases: list[Case]) -> dict:
     """Every case's inputs (cases: the run's, run_cases; and the baseline's shapes), drawn (or read
     from the cache) in the background, by case name."""
+    extra = baseline_cases_for(rubric, backend)
+    return {c.name: pool.submit(_materialize, rubric, exercise, c, store.folder_for(c)) for c in cases + extra}
+
+
+def _materialize(rubric: Rubric, exercise: Reference, case: Case, folder: Path):
+    """data.materialize, imported in the drawing thread: numpy's import off the grade's way to its
+    children (the main thread builds, then waits on them)."""
     from grader.exercises import data
 
-    extra = baseline_cases_for(rubric, backend)
-    return {c.name: pool.submit(data.materialize, rubric, exercise, c, store.folder_for(c)) for c in cases + extra}
+    return data.materialize(rubric, exercise, case, folder)
 
 
 def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launcher: bool,
@@ -52,7 +59,6 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
     run's secret; by default the shared cache and the rubric's seeds. cases: the run's plan where
     the caller made it (run_cases with the store's secret), else made here."""
     from grader.core.locations import cache_root
-    from grader.exercises import data
     from grader.exercises.pool import Store
 
     store = store or Store(cache_root())
@@ -63,11 +69,11 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
     extra = baseline_cases_for(rubric, backend)
     if draw:
         for c in every + extra:
-            data.materialize(rubric, exercise, c, store.folder_for(c))
+            _materialize(rubric, exercise, c, store.folder_for(c))
 
     def resolve(case: Case) -> CaseJob:
         return case_job(rubric, case, has_launcher=has_launcher,
-                        files=data.files_of(rubric, exercise, case, store.folder_for(case)))
+                        files=casefiles.files_of(rubric, exercise, case, store.folder_for(case)))
 
     checks = [resolve(c) for c in every if not c.timed]
     timed = [resolve(c) for c in every if c.timed]

@@ -57,12 +57,20 @@ class Way:
     time_limit_s: float
     launcher: str | None
     phases: dict[str, float] = field(default_factory=dict)
+    inputs: Callable[[], None] = lambda: None   # waits until the cases' inputs are on disk
 
     def before_lane(self) -> "Way":
         """The work done outside the GPU's lane, the children's start waited for; returns the way
         that runs inside it (this one, or another where this one found it cannot)."""
+        self.inputs_on_disk()
         self.wait_ready(*self.children())
         return self
+
+    def inputs_on_disk(self) -> None:
+        """Wait for the inputs, before any child that reads them is told to start (inputs_wait_s)."""
+        waited = time.perf_counter()
+        self.inputs()
+        self.phases["inputs_wait_s"] = round(time.perf_counter() - waited, 3)
 
     def children(self) -> list[Worker]:
         """The children this way runs, as started."""
@@ -135,6 +143,8 @@ class RecordedOffline(Way):
     def before_lane(self) -> Way:
         # The recording needs no GPU: it runs as soon as the recorder has started, while the
         # measuring process still creates its CUDA context (the longest start of a warm grade).
+        # It reads no input (a process that runs the student's host code is never shown them): the
+        # inputs are waited for after it, their drawing (and numpy's import) beside the recording.
         self.wait_ready(self.recorder)
         code = self.code.result()
         self.recorded = record(self.recorder, self.job, time_limit_s=self.time_limit_s,
@@ -142,6 +152,7 @@ class RecordedOffline(Way):
         self.phases["offline_record_s"] = round(self.recorded.seconds, 3)
         self.phases.update(recorder_times(self.recorded))
         why = needs_gpu(self.recorded)
+        self.inputs_on_disk()
         if not why:
             self.wait_ready(self.measurer)
             return self
@@ -149,7 +160,8 @@ class RecordedOffline(Way):
         recorder = self.on_gpu_recorder()
         self.phases["gpu_recorder_wait_s"] = round(recorder.wait_ready(timeout_s=self.time_limit_s), 3)
         self.wait_ready(self.measurer)
-        return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, recorder, self.measurer, self.code)
+        return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, self.inputs, recorder,
+                             self.measurer, self.code)
 
     def in_lane(self, take, handed_on):
         code = self.code.result()
