@@ -46,7 +46,7 @@ def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = T
     # launch: how python starts the command (scripts/warm-check.py's --trace-exit wraps it)
     proc = subprocess.run([sys.executable, *(launch or ["-m", "grader"]), "submit", path, "--backend", backend,
                            "--format", "json", "-q"], capture_output=True, text=True, env=env, cwd=ROOT)
-    wall = time.perf_counter() - start
+    wall, ended = time.perf_counter() - start, time.time()
     try:
         doc = json.loads(proc.stdout)
     except ValueError:
@@ -55,6 +55,8 @@ def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = T
     traced = [ln for ln in proc.stderr.splitlines() if ln.startswith("trace-exit: ")]
     if traced:
         doc["trace_exit"] = json.loads(traced[-1].removeprefix("trace-exit: "))
+        # from the command's exit (its last line) to its end as this process sees it (the pipes closed)
+        doc["trace_exit"]["exit_to_end"] = round(ended - doc["trace_exit"].pop("left_at"), 3)
     if backend == "cuda" and draw_ahead and wait:
         doc["drawn_ahead_after_s"] = _drawn_ahead(Path(cache))
         doc["drawing_done_after_s"] = round(doc["drawn_ahead_after_s"] + _drawing_done(), 2)

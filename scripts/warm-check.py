@@ -43,6 +43,10 @@ def timed(owner, name, label):
 timed(student, "_remember", "remember")
 timed(files, "write_reports", "reports")
 timed(documents, "render", "document")
+from grader.grade import pipeline
+from grader.exercises import pool
+timed(pipeline, "_keep_cache_in_bounds", "cache_bounds")
+timed(pool, "start_drawing_ahead", "draw_ahead_start")
 leave = cli._leave
 def traced_leave(code):
     t = time.perf_counter()
@@ -52,7 +56,7 @@ def traced_leave(code):
             x.join(timeout=cli.LEAVE_WAIT_S)
     steps["exit_join"] = time.perf_counter() - t
     sys.stderr.write("trace-exit: " + json.dumps({"steps": {k: round(v, 3) for k, v in steps.items()},
-                                                  "threads": left}) + "\n")
+                                                  "threads": left, "left_at": time.time()}) + "\n")
     leave(code)
 cli._leave = traced_leave
 sys.argv = ["grader"] + sys.argv[1:]
