@@ -17,6 +17,12 @@ class FakeNvml:
     def _done(self, name: str) -> int:
         return 999 if name == self.fail else 0
 
+    def nvmlInit_v2(self):
+        return 0
+
+    def nvmlShutdown(self):
+        return 0
+
     def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
         self.asked.append(("index", index))
         handle._obj.value = 7
@@ -86,3 +92,65 @@ def test_where_nvml_cannot_answer_nvidia_smi_is_read_instead(nvml, fail):
 def test_without_nvml_the_reading_is_nvidia_smis(nvml):
     nvml(None)
     assert gpuinfo.reading() == {"from": "nvidia-smi"}
+
+
+class CountingNvml(FakeNvml):
+    """NVML's count of initialisations: the library lets go of the GPU when it is back at none."""
+
+    def __init__(self):
+        super().__init__()
+        self.holds = self.most = 0
+
+    def nvmlInit_v2(self):
+        self.holds += 1
+        self.most = max(self.most, self.holds)
+        return 0
+
+    def nvmlShutdown(self):
+        assert self.holds > 0, "NVML shut down more often than it was initialised"
+        self.holds -= 1
+        return 0
+
+
+def test_a_reading_holds_nvml_only_while_it_reads(nvml):
+    lib = nvml(CountingNvml())
+    gpuinfo.reading("0")
+    assert lib.holds == 0 and lib.most == 1
+
+
+def test_the_warm_hold_makes_the_reading_quick_and_is_let_go_of_after_it(nvml):
+    """warm_reading's hold keeps NVML initialised across the reading (no second start in the lane's
+    hand-on), and release_reading ends it: nothing is left for the process's exit to close."""
+    lib = nvml(CountingNvml())
+    assert gpuinfo.warm_reading()
+    gpuinfo.reading("0")
+    assert lib.holds == 1 and lib.most == 2
+    gpuinfo.release_reading()
+    assert lib.holds == 0
+
+
+def test_a_grade_run_lets_go_of_nvml_once_whether_or_not_it_read(nvml, rubric):
+    import threading
+    from concurrent.futures import Future
+
+    from grader.grade.children import GradeRun
+    from grader.grade.request import GradeRequest
+
+    lib = nvml(CountingNvml())
+    run = GradeRun(GradeRequest("x.cu", rubric, "emulator"), reading=None, say=lambda m: None)
+    held = Future()
+    held.set_result(gpuinfo.warm_reading())
+    run._nvml = held
+    reading = Future()
+    reading.set_result(gpuinfo.reading("0"))
+    run._let_go_of_nvml(reading)
+    run._let_go_of_nvml(reading)                     # a second time: nothing more to let go of
+    assert lib.holds == 0
+    held2 = Future()
+    held2.set_result(gpuinfo.warm_reading())
+    run._nvml = held2
+    run.close()                                      # ended before its reading: let go of in a thread
+    for t in threading.enumerate():
+        if t.name == "nvml-release":
+            t.join(5)
+    assert lib.holds == 0

@@ -8,6 +8,7 @@ for the pipeline to judge (pipeline.py).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ class GradeRun:
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
         self.draw_times: dict[str, float] = {}     # _clocked's: when reference.py was loaded, the answers ready
+        self._nvml: Future | None = None           # warm_reading's hold on NVML (True: held), until let go of
+        self._nvml_lock = threading.Lock()
 
     def start(self, shared) -> Prepared:
         """Start the children (unless started early), then the reference and guard builds and the draws, beside the build.
@@ -115,7 +118,7 @@ class GradeRun:
         else:
             self.store = Store(cache_root())
         if backend.on_gpu:
-            self.pool.submit(gpuinfo.warm_reading)          # the reading after the timing, made quick
+            self._nvml = self.pool.submit(gpuinfo.warm_reading)     # the reading after the timing, made quick
         reference_build = self.pool.submit(build_reference, backend=backend, arch=self.arch,
                                            exercise_kernels=exercise.kernels)
         cases = run_cases(rubric, timed=backend.times, secret=self.store.secret)
@@ -168,6 +171,9 @@ class GradeRun:
         def read_after() -> None:
             # The GPU's state right after the timing, as the measuring process ends: beside the verdict.
             after.append(self.pool.submit(gpuinfo.reading, self.device))
+            # then NVML let go of, beside the verdict too, not at the process's exit (a thread of its
+            # own: the pool's queue may be cancelled by close() before it runs)
+            threading.Thread(target=self._let_go_of_nvml, args=(after[0],), daemon=True, name="nvml-release").start()
 
         lane = lanes.gpu_lane(self.device) if backend.on_gpu else None      # taken by the way, as late as it can
         out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
@@ -224,10 +230,21 @@ class GradeRun:
             return CountersSummary(problem=f"the counters' pass could not run ({type(exc).__name__}: {exc}); "
                                            "the grade above stands.")
 
+    def _let_go_of_nvml(self, reading: Future | None = None) -> None:
+        """warm_reading's hold on NVML ended, once (after the reading where there is one)."""
+        if reading is not None:
+            reading.exception()                      # waited for, whatever it gave
+        with self._nvml_lock:
+            held, self._nvml = self._nvml, None
+        if held is not None and held.exception() is None and held.result():
+            gpuinfo.release_reading()
+
     def close(self) -> None:
         for child in (self.recorder, self.worker):
             if child is not None:
                 child.cancel()
+        if self._nvml is not None:                   # a grade that ended before its reading
+            threading.Thread(target=self._let_go_of_nvml, daemon=True, name="nvml-release").start()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.draws.shutdown(wait=False, cancel_futures=True)
         if self.store is not None and not self.store.keep:          # a batch's store is the batch's to close

@@ -40,23 +40,25 @@ def start_children(*, rubric, backend: Backend, device: str | None, emulator_thr
     submission's host code (started without a GPU: run/child/recorder.py), and the measuring
     process, which runs none (run/child/replay.py)."""
     limits = rubric.limits
-    recorder = None
     if backend.records_then_replays:
         from grader.core.processes import close_to_children
         from grader.run import lanes
 
         close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
         device = device or lanes.default_device()
-        recorder = start_recorder(rubric=rubric, backend=backend, device=device, gpu=False)
-    try:
-        worker = Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
-                        device=device if backend.on_gpu else None,
-                        torch=backend.baseline and bool(rubric.timing.baseline),
-                        cpu_threads=1 if backend.on_gpu else spread_threads(emulator_threads))
-    except BaseException:
-        if recorder is not None:
-            recorder.cancel()
-        raise
+    # The measuring process first: its start (a CUDA context) is the longer, and a warm grade
+    # waited on it; the recorder without a GPU is ready long before its job.
+    worker = Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
+                    device=device if backend.on_gpu else None,
+                    torch=backend.baseline and bool(rubric.timing.baseline),
+                    cpu_threads=1 if backend.on_gpu else spread_threads(emulator_threads))
+    recorder = None
+    if backend.records_then_replays:
+        try:
+            recorder = start_recorder(rubric=rubric, backend=backend, device=device, gpu=False)
+        except BaseException:
+            worker.cancel()
+            raise
     return Children(worker, recorder, device if backend.on_gpu else None)
 
 
