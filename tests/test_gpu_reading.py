@@ -118,39 +118,55 @@ def test_a_reading_holds_nvml_only_while_it_reads(nvml):
     assert lib.holds == 0 and lib.most == 1
 
 
-def test_the_warm_hold_makes_the_reading_quick_and_is_let_go_of_after_it(nvml):
+def test_the_warm_hold_makes_the_reading_quick_and_is_let_go_of_after_it(nvml, monkeypatch):
     """warm_reading's hold keeps NVML initialised across the reading (no second start in the lane's
-    hand-on), and release_reading ends it: nothing is left for the process's exit to close."""
+    hand-on): one hold for the process however many grades ask (a batch's), and release_reading ends
+    it: nothing is left for the process's exit to close."""
     lib = nvml(CountingNvml())
-    assert gpuinfo.warm_reading()
+    monkeypatch.setattr(gpuinfo._Nvml, "_warm", False)
+    assert gpuinfo.warm_reading() and gpuinfo.warm_reading()
+    assert lib.holds == 1
     gpuinfo.reading("0")
     assert lib.holds == 1 and lib.most == 2
     gpuinfo.release_reading()
+    gpuinfo.release_reading()                        # a second time: nothing more to let go of
     assert lib.holds == 0
 
 
-def test_a_grade_run_lets_go_of_nvml_once_whether_or_not_it_read(nvml, rubric):
-    import threading
-    from concurrent.futures import Future
-
+def _run(rubric, one_grade: bool):
     from grader.grade.children import GradeRun
-    from grader.grade.request import GradeRequest
+    from grader.grade.request import GradeOptions, GradeRequest
 
-    lib = nvml(CountingNvml())
-    run = GradeRun(GradeRequest("x.cu", rubric, "emulator"), reading=None, say=lambda m: None)
-    held = Future()
-    held.set_result(gpuinfo.warm_reading())
-    run._nvml = held
-    reading = Future()
-    reading.set_result(gpuinfo.reading("0"))
-    run._let_go_of_nvml(reading)
-    run._let_go_of_nvml(reading)                     # a second time: nothing more to let go of
-    assert lib.holds == 0
-    held2 = Future()
-    held2.set_result(gpuinfo.warm_reading())
-    run._nvml = held2
-    run.close()                                      # ended before its reading: let go of in a thread
+    return GradeRun(GradeRequest("x.cu", rubric, "emulator", GradeOptions(one_grade=one_grade)), reading=None,
+                    say=lambda m: None)
+
+
+def _joined():
+    import threading
+
     for t in threading.enumerate():
         if t.name == "nvml-release":
             t.join(5)
+
+
+def test_a_process_s_one_grade_lets_go_of_nvml_and_a_batch_s_grade_does_not(nvml, rubric, monkeypatch):
+    from concurrent.futures import Future
+
+    lib = nvml(CountingNvml())
+    monkeypatch.setattr(gpuinfo._Nvml, "_warm", False)
+    for one_grade, left in ((True, 0), (False, 1)):
+        run = _run(rubric, one_grade)
+        run._nvml = Future()
+        run._nvml.set_result(gpuinfo.warm_reading())
+        run.close()                              # ended before its reading: let go of (in a thread) or kept
+        _joined()
+        assert lib.holds == left, one_grade
+    gpuinfo.release_reading()
+    run = _run(rubric, True)
+    run._nvml = Future()
+    run._nvml.set_result(gpuinfo.warm_reading())
+    reading = Future()
+    reading.set_result(gpuinfo.reading("0"))
+    run._let_go_of_nvml(reading)
+    run._let_go_of_nvml(reading)
     assert lib.holds == 0

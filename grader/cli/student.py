@@ -61,7 +61,7 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
     """
     once = SubmitOptions(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report,
                          fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet,
-                         counters=counters)
+                         counters=counters, one_grade=not watch)
     if not watch:
         sys.exit(_submit_once(file, once).exit_code)
     _watch(file, once)
@@ -81,6 +81,7 @@ class SubmitOptions:
     backend: str
     quiet: bool
     counters: bool = False
+    one_grade: bool = True          # the process grades FILE once (not --watch)
 
 
 def _watch(file: Path, once: SubmitOptions) -> None:
@@ -157,7 +158,7 @@ def _submit_once(file: Path, once: SubmitOptions):
         start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
                  if to_early is not None and to_grade is not None and _SAY_THE_START else None)
         _SAY_THE_START.clear()
-        request = GradeRequest(Path(file), rubric, backend, GradeOptions(draw_ahead=True, counters=once.counters))
+        request = GradeRequest(Path(file), rubric, backend, GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade))
         result = grade(request, progress=progress, early=early, command_start=start)
     except GraderError as exc:
         if early is not None:

@@ -74,6 +74,7 @@ class GradeRun:
         backend, options = request.backend, request.options
         self.p, self.rubric, self.backend, self.say = request.path, request.rubric, backend, say
         self.guard_mode = options.guard_mode
+        self.one_grade = options.one_grade
         self.has_gpu = reading is not None
         self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu
                      else os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
@@ -171,9 +172,11 @@ class GradeRun:
         def read_after() -> None:
             # The GPU's state right after the timing, as the measuring process ends: beside the verdict.
             after.append(self.pool.submit(gpuinfo.reading, self.device))
-            # then NVML let go of, beside the verdict too, not at the process's exit (a thread of its
-            # own: the pool's queue may be cancelled by close() before it runs)
-            threading.Thread(target=self._let_go_of_nvml, args=(after[0],), daemon=True, name="nvml-release").start()
+            if self.one_grade:
+                # then NVML let go of, beside the verdict too, not at the process's exit (a thread of
+                # its own: the pool's queue may be cancelled by close() before it runs)
+                threading.Thread(target=self._let_go_of_nvml, args=(after[0],), daemon=True,
+                                 name="nvml-release").start()
 
         lane = lanes.gpu_lane(self.device) if backend.on_gpu else None      # taken by the way, as late as it can
         out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
@@ -243,7 +246,7 @@ class GradeRun:
         for child in (self.recorder, self.worker):
             if child is not None:
                 child.cancel()
-        if self._nvml is not None:                   # a grade that ended before its reading
+        if self._nvml is not None and self.one_grade:        # a grade that ended before its reading
             threading.Thread(target=self._let_go_of_nvml, daemon=True, name="nvml-release").start()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.draws.shutdown(wait=False, cancel_futures=True)

@@ -30,6 +30,10 @@ class GradeOptions:
     draw_ahead: bool = doc_field("After a GPU grade, start the detached process that draws the next run's private cases "
                             "(exercises/pool.py), so that the next grade of this exercise need not (`grader submit`).",
                             default=False)
+    one_grade: bool = doc_field("This grade is its process's only one (`grader submit`): on a GPU, the management "
+                                "library (NVML) is let go of once the reading after the timing is taken, beside "
+                                "the verdict, not at the process's exit; a batch keeps it to its end.",
+                                default=False)
     audit_syscalls: bool = doc_field("Run the child's filter in audit mode: every system call allowed and recorded "
                                 "(result.sandbox.audit). For measuring what CUDA and the grader need, never for "
                                 "grading students; the command line does not offer it.", default=False)

@@ -41,6 +41,7 @@ class _Nvml:
     _lock = threading.Lock()
     _lib: ctypes.CDLL | None = None
     _tried = False
+    _warm = False                       # warm_reading's one hold, until release_reading
 
     @classmethod
     def lib(cls) -> ctypes.CDLL | None:
@@ -69,15 +70,28 @@ class _Nvml:
 
 
 def warm_reading() -> bool:
-    """Initialise NVML now (beside a build), so that the reading after the timing is quick; True
-    where it is held (release_reading lets go of it)."""
-    return _Nvml.hold() is not None
+    """Initialise NVML now (beside a build), so that the reading after the timing is quick: one hold
+    for the process, however many grades ask (a batch's keep it to the end, as the GPU stays
+    initialised between its students); True where it is held."""
+    with _Nvml._lock:
+        if _Nvml._warm:
+            return True
+    held = _Nvml.hold() is not None
+    with _Nvml._lock:
+        if held and _Nvml._warm:                 # another thread's hold came first: one is enough
+            _Nvml.release()
+        _Nvml._warm = _Nvml._warm or held
+        return _Nvml._warm
 
 
 def release_reading() -> None:
-    """Let go of warm_reading's hold: where no other is left, NVML closes its device files now, not
-    at the process's exit (which took 0.05 to 0.23 s past a warm grade's last line on the H100 host)."""
-    _Nvml.release()
+    """Let go of warm_reading's hold (a process's one grade, `grader submit`, once its reading is
+    taken): NVML closes its device files now, beside the verdict, not at the process's exit (which
+    took 0.05 to 0.23 s past a warm grade's last line on the H100 host)."""
+    with _Nvml._lock:
+        held, _Nvml._warm = _Nvml._warm, False
+    if held:
+        _Nvml.release()
 
 
 def reading(device: str | None = None) -> dict:
