@@ -278,3 +278,23 @@ def test_the_childs_timing_settings_are_the_rubrics_by_name_and_what_is_worked_o
     assert (job.warmup, job.budget_s, job.floor_buffers, job.baseline) == (7, 4.5, 2, "x.sum()")
     assert job.tier_lines == sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0}) and job.chain is True
     assert job.copy_floats == 16384 * 1024
+
+
+def test_the_exercise_a_file_defines_is_found_loading_rubrics_only_up_to_it(monkeypatch):
+    """`grader submit` chooses the exercise before its children start: it loads the rubrics one by
+    one up to the first whose kernel the file defines, not every one."""
+    from pathlib import Path
+
+    from grader import exercises
+    from grader.exercises import rubric
+
+    loaded = []
+    real = rubric.load_rubric
+    monkeypatch.setattr(rubric, "load_rubric", lambda path=None: loaded.append(Path(path).stem) or real(path))
+    names = list(exercises.exercise_files())
+    assert names[0] == "bias_gelu_fused" and names[-1] == "rope_half_split"
+    found = exercises.exercise_for_source(Path("submissions/bias_gelu_fused/float4_launcher.cu"))
+    assert found.exercise == "bias_gelu_fused" and loaded == ["bias_gelu_fused"]
+    loaded.clear()
+    found = exercises.exercise_for_source(Path("submissions/rope_half_split/lesson_half_split.cu"))
+    assert found.exercise == "rope_half_split" and loaded == names
