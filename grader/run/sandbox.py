@@ -23,13 +23,15 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from grader.run import folders, groups, protocol, spawn
 from grader.core import processes
 from grader.run.child.guard import Blocked, forged_report, parse_reports
 from grader.core.backend import Backend
-from grader.core.contract import Job
+
+if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/early.py)
+    from grader.core.contract import Job
 
 
 class CappedOutput:
