@@ -294,8 +294,6 @@ MANY_PARAMETERS = {
     "grader/run/child/worker.py:_second_run": "inside the child: the loop's own state, in one process",
     "grader/run/profiling.py:profile_call": "a Worker's settings (cap, limit, device) beside ncu's (its path, the "
                                             "kernels and their names, the model's bytes)",
-    "grader/run/replaying.py:replay_recorded": "the two children, the job, and the replay's gate and hand-on callbacks",
-    "grader/run/replaying.py:record_then_replay": "the same, the recorder on the GPU",
     "grader/run/sandbox.py:__init__": "a child process's settings (Worker), each keyword-only with its default",
 }
 

@@ -477,7 +477,7 @@ def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
     background), and the measuring process is handed its job with the recorder's gone() as its
     gate, so nothing of the replay runs while the recorder might."""
     from grader.run import protocol
-    from grader.run.replaying import DeviceCode, record_then_replay
+    from grader.run.replaying import DeviceCode, ReplayPlan, record_then_replay
     from grader.run.sandbox import CappedOutput, ChildRun
     from grader.core.contract import RecordingFrame, encode
     events = []
@@ -505,7 +505,7 @@ def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
     recording = Recording(calls={}, ops=[], views=[])
     frame = protocol.Frame(encode(RecordingFrame(recording)), b"")
     recorder, measurer = Stand("recorder", [frame]), Stand("measurer", [])
-    record_then_replay(recorder, measurer, _job(), code=DeviceCode(["a.fatbin"]), time_limit_s=5, launcher=None)
+    record_then_replay(recorder, measurer, _job(), plan=ReplayPlan(DeviceCode(["a.fatbin"]), None, 5))
     assert events[0][:4] == ("recorder", "run", "record", True)
     assert events[2][:3] == ("measurer", "run", "replay")
     assert events[2][4] is not None                 # gated: its gate waits for the recorder's end
@@ -626,7 +626,7 @@ def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
     """A launcher that starts a thread at every call piles them up in the recorder until one cannot
     start (std::system_error, "Resource temporarily unavailable", then abort): the grade is the
     replay's refusal of threads, saying why, not a crash; any other death stays a crash."""
-    from grader.run.replaying import THREADS_RAN_OUT, DeviceCode, record_then_replay, threads_ran_out
+    from grader.run.replaying import THREADS_RAN_OUT, DeviceCode, ReplayPlan, record_then_replay, threads_ran_out
     from grader.run.sandbox import CappedOutput, ChildRun
 
     def died(signal_name, text):
@@ -654,11 +654,9 @@ def test_a_recorder_that_ran_out_of_threads_is_a_refusal_that_says_so():
         def gone(self):
             pass
 
-    out = record_then_replay(_Recorder(died("SIGABRT", abort)), None, _job(), code=DeviceCode([]), time_limit_s=5,
-                             launcher=None)
+    out = record_then_replay(_Recorder(died("SIGABRT", abort)), None, _job(), plan=ReplayPlan(DeviceCode([]), None, 5))
     assert out.refusals == [THREADS_RAN_OUT] and "start no threads" in THREADS_RAN_OUT and out.measurer is None
-    out = record_then_replay(_Recorder(died("SIGSEGV", "")), None, _job(), code=DeviceCode([]), time_limit_s=5,
-                             launcher=None)
+    out = record_then_replay(_Recorder(died("SIGSEGV", "")), None, _job(), plan=ReplayPlan(DeviceCode([]), None, 5))
     assert out.refusals == []
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, OfflinePart, RefusedFrame, clock_phases
-from grader.run.replaying import DeviceCode, needs_gpu, record, record_then_replay, replay_recorded
+from grader.run.replaying import DeviceCode, ReplayPlan, needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun, Worker
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ class RecordedOnGpu(Way):
     def in_lane(self, take, handed_on):
         code = self.code.result()
         take()                      # the recorder runs the launcher on the GPU: in the lane
-        both = record_then_replay(self.recorder, self.measurer, self.job, code=code, time_limit_s=self.time_limit_s,
-                                  on_sent=handed_on, launcher=self.launcher)
+        both = record_then_replay(self.recorder, self.measurer, self.job,
+                                  plan=ReplayPlan(code, self.launcher, self.time_limit_s), on_sent=handed_on)
         self.phases["record_s"] = round(both.recorder.seconds, 3)
         self.phases.update(recorder_times(both.recorder))
         return _replayed(both, self.phases)
@@ -175,8 +175,8 @@ class RecordedOffline(Way):
             gone.append(time.perf_counter() - clock)
             take()
 
-        both = replay_recorded(self.recorded, self.measurer, self.job, code=code, time_limit_s=self.time_limit_s,
-                               on_sent=handed_on, launcher=self.launcher, gate=gate)
+        both = replay_recorded(self.recorded, self.measurer, self.job,
+                               plan=ReplayPlan(code, self.launcher, self.time_limit_s), on_sent=handed_on, gate=gate)
         out = _replayed(both, self.phases)
         if gone:
             self.phases["gate_wait_s"] = round(gone[0], 3)      # the recorder's end, the lane's wait apart

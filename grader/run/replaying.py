@@ -29,6 +29,17 @@ class DeviceCode:
     driver_stand_in: Path | None = None
 
 
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a recording's replay is given beside the job: the submission's device code, the
+    launcher's name (None: the kernel alone; the recording's refusals read it), and each child's
+    time limit."""
+
+    code: DeviceCode
+    launcher: str | None
+    time_limit_s: float
+
+
 @dataclass
 class ReplayRun:
     """A GPU grade's two children: the recorder (the submission's host code, its launches recorded)
@@ -111,8 +122,7 @@ def needs_gpu(record: ChildRun) -> str:
     return ""
 
 
-def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, code: DeviceCode, time_limit_s: float,
-                    launcher: str | None, gate: Callable[[], None],
+def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, plan: ReplayPlan, gate: Callable[[], None],
                     on_sent: Callable[[], None] | None = None) -> ReplayRun:
     """What the recorder recorded, refused or replayed in the measuring process, which never loads
     the submission's library (grader/run/child/replay.py) and runs nothing of its job until
@@ -127,7 +137,8 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, code: Devic
         out.refusals = [THREADS_RAN_OUT]
     if recording is None or record.blocked or record.timed_out:
         return out
-    out.refusals = recording_refusals(recording, launcher, job.limits.workspace_bytes)
+    code = plan.code
+    out.refusals = recording_refusals(recording, plan.launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
     part = ReplayPart(recording, device_code=list(code.fatbins), device_globals=list(code.variables),
@@ -140,13 +151,14 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, code: Devic
         out.gate_wait_s = time.perf_counter() - waited
 
     out.replay = replay
-    out.measurer = measurer.run(replay, time_limit_s=time_limit_s, on_sent=on_sent, leave_when_done=True, gate=gone)
+    out.measurer = measurer.run(replay, time_limit_s=plan.time_limit_s, on_sent=on_sent, leave_when_done=True,
+                                gate=gone)
     out.refusals = [r for f in out.measurer.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons]
     return out
 
 
-def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, code: DeviceCode, time_limit_s: float,
-                       launcher: str | None, on_sent: Callable[[], None] | None = None) -> ReplayRun:
+def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, plan: ReplayPlan,
+                       on_sent: Callable[[], None] | None = None) -> ReplayRun:
     """Record the submission's launches in one child (the recorder on the GPU), then replay them in
     another that never loads its library (grader/run/child/replay.py). The recorder has ended, its
     whole process group killed and reaped, before the measuring process runs anything of its job
@@ -154,9 +166,8 @@ def record_then_replay(recorder: Worker, measurer: Worker, job: Job, *, code: De
     # Left once its done frame is in: killed with its group, and reaped in the background while
     # the measuring process takes its job; that one runs nothing until the recorder is gone (its
     # CUDA context's teardown took 0.15 s of every grade).
-    run = record(recorder, job, time_limit_s=time_limit_s)
-    return replay_recorded(run, measurer, job, code=code, time_limit_s=time_limit_s, launcher=launcher,
-                           gate=recorder.gone, on_sent=on_sent)
+    run = record(recorder, job, time_limit_s=plan.time_limit_s)
+    return replay_recorded(run, measurer, job, plan=plan, gate=recorder.gone, on_sent=on_sent)
 
 
 def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
@@ -173,8 +184,7 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
             obj = Path(job.library).with_name("main.o")
             code = DeviceCode([str(p) for p in device_code(Path(job.library))], device_variables(obj),
                               uses_device_heap(obj))
-            return record_then_replay(recorder, measurer, job, code=code, time_limit_s=time_limit_s,
-                                      launcher=None).judged
+            return record_then_replay(recorder, measurer, job, plan=ReplayPlan(code, None, time_limit_s)).judged
     with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
                 cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
