@@ -695,3 +695,53 @@ def test_settled_needs_the_whole_interval_on_one_side_of_every_line():
     assert not settled(Interval(1.0, 0.999, 1.001), lines, 0.02)         # the floor inside: exceeds or not
     assert not settled(Interval(0.6, 0.55, 0.65), lines, 0.02)           # clear, but too wide
     assert not settled(Interval(0.6, 0.595, 0.605), lines, 0.0)
+
+
+def test_the_way_without_a_gpu_records_before_the_inputs_and_replays_after_them():
+    """grade/ways.RecordedOffline: the recorder (which reads no input) records as soon as it has
+    started; the grade waits for the inputs on disk only after that (their drawing and numpy's
+    import beside the recording), then for the measuring process, and hands it its job, gated on
+    the recorder's end and taking the lane in that gate."""
+    from concurrent.futures import Future
+
+    from grader.core.contract import RecordingFrame, encode
+    from grader.grade.ways import RecordedOffline
+    from grader.run import protocol
+    from grader.run.replaying import DeviceCode
+    from grader.run.sandbox import CappedOutput, ChildRun
+
+    events = []
+
+    class Stand:
+        def __init__(self, name, frames, gpu):
+            self.name, self.frames, self.gpu = name, frames, gpu
+
+        def wait_ready(self, timeout_s):
+            events.append((self.name, "ready"))
+            return 0.0
+
+        def run(self, job, **kw):
+            events.append((self.name, "run", job.role.value))
+            if kw.get("gate"):
+                kw["gate"]()
+            return ChildRun(frames=self.frames, returncode=0, timed_out=False, seconds=0.01,
+                            stdout=CappedOutput(1 << 10), stderr=CappedOutput(1 << 10))
+
+        def cancel(self):
+            events.append((self.name, "cancel"))
+
+        def gone(self):
+            events.append((self.name, "gone"))
+
+    frame = protocol.Frame(encode(RecordingFrame(Recording(calls={}, ops=[], views=[]))), b"")
+    code = Future()
+    code.set_result(DeviceCode(["a.fatbin"], kernel_params={"_Z1kPf": [[0, 8]]}))
+    way = RecordedOffline(_job(), 5, None, inputs=lambda: events.append(("inputs", "on disk")),
+                          recorder=Stand("recorder", [frame], gpu=False), measurer=Stand("measurer", [], gpu=True),
+                          code=code, on_gpu_recorder=None, say=lambda m: None)
+    assert way.before_lane() is way
+    way.in_lane(lambda: events.append(("lane", "taken")), None)
+    assert events == [("recorder", "ready"), ("recorder", "run", "record"), ("recorder", "cancel"),
+                      ("inputs", "on disk"), ("measurer", "ready"), ("measurer", "run", "replay"),
+                      ("recorder", "gone"), ("lane", "taken")]
+    assert way.recorded is not None and "inputs_wait_s" in way.phases and "offline_record_s" in way.phases
