@@ -472,43 +472,51 @@ def test_the_recorder_s_and_the_measurer_s_clocks_become_phases_named_for_each()
         "child_done_t": 2.0, "child_checks_t": 1.0, "child_sampled_t": 1.5}
 
 
+class _StandChild:
+    """A Worker as the ways and the replay use it, each call noted in events (run: its kwargs in given)."""
+
+    def __init__(self, events, name, frames, gpu):
+        self.events, self.name, self.frames, self.gpu, self.given = events, name, frames, gpu, []
+
+    def wait_ready(self, timeout_s):
+        self.events.append((self.name, "ready"))
+        return 0.0
+
+    def run(self, job, **kw):
+        from grader.run.sandbox import CappedOutput, ChildRun
+
+        self.events.append((self.name, "run", job.role.value))
+        self.given.append(kw)
+        if kw.get("gate"):
+            kw["gate"]()
+            self.events.append((self.name, "gate opened"))
+        return ChildRun(frames=self.frames, returncode=0, timed_out=False, seconds=0.01,
+                        stdout=CappedOutput(1 << 10), stderr=CappedOutput(1 << 10))
+
+    def cancel(self):
+        self.events.append((self.name, "cancel"))
+
+    def gone(self):
+        self.events.append((self.name, "gone"))
+
+
 def test_the_measurer_runs_nothing_until_the_recorder_is_gone():
     """record_then_replay: the recorder is left once its done frame is in (reaped in the
     background), and the measuring process is handed its job with the recorder's gone() as its
     gate, so nothing of the replay runs while the recorder might."""
     from grader.run import protocol
     from grader.run.replaying import DeviceCode, ReplayPlan, record_then_replay
-    from grader.run.sandbox import CappedOutput, ChildRun
     from grader.core.contract import RecordingFrame, encode
     events = []
 
-    class Stand:
-        gpu = True                      # the recorder on the GPU: record_then_replay's path in the lane
-
-        def __init__(self, name, frames):
-            self.name, self.frames = name, frames
-
-        def run(self, job, **kw):
-            events.append((self.name, "run", job.role, kw.get("leave_when_done"), kw.get("gate")))
-            if kw.get("gate"):
-                kw["gate"]()
-                events.append((self.name, "gate opened"))
-            return ChildRun(frames=self.frames, returncode=0, timed_out=False, seconds=0.0,
-                            stdout=CappedOutput(1 << 10), stderr=CappedOutput(1 << 10))
-
-        def cancel(self):
-            events.append((self.name, "cancel"))
-
-        def gone(self):
-            events.append((self.name, "gone"))
-
     recording = Recording(calls={}, ops=[], views=[])
     frame = protocol.Frame(encode(RecordingFrame(recording)), b"")
-    recorder, measurer = Stand("recorder", [frame]), Stand("measurer", [])
+    # the recorder on the GPU: record_then_replay's path in the lane
+    recorder, measurer = _StandChild(events, "recorder", [frame], gpu=True), _StandChild(events, "measurer", [], gpu=True)
     record_then_replay(recorder, measurer, _job(), plan=ReplayPlan(DeviceCode(["a.fatbin"]), None, 5))
-    assert events[0][:4] == ("recorder", "run", "record", True)
-    assert events[2][:3] == ("measurer", "run", "replay")
-    assert events[2][4] is not None                 # gated: its gate waits for the recorder's end
+    assert events[0] == ("recorder", "run", "record") and recorder.given[0]["leave_when_done"] is True
+    assert events[2] == ("measurer", "run", "replay")
+    assert measurer.given[0]["gate"] is not None    # gated: its gate waits for the recorder's end
     assert events[3:] == [("recorder", "gone"), ("measurer", "gate opened")]
 
 
@@ -708,40 +716,19 @@ def test_the_way_without_a_gpu_records_before_the_inputs_and_replays_after_them(
     from grader.grade.ways import RecordedOffline
     from grader.run import protocol
     from grader.run.replaying import DeviceCode
-    from grader.run.sandbox import CappedOutput, ChildRun
 
     events = []
-
-    class Stand:
-        def __init__(self, name, frames, gpu):
-            self.name, self.frames, self.gpu = name, frames, gpu
-
-        def wait_ready(self, timeout_s):
-            events.append((self.name, "ready"))
-            return 0.0
-
-        def run(self, job, **kw):
-            events.append((self.name, "run", job.role.value))
-            if kw.get("gate"):
-                kw["gate"]()
-            return ChildRun(frames=self.frames, returncode=0, timed_out=False, seconds=0.01,
-                            stdout=CappedOutput(1 << 10), stderr=CappedOutput(1 << 10))
-
-        def cancel(self):
-            events.append((self.name, "cancel"))
-
-        def gone(self):
-            events.append((self.name, "gone"))
 
     frame = protocol.Frame(encode(RecordingFrame(Recording(calls={}, ops=[], views=[]))), b"")
     code = Future()
     code.set_result(DeviceCode(["a.fatbin"], kernel_params={"_Z1kPf": [[0, 8]]}))
     way = RecordedOffline(_job(), 5, None, inputs=lambda: events.append(("inputs", "on disk")),
-                          recorder=Stand("recorder", [frame], gpu=False), measurer=Stand("measurer", [], gpu=True),
+                          recorder=_StandChild(events, "recorder", [frame], gpu=False),
+                          measurer=_StandChild(events, "measurer", [], gpu=True),
                           code=code, on_gpu_recorder=None, say=lambda m: None)
     assert way.before_lane() is way
     way.in_lane(lambda: events.append(("lane", "taken")), None)
     assert events == [("recorder", "ready"), ("recorder", "run", "record"), ("recorder", "cancel"),
                       ("inputs", "on disk"), ("measurer", "ready"), ("measurer", "run", "replay"),
-                      ("recorder", "gone"), ("lane", "taken")]
+                      ("recorder", "gone"), ("lane", "taken"), ("measurer", "gate opened")]
     assert way.recorded is not None and "inputs_wait_s" in way.phases and "offline_record_s" in way.phases

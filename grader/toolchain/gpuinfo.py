@@ -38,7 +38,7 @@ class _Nvml:
     release() ends one, and the library lets go of the GPU (its device files closed, 0.05 to 0.23 s
     on the H100 host) when the count is back at none."""
 
-    _lock = threading.Lock()
+    _lock = threading.RLock()           # warm_reading holds it around hold(), which takes it too
     _lib: ctypes.CDLL | None = None
     _tried = False
     _warm = False                       # warm_reading's one hold, until release_reading
@@ -74,13 +74,8 @@ def warm_reading() -> bool:
     for the process, however many grades ask (a batch's keep it to the end, as the GPU stays
     initialised between its students); True where it is held."""
     with _Nvml._lock:
-        if _Nvml._warm:
-            return True
-    held = _Nvml.hold() is not None
-    with _Nvml._lock:
-        if held and _Nvml._warm:                 # another thread's hold came first: one is enough
-            _Nvml.release()
-        _Nvml._warm = _Nvml._warm or held
+        if not _Nvml._warm:
+            _Nvml._warm = _Nvml.hold() is not None
         return _Nvml._warm
 
 
