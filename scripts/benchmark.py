@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = True,
-           wait: bool = False, launch: list[str] | None = None) -> tuple[float, dict]:
+           wait: bool = False, launch: list[str] | None = None, extra: list[str] = ()) -> tuple[float, dict]:
     """One `grader submit` as a student runs it; with wait, on a GPU, then the time a student spends
     reading the result, until the next run's private cases are drawn ahead (grader/exercises/pool.py):
     the first folder ready (drawn_ahead_after_s), and the drawing process ended (drawing_done_after_s:
@@ -45,7 +45,7 @@ def submit(path: str, cache: str, backend: str = "cuda", *, draw_ahead: bool = T
     start = time.perf_counter()
     # launch: how python starts the command (scripts/warm-check.py's --trace-exit wraps it)
     proc = subprocess.run([sys.executable, *(launch or ["-m", "grader"]), "submit", path, "--backend", backend,
-                           "--format", "json", "-q"], capture_output=True, text=True, env=env, cwd=ROOT)
+                           "--format", "json", "-q", *extra], capture_output=True, text=True, env=env, cwd=ROOT)
     wall, ended = time.perf_counter() - start, time.time()
     try:
         doc = json.loads(proc.stdout)
