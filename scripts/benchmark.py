@@ -298,17 +298,20 @@ def wall_split(doc: dict) -> str:
     """Where one `grader submit`'s wall time went, from its process's start to its exit, in the
     order it happened: the command's start (to the children's early start, then to the grade), the
     grade's steps one after another (what is left of the grade is the rest: the verdict's wait on
-    the SASS, the result's making), and what followed the grade (reports, the attempt kept, the exit)."""
+    the SASS, the result's making), and what followed the grade (reports, the attempt kept, the exit);
+    where the measuring process had a head start (grader/entry.py), when it was started."""
     p = doc.get("phases", {})
     if "cli_to_grade_s" not in p or "wall_s" not in doc:
         return ""
     steps = ("build_s", "inputs_wait_s", "child_start_wait_s", "offline_record_s", "gpu_recorder_wait_s",
              "lane_wait_s", "child_s", "check_s")
     inside = [(k.removesuffix("_s"), p[k]) for k in steps if k in p]
+    head = [("(measuring process started at", p["cli_to_measurer_s"])] if "cli_to_measurer_s" in p else []
     parts = [("start to children", p["cli_to_early_s"]), ("to grade", p["cli_to_grade_s"] - p["cli_to_early_s"]),
              *inside, ("grade rest", doc["seconds"] - sum(v for _, v in inside)),
              ("after the grade", doc["wall_s"] - p["cli_to_grade_s"] - doc["seconds"])]
-    return " + ".join(f"{name} {v:.2f}" for name, v in parts) + f" = {doc['wall_s']:.2f} s"
+    said = " + ".join(f"{name} {v:.2f}" for name, v in parts) + f" = {doc['wall_s']:.2f} s"
+    return said + "".join(f" {name} {v:.2f} s, its head start)" for name, v in head)
 
 
 def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int = 3, warm_runs: int = 5) -> dict:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from grader.core.backend import EMULATOR
 from grader.exercises import load_exercise, load_reference
 from grader.exercises.data import answers, materialize
 from grader.exercises.plan import plan_cases
@@ -208,3 +209,74 @@ def test_start_early_starts_no_child_on_the_emulator_and_probes_only_for_a_gpu()
     rubric = load_exercise("bias_gelu_fused")
     early = start_early(rubric=rubric, backend="emulator")
     assert early.children is None and early.reading is None and early.probe_s < 0.05
+
+
+def test_the_head_start_is_asked_for_by_a_submit_that_may_grade_on_a_gpu_only():
+    """grade/early.head_start_backend: the command's arguments as a student types them."""
+    from grader.grade.early import head_start_backend
+
+    yes = [["submit", "k.cu"], ["submit", "k.cu", "--backend", "cuda"], ["submit", "--backend=auto", "k.cu"],
+           ["submit", "k.cu", "--watch", "-q"], ["submit", "k.cu", "--format", "json", "--exercise", "rope_half_split"]]
+    no = [["submit", "k.cu", "--backend", "emulator"], ["submit", "--backend=emulator", "k.cu"],
+          ["submit", "--help"], ["submit", "k.cu", "-h"], ["batch", "class/"], ["explain", "k.cu"], [],
+          ["--version"], ["submit", "k.cu", "--backend", "nope"]]
+    assert [a for a in yes if head_start_backend(a, gpu_present=True) is None] == []
+    assert [a for a in yes if not head_start_backend(a, gpu_present=True).records_then_replays] == []
+    assert [a for a in no if head_start_backend(a, gpu_present=True) is not None] == []
+    assert head_start_backend(["submit", "k.cu"], gpu_present=False) is None
+
+
+def _head_started(monkeypatch):
+    """head_start as `grader submit k.cu` calls it on a machine with a GPU (this one has none: the
+    measuring process starts, finds no driver, and waits for its job all the same)."""
+    import grader.grade.early as early
+
+    monkeypatch.setattr(early, "_gpu_present", lambda: True)
+    monkeypatch.setattr(early, "_HEAD_START", [])
+    assert early.head_start(["submit", "k.cu"])
+    head, = early._HEAD_START
+    return early, head.spec, head.worker
+
+
+def test_a_head_start_is_taken_by_the_grade_that_asks_for_the_same_process(monkeypatch):
+    """The measuring process started before the rubric is read is the grade's where the rubric
+    wants the one it started (the default limits, no PyTorch baseline); it is taken once."""
+    early, spec, worker = _head_started(monkeypatch)
+    try:
+        rubric = load_exercise("bias_gelu_fused")       # the default limits, no baseline
+        wanted = early.MeasurerSpec(backend="cuda", output_cap=rubric.limits.output_cap_bytes,
+                                    cpu_limit_s=rubric.limits.time_limit_s, device=spec.device, torch=False,
+                                    cpu_threads=1)
+        assert early.take_head_start(wanted).worker is worker and worker.proc.poll() is None
+        assert early.take_head_start(wanted) is None            # taken: a second grade starts its own
+    finally:
+        worker.cancel()
+
+
+def test_a_head_start_unlike_what_the_grade_wants_is_ended_not_used(monkeypatch):
+    """A rubric with a PyTorch baseline (the child imports torch), other limits, another GPU, the
+    emulator, no GPU at all: the head start's process is ended, and the grade starts its own."""
+    import dataclasses
+
+    for change in ({"torch": True}, {"cpu_limit_s": 10.0}, {"output_cap": 1}, {"device": "1"}, {"backend": "emulator"}):
+        early, spec, worker = _head_started(monkeypatch)
+        assert early.take_head_start(dataclasses.replace(spec, **change)) is None, change
+        assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
+    early, spec, worker = _head_started(monkeypatch)
+    rubric = load_exercise("bias_gelu_fused")
+    assert early.start_early(rubric=rubric, backend="emulator").children is None    # the emulator: no GPU grade
+    assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
+    early, spec, worker = _head_started(monkeypatch)
+    children = early.start_children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0)
+    try:
+        assert children.worker is not worker and worker.proc.wait(timeout=10) is not None
+    finally:
+        children.cancel()
+
+
+def test_a_command_that_ends_before_its_grade_leaves_no_head_start(monkeypatch):
+    """`grader submit` of a missing file, or with a bad option, exits before any grade takes the
+    head start: the exit handler ends it."""
+    early, spec, worker = _head_started(monkeypatch)
+    early._end_head_start()
+    assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []

@@ -157,6 +157,9 @@ def _submit_once(file: Path, once: SubmitOptions):
         # later grade of --watch starts long after the process did).
         start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
                  if to_early is not None and to_grade is not None and _SAY_THE_START else None)
+        head = early.children.head_started_at_s if early is not None and early.children is not None else None
+        if start is not None and head is not None:
+            start["cli_to_measurer_s"] = round(head, 3)     # the measuring process's head start (grader/entry.py)
         _SAY_THE_START.clear()
         request = GradeRequest(Path(file), rubric, backend, GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade))
         result = grade(request, progress=progress, early=early, command_start=start)

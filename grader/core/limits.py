@@ -17,6 +17,12 @@ from __future__ import annotations
 import os
 import resource
 
+# A rubric's defaults for its child's wall time and kept output (exercises/schema.py's Limits), here
+# so that `grader submit`'s head start (grade/early.py) starts the measuring process as a rubric
+# with them would, before any rubric is read.
+TIME_LIMIT_S = 60.0
+OUTPUT_CAP_BYTES = 16384
+
 NAMES = {resource.RLIMIT_AS: "address space (builds)", resource.RLIMIT_CPU: "CPU seconds (the child)",
          resource.RLIMIT_FSIZE: "file size (the child)", resource.RLIMIT_NOFILE: "open files (the child)",
          resource.RLIMIT_DATA: "private memory (the child)"}

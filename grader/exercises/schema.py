@@ -14,6 +14,7 @@ from typing import Literal
 
 from grader.core.exprs import Expr
 from grader.core.outcomes import Tier
+from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S
 from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
 from grader.core.signature import Signature, parse_signature
 from grader.core.typed import doc_field as _doc, type_hints
@@ -211,8 +212,9 @@ class Tiers:
 
 @dataclass(frozen=True)
 class Limits:
-    time_limit_s: float = _doc("Wall time allowed for one submission's child process.", default=60.0)
-    output_cap_bytes: int = _doc("Bytes of the child's stdout and of its stderr kept (half head, half tail).", default=16384)
+    time_limit_s: float = _doc("Wall time allowed for one submission's child process.", default=TIME_LIMIT_S)
+    output_cap_bytes: int = _doc("Bytes of the child's stdout and of its stderr kept (half head, half tail).",
+                                 default=OUTPUT_CAP_BYTES)
     host_memory_mib: int = _doc(
         "Host memory (MiB of private writable memory, RLIMIT_DATA) the child may take beyond what the grader "
         "itself holds once loaded (torch, the CUDA context); past it allocations fail and the run is reported "
