@@ -77,7 +77,31 @@ ROUTES = {
     "opendir": 'char d[4096]; strncpy(d, P, sizeof d - 1); d[sizeof d - 1] = 0; *strrchr(d, \'/\') = 0; '
                'if (DIR* dir = opendir(d)) { struct dirent* e; while ((e = readdir(dir))) printf("READ opendir %s: %s\\n", '
                'd, e->d_name); closedir(dir); } else printf("DENIED opendir %s\\n", d);',
+    # Landlock does not check an O_PATH open: the descriptor it gives must open nothing itself.
+    "O_PATH reopened": 'int o = open(P, O_PATH); char r[64]; snprintf(r, sizeof r, "/proc/self/fd/%d", o); '
+                       'show("opath-reopen", r, open(r, O_RDONLY)); if (o >= 0) close(o);',
+    "O_PATH folder, openat": 'char d[4096]; strncpy(d, P, sizeof d - 1); d[sizeof d - 1] = 0; char* b = strrchr(d, \'/\'); '
+                             '*b = 0; int o = open(d, O_PATH | O_DIRECTORY); show("opath-openat", b + 1, openat(o, b + 1, O_RDONLY)); '
+                             'if (o >= 0) close(o);',
+    "fchdir, relative": 'char d[4096]; strncpy(d, P, sizeof d - 1); d[sizeof d - 1] = 0; char* b = strrchr(d, \'/\'); '
+                        '*b = 0; int o = open(d, O_PATH | O_DIRECTORY); char here[4096]; if (!getcwd(here, sizeof here)) here[0] = 0; '
+                        'if (o >= 0 && fchdir(o) == 0) show("fchdir", b + 1, open(b + 1, O_RDONLY)); '
+                        'else printf("DENIED fchdir %s\\n", d); if (here[0]) chdir(here); if (o >= 0) close(o);',
+    "chdir, relative": 'char d[4096]; strncpy(d, P, sizeof d - 1); d[sizeof d - 1] = 0; char* b = strrchr(d, \'/\'); '
+                       '*b = 0; char here[4096]; if (!getcwd(here, sizeof here)) here[0] = 0; '
+                       'if (chdir(d) == 0) show("chdir", b + 1, open(b + 1, O_RDONLY)); else printf("DENIED chdir %s\\n", d); '
+                       'if (here[0]) chdir(here);',
+    # A name in its own (writable) folder for the secret: a symbolic link, a hard link (the seccomp
+    # filter stops both calls first; were it absent, Landlock checks where a link leads, and refuses
+    # linking a file in from a folder it may not read).
+    "symlink in its folder": 'unlink("peek-s"); symlink(P, "peek-s"); show("symlink", "peek-s", open("peek-s", O_RDONLY));',
+    "hard link in its folder": 'unlink("peek-h"); link(P, "peek-h"); show("hardlink", "peek-h", open("peek-h", O_RDONLY));',
 }
+
+# Routes whose first system call the seccomp filter stops (the submission is then rejected: stopped
+# either way, and nothing may leak).
+SECCOMP_FIRST = {"opendir", "symlink in its folder", "hard link in its folder", "O_PATH reopened",
+                 "O_PATH folder, openat", "fchdir, relative"}
 
 # Routes that take no path: every descriptor the child holds or its parent holds.
 SWEEPS = {
@@ -146,7 +170,7 @@ def _grade_attack(source: str, rubric, write_cu, backend: str, seccomp_may_stop:
 @pytest.mark.parametrize("route", sorted(ROUTES))
 def test_no_route_reads_a_classmates_file_a_report_or_the_cache(route, secrets, rubric, write_cu):
     result = _grade_attack(attack([_route(route, str(p)) for p in secrets.values()]), rubric, write_cu, "emulator",
-                           seccomp_may_stop=route == "opendir")
+                           seccomp_may_stop=route in SECCOMP_FIRST)
     assert _leaked(result) == []
     assert not any(line.startswith("READ ") for line in result.output.stdout.splitlines()), result.output.stdout
     if result.status == "graded":
@@ -238,6 +262,55 @@ def test_a_link_planted_in_the_private_folder_before_the_wall_leads_nowhere(secr
     assert MARK not in run.stdout and "READ" not in run.stdout, run.stdout
     assert "DENIED planted 13" in run.stdout and "DENIED planted-folder/kernel.cu 13" in run.stdout
     assert "OWN my own my own" in run.stdout and "WROTE written" in run.stdout
+
+
+@needs_landlock
+def test_behind_landlock_alone_the_routes_seccomp_stops_first_read_nothing_either(secrets, tmp_path):
+    """The routes the seccomp filter stops first (O_PATH descriptors, links made in the child's own
+    folder, a directory listing), tried where only the file-system wall stands: each still reads
+    nothing of a classmate's, whatever name or descriptor it reaches the file by."""
+    private = _private(tmp_path)
+    targets = [str(p) for p in secrets.values()]
+    run = _confined_python(f"""
+        targets = {targets!r}
+        def tried(how, fn):
+            try:
+                print("READ", how, fn())
+            except OSError as e:
+                print("DENIED", how, e.errno)
+        for i, path in enumerate(targets):
+            folder, name = os.path.split(path)
+            def reopened():
+                fd = os.open(path, os.O_PATH)
+                return open("/proc/self/fd/%d" % fd).read()
+            def through_folder():
+                fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+                return os.read(os.open(name, os.O_RDONLY, dir_fd=fd), 200)
+            def after_fchdir():
+                here = os.getcwd()
+                fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+                os.fchdir(fd)
+                try:
+                    return open(name).read()
+                finally:
+                    os.chdir(here)
+            def symlinked():
+                os.symlink(path, "peek-s%d" % i)
+                return open("peek-s%d" % i).read()
+            def hard_linked():
+                os.link(path, "peek-h%d" % i)
+                return open("peek-h%d" % i).read()
+            def listed():
+                return os.listdir(folder)
+            for how, fn in (("reopened", reopened), ("through-folder", through_folder), ("fchdir", after_fchdir),
+                            ("symlink", symlinked), ("hardlink", hard_linked), ("listdir", listed)):
+                tried(how, fn)
+        print("DONE")
+    """, private)
+    assert run.returncode == 0, run.stderr
+    assert "CONFINED True" in run.stdout and "DONE" in run.stdout, run.stdout + run.stderr
+    assert MARK not in run.stdout and "READ" not in run.stdout, run.stdout
+    assert run.stdout.count("DENIED") == 6 * len(targets), run.stdout
 
 
 @needs_landlock
