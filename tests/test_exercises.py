@@ -276,7 +276,8 @@ def test_the_childs_timing_settings_are_the_rubrics_by_name_and_what_is_worked_o
                                                                      floor_buffers=2, baseline="x.sum()"))
     job = _timing_job(changed)
     assert (job.warmup, job.budget_s, job.floor_buffers, job.baseline) == (7, 4.5, 2, "x.sum()")
-    assert job.tier_lines == sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0}) and job.chain is True
+    assert job.tier_lines == sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0, 1.0 + rubric.tiers.exceeds_floor_margin})
+    assert job.chain is True
     assert job.copy_floats == 16384 * 1024
 
 

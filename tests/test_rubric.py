@@ -213,6 +213,7 @@ def test_a_bad_expression_is_named_with_its_line(tmp_path):
 @pytest.mark.parametrize("extra, key, words", [
     ("tolerance:\n  rtol: -1.0e-5\n", "tolerance.rtol", "cannot be negative"),
     ("tolerance:\n  atol: -1\n", "tolerance.atol", "cannot be negative"),
+    ("tiers:\n  exceeds_floor_margin: -0.01\n", "tiers.exceeds_floor_margin", "cannot be negative"),
     ("tiers:\n  gold: 1.5\n", "tiers.gold", "gold <= 1"),
     ("tiers:\n  silver: 0\n", "tiers", "0 < silver"),
     ("limits:\n  workspace_mib: -1\n", "limits.workspace_mib", "cannot be negative"),

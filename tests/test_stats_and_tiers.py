@@ -51,3 +51,12 @@ def test_above_the_floor_beyond_noise_is_flagged_and_never_gold(rubric):
     assert flags == ["exceeds_copy_floor"] and tier != "gold"
     tier, _, flags = assign_tier(1.002, 0.99, 1.01, rubric)     # within the noise: fine
     assert flags == [] and tier == "gold"
+    # A kernel that moves what a copy moves, measured in a process whose buffers lay better than the
+    # copies' (an H100 batch: 1.0064, the interval clear of 1.0): the placement noise the interval
+    # does not see, not skipped work. It is gold, unflagged, up to the rubric's margin.
+    assert assign_tier(1.0064, 1.002, 1.011, rubric) == ("gold", False, [])
+    assert assign_tier(1.028, 1.0251, 1.0299, rubric) == ("gold", False, [])
+    tier, _, flags = assign_tier(1.036, 1.0301, 1.04, rubric)
+    assert flags == ["exceeds_copy_floor"] and tier == "below"
+    strict = dataclasses.replace(rubric, tiers=dataclasses.replace(rubric.tiers, exceeds_floor_margin=0.0))
+    assert assign_tier(1.0064, 1.002, 1.011, strict)[2] == ["exceeds_copy_floor"]

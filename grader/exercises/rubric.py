@@ -183,6 +183,9 @@ def _check_semantics(r: Rubric, path: str) -> None:
     if not 0 < r.tiers.silver < r.tiers.gold <= 1:
         bad("tiers.gold" if r.tiers.gold > 1 else "tiers",
             f"need 0 < silver < gold <= 1 (fractions of the floor), got silver {r.tiers.silver} and gold {r.tiers.gold}")
+    if r.tiers.exceeds_floor_margin < 0:
+        bad("tiers.exceeds_floor_margin", f"cannot be negative (got {r.tiers.exceeds_floor_margin}): a correct kernel "
+            "at the floor would then count as faster than a copy, and get no gold")
     for key in ("rtol", "atol"):
         if getattr(r.tolerance, key) < 0:
             bad(f"tolerance.{key}", f"cannot be negative (got {getattr(r.tolerance, key)}): it would fail correct kernels")

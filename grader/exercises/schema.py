@@ -208,6 +208,12 @@ class Tiers:
     exceeds_floor_tier: Literal["silver", "below"] = _doc(
         "Tier of a kernel measured faster than the copy floor beyond the noise (never gold).", default="below"
     )
+    exceeds_floor_margin: float = _doc(
+        "How far above the floor (1.0) the fraction's whole interval must lie for the kernel to count as faster "
+        "than it (exceeds_floor_tier). The interval is one process's rounds; where that process's buffers lie in "
+        "device memory moves a copy's bandwidth by up to 2.7% from one process to the next, which the interval "
+        "does not see, and a correct kernel that moves what a copy moves measured 1.006 (interval clear of 1.0) "
+        "in one grade of a batch on an H100.", default=0.03)
 
 
 @dataclass(frozen=True)
