@@ -218,7 +218,32 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                          f"<= {100 * MEDIAN_MOVE:.1f}%", max(median_moves.values()) <= MEDIAN_MOVE))
         if moved:
             rows.append(("largest single grade's move, batch vs lone median", f"{100 * max(moved):.2f}%", "", None))
+        # Fairness: every grade, in the batch and alone, got a tier its sample's manifest allows on a GPU
+        # (float4_launcher.cu gold each time, not only in `grader samples`).
+        if backend == "cuda":
+            wrong = _tiers_not_allowed(results) + _tiers_not_allowed(alone if lone_runs else [])
+            figures["tiers_not_allowed"] = wrong
+            graded = sum(1 for r in results if r.get("tier")) + sum(1 for r in (alone if lone_runs else []) if r.get("tier"))
+            rows.append(("tiers the samples' manifest allows, batch and alone", f"{graded - len(wrong)} of {graded}"
+                         + (f": {'; '.join(wrong[:4])}" if wrong else ""), "all", not wrong))
     return figures, rows
+
+
+def _tiers_not_allowed(results: list[dict]) -> list[str]:
+    """The grades whose tier the manifest of bias_gelu_fused's samples does not allow on a GPU."""
+    sys.path.insert(0, str(ROOT))
+    from grader.batch.manifest import load_manifest
+    from grader.core.backend import CUDA
+    from grader.exercises import load_exercise
+
+    allowed = {e.file.removesuffix(".cu"): e.tiers for e in
+               load_manifest(ROOT / "submissions/bias_gelu_fused/manifest.yaml", CUDA, load_exercise("bias_gelu_fused"))}
+    wrong = []
+    for r in results:
+        stem = _sample_of(r["submission"]["path"])
+        if r.get("tier") and allowed.get(stem) and r["tier"] not in allowed[stem]:
+            wrong.append(f"{stem} {r['tier']} at {r.get('fraction')}, allowed {' or '.join(allowed[stem])}")
+    return wrong
 
 
 
