@@ -230,10 +230,16 @@ def _head_started(monkeypatch):
     """head_start as `grader submit k.cu` calls it on a machine with a GPU (this one has none: the
     measuring process starts, finds no driver, and waits for its job all the same)."""
     import grader.grade.early as early
+    from grader.core import processes
 
+    closed = []
+    # the grader closes its /proc files to the children before the first starts (this test process
+    # stays dumpable: test_interrupt.py checks that a closed process's children are not)
+    monkeypatch.setattr(processes, "close_to_children", lambda: closed.append(True) or True)
     monkeypatch.setattr(early, "_gpu_present", lambda: True)
     monkeypatch.setattr(early, "_HEAD_START", [])
     assert early.head_start(["submit", "k.cu"])
+    assert closed == [True]
     head, = early._HEAD_START
     return early, head.spec, head.worker
 
