@@ -25,7 +25,10 @@ import benchmark  # noqa: E402
 # Run as `python -c TRACER grader-args...`: the grade as `python -m grader` runs it, each step after
 # the grade timed, and the exit's wait, written as one "trace-exit: {...}" line on stderr.
 TRACER = r"""
-import json, sys, threading, time
+import sys
+from grader.grade.early import head_start
+head_start(sys.argv[1:])            # as grader/entry.py does, before the CLI is imported
+import json, threading, time
 import grader.cli as cli
 from grader.cli import student
 from grader.report import files
