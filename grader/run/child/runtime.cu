@@ -104,6 +104,15 @@ extern "C" int grader_rt_copy_out(void* host, const void* device, size_t bytes) 
     return static_cast<int>(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
 }
 
+// Host memory the outputs are copied into, page-locked so that a copy goes straight there (a
+// timed shape's 64 MB output: 20 ms through pageable memory, 1.3 ms once registered in 2.5 ms, on
+// an H100). A failure is not kept as the last error: the copy then goes the pageable way.
+extern "C" int grader_rt_host_register(void* host, size_t bytes) {
+    const cudaError_t err = cudaHostRegister(host, bytes, cudaHostRegisterDefault);
+    if (err != cudaSuccess) cudaGetLastError();
+    return static_cast<int>(err);
+}
+
 // n 32-bit words set to value, on the legacy default stream (asynchronously).
 extern "C" int grader_rt_fill32(void* p, unsigned value, size_t n) {
     if (n == 0) return 0;
