@@ -236,7 +236,9 @@ def _head_started(monkeypatch):
     # the grader closes its /proc files to the children before the first starts (this test process
     # stays dumpable: test_interrupt.py checks that a closed process's children are not)
     monkeypatch.setattr(processes, "close_to_children", lambda: closed.append(True) or True)
-    monkeypatch.setattr(early, "_gpu_present", lambda: True)
+    from grader.toolchain import gpuinfo
+
+    monkeypatch.setattr(gpuinfo, "device_file_present", lambda: True)
     monkeypatch.setattr(early, "_HEAD_START", [])
     assert early.head_start(["submit", "k.cu"])
     assert closed == [True]
@@ -250,7 +252,8 @@ def test_a_head_start_is_taken_by_the_grade_that_asks_for_the_same_process(monke
     early, spec, worker = _head_started(monkeypatch)
     try:
         rubric = load_exercise("bias_gelu_fused")       # the default limits, no baseline
-        wanted = early.MeasurerSpec(backend="cuda", output_cap=rubric.limits.output_cap_bytes,
+        assert spec.backend.records_then_replays and spec.backend.on_gpu     # the GPU's, recorded then replayed
+        wanted = early.MeasurerSpec(backend=spec.backend, output_cap=rubric.limits.output_cap_bytes,
                                     cpu_limit_s=rubric.limits.time_limit_s, device=spec.device, torch=False,
                                     cpu_threads=1)
         assert early.take_head_start(wanted).worker is worker and worker.proc.poll() is None
@@ -264,7 +267,7 @@ def test_a_head_start_unlike_what_the_grade_wants_is_ended_not_used(monkeypatch)
     emulator, no GPU at all: the head start's process is ended, and the grade starts its own."""
     import dataclasses
 
-    for change in ({"torch": True}, {"cpu_limit_s": 10.0}, {"output_cap": 1}, {"device": "1"}, {"backend": "emulator"}):
+    for change in ({"torch": True}, {"cpu_limit_s": 10.0}, {"output_cap": 1}, {"device": "1"}, {"backend": EMULATOR}):
         early, spec, worker = _head_started(monkeypatch)
         assert early.take_head_start(dataclasses.replace(spec, **change)) is None, change
         assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []

@@ -18,7 +18,6 @@ started, and the grade then waited 0.13 to 0.19 s for the measuring process's CU
 from __future__ import annotations
 
 import atexit
-import os
 import time
 from dataclasses import dataclass
 
@@ -57,7 +56,7 @@ def start_children(*, rubric, backend: Backend, device: str | None, emulator_thr
         device = device or lanes.default_device()
     # The measuring process first: its start (a CUDA context) is the longer, and a warm grade
     # waited on it; the recorder without a GPU is ready long before its job.
-    spec = MeasurerSpec(backend=backend.name, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
+    spec = MeasurerSpec(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
                         device=device if backend.on_gpu else None,
                         torch=backend.baseline and bool(rubric.timing.baseline),
                         cpu_threads=1 if backend.on_gpu else spread_threads(emulator_threads))
@@ -79,7 +78,7 @@ class MeasurerSpec:
     """The measuring process as a grade asks for it (sandbox.Worker's arguments): a head start is
     taken only where it was started with exactly these."""
 
-    backend: str
+    backend: Backend
     output_cap: int
     cpu_limit_s: float
     device: str | None
@@ -87,7 +86,7 @@ class MeasurerSpec:
     cpu_threads: int
 
     def start(self) -> Worker:
-        return Worker(backend=named(self.backend), output_cap=self.output_cap, cpu_limit_s=self.cpu_limit_s,
+        return Worker(backend=self.backend, output_cap=self.output_cap, cpu_limit_s=self.cpu_limit_s,
                       device=self.device, torch=self.torch, cpu_threads=self.cpu_threads)
 
 
@@ -109,18 +108,20 @@ def head_start(argv: list[str]) -> bool:
     for the emulator or for help. Started as a rubric with the default limits and no PyTorch
     baseline would start it, on the first visible GPU; whether it was started. Never fails: a
     process that cannot start is the grade's to start again, and report."""
-    backend = head_start_backend(argv, gpu_present=_gpu_present())
+    from grader.toolchain import gpuinfo
+
+    backend = head_start_backend(argv, gpu_present=gpuinfo.device_file_present())
     if backend is None:
         return False
     from grader.core.processes import age_s, close_to_children
     from grader.run import lanes
 
     close_to_children()             # as start_children does, before any child of this grade starts
-    spec = MeasurerSpec(backend=backend.name, output_cap=OUTPUT_CAP_BYTES, cpu_limit_s=TIME_LIMIT_S,
+    spec = MeasurerSpec(backend=backend, output_cap=OUTPUT_CAP_BYTES, cpu_limit_s=TIME_LIMIT_S,
                         device=lanes.default_device(), torch=False, cpu_threads=1)
     try:
         worker = spec.start()
-    except OSError:
+    except Exception:  # noqa: BLE001 - a guess that failed: the grade starts its own, and says what failed
         return False
     _HEAD_START.append(HeadStart(spec, worker, age_s()))
     atexit.register(_end_head_start)     # a command that ends before its grade (a usage error) leaves none
@@ -149,14 +150,6 @@ def head_start_backend(argv: list[str], *, gpu_present: bool) -> Backend | None:
     except UsageError:
         return None                 # click says what --backend accepts
     return backend if backend.records_then_replays else None
-
-
-def _gpu_present() -> bool:
-    """An NVIDIA device file, and CUDA_VISIBLE_DEVICES not hiding every GPU (a stat, no driver call:
-    the probe that decides comes later)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return os.path.exists("/dev/nvidiactl")
 
 
 def take_head_start(spec: MeasurerSpec | None) -> HeadStart | None:

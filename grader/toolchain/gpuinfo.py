@@ -123,6 +123,17 @@ def _read(lib: ctypes.CDLL, device: str | None) -> dict:
                               str(mem.value), str(max_sm.value), driver.value.decode(errors="replace"), str(temp.value))))
 
 
+def every_gpu_hidden() -> bool:
+    """CUDA_VISIBLE_DEVICES set to hide every GPU ("" or -1)."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+
+
+def device_file_present() -> bool:
+    """An NVIDIA device file, and not every GPU hidden: a stat, no driver call (a guess that the
+    probe confirms or not; grade/early.head_start acts on it)."""
+    return not every_gpu_hidden() and os.path.exists("/dev/nvidiactl")
+
+
 def probe() -> dict | None:
     """A first look at the GPU: nvidia-smi's reading, {} for a GPU only torch sees, None for none.
 
@@ -130,7 +141,7 @@ def probe() -> dict | None:
     needs one); where it is absent the driver is asked how many devices it sees (cuInit
     creates no context either).
     """
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+    if every_gpu_hidden():
         return None
     if tools.locate("nvidia-smi"):
         return snapshot() or None
