@@ -143,11 +143,18 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
         with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as tmp:
             tmp = Path(tmp)
             _class_of(tmp / "class", scale)
-            wall, _, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
+            wall, results, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
         ratio = wall / figures["wall_s"]
-        figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio,
+        # the same phases as the first batch's, to tell which step grew with the class
+        figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio, "phases_mean": _phases_mean(results),
+                            "lane_busy": _lane_busy(results, wall),
                             "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}}}
-        rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min", "", None))
+        rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min, the GPU's lane busy "
+                     f"{100 * figures['scale']['lane_busy']:.0f}% (batch of {n}: {100 * figures['lane_busy']:.0f}%)", "", None))
+        grew = {k: v - figures["phases_mean"][k] for k, v in figures["scale"]["phases_mean"].items()
+                if k in figures["phases_mean"] and abs(v - figures["phases_mean"][k]) >= 0.01}
+        rows.append((f"mean phases per submission, batch of {scale} against {n}",
+                     ", ".join(f"{k} {v:+.2f}" for k, v in sorted(grew.items(), key=lambda kv: -abs(kv[1]))) or "the same", "", None))
         rows.append((f"batch of {scale} / batch of {n}", f"{ratio:.2f}", f"<= {SCALE_RATIO * scale / 300:.1f}",
                      ratio <= SCALE_RATIO * scale / 300 if n == 100 else None))
     return figures, rows
@@ -159,13 +166,6 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
         tmp = Path(tmp)
         _class_of(tmp / "class", n)
         wall, results, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
-        phases: dict[str, list[float]] = {}
-        for r in results:
-            for k, v in r["phases"].items():
-                if k.endswith("_s"):
-                    phases.setdefault(k, []).append(v)
-            for k, v in child_stages(r["phases"]).items():
-                phases.setdefault(f"child {k}", []).append(v)
         # Each distinct kernel graded alone (one at a time, nothing else building: a batch of one
         # job), LONE_RUNS times, against its fractions in the batch; the submission's time and the
         # floor's bandwidth of every run, to tell which side moved.
@@ -192,7 +192,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                 moved.append(move)
                 by_kernel[stem] = max(by_kernel.get(stem, 0.0), move)
         figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
-                   "phases_mean": {k: sum(v) / len(v) for k, v in phases.items()},
+                   "phases_mean": _phases_mean(results), "lane_busy": _lane_busy(results, wall),
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_timings, "batch_timings": batch_timings,
@@ -227,6 +227,24 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
             rows.append(("tiers the samples' manifest allows, batch and alone", f"{graded - len(wrong)} of {graded}"
                          + (f": {'; '.join(wrong[:4])}" if wrong else ""), "all", not wrong))
     return figures, rows
+
+
+def _phases_mean(results: list[dict]) -> dict[str, float]:
+    """Each phase's mean over the submissions that have it (the child's stages split out)."""
+    phases: dict[str, list[float]] = {}
+    for r in results:
+        for k, v in r["phases"].items():
+            if k.endswith("_s"):
+                phases.setdefault(k, []).append(v)
+        for k, v in child_stages(r["phases"]).items():
+            phases.setdefault(f"child {k}", []).append(v)
+    return {k: sum(v) / len(v) for k, v in phases.items()}
+
+
+def _lane_busy(results: list[dict], wall: float) -> float:
+    """The share of the batch's wall time the GPU's lane held a submission (one lane: the rest is
+    the lane waiting for builds and recordings, or the start and the end)."""
+    return sum(r["phases"].get("lane_s", 0.0) for r in results) / wall
 
 
 def _tiers_not_allowed(results: list[dict]) -> list[str]:

@@ -67,3 +67,74 @@ def test_floor_buffers_is_checked(tmp_path):
         load_rubric(p)
     p.write_text(BASE + "  floor_buffers: 3\n")
     assert load_rubric(p).timing.floor_buffers == 3
+
+
+def _set(name, x_floats, out_floats, chain_floats=0):
+    from grader.core.contract import Buffer, Call, CaseJob
+
+    bufs = [Buffer("x", x_floats, role="in", shape=[x_floats]), Buffer("small", 3, role="in", shape=[3]),
+            Buffer("out", out_floats, role="out", shape=[out_floats])]
+    if chain_floats:       # the chain's tensors are larger here: they must not be taken
+        bufs += [Buffer("r", chain_floats, role="in", shape=[chain_floats], chain=True),
+                 Buffer("chain", chain_floats, role="out", shape=[chain_floats], chain=True)]
+    return CaseJob(name, bufs, Call("k", []), timed=True)
+
+
+def test_floor_on_the_submissions_buffers_copies_each_sets_input_into_its_output():
+    from grader.core.contract import FloorPlacement
+
+    backend = Recorder()
+    sets = [_set("timed 0", 2048, 1024, chain_floats=4096), _set("timed 1", 2048, 1024)]
+    allocated = [({b.name: backend.alloc(b.floats, b.name) for b in cj.buffers}, {}) for cj in sets]
+    allocs_before = backend.next_ptr
+    cfg = job(4)
+    cfg.floor_placement = FloorPlacement.SUBMISSION
+    copies, flush = timing._floor_copies(backend, cfg, {"l2_bytes": 8 << 20}, sets, allocated)
+    assert backend.next_ptr == allocs_before + 4 * flush.floats + 256      # only the L2 flush allocated
+    assert copies.pairs == []                       # nothing of the floor's own for Untouched to watch
+    for _ in range(4):
+        copies["vec4"]()
+    pairs = [(s, d) for _, s, d in backend.copies]
+    want = [(views["x"].ptr, views["out"].ptr) for views, _ in allocated]
+    assert pairs == want + want                     # set 0's x into its out, then set 1's, in turn
+    assert not backend.fills                        # the inputs keep the values drawn for them
+
+
+def test_the_submissions_buffers_copy_copy_floats_and_no_more():
+    from grader.core.contract import FloorPlacement
+
+    class Sized(Recorder):
+        def copy(self, kind, src, dst):
+            self.copies.append((src.floats, dst.floats))
+            return super().copy(kind, src, dst)
+
+    backend = Sized()
+    sets = [_set("timed 0", 4096, 2048)]
+    allocated = [({b.name: backend.alloc(b.floats, b.name) for b in cj.buffers}, {}) for cj in sets]
+    cfg = job(1)
+    cfg.floor_placement = FloorPlacement.SUBMISSION
+    copies, _ = timing._floor_copies(backend, cfg, {"l2_bytes": 1 << 20}, sets, allocated)
+    copies["memcpy"]()
+    assert backend.copies[0] == (1024, 1024)        # copy_floats, though x holds 4096 and out 2048
+    cfg.copy_floats = 4096                          # more than the output holds: said, never a short copy
+    with pytest.raises(RuntimeError, match="out holds 2048 floats, the copy needs 4096"):
+        timing._floor_copies(backend, cfg, {"l2_bytes": 1 << 20}, sets, allocated)
+
+
+def test_floor_placement_is_checked_against_the_tensors(tmp_path):
+    from tests.test_rubric import BASE
+    from grader.core.contract import FloorPlacement
+    from grader.grade.jobs import _timing_job
+
+    p = tmp_path / "r.yaml"
+    p.write_text(BASE)
+    assert _timing_job(load_rubric(p)).floor_placement is FloorPlacement.OWN
+    p.write_text(BASE + "  floor_placement: submission\n")
+    assert _timing_job(load_rubric(p)).floor_placement is FloorPlacement.SUBMISSION
+    p.write_text(BASE.replace("copy_floats: n", "copy_floats: 2 * n") + "  floor_placement: submission\n")
+    with pytest.raises(RubricError, match=r"timing.floor_placement.*2048.*input tensor holds 1024 and the largest "
+                                          r"output tensor holds 1024"):
+        load_rubric(p)
+    p.write_text(BASE + "  floor_placement: nearby\n")
+    with pytest.raises(RubricError, match="timing.floor_placement"):
+        load_rubric(p)

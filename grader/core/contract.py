@@ -64,6 +64,16 @@ class CaseJob:
         return next(b for b in self.buffers if b.name == name)
 
 
+class FloorPlacement(str, Enum):
+    """Where the floor's copies read and write (the rubric's timing.floor_placement): OWN, pairs of
+    buffers of their own (floor_buffers of them); SUBMISSION, each timed set's largest input and
+    output, the device memory the submission's own launches read and write, so that where those
+    buffers lie moves the floor and the submission alike and their ratio keeps still."""
+
+    OWN = "own"
+    SUBMISSION = "submission"
+
+
 @dataclass
 class TimingJob:
     floor: list[str]
@@ -79,7 +89,8 @@ class TimingJob:
     chain: bool
     baseline: str = ""          # a PyTorch expression of the inputs, timed against the submission
     baseline_rounds: int = 0
-    floor_buffers: int = 1      # buffer pairs each copy rotates over
+    floor_buffers: int = 1      # buffer pairs each copy rotates over (FloorPlacement.OWN)
+    floor_placement: FloorPlacement = FloorPlacement.OWN     # where the copies read and write
     tier_lines: list[float] = field(default_factory=list)   # the tiers' thresholds and the floor (1.0)
     tier_half_width: float = 0.0                            # the looser width that stops sampling clear of them
 

@@ -10,6 +10,7 @@ the rubric's one front door.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -368,6 +369,27 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
                 bad(key, "must be at least 1 at the timed shape")
         except exprs.ExprError as exc:
             bad(key, str(exc))
+    if r.timing.floor_placement == "submission":
+        _placement_ok(r, values, bad)
+
+
+def _placement_ok(r: Rubric, values: dict[str, int], bad: Callable[[str, str], None]) -> None:
+    """floor_placement: submission copies a timed set's largest input into its largest output:
+    both must hold copy_floats floats at the timed shape."""
+    from grader.core import exprs
+
+    try:
+        need = exprs.evaluate(r.timing.copy_floats, values)
+        largest = {role: max((math.prod(exprs.evaluate(e, values) for e in t.shape)
+                              for t in r.tensors if t.role == role and not t.chain), default=0)
+                   for role in ("in", "out")}
+    except exprs.ExprError:
+        return                           # said above, or under tensors
+    short = [f"the largest {'input' if role == 'in' else 'output'} tensor holds {n}"
+             for role, n in largest.items() if n < need]
+    if short:
+        bad("timing.floor_placement", f"'submission' copies copy_floats ({need}) floats from an input tensor into an "
+            f"output tensor at the timed shape, but {' and '.join(short)}: use 'own', or a smaller copy_floats")
 
 
 def _expr_ok(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:

@@ -194,6 +194,12 @@ class Timing:
         "Buffer pairs each floor copy rotates over: where a buffer lies in device memory moves a copy's "
         "bandwidth by up to 1-2% (seen on an H200 when other processes held memory), so the floor is taken "
         "over several placements, as the submission's launches are over input_sets.", default=4)
+    floor_placement: Literal["own", "submission"] = _doc(
+        "Where the floor's copies read and write. own: floor_buffers pairs of buffers of their own. submission: "
+        "each timed input set's largest input tensor into its largest output tensor (copy_floats of each), the "
+        "device memory the submission's own launches use, so that where those buffers lie moves the floor and "
+        "the submission alike and the fraction keeps still from one process to the next; it needs an input and "
+        "an output tensor of at least copy_floats floats at the timed shape (chain tensors aside).", default="own")
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 
 

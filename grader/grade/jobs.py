@@ -14,7 +14,7 @@ from grader.core import exprs
 from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.build import build_reference
-from grader.core.contract import CaseJob, GuardMode, Job, Limits, TimingJob
+from grader.core.contract import CaseJob, FloorPlacement, GuardMode, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
 from grader.exercises import casefiles
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
@@ -103,6 +103,7 @@ def _timing_job(rubric: Rubric) -> TimingJob:
     worked_out = {"floor": list(t.floor),
                   "copy_floats": int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))),
                   "chain": bool(rubric.chain.kernel and t.chain_bytes),
+                  "floor_placement": FloorPlacement(t.floor_placement),
                   # the tiers' lines, where exceeding the floor begins, and the floor itself (a fraction near
                   # 1 is read against it: sampled to target_half_width, not stopped at tier_half_width)
                   "tier_lines": sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0 + rubric.tiers.exceeds_floor_margin,

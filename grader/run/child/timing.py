@@ -7,9 +7,11 @@ Method (the parent turns the samples into medians, a fraction and its interval):
   __device__ variables put back to their loaded and uploaded values, and (where the device code
   calls malloc) the device heap's free memory poisoned and counted, before every call, outside
   the events (backend.prepare_call), so no call can serve what an earlier one left there;
-- the floor's copies rotate over `floor_buffers` source and destination pairs: where a
-  buffer lies in device memory moves a copy's bandwidth by up to 1-2% from one process to
-  the next (a batch on an H200), and one pair made that the floor's noise;
+- the floor's copies rotate over `floor_buffers` source and destination pairs of their own, or
+  (floor_placement: submission) over each timed set's input and output: where a buffer lies
+  in device memory moves a copy's bandwidth by up to 1-2% from one process to the next (a
+  batch on an H200), and one pair made that the floor's noise; on the submission's own
+  buffers the same placement moves both sides of the fraction;
 - before every timed launch the L2 is flushed by writing a buffer of twice its size;
 - persisting L2 lines are reset before the warm-up and again before sampling;
 - each sample is one launch between two CUDA events recorded on the legacy default
@@ -37,7 +39,8 @@ from grader.run.child.backends import Region
 from grader.run.child.baseline import as_torch
 from grader.run.child.buffers import allocate, output_meta
 from grader.run.child.watch import OutputSums, Untouched
-from grader.core.contract import BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, Job, TimingFrame, TimingJob
+from grader.core.contract import (BaselineTimingFrame, CalibrationFrame, CaseFrame, CaseJob, FloorPlacement, Job,
+                                  TimingFrame, TimingJob)
 from grader.core.stats import fraction_interval, median
 
 BATCH = 10    # rounds between two looks at the stopping rule
@@ -88,7 +91,7 @@ class _Timing:
         self.sets, self.pad = job.timed_cases, job.guard_floats
         self.allocated = [allocate(backend, cj, self.pad, files) for cj in self.sets]    # (views, fulls) per set
         self.device = backend.device()
-        copies, self.flush = _floor_copies(backend, self.cfg, self.device)
+        copies, self.flush = _floor_copies(backend, self.cfg, self.device, self.sets, self.allocated)
         self.outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in self.sets]
         self.turn = 0                               # the submission's launches so far: the next set is turn % sets
         self.variants = {"submission": self.submission, **copies}
@@ -290,28 +293,49 @@ def check(outcome) -> None:
         raise RuntimeError(outcome.error)
 
 
-def _floor_copies(backend, cfg: TimingJob, device: dict) -> tuple[dict, Region]:
+def _floor_copies(backend, cfg: TimingJob, device: dict, sets: list[CaseJob] = (),
+                  allocated: list = ()) -> tuple[dict, Region]:
     """The copies the floor is measured with (cfg.floor and the informational one), each a launch
-    of cfg.copy_floats floats, each launch on the next of cfg.floor_buffers source and destination
-    pairs; and the buffer written before every timed launch to flush the L2 (twice its size)."""
+    of cfg.copy_floats floats, each launch on the next of its source and destination pairs: with
+    FloorPlacement.OWN, cfg.floor_buffers pairs of its own; with SUBMISSION, each timed set's
+    largest input into its largest output (the rubric checked that both hold copy_floats), the
+    memory the submission's launches use. And the buffer written before every timed launch to
+    flush the L2 (twice its size)."""
     n = cfg.copy_floats
-    pairs = []
-    for i in range(max(cfg.floor_buffers, 1)):
-        src, dst = backend.alloc(n, f"copy source {i}"), backend.alloc(n, f"copy destination {i}")
-        backend.fill(src, 0x3F800000)               # 1.0 (a copy's time does not depend on the values)
-        pairs.append((src, dst))
+    if cfg.floor_placement is FloorPlacement.SUBMISSION:
+        # The sources are the sets' inputs, checksummed as such; the destinations are outputs,
+        # poisoned before each of the submission's launches: nothing more for Untouched to watch.
+        pairs, own = [_largest_pair(cj, views, n) for cj, (views, _) in zip(sets, allocated)], []
+    else:
+        own = []
+        for i in range(max(cfg.floor_buffers, 1)):
+            src, dst = backend.alloc(n, f"copy source {i}"), backend.alloc(n, f"copy destination {i}")
+            backend.fill(src, 0x3F800000)               # 1.0 (a copy's time does not depend on the values)
+            own.append((src, dst))
+        pairs = own
 
     def rotating(kind: str):
         turn = itertools.count()
         return lambda: check(backend.copy(kind, *pairs[next(turn) % len(pairs)]))
 
     copies = _Copies({kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])})
-    copies.pairs = pairs
+    copies.pairs = own
     return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
 
 
+def _largest_pair(cj: CaseJob, views: dict[str, Region], n: int) -> tuple[Region, Region]:
+    """A timed set's largest input and largest output (chain tensors aside), n floats of each."""
+    def largest(role: str) -> Region:
+        b = max((b for b in cj.buffers if b.role == role and not b.chain), key=lambda b: b.floats)
+        if b.floats < n:
+            raise RuntimeError(f"timing.floor_placement: {b.name} holds {b.floats} floats, the copy needs {n}")
+        return views[b.name].part(0, n)
+    return largest("in"), largest("out")
+
+
 class _Copies(dict):
-    """The floor's copies by kind, with the buffer pairs they rotate over."""
+    """The floor's copies by kind, with the buffer pairs of their own they rotate over (none when
+    they copy the submission's buffers)."""
 
     pairs: list = []
 
