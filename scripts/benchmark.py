@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -118,20 +119,35 @@ def _class_of(folder: Path, n: int, copies: int = 1) -> None:
             (folder / name).write_text(f"// student {i} copy {k}\n" + text)
 
 
-def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None) -> tuple[float, list, list]:
-    """`grader batch` of folder: its wall time, results.jsonl and summary.csv."""
+def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None) -> tuple[float, list, list, dict]:
+    """`grader batch` of folder: its wall time, results.jsonl, summary.csv and when its grades ended."""
     env = dict(os.environ, GRADER_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "grader", "batch", str(folder), "--backend", backend, "--report-dir", str(out)]
     if jobs:
         cmd += ["--jobs", str(jobs)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    # Each "grader: k/N student: status" line is stamped as it comes: when the first grade ended,
+    # when the last did, and what followed it (the class's tables and report) tell a start or a
+    # tail that grows with the class from a middle that does.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    stdout: list[str] = []
+    reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    err, done_at = [], []
+    for line in proc.stderr:
+        err.append(line)
+        if line.startswith("grader: ") and "/" in line.split(" ", 2)[1]:
+            done_at.append(time.perf_counter() - start)
+    proc.wait()
+    reader.join()
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"grader batch exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"grader batch exited {proc.returncode}:\n{''.join(err)[-3000:]}")
     results = [json.loads(line)["result"] for line in (out / "results.jsonl").read_text().splitlines()]
-    print(f"  batch of {len(results)} ({jobs or 'default'} jobs): {wall:.1f} s", file=sys.stderr, flush=True)
-    return wall, results, list(csv.DictReader((out / "summary.csv").open(newline="")))
+    timeline = {"first_done_s": done_at[0] if done_at else None, "last_done_s": done_at[-1] if done_at else None,
+                "after_last_s": wall - done_at[-1] if done_at else None}
+    print(f"  batch of {len(results)} ({jobs or 'default'} jobs): {wall:.1f} s ({timeline})", file=sys.stderr, flush=True)
+    return wall, results, list(csv.DictReader((out / "summary.csv").open(newline=""))), timeline
 
 
 def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RUNS,
@@ -143,14 +159,20 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
         with tempfile.TemporaryDirectory(prefix="grader-bench-scale-") as tmp:
             tmp = Path(tmp)
             _class_of(tmp / "class", scale)
-            wall, results, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
+            wall, results, summary, timeline = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
         ratio = wall / figures["wall_s"]
         # the same phases as the first batch's, to tell which step grew with the class
         figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio, "phases_mean": _phases_mean(results),
+                            "timeline": timeline,
                             "lane_busy": _lane_busy(results, wall),
                             "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}}}
         rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min, the GPU's lane busy "
                      f"{100 * figures['scale']['lane_busy']:.0f}% (batch of {n}: {100 * figures['lane_busy']:.0f}%)", "", None))
+        t0, t1 = figures["timeline"], figures["scale"]["timeline"]
+        if t0["first_done_s"] is not None and t1["first_done_s"] is not None:
+            rows.append((f"batch of {scale} against {n}: first grade done, last, after it",
+                         f"{t1['first_done_s']:.1f} / {t1['last_done_s']:.1f} / {t1['after_last_s']:.1f} s against "
+                         f"{t0['first_done_s']:.1f} / {t0['last_done_s']:.1f} / {t0['after_last_s']:.1f} s", "", None))
         grew = {k: v - figures["phases_mean"][k] for k, v in figures["scale"]["phases_mean"].items()
                 if k in figures["phases_mean"] and abs(v - figures["phases_mean"][k]) >= 0.01}
         rows.append((f"mean phases per submission, batch of {scale} against {n}",
@@ -165,7 +187,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
     with tempfile.TemporaryDirectory(prefix="grader-bench-batch-") as tmp:
         tmp = Path(tmp)
         _class_of(tmp / "class", n)
-        wall, results, summary = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
+        wall, results, summary, timeline = _batch(tmp / "class", tmp / "out", tmp / "cache", backend, jobs)
         # Each distinct kernel graded alone (one at a time, nothing else building: a batch of one
         # job), LONE_RUNS times, against its fractions in the batch; the submission's time and the
         # floor's bandwidth of every run, to tell which side moved.
@@ -175,7 +197,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                 batch_timings.setdefault(_sample_of(r["submission"]["path"]), []).append(_timing_brief(r["timing"]))
         if backend == "cuda" and lone_runs:
             _class_of(tmp / "lone", len(BATCH_MIX), copies=lone_runs)
-            _, alone, _ = _batch(tmp / "lone", tmp / "lone-out", tmp / "cache", backend, 1)
+            _, alone, _, _ = _batch(tmp / "lone", tmp / "lone-out", tmp / "cache", backend, 1)
             for doc in alone:
                 stem = _sample_of(doc["submission"]["path"])
                 if doc.get("timing"):
@@ -192,7 +214,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                 moved.append(move)
                 by_kernel[stem] = max(by_kernel.get(stem, 0.0), move)
         figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
-                   "phases_mean": _phases_mean(results), "lane_busy": _lane_busy(results, wall),
+                   "phases_mean": _phases_mean(results), "lane_busy": _lane_busy(results, wall), "timeline": timeline,
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_timings, "batch_timings": batch_timings,
