@@ -703,6 +703,10 @@ def test_settled_needs_the_whole_interval_on_one_side_of_every_line():
     assert not settled(Interval(1.0, 0.999, 1.001), lines, 0.02)         # the floor inside: exceeds or not
     assert not settled(Interval(0.6, 0.55, 0.65), lines, 0.02)           # clear, but too wide
     assert not settled(Interval(0.6, 0.595, 0.605), lines, 0.0)
+    # within half_width of the floor, though clear of it: sampled on (the runs that strayed kept otherwise)
+    assert not settled(Interval(0.991, 0.9855, 0.9965), lines, 0.01)
+    assert not settled(Interval(1.009, 1.0035, 1.0145), lines, 0.01)
+    assert settled(Interval(0.975, 0.97, 0.98), lines, 0.01)
 
 
 def test_the_way_without_a_gpu_records_before_the_inputs_and_replays_after_them():

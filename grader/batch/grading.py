@@ -52,7 +52,10 @@ Progress = Callable[[Graded, int, int], None]     # (the one just done, how many
 # Measured on one H200 (16 cores; scripts/benchmark.py --batch 100), with the recorder outside the
 # lane (its lane_s 0.39 to 0.42 s a student): 61.2 s at 8, 45.2 s at 12, each kernel's median
 # fraction the same within 0.7% (inside its run-to-run range; docs/figures/nvidia-h200-batch*.json).
-PER_LANE = 12
+# At 12 on an H100 host the lane was busy 71% of a batch of 100 (44.1 s): each submission holds its
+# place for its build (2.3 s), recording (0.2 s) and check (0.6 s) as well as its 0.35 s in the lane,
+# and twelve places did not keep the lane fed; 16 gives one per core, less the timing's own.
+PER_LANE = 16
 # With several grades in flight in this one process, the grade that holds a GPU's lane wakes on
 # each of its children's frames and then waits for the interpreter's lock, which a thread doing
 # pure-Python work (a report, SASS) gives up only every switch interval (5 ms by default): at the

@@ -180,7 +180,8 @@ class Timing:
     target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).", default=0.005)
     tier_half_width: float = _doc(
         "Stop sooner, once the 95% interval is at most this narrow (relative half-width) and lies clear of every "
-        "tier line and of the floor (1.0): more rounds could not change the tier under any borderline_policy. "
+        "tier line, and further than this from the floor (1.0): more rounds could not change the tier under any "
+        "borderline_policy (a kernel near the floor is sampled to target_half_width). "
         "0: only target_half_width stops the sampling early.", default=0.01)
     budget_s: float = _doc("Stop once this much wall time was spent sampling (after min_samples).", default=3.0)
     hard_budget_s: float = _doc(
