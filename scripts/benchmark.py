@@ -164,10 +164,16 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
         # the same phases as the first batch's, to tell which step grew with the class
         figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio, "phases_mean": _phases_mean(results),
                             "timeline": timeline,
-                            "lane_busy": _lane_busy(results, wall),
+                            "lane_busy": _lane_busy(results, wall), "lane_gaps": _lane_gaps(results),
                             "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}}}
         rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min, the GPU's lane busy "
                      f"{100 * figures['scale']['lane_busy']:.0f}% (batch of {n}: {100 * figures['lane_busy']:.0f}%)", "", None))
+        for size, g in ((n, figures["lane_gaps"]), (scale, figures["scale"]["lane_gaps"])):
+            if g:
+                rows.append((f"batch of {size}: the lane idle between a release and a waiting grade's take",
+                             f"{g['handoffs']} hand-offs, median {1000 * g['median_s']:.0f} ms, 90th percentile "
+                             f"{1000 * g['p90_s']:.0f} ms, largest {1000 * g['max_s']:.0f} ms, {g['sum_s']:.1f} s in all",
+                             "", None))
         t0, t1 = figures["timeline"], figures["scale"]["timeline"]
         if t0["first_done_s"] is not None and t1["first_done_s"] is not None:
             rows.append((f"batch of {scale} against {n}: first grade done, last, after it",
@@ -215,6 +221,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                 by_kernel[stem] = max(by_kernel.get(stem, 0.0), move)
         figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
                    "phases_mean": _phases_mean(results), "lane_busy": _lane_busy(results, wall), "timeline": timeline,
+                   "lane_gaps": _lane_gaps(results),
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_timings, "batch_timings": batch_timings,
@@ -261,6 +268,21 @@ def _phases_mean(results: list[dict]) -> dict[str, float]:
         for k, v in child_stages(r["phases"]).items():
             phases.setdefault(f"child {k}", []).append(v)
     return {k: sum(v) / len(v) for k, v in phases.items()}
+
+
+def _lane_gaps(results: list[dict]) -> dict:
+    """The lane's hand-offs: from one grade's release of the lane to the next one's take (the
+    phases' lane_taken_at and lane_released_at, on the wall clock), where the next one had been
+    waiting for it already (its lane_wait_s reaches back past the release): the lane idle while a
+    grade waited for it, which is the batch's own overhead, not a want of work."""
+    held = sorted((r["phases"]["lane_taken_at"], r["phases"]["lane_released_at"], r["phases"].get("lane_wait_s", 0.0))
+                  for r in results if "lane_taken_at" in r["phases"] and "lane_released_at" in r["phases"])
+    gaps = [nxt[0] - cur[1] for cur, nxt in zip(held, held[1:]) if nxt[0] - nxt[2] <= cur[1]]
+    if not gaps:
+        return {}
+    gaps.sort()
+    return {"handoffs": len(gaps), "median_s": statistics.median(gaps), "p90_s": gaps[int(0.9 * (len(gaps) - 1))],
+            "max_s": gaps[-1], "sum_s": sum(gaps)}
 
 
 def _lane_busy(results: list[dict], wall: float) -> float:

@@ -208,10 +208,14 @@ def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None) -> Chil
         if lane is not None:
             lane.__enter__()
             way.phases["lane_wait_s"] = round(lane.waited, 3)
+            # on the wall clock, shared by a batch's grades: the gaps between one grade's release
+            # and the next one's take are the lane's idle time (scripts/benchmark.py --batch)
+            way.phases["lane_taken_at"] = round(time.time(), 4)
         taken.append(time.perf_counter())
 
     def handed_on() -> None:
         lane.release()
+        way.phases["lane_released_at"] = round(time.time(), 4)
         way.phases["lane_s"] = round(time.perf_counter() - (taken[0] if taken else clock), 3)
         if then is not None:
             then()
