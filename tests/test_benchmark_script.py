@@ -1,0 +1,30 @@
+"""scripts/benchmark.py's reading of a batch's results (what the device run's rows are made of)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import benchmark  # noqa: E402
+
+
+def held(taken, released, waited):
+    return {"phases": {"lane_taken_at": taken, "lane_released_at": released, "lane_wait_s": waited}}
+
+
+def test_the_lanes_idle_hand_offs_count_only_grades_that_were_waiting():
+    results = [held(10.0, 10.3, 2.0),
+               held(10.45, 10.8, 1.0),          # waiting since 9.45: 0.15 s idle after the first's release
+               held(10.82, 11.1, 0.5),          # 0.02 s
+               held(12.0, 12.3, 0.1),           # came at 11.9, after the release at 11.1: no hand-off
+               {"phases": {"lane_wait_s": 0.0}}]    # the emulator, or a build that failed: no lane
+    gaps = benchmark._lane_gaps(results)
+    assert gaps["handoffs"] == 2
+    assert abs(gaps["sum_s"] - 0.17) < 1e-9 and abs(gaps["max_s"] - 0.15) < 1e-9
+    assert benchmark._lane_gaps([held(1.0, 2.0, 0.0)]) == {}
+
+
+def test_the_lanes_busy_share_and_the_mean_phases():
+    results = [{"phases": {"lane_s": 0.3, "build_s": 1.0}}, {"phases": {"lane_s": 0.5, "build_s": 3.0}},
+               {"phases": {"build_s": 2.0, "lane_taken_at": 5.0}}]
+    assert abs(benchmark._lane_busy(results, 4.0) - 0.2) < 1e-9
+    assert benchmark._phases_mean(results) == {"lane_s": 0.4, "build_s": 2.0}     # each over the grades that have it
