@@ -275,6 +275,44 @@ def test_a_timing_sends_its_samples_then_every_set_and_a_launch_too_slow_to_samp
     assert slow.calls.count(job.timed_cases[0].launch.key) == 1 and len(slow.calls) == 1
 
 
+def test_a_launch_too_slow_to_sample_keeps_its_output_from_copies_on_its_buffers(monkeypatch):
+    """With the floor on the submission's buffers, the too-slow path's copies would write set 0's
+    output before it is sent: a correct kernel would read as one that wrote x. They run on a pair
+    of their own there, and every copy of a sampled timing on the sets' own buffers."""
+    from grader.core.contract import FloorPlacement
+    from grader.run.child import timing, worker
+
+    monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)
+    job = _job()
+    assert job.timing.floor_placement is FloorPlacement.SUBMISSION         # the rubric's choice
+
+    class Watched(_Fake):
+        def output(self, n, pad, name, init="poison", shape=()):
+            full, view = super().output(n, pad, name, init, shape)
+            self.outputs.append(view.ptr)
+            return full, view
+
+        def copy(self, which, src, dst):
+            self.copied.append(dst.ptr)
+            return super().copy(which, src, dst)
+
+    def run(slow: bool):
+        fake = Watched(True)
+        fake.outputs, fake.copied = [], []
+        if slow:
+            fake.elapsed_ms = lambda start, end: 1000.0 * (job.timing.slow_launch_s + 1)
+        timing.run_timing(fake, dataclasses.replace(job, timing=dataclasses.replace(job.timing, max_samples=40,
+                                                                                     min_samples=20, budget_s=0.05)),
+                          worker.InputFiles([]), _Kept())
+        return fake
+
+    slow = run(True)
+    assert len(slow.copied) == len(set(job.timing.floor) | {job.timing.informational_floor})
+    assert not set(slow.copied) & set(slow.outputs)          # no copy wrote an output of a timed set
+    sampled = run(False)
+    assert set(sampled.copied) <= set(sampled.outputs) and len(set(sampled.copied)) == len(job.timed_cases)
+
+
 def test_the_recorders_job_names_no_input_file():
     job = _job()
     from grader.run.replaying import for_recorder

@@ -31,6 +31,7 @@ call the measuring process can make, in its order.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 
@@ -95,7 +96,7 @@ class _Timing:
         self.sets, self.pad = job.timed_cases, job.guard_floats
         self.allocated = [allocate(backend, cj, self.pad, files) for cj in self.sets]    # (views, fulls) per set
         self.device = backend.device()
-        copies, self.flush = _floor_copies(backend, self.cfg, self.device, self.sets, self.allocated)
+        copies, self.flush = _floor_copies(backend, self.cfg, self.sets, self.allocated), _l2_flush(backend, self.device)
         self.outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in self.sets]
         self.turn = 0                               # the submission's launches so far: the next set is turn % sets
         self.variants = {"submission": self.submission, **copies}
@@ -153,10 +154,16 @@ class _Timing:
         return probe_ms
 
     def too_slow_to_sample(self, probe_ms: float, sender) -> float:
-        """One sample of each copy, set 0's output verified, the other sets skipped."""
+        """One sample of each copy, set 0's output verified, the other sets skipped. Set 0's output
+        is sent as the probe left it: copies that write the submission's outputs
+        (FloorPlacement.SUBMISSION) run here on a pair of their own instead."""
         backend = self.backend
         samples = {"submission": [probe_ms]}
-        for name, fn in self.variants.items():
+        variants = self.variants
+        if self.cfg.floor_placement is FloorPlacement.SUBMISSION:
+            own = dataclasses.replace(self.cfg, floor_placement=FloorPlacement.OWN, floor_buffers=1)
+            variants = {**variants, **_floor_copies(backend, own)}
+        for name, fn in variants.items():
             if name in ("submission", "chain"):
                 continue
             self.before(name)
@@ -297,14 +304,12 @@ def check(outcome) -> None:
         raise RuntimeError(outcome.error)
 
 
-def _floor_copies(backend, cfg: TimingJob, device: dict, sets: list[CaseJob] = (),
-                  allocated: list = ()) -> tuple[dict, Region]:
+def _floor_copies(backend, cfg: TimingJob, sets: list[CaseJob] = (), allocated: list = ()) -> "_Copies":
     """The copies the floor is measured with (cfg.floor and the informational one), each a launch
     of cfg.copy_floats floats, each launch on the next of its source and destination pairs: with
     FloorPlacement.OWN, cfg.floor_buffers pairs of its own; with SUBMISSION, each timed set's
     largest input into its largest output (the rubric checked that both hold copy_floats), the
-    memory the submission's launches use. And the buffer written before every timed launch to
-    flush the L2 (twice its size)."""
+    memory the submission's launches use."""
     n = cfg.copy_floats
     if cfg.floor_placement is FloorPlacement.SUBMISSION:
         # The sources are the sets' inputs, checksummed as such; the destinations are outputs,
@@ -324,7 +329,12 @@ def _floor_copies(backend, cfg: TimingJob, device: dict, sets: list[CaseJob] = (
 
     copies = _Copies({kind: rotating(kind) for kind in dict.fromkeys(cfg.floor + [cfg.informational_floor])})
     copies.pairs = own
-    return copies, backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
+    return copies
+
+
+def _l2_flush(backend, device: dict) -> Region:
+    """The buffer written before every timed launch to flush the L2 (twice its size)."""
+    return backend.alloc(max(2 * device["l2_bytes"] // 4, 1 << 20), "L2 flush")
 
 
 def _largest_pair(cj: CaseJob, views: dict[str, Region], n: int) -> tuple[Region, Region]:
@@ -376,7 +386,7 @@ def run_calibration(backend, job: Job, files, sender) -> None:
     cfg: TimingJob = job.timing
     views, _ = allocate(backend, job.timed_cases[0], 0, files)
     device = backend.device()
-    variants, flush = _floor_copies(backend, cfg, device)
+    variants, flush = _floor_copies(backend, cfg), _l2_flush(backend, device)
     for run in job.calibrate:
         variants[run.name] = (lambda steps: (lambda: [check(backend.reference_call(s, views)) for s in steps]))(run.steps)
     backend.reset_persisting_l2()
