@@ -497,3 +497,12 @@ def test_an_incorrect_students_summary_row_says_where_it_first_went_wrong(tmp_pa
                                  "want -2.77718745e-09; 8888 of 9797 wrong")
     r.correct = True
     assert incorrect_text(r) == ""
+
+
+def test_the_jobs_help_says_the_default_in_flight():
+    """`grader batch --help` (and docs/cli.md from it) states PER_LANE, written there by hand."""
+    import grader.batch.grading as batch_grading
+    from grader.cli.instructor import batch
+
+    jobs = next(p for p in batch.params if p.name == "jobs")
+    assert f"up to {batch_grading.PER_LANE} for each visible GPU" in jobs.help
