@@ -115,6 +115,46 @@ template <int N> __global__ void nothing() {}
     assert shape[16:17] == b"x" and ops[1].args == ""
 
 
+def test_cudaLaunchKernelEx_is_recorded_as_a_launch_and_refused_only_with_attributes(rubric, write_cu):
+    """The C++ cudaLaunchKernelEx (its C form underneath), on the given stream and per thread: a
+    plain launch with no attribute; with one (an L2 access policy window here) a launch the
+    replay cannot make, refused with the attribute named."""
+    config = """    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3((cols + 255) / 256, rows);
+    config.blockDim = dim3(256);
+    config.stream = stream;
+"""
+    plain = config + "    cudaLaunchKernelEx(&config, biasGeluFused, x, bias, out, (size_t)cols);\n"
+    run, recording = record_offline(rubric, write_cu, launcher("", launch=plain), "ex.cu")
+    assert needs_gpu(run) == "", run.stderr.text()
+    [op] = recording.ops[0]                   # the first call's one launch
+    assert all(len(ops) == 1 for ops in recording.ops)
+    assert (op.kind, op.kernel, op.stream, op.block) == ("launch", "_Z13biasGeluFusedPKfS0_Pfm", "given", [256, 1, 1])
+    assert op.grid[1] > 1 and recording_refusals(recording, "launchBiasGeluFused") == []
+    x, bias, out, cols = struct.unpack("<QQQQ", bytes.fromhex(op.args))
+    assert op.grid[0] == (cols + 255) // 256
+
+    window = config + """    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeAccessPolicyWindow;
+    attr[0].val.accessPolicyWindow.base_ptr = (void*)x;
+    attr[0].val.accessPolicyWindow.num_bytes = 1 << 20;
+    attr[0].val.accessPolicyWindow.hitRatio = 1.0f;
+    attr[0].val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    attr[0].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    cudaLaunchKernelEx(&config, biasGeluFused, x, bias, out, (size_t)cols);
+"""
+    run, recording = record_offline(rubric, write_cu, launcher("", launch=window), "ex_attr.cu")
+    assert needs_gpu(run) == "", run.stderr.text()
+    [op] = recording.ops[0]
+    assert op.kind == "launch_attributes" and op.value == 1
+    assert op.attribute == 1             # cudaLaunchAttributeAccessPolicyWindow
+    [reason] = recording_refusals(recording, "launchBiasGeluFused")
+    assert "cudaLaunchKernelEx and 1 launch attribute (the first: cudaLaunchAttributeID 1)" in reason
+    assert "numAttrs 0" in reason
+
+
 @pytest.mark.parametrize("body, call", [
     ("    cudaFuncSetAttribute((const void*)biasGeluFused, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024);",
      "cudaFuncSetAttribute"),

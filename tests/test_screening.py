@@ -133,8 +133,6 @@ CHEATS = {
                                "cudaStreamAttributeAccessPolicyWindow, &a);", "device-wide"),
     "cudaLaunchHostFunc": ("cudaLaunchHostFunc(stream, [](void*) {}, nullptr);", "host callbacks"),
     "cudaStreamBeginCapture": ("cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);", "graphs"),
-    "cudaLaunchKernelEx": ("cudaLaunchConfig_t c{}; c.gridDim = dim3(1); c.blockDim = dim3(1); c.stream = stream; "
-                           "cudaLaunchKernelEx(&c, biasGeluFused, x, bias, out, (size_t)cols);", "cudaLaunchKernelEx"),
 }
 
 
@@ -149,6 +147,16 @@ def test_each_timing_cheat_is_refused_with_its_line(name, write_cu, rubric):
     assert all(r.line == 7 for r in refusals), [str(r) for r in refusals]
 
 
+@needs_nvcc
+def test_the_drivers_cuLaunchKernelEx_is_refused(write_cu, rubric):
+    body = ("CUlaunchConfig c{}; c.gridDimX = 1; c.blockDimX = 1; c.blockDimY = 1; c.blockDimZ = 1; c.gridDimY = 1; "
+            "c.gridDimZ = 1; size_t n = cols; void* a[] = {&x, &bias, &out, &n}; CUfunction f; "
+            "cudaGetFuncBySymbol(&f, (const void*)biasGeluFused); cuLaunchKernelEx(&c, f, a, nullptr);")
+    path = write_cu("#include <cuda.h>\n" + KERNEL + f"{LAUNCHER} {{\n    {body}\n    {LAUNCH}\n}}\n")
+    refusals = screened(path, rubric)
+    assert any("cuLaunchKernelEx" in r.reason for r in refusals), [str(r) for r in refusals]
+
+
 # The launcher's stream work the replay reproduces: recorded, not refused (grader/run/child/replay.py).
 REPLAYED = {
     "cudaMalloc": "float* t; cudaMalloc(&t, 4); cudaFree(t);",
@@ -161,6 +169,9 @@ REPLAYED = {
                        "cudaEventDestroy(e);",
     "cudaDeviceSynchronize": "cudaDeviceSynchronize();",
     "cudaSetDevice": "int d; cudaGetDevice(&d); cudaSetDevice(d);",
+    # recorded as a launch (one with launch attributes is refused from the recording: replaying.py)
+    "cudaLaunchKernelEx": "cudaLaunchConfig_t c{}; c.gridDim = dim3(1); c.blockDim = dim3(1); c.stream = stream; "
+                          "cudaLaunchKernelEx(&c, biasGeluFused, x, bias, out, (size_t)cols);",
 }
 
 

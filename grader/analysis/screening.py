@@ -9,8 +9,9 @@ hostile code (grader/run/child/guard.c). Here a submission is refused when it:
 - calls CUDA runtime (or driver) functions the replay cannot reproduce or that
   would change what the floor measures: stream creation, host, managed or
   pooled memory, 2D/3D and peer copies, L2 persistence and device limits,
-  graphs and host callbacks, cudaLaunchKernelEx (whose attributes can set cache
-  policy). The launcher's memsets, copies, copies to symbols, cudaMalloc'd
+  graphs and host callbacks, the driver's cuLaunchKernelEx (whose attributes can set
+  cache policy; the runtime's cudaLaunchKernelEx is recorded, and refused only with
+  attributes). The launcher's memsets, copies, copies to symbols, cudaMalloc'd
   workspace, events and synchronisation are recorded and replayed instead
   (grader/run/child/replay.py);
 - runs code when the library loads: a file-scope initialiser that calls a
@@ -64,9 +65,11 @@ TIMING_RULES: list[tuple[re.Pattern, str]] = [
                 r"cu(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback))"),
      "captures graphs or adds host callbacks: launch your kernels directly with <<<...>>> on the stream you "
      "are given"),
-    (re.compile(r"^(cudaLaunchKernelExC|cuLaunchKernelEx)"),
-     "launches with cudaLaunchKernelEx, whose attributes can set cache policy for the timed launch: use "
-     "<<<grid, block, shared, stream>>>"),
+    # cudaLaunchKernelEx itself is recorded (a launch with no attribute is replayed, one with
+    # attributes refused: replaying.py); the driver's form is not
+    (re.compile(r"^cuLaunchKernelEx"),
+     "launches with the driver's cuLaunchKernelEx, whose attributes can set cache policy for the timed launch: "
+     "use <<<grid, block, shared, stream>>> (or cudaLaunchKernelEx with no attributes)"),
 ]
 
 # What the C++ and CUDA runtimes' own start-up code calls: registration of the fat binary,

@@ -27,6 +27,10 @@ _UNSUPPORTED = [
     # The types need their headers: a variable named `half` (RoPE's half of a head) is not one.
     (re.compile(r"\b(__half2?|__nv_bfloat16\w*)\b|cuda_fp16\.h|cuda_bf16\.h"),
      "uses half or bfloat16 types"),
+    # cudaLaunchKernelEx itself runs; its attributes (a cache policy, a cluster) the GPU's grader refuses too
+    (re.compile(r"\bcudaLaunchAttribute\w*"),
+     "sets launch attributes for cudaLaunchKernelEx (the grader refuses them on a GPU too: leave config.attrs "
+     "empty)"),
     (re.compile(r"\b__pipeline\w*|\bcp\.async|\bcuda::memcpy_async|\b__cluster\w*|\bcluster_dims\b"),
      "uses asynchronous copies or clusters"),
     # thrust's, CUB's and libcu++'s headers are written for nvcc's two passes, not for g++ and a shim.
@@ -150,6 +154,12 @@ _EXTERN_SHARED_RE = re.compile(
 )
 
 
+# A member named gridDim or blockDim (cudaLaunchConfig_t's): `config.gridDim`, `config->blockDim`.
+# The shim defines gridDim and blockDim as macros (a kernel's built-in variables), so a member
+# of that name is renamed where it is used, and the shim's cudaLaunchConfig_t declares it so.
+_CONFIG_DIM_RE = re.compile(r"(?:\.|->)\s*(gridDim|blockDim)\b")
+
+
 def rewrite_for_emulator(text: str) -> str:
     """Rewrite what g++ cannot read into calls of the shim, keeping every line where it was."""
     code = blank_comments_and_strings(text)
@@ -168,6 +178,8 @@ def rewrite_for_emulator(text: str) -> str:
         edits.append((m.start(), m.end(), new))
     for m in _PACKED_LAUNCH_CAST_RE.finditer(code):
         edits.append((m.start(1), m.end(1), ""))
+    for m in _CONFIG_DIM_RE.finditer(code):           # gridDim and blockDim are the shim's macros
+        edits.append((m.start(1), m.end(1), f"grader_{m.group(1)}"))
     for m in _NOINLINE_RE.finditer(code):
         edits.append((m.start(), m.end(), "__attribute__((noinline))"))
     for m in _EXTERN_SHARED_RE.finditer(code):

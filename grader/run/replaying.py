@@ -242,6 +242,13 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
         if op.kind in STREAM_KINDS:
             _stream_op_refusals(op, who, say, workspace_cap)
             continue
+        if op.kind == "launch_attributes":
+            say(f"{who} launched {_who(op)} with cudaLaunchKernelEx and {op.value} launch "
+                f"attribute{'s' if op.value != 1 else ''} (the first: cudaLaunchAttributeID {op.attribute}). An "
+                "attribute (an L2 access policy, a cluster shape, a priority) would change the timed launch, and the "
+                "grader replays plain launches: leave config.attrs empty (numAttrs 0), or launch with <<<...>>> on "
+                "the stream you are given.", "attributes")
+            continue
         if op.kind not in ("launch", "cooperative"):
             continue
         if op.thread == "outside":

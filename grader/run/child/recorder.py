@@ -25,7 +25,7 @@ from grader.run.child.replay import StandIns
 from grader.core.contract import Call, RecordedOp, Recording
 
 _KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config", 5: "memset", 6: "copy", 7: "symbol",
-          8: "alloc", 9: "free"}
+          8: "alloc", 9: "free", 10: "launch_attributes"}
 _DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
 _ERRORS = {-10: "too_much_data", -11: "over_workspace", -12: "unknown_address", -13: "unknown_symbol"}    # the harness's k*
 _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
