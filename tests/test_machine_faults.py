@@ -288,6 +288,28 @@ def test_a_thread_the_process_limit_refuses_is_the_machine_with_the_limit_named(
     assert "internal error" not in result.message
 
 
+@pytest.mark.parametrize("said", [
+    "numpy/random/_generator.cpython-311-x86_64-linux-gnu.so: failed to map segment from shared object",
+    "libfoo.so: cannot allocate memory"])
+def test_an_extension_module_the_loader_cannot_map_is_the_machines_memory(monkeypatch, said):
+    """Under `ulimit -v 600000` the address space ran out as often in the loader's mmap, importing
+    numpy's random module (ImportError: failed to map segment), as in an allocation (MemoryError):
+    the same limit, named; never an internal error (.ci/run at 3734d17)."""
+    from grader.grade import children, pipeline
+
+    def unmapped(self, shared):
+        raise ImportError(said)
+
+    monkeypatch.setattr(children.GradeRun, "start", unmapped)
+    monkeypatch.setattr(pipeline, "_memory_limit", lambda: "the address-space limit (`ulimit -v`, now 600000 KiB)")
+    result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"), backend="emulator")
+    assert result.status == "infrastructure_error" and result.message.startswith("the address-space limit")
+    monkeypatch.setattr(pipeline, "_memory_limit", lambda: None)
+    result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"), backend="emulator")
+    assert "ran out of memory" in result.message and "internal error" not in result.message
+    assert pipeline._machine_limit(ImportError("No module named 'numpy'")) is None      # a missing module is ours
+
+
 def test_an_open_files_limit_too_low_says_which_and_how_far_to_raise_it(tmp_path):
     """A real `ulimit -n` (enforced for root too), low enough that a grade runs out: exit 4 with the
     limit and its value named, never an internal error (40 was enough warm, 32 not, by hand)."""

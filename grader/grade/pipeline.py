@@ -147,7 +147,11 @@ def _machine_limit(exc: Exception) -> str | None:
         return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
     memory = _memory_limit()
-    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+    # The dynamic loader's mmap refused while importing an extension module (numpy's, under `ulimit -v`
+    # the grade's address space ran out there as often as in an allocation): the same want of memory.
+    unmapped = isinstance(exc, ImportError) and any(
+        words in str(exc).lower() for words in ("failed to map segment", "cannot allocate memory"))
+    if isinstance(exc, MemoryError) or unmapped or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return memory or ("the machine ran out of memory (" + (str(exc) or type(exc).__name__) + "): a grade takes "
                           "about 1.5 GiB; free memory, or grade with fewer --jobs, and grade again.")
     starting = (isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)) or \
