@@ -1,4 +1,5 @@
 import os
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,103 @@ def test_large_payloads_travel_through_the_sealed_shared_area_and_a_span_outside
     assert problem is None and bytes(frames[0].payload) == b"\x07" * 4096 and "shared" not in frames[0].header
     _, problem = protocol.resolve_shared(frames[1:], fd, size)
     assert problem == protocol.TAMPERED
+    os.close(fd)
+
+
+def test_a_recording_frame_is_encoded_as_asdict_gives_it_and_decodes_back_whole():
+    """encode's quick path for the recorder's frame (its calls' rows not copied) gives the header
+    the generic path gave, and the parent reads the same recording back."""
+    import dataclasses
+    import json
+
+    from grader.core.contract import RecordedOp, Recording, RecordingFrame, decode, encode
+
+    rec = Recording(calls={"lesson 101x97": [[0, 0, 0]], "timed 1": [[1, 1, 0], [1, 2, 0]]},
+                    ops=[[RecordedOp(kind="launch", kernel="k", grid=[2, 1, 1], args="00ff")],
+                         [RecordedOp(kind="memset", dst=4096, nbytes=64), RecordedOp(kernel="k")]],
+                    views=[{"x": 4096}, {"x": 8192, "out": 1 << 20}, {"x": 1}],
+                    late=[RecordedOp(error="cudaError 1")], errors={"1": "invalid value"})
+    frame = RecordingFrame(rec)
+    header = encode(frame)
+    assert header == {"type": "recording", **dataclasses.asdict(frame)}
+    assert decode(json.loads(json.dumps(header))) == frame
+
+
+def test_room_mapped_ahead_is_handed_to_the_first_send_of_its_size_and_never_overlaps_later_room():
+    """The measuring process maps (and page-locks) its timed outputs' room before its gate, outside
+    the GPU's lane; the send of that size then takes it, and every other send gets room of its own."""
+    import ctypes
+
+    size, piece = 1 << 22, 1 << 20
+    fd = protocol.shared_area()
+    assert fd is not None and protocol.size_shared_area(fd, size)
+    writer = protocol.SharedWriter(fd, size)
+    first, second = writer.reserve_ahead(piece), writer.reserve_ahead(piece + 4)
+    small = writer.reserve(4096)                                     # no piece of its size ahead: mapped after them
+    assert writer.reserve(piece + 4) == second and writer.reserve(piece) == first
+    spans = sorted([(first[0], piece), (second[0], piece + 4), (small[0], 4096)])
+    assert all(a + n <= b for (a, n), (b, _) in zip(spans, spans[1:]))
+    ctypes.memmove(first[1], b"\x05" * 16, 16)
+    again = writer.reserve(piece)                                    # handed out once: the next one is new room
+    assert again is not None and again[0] >= small[0] + 4096
+    os.close(fd)
+
+
+def test_the_measuring_process_prepares_its_timed_outputs_room_and_locks_it_once():
+    """worker.Sender.prepare maps one piece for each timed set's outputs (guards included) and pins
+    it; sending that set's outputs then pins nothing again."""
+    from grader.core.contract import Buffer, Call, CaseJob, Job
+    from grader.run.child.worker import Sender
+
+    class Backend:
+        def __init__(self):
+            self.pinned = []
+
+        def pin_host(self, address, nbytes):
+            self.pinned.append(nbytes)
+            return True
+
+        def read_into(self, region, address):
+            pass
+
+    floats, pad = 1 << 19, 64
+    sets = [CaseJob(name=f"timed {k}", buffers=[Buffer(name="x", role="in", floats=floats),
+                                                Buffer(name="out", role="out", floats=floats)],
+                    launch=Call(args=[])) for k in range(2)]
+    plain = SimpleNamespace(timed_cases=sets, timing=object(), guard_floats=pad)
+    job, area = SimpleNamespace(timed_output_bytes=lambda: Job.timed_output_bytes(plain)), 16 * floats
+    fd = protocol.shared_area()
+    assert fd is not None and protocol.size_shared_area(fd, area)
+    r, w = os.pipe()
+    sender, backend = Sender(protocol.Channel(w, b"k" * 32), protocol.SharedWriter(fd, area)), Backend()
+    sender.prepare(backend, job)
+    assert backend.pinned == [4 * (floats + 2 * pad)] * 2
+    region = SimpleNamespace(nbytes=4 * (floats + 2 * pad))
+    sender.send(backend, {"type": "case", "name": "timed 0"}, [region])
+    assert backend.pinned == [4 * (floats + 2 * pad)] * 2            # its room was locked ahead
+    os.close(w), os.close(r), os.close(fd)
+
+
+def test_the_preload_maps_the_timed_outputs_room_before_the_job_and_the_job_takes_that_area():
+    """Worker.preload with the job: the measuring process maps the timed outputs' room while the
+    recorder records; the job's sender takes that area (same descriptor, same size) and a send of
+    that size lands in the room mapped ahead. An area the job does not name is not taken."""
+    from grader.run.child import worker
+
+    area, piece = 1 << 23, (1 << 20) + 512
+    fd = protocol.shared_area()
+    assert fd is not None and protocol.size_shared_area(fd, area)
+    worker._preload({"preload": [], "area": area, "room": [piece, 100]}, fd)     # 100 bytes: the pipe's
+    shared, pinned = worker._shared_room(fd, area)
+    assert shared is not None and shared.ahead() and pinned == set()            # no runtime here to lock it with
+    first = shared.reserve(piece)
+    assert first is not None and first[0] == 0                                  # the room the preload mapped
+    second = shared.reserve(piece)
+    assert second is not None and second[0] >= piece                            # handed out once only
+    worker._preload({"preload": [], "area": area, "room": [piece]}, fd)
+    other, _ = worker._shared_room(fd, area * 2)                                  # not the area the preload sized
+    assert other is not None and not other.ahead() and not worker._AHEAD
+    assert worker._shared_room(-1, 0) == (None, set())
     os.close(fd)
 
 

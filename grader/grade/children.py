@@ -161,7 +161,7 @@ class GradeRun:
         if backend.records_then_replays:
             # The grader's own library (its runtime's start on the CUDA context) loaded now, while the
             # recorder records: the measuring process's job then loads only the submission's device code.
-            self.worker.preload([job.reference_library])
+            self.worker.preload([job.reference_library], job)
         # The children's start-up (imports, CUDA context) stays out of the GPU's lane: each way waits
         # for the children it needs before the lane (the recorder without a GPU records meanwhile).
         way = self._way(job, code, sub, prepared).before_lane()

@@ -194,14 +194,37 @@ _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 class SharedWriter:
     """The child's end: hands out room in the shared area, front to back, each piece mapped on its
-    own and populated at once (page by page, the faults cost more than the copy)."""
+    own and populated at once (page by page, the faults cost more than the copy). Room may be
+    mapped ahead (reserve_ahead: before the measuring process's gate, outside the GPU's lane), and
+    is then handed out by the first reserve of the same size."""
 
     def __init__(self, fd: int, nbytes: int):
         self.fd, self.size, self.used = fd, nbytes, 0
         self._maps: list[mmap.mmap] = []
+        self._ahead: list[tuple[int, int, int]] = []        # (bytes, offset, address), mapped, not yet handed out
+        self._mapped_ahead = False
+
+    def reserve_ahead(self, nbytes: int) -> tuple[int, int] | None:
+        """Map nbytes of room now, for a later reserve(nbytes): (offset, address), or None."""
+        room = self._map(nbytes)
+        if room is not None:
+            self._ahead.append((nbytes, *room))
+            self._mapped_ahead = True
+        return room
+
+    def ahead(self) -> bool:
+        """Whether room was mapped ahead (handed out or not)."""
+        return self._mapped_ahead
 
     def reserve(self, nbytes: int) -> tuple[int, int] | None:
         """(offset in the area, address here) of nbytes of room, or None when the area is full."""
+        for i, (size, at, address) in enumerate(self._ahead):
+            if size == nbytes:
+                del self._ahead[i]
+                return at, address
+        return self._map(nbytes)
+
+    def _map(self, nbytes: int) -> tuple[int, int] | None:
         at = -(-self.used // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
         if nbytes <= 0 or at + nbytes > self.size:
             return None

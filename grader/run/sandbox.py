@@ -171,14 +171,21 @@ class Worker:
             self._ready_fd = None
         return time.perf_counter() - start
 
-    def preload(self, libraries: list[str]) -> None:
+    def preload(self, libraries: list[str], job: Job | None = None) -> None:
         """Have the child load these libraries of the grader's own (never the submission's) now,
         before its job: a measuring process then starts the CUDA runtime of the reference library
-        while the recorder records, not in the GPU's lane. A line on stdin before the job's
-        (worker.main); a child that has died is left for run() to report."""
+        while the recorder records, not in the GPU's lane. With the job it will be handed, the
+        shared area is sized for it now, and the child maps and page-locks the room of the timed
+        outputs meanwhile too. A line on stdin before the job's (worker.main); a child that has
+        died is left for run() to report."""
         proc = self.proc
+        request: dict = {"preload": [str(p) for p in libraries]}
+        if job is not None and self._shared_fd is not None and job.timed_output_bytes():
+            area = job.output_bytes()
+            if protocol.size_shared_area(self._shared_fd, area):
+                request.update(area=area, room=job.timed_output_bytes())
         try:
-            proc.stdin.write(json.dumps({"preload": [str(p) for p in libraries]}).encode() + b"\n")
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
             proc.stdin.flush()
         except (BrokenPipeError, ValueError):
             pass
