@@ -130,6 +130,8 @@ def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None)
     # when the last did, and what followed it (the class's tables and report) tell a start or a
     # tail that grows with the class from a middle that does.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    watch = ProcessWatch(proc.pid)
+    watch.start()
     stdout: list[str] = []
     reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -141,11 +143,12 @@ def _batch(folder: Path, out: Path, cache: Path, backend: str, jobs: int | None)
     proc.wait()
     reader.join()
     wall = time.perf_counter() - start
+    watched = watch.stop()
     if proc.returncode != 0:
         raise SystemExit(f"grader batch exited {proc.returncode}:\n{''.join(err)[-3000:]}")
     results = [json.loads(line)["result"] for line in (out / "results.jsonl").read_text().splitlines()]
     timeline = {"first_done_s": done_at[0] if done_at else None, "last_done_s": done_at[-1] if done_at else None,
-                "after_last_s": wall - done_at[-1] if done_at else None}
+                "after_last_s": wall - done_at[-1] if done_at else None, **watched}
     print(f"  batch of {len(results)} ({jobs or 'default'} jobs): {wall:.1f} s ({timeline})", file=sys.stderr, flush=True)
     return wall, results, list(csv.DictReader((out / "summary.csv").open(newline=""))), timeline
 
@@ -165,6 +168,7 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
         figures["scale"] = {"n": scale, "wall_s": wall, "ratio": ratio, "phases_mean": _phases_mean(results),
                             "timeline": timeline,
                             "lane_busy": _lane_busy(results, wall), "lane_gaps": _lane_gaps(results),
+                            "lane_starved": _lane_starved(results),
                             "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}}}
         rows.append((f"batch of {scale} ({backend})", f"{wall:.1f} s, {60 * scale / wall:.0f}/min, the GPU's lane busy "
                      f"{100 * figures['scale']['lane_busy']:.0f}% (batch of {n}: {100 * figures['lane_busy']:.0f}%)", "", None))
@@ -174,7 +178,19 @@ def bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int = LONE_RU
                              f"{g['handoffs']} hand-offs, median {1000 * g['median_s']:.0f} ms, 90th percentile "
                              f"{1000 * g['p90_s']:.0f} ms, largest {1000 * g['max_s']:.0f} ms, {g['sum_s']:.1f} s in all",
                              "", None))
+        for size, g in ((n, figures.get("lane_starved")), (scale, figures["scale"]["lane_starved"])):
+            if g:
+                rows.append((f"batch of {size}: the lane idle with no grade waiting for it",
+                             f"{g['releases']} releases, {g['sum_s']:.1f} s in all (first tenth {g['start_s']:.1f}, "
+                             f"middle {g['middle_s']:.1f}, last tenth {g['end_s']:.1f})", "", None))
         t0, t1 = figures["timeline"], figures["scale"]["timeline"]
+        if t0.get("parent_cpu_cores") is not None and t1.get("parent_cpu_cores") is not None:
+            rows.append((f"batch of {scale} against {n}: the batch process's CPU (cores, mean / 90th percentile "
+                         "of 1 s), every core's busy share, its memory (resident / shared, most)",
+                         f"{t1['parent_cpu_cores']:.2f} / {t1['parent_cpu_cores_p90']} cores, {100 * t1['machine_busy']:.0f}%, "
+                         f"{t1['rss_max_mib']} / {t1['shmem_max_mib']} MiB against {t0['parent_cpu_cores']:.2f} / "
+                         f"{t0['parent_cpu_cores_p90']} cores, {100 * t0['machine_busy']:.0f}%, {t0['rss_max_mib']} / "
+                         f"{t0['shmem_max_mib']} MiB", "", None))
         if t0["first_done_s"] is not None and t1["first_done_s"] is not None:
             rows.append((f"batch of {scale} against {n}: first grade done, last, after it",
                          f"{t1['first_done_s']:.1f} / {t1['last_done_s']:.1f} / {t1['after_last_s']:.1f} s against "
@@ -221,7 +237,7 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                 by_kernel[stem] = max(by_kernel.get(stem, 0.0), move)
         figures = {"n": n, "wall_s": wall, "per_minute": 60 * n / wall, "jobs": jobs,
                    "phases_mean": _phases_mean(results), "lane_busy": _lane_busy(results, wall), "timeline": timeline,
-                   "lane_gaps": _lane_gaps(results),
+                   "lane_gaps": _lane_gaps(results), "lane_starved": _lane_starved(results),
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_timings, "batch_timings": batch_timings,
@@ -267,7 +283,17 @@ def _phases_mean(results: list[dict]) -> dict[str, float]:
                 phases.setdefault(k, []).append(v)
         for k, v in child_stages(r["phases"]).items():
             phases.setdefault(f"child {k}", []).append(v)
+        if isinstance(r.get("seconds"), (int, float)):
+            # the grade's time in none of the steps above (its start, SASS, the result's assembly)
+            listed = sum(r["phases"].get(k, 0.0) for k in ("probe_s", *_GRADE_STEPS))     # a batch probes inside it
+            phases.setdefault("grade rest", []).append(r["seconds"] - listed)
     return {k: sum(v) / len(v) for k, v in phases.items()}
+
+
+# A GPU grade's steps one after another, in their order (child_s holds the lane's time; `grader
+# submit` probes before its grade, a batch's grade inside it)
+_GRADE_STEPS = ("build_s", "inputs_wait_s", "child_start_wait_s", "offline_record_s", "gpu_recorder_wait_s",
+                "lane_wait_s", "child_s", "check_s")
 
 
 def _lane_gaps(results: list[dict]) -> dict:
@@ -283,6 +309,82 @@ def _lane_gaps(results: list[dict]) -> dict:
     gaps.sort()
     return {"handoffs": len(gaps), "median_s": statistics.median(gaps), "p90_s": gaps[int(0.9 * (len(gaps) - 1))],
             "max_s": gaps[-1], "sum_s": sum(gaps)}
+
+
+def _lane_starved(results: list[dict]) -> dict:
+    """The lane idle with no grade waiting for it: from a release to the moment the next grade
+    asked for the lane (its take less its lane_wait_s), where that came after the release. The
+    want of work, by where in the batch it fell (its first tenth, the middle, its last tenth)."""
+    held = sorted((r["phases"]["lane_taken_at"], r["phases"]["lane_released_at"], r["phases"].get("lane_wait_s", 0.0))
+                  for r in results if "lane_taken_at" in r["phases"] and "lane_released_at" in r["phases"])
+    if len(held) < 2:
+        return {}
+    first, last = held[0][0], held[-1][1]
+    out = {"releases": 0, "sum_s": 0.0, "start_s": 0.0, "middle_s": 0.0, "end_s": 0.0}
+    for cur, nxt in zip(held, held[1:]):
+        asked = nxt[0] - nxt[2]
+        if asked <= cur[1]:
+            continue
+        idle = asked - cur[1]
+        out["releases"] += 1
+        out["sum_s"] += idle
+        where = (cur[1] - first) / max(last - first, 1e-9)
+        out["start_s" if where < 0.1 else "end_s" if where > 0.9 else "middle_s"] += idle
+    return out
+
+
+class ProcessWatch:
+    """A batch's process and the machine, sampled every quarter second while it runs (Linux /proc):
+    the CPU the process used (in cores: above 1 is its threads and the builds it waits on are not
+    counted, only its own), the share of every core the machine used, and the most resident and
+    shared memory the process held (the children's outputs it maps)."""
+
+    def __init__(self, pid: int, every_s: float = 0.25):
+        self.pid, self.every_s = pid, every_s
+        self._stop = threading.Event()
+        self._rows: list[tuple[float, float, float, float, float, float]] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _sample(self) -> tuple[float, float, float, float, float, float] | None:
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            with open("/proc/stat") as f:
+                cpu = [int(v) for v in f.readline().split()[1:]]
+            busy, total = sum(cpu) - cpu[3] - (cpu[4] if len(cpu) > 4 else 0), sum(cpu)
+            mem = {}
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("VmRSS", "RssShmem"):
+                        mem[key] = int(value.split()[0]) / 1024
+        except (OSError, ValueError, IndexError):
+            return None
+        return time.perf_counter(), own, busy, total, mem.get("VmRSS", 0.0), mem.get("RssShmem", 0.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            row = self._sample()
+            if row is not None:
+                self._rows.append(row)
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        rows = self._rows
+        if len(rows) < 3:
+            return {}
+        secs = rows[-1][0] - rows[0][0]
+        windows = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(rows[::4], rows[4::4]) if b[0] > a[0]]
+        return {"parent_cpu_cores": round((rows[-1][1] - rows[0][1]) / secs, 2),
+                "parent_cpu_cores_p90": round(sorted(windows)[int(0.9 * (len(windows) - 1))], 2) if windows else None,
+                "machine_busy": round((rows[-1][2] - rows[0][2]) / max(rows[-1][3] - rows[0][3], 1), 2),
+                "rss_max_mib": round(max(r[4] for r in rows)), "shmem_max_mib": round(max(r[5] for r in rows))}
 
 
 def _lane_busy(results: list[dict], wall: float) -> float:
@@ -390,9 +492,7 @@ def wall_split(doc: dict) -> str:
     p = doc.get("phases", {})
     if "cli_to_grade_s" not in p or "wall_s" not in doc:
         return ""
-    steps = ("build_s", "inputs_wait_s", "child_start_wait_s", "offline_record_s", "gpu_recorder_wait_s",
-             "lane_wait_s", "child_s", "check_s")
-    inside = [(k.removesuffix("_s"), p[k]) for k in steps if k in p]
+    inside = [(k.removesuffix("_s"), p[k]) for k in _GRADE_STEPS if k in p]
     head = [("(measuring process started at", p["cli_to_measurer_s"])] if "cli_to_measurer_s" in p else []
     parts = [("start to children", p["cli_to_early_s"]), ("to grade", p["cli_to_grade_s"] - p["cli_to_early_s"]),
              *inside, ("grade rest", doc["seconds"] - sum(v for _, v in inside)),

@@ -48,7 +48,7 @@ timed(files, "write_reports", "reports")
 timed(documents, "render", "document")
 from grader.grade import pipeline
 from grader.exercises import pool
-timed(pipeline, "_keep_cache_in_bounds", "cache_bounds")
+timed(pipeline, "keep_cache_in_bounds", "cache_bounds")
 timed(pool, "start_drawing_ahead", "draw_ahead_start")
 leave = cli._leave
 def traced_leave(code):

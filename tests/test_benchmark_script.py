@@ -28,3 +28,35 @@ def test_the_lanes_busy_share_and_the_mean_phases():
                {"phases": {"build_s": 2.0, "lane_taken_at": 5.0}}]
     assert abs(benchmark._lane_busy(results, 4.0) - 0.2) < 1e-9
     assert benchmark._phases_mean(results) == {"lane_s": 0.4, "build_s": 2.0}     # each over the grades that have it
+
+
+def test_the_lane_starved_is_the_idle_before_a_grade_asked_for_it_by_where_in_the_batch():
+    results = [held(10.0, 10.3, 2.0),
+               held(10.45, 10.8, 1.0),          # waiting already: a hand-off, not starved
+               held(12.0, 12.3, 0.1),           # asked at 11.9: 1.1 s starved, in the batch's first tenth
+               held(30.0, 30.3, 0.5)]           # asked at 29.5: 17.2 s starved after the release at 12.3, the middle
+    starved = benchmark._lane_starved(results)
+    assert starved["releases"] == 2
+    assert abs(starved["sum_s"] - 18.3) < 1e-9 and abs(starved["start_s"] - 1.1) < 1e-9
+    assert abs(starved["middle_s"] - 17.2) < 1e-9 and starved["end_s"] == 0
+    assert benchmark._lane_starved([held(1.0, 2.0, 0.0)]) == {}
+
+
+def test_the_process_watch_reads_a_running_process_cpu_and_memory():
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.2\nwhile time.time() < end: pass"])
+    watch = benchmark.ProcessWatch(proc.pid, every_s=0.05)
+    watch.start()
+    time.sleep(1.0)
+    got = watch.stop()
+    proc.wait()
+    assert 0.5 <= got["parent_cpu_cores"] <= 1.1         # one busy thread
+    assert got["rss_max_mib"] > 1 and 0 < got["machine_busy"] <= 1
+
+
+def test_the_grades_time_in_none_of_its_steps_is_its_rest():
+    results = [{"seconds": 3.0, "phases": {"probe_s": 0.1, "build_s": 2.0, "lane_wait_s": 0.3, "child_s": 0.4,
+                                           "check_s": 0.05, "lane_s": 0.35}}]
+    assert abs(benchmark._phases_mean(results)["grade rest"] - 0.15) < 1e-9     # lane_s lies inside child_s

@@ -76,6 +76,42 @@ def test_a_grade_that_added_nothing_to_the_cache_does_not_size_it_again(tmp_path
 
 
 
+def test_a_batchs_grades_prune_a_grown_cache_at_most_once_a_minute_and_the_batch_once_at_its_end(tmp_path, monkeypatch):
+    _entry(tmp_path, "sub-old", 3, 3600)
+    assert cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path, at_most_every_s=60) is not None   # none before
+    time.sleep(0.05)                                                            # past the clock's grain
+    _entry(tmp_path, "sub-older", 3, 7200)                                      # the cache grew past its cap
+    assert cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path, at_most_every_s=60) is None      # a minute apart
+    assert (tmp_path / "sub-older").exists()
+    assert cache.prune_if_grown(limit_bytes=4 << 20, root=tmp_path) is not None                      # the batch's end
+    assert not (tmp_path / "sub-older").exists()
+
+    # a batch's grades ask for it in their options, and the batch prunes once after its last grade
+    from grader.batch.grading import CACHE_PRUNE_EVERY_S, grade_entries
+    from grader.batch.inputs import find_submissions
+    from grader.batch.request import ClassRequest
+    from grader.core.backend import CUDA
+    from grader.exercises import load_exercise
+    from grader.grade import pipeline
+    from tests.test_insights import result
+
+    asked, pruned = [], []
+
+    def fake(request, *, inputs=None):
+        asked.append(request.options.cache_prune_every_s)
+        return result(fraction=0.9)
+
+    monkeypatch.setattr(pipeline, "grade", fake)
+    monkeypatch.setattr(pipeline, "keep_cache_in_bounds", lambda rubric, **kw: pruned.append(kw))
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"s{i}.cu").write_text(f"// {i}\n")
+    grade_entries(find_submissions(folder), ClassRequest(folder, load_exercise("bias_gelu_fused"), CUDA, jobs=1),
+                  devices=["0"])
+    assert asked == [CACHE_PRUNE_EVERY_S] * 3 and pruned == [{}]
+
+
 def test_cache_cap_comes_from_the_environment_first(monkeypatch):
     monkeypatch.setenv("GRADER_CACHE_MAX_MIB", "5")
     assert cache.max_bytes(2048) == 5 << 20

@@ -63,6 +63,12 @@ PER_LANE = 16
 SWITCH_INTERVAL_S = 0.0005
 
 
+# A batch prunes the build cache at most this often after its grades, and once at its end: each
+# prune sizes every build in the cache, and after each grade of a class of 300 (each one a build)
+# that grew with the class.
+CACHE_PRUNE_EVERY_S = 60.0
+
+
 def default_jobs(backend: Backend, lanes: int = 1) -> int:
     """How many submissions are in flight at once: on GPUs, PER_LANE for each of the lanes, enough
     to keep every lane busy while others compile and start (at most the cores, less one for the
@@ -131,6 +137,9 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Prog
             sys.setswitchinterval(switch_interval)
         if run.shared is not None:
             run.shared.close()
+        from grader.grade.pipeline import keep_cache_in_bounds
+
+        keep_cache_in_bounds(request.rubric)            # what the grades' own prunes, a minute apart, left over
     outcome.not_reached = len(entries) - len(done_by_index)
     # The whole class, always: a student an interruption left ungraded is the earlier run's result where
     # one is kept for the same file, else a row saying so (the CSVs held only the students done in this run).
@@ -207,7 +216,7 @@ class _ClassRun:
             device=self.devices[index % len(self.devices)] if self.devices else None,
             # the cores shared among the children
             emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
-            counters=self.counters)
+            counters=self.counters, cache_prune_every_s=CACHE_PRUNE_EVERY_S)
         try:
             result = grade(GradeRequest(entry.path, self.rubric, self.backend, options), inputs=self.shared)
         except UsageError as exc:

@@ -107,7 +107,7 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
         if early is not None:
             early.cancel()          # those the grade did not take (it ended before its children's run)
     result.seconds = round(time.perf_counter() - started, 3)
-    _keep_cache_in_bounds(rubric)
+    keep_cache_in_bounds(rubric, at_most_every_s=request.options.cache_prune_every_s)
     if (request.options.draw_ahead and chosen.private_cases and rubric.path
             and result.status != Outcome.INFRASTRUCTURE_ERROR):
         from grader.exercises.pool import start_drawing_ahead
@@ -246,12 +246,13 @@ def _no_room(exc: OSError) -> str:
             "room, and grade again.")
 
 
-def _keep_cache_in_bounds(rubric: Rubric) -> None:
-    """Prune the build cache to its cap (least recently used first); never fails a grade."""
+def keep_cache_in_bounds(rubric: Rubric, *, at_most_every_s: float = 0.0) -> None:
+    """Prune the build cache to its cap (least recently used first), where it grew since the last
+    prune and that was at least at_most_every_s ago; never fails a grade."""
     from grader.toolchain import cache
 
     try:
-        cache.prune_if_grown(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib))
+        cache.prune_if_grown(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib), at_most_every_s=at_most_every_s)
     except OSError:
         pass
 

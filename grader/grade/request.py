@@ -34,6 +34,11 @@ class GradeOptions:
                                 "library (NVML) is let go of once the reading after the timing is taken, beside "
                                 "the verdict, not at the process's exit; a batch keeps it to its end.",
                                 default=False)
+    cache_prune_every_s: float = doc_field("The least time between two prunes of the build cache after a grade that built "
+                                           "something new (0: after each such grade). Sizing the cache walks every "
+                                           "build in it, so a batch, whose every grade builds, prunes at most once a "
+                                           "minute and once at its end (each prune after a grade made a batch's "
+                                           "time grow with the square of the class).", default=0.0)
     audit_syscalls: bool = doc_field("Run the child's filter in audit mode: every system call allowed and recorded "
                                 "(result.sandbox.audit). For measuring what CUDA and the grader need, never for "
                                 "grading students; the command line does not offer it.", default=False)

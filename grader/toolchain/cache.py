@@ -107,15 +107,19 @@ def prune(*, limit_bytes: int, root: Path | None = None, keep_recent_s: float = 
 STAMP = ".pruned"
 
 
-def prune_if_grown(*, limit_bytes: int, root: Path | None = None, every_s: float = 3600.0) -> CacheReport | None:
+def prune_if_grown(*, limit_bytes: int, root: Path | None = None, every_s: float = 3600.0,
+                   at_most_every_s: float = 0.0) -> CacheReport | None:
     """prune() when the cache gained an entry since the last prune (or the last is every_s old),
-    else None: sizing every build costs a warm grade more than the grade's own checks, and a grade
-    that built nothing new cannot have pushed the cache past its cap."""
+    and the last is at least at_most_every_s old; else None: sizing every build costs a warm grade
+    more than the grade's own checks, a grade that built nothing new cannot have pushed the cache
+    past its cap, and a batch (whose every grade builds) sized a cache growing with the class after
+    each one."""
     root = root or cache_root()
     stamp = root / STAMP
     try:
         last = stamp.stat().st_mtime_ns
-        if root.stat().st_mtime_ns <= last and time.time_ns() - last < every_s * 1e9:
+        age_ns = time.time_ns() - last
+        if age_ns < at_most_every_s * 1e9 or (root.stat().st_mtime_ns <= last and age_ns < every_s * 1e9):
             return None
     except OSError:
         pass
