@@ -392,3 +392,34 @@ def test_a_wrapped_line_never_splits_an_index():
         pieces = [p.plain for p in fitted(escape(line), width)]     # escaped, as the summary's template does
         assert any("chain[row 0][col 2]:" in p for p in pieces), (width, pieces)
         assert " ".join(p.strip() for p in pieces) == line.strip()
+
+
+def test_a_quiet_submit_imports_no_rich_on_the_way_to_its_grade(tmp_path):
+    """rich's import (25 to 60 ms) is made at the first message on stderr: `grader submit -q`
+    prints none before its grade, and a message still comes out whole."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "import grader.grade.pipeline as p\n"
+        "def stop(*a, **k):\n"
+        "    print('rich' in sys.modules, file=sys.stderr)\n"
+        "    raise SystemExit(0)\n"
+        "p.grade = stop\n"
+        "from grader.cli.common import LazyErrConsole\n"
+        "from grader.entry import main\n"
+        "sys.argv = ['grader', 'submit', sys.argv[1], '--backend', 'emulator', '-q', '--format', 'json']\n"
+        "main()\n")
+    import os
+
+    from conftest import ROOT as root
+
+    assert (SUBMISSIONS / "scalar_2d.cu").is_file()
+    proc = subprocess.run([sys.executable, "-c", script, str(SUBMISSIONS / "scalar_2d.cu")],
+                          capture_output=True, text=True, cwd=root, env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path)})
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+    said = subprocess.run([sys.executable, "-c", "from grader.cli.common import LazyErrConsole\n"
+                           "import sys\nassert 'rich' not in sys.modules\nLazyErrConsole().print('grader: hello')"],
+                          capture_output=True, text=True, cwd=root)
+    assert said.returncode == 0 and "grader: hello" in said.stderr

@@ -24,6 +24,19 @@ def err_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class LazyErrConsole:
+    """err_console(), made (and rich imported) at its first message: `grader submit -q` prints none
+    on the way to its grade, and rich's import (25 to 60 ms) was on that way."""
+
+    def __init__(self) -> None:
+        self._console: Console | None = None
+
+    def print(self, *args, **kw) -> None:
+        if self._console is None:
+            self._console = err_console()
+        self._console.print(*args, **kw)
+
+
 def fail(exc: GraderError) -> None:
     """The one place a domain error becomes a message and an exit code."""
     click.echo(f"grader: {exc}", err=True)

@@ -7,17 +7,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from typing import TYPE_CHECKING
 
 import click
 
-from grader.cli.common import FORMATS, err_console, fail, fitted, terminal_width
+from grader.cli.common import FORMATS, LazyErrConsole, err_console, fail, fitted, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.outcomes import Outcome
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 @click.command()
@@ -146,7 +142,7 @@ def _submit_once(file: Path, once: SubmitOptions):
             # The GPU's probe and the children's start (their CUDA context) before the pipeline's
             # imports (and rich's): they overlap them (grade/early.py).
             early = start_early(rubric=rubric, backend=backend)
-        err = err_console()
+        err = LazyErrConsole()
         from grader.grade.pipeline import grade
         from grader.grade.request import GradeOptions, GradeRequest
 
@@ -206,7 +202,7 @@ def _submit_once(file: Path, once: SubmitOptions):
     return result
 
 
-def _remember(result, file: Path, err: Console, quiet: bool) -> tuple[str | None, list]:
+def _remember(result, file: Path, err: LazyErrConsole, quiet: bool) -> tuple[str | None, list]:
     """Keep this attempt (grader/report/history.py): what changed since the last one of the file, and the
     file's attempts (this one last) for the report's chart."""
     from grader.report import history
