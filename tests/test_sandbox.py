@@ -224,6 +224,15 @@ def test_a_recording_frame_is_encoded_as_asdict_gives_it_and_decodes_back_whole(
     header = encode(frame)
     assert header == {"type": "recording", **dataclasses.asdict(frame)}
     assert decode(json.loads(json.dumps(header))) == frame
+    # and the measuring process's job, which carries it
+    from grader.core.backend import CUDA
+    from grader.core.contract import GuardMode, Job, Limits, ReplayPart, Role
+
+    job = Job(backend=CUDA, library="", reference_library="ref.so", guard_library=None, guard_mode=GuardMode.ENFORCE,
+              limits=Limits(512, 1 << 20, True), cases=[], guard_floats=64, role=Role.REPLAY,
+              replay=ReplayPart(rec, device_code=["00ab"], device_globals=["g"], device_heap=True, layout_seed=7))
+    assert job.to_json() == dataclasses.asdict(job)
+    assert Job.from_json(json.loads(json.dumps(job.to_json()))) == job
 
 
 def test_room_mapped_ahead_is_handed_to_the_first_send_of_its_size_and_never_overlaps_later_room():

@@ -200,7 +200,14 @@ class Job:
                 for c in self.timed_cases] if self.timing is not None else []
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """asdict(self), the replay's recording (thousands of rows) not copied on the way."""
+        if self.replay is None:
+            return dataclasses.asdict(self)
+        data = dataclasses.asdict(dataclasses.replace(self, replay=None))
+        part = self.replay
+        data["replay"] = {**dataclasses.asdict(dataclasses.replace(part, recording=Recording())),
+                          "recording": _recording_data(part.recording)}
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "Job":

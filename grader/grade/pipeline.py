@@ -292,6 +292,7 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         verdict = verdict_module.result()
         judged = verdict.judge_run(children.judged, prepared.cases, prepared.answers,
                                    verdict.Judging(rubric, prepared.exercise, build, p, backend))
+        judge_s = time.perf_counter() - clock
         take_verdict(result, judged)
         result.phases.update(run.draw_times)
         if result.sandbox is not None:
@@ -302,9 +303,11 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
                 return result.end(unwalled)
             result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
             result.sandbox.adapted = list(run.worker.adapted)
+        waited = time.perf_counter()
+        after = children.after                      # the GPU's reading after the timing, taken beside the verdict
+        reading_wait_s = time.perf_counter() - waited
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
-                                before=reading if backend.on_gpu else None, after=children.after,
-                                compiler=build.compiler)
+                                before=reading if backend.on_gpu else None, after=after, compiler=build.compiler)
         from grader.analysis import launches      # imported after the children: off a warm grade's way to them
 
         log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
@@ -313,6 +316,8 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
                                            resources=(gpu_build or build).resources, arch=run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
+        # where check_s went: the verdict (answers_wait_s of it: the answers not ready), the reading
+        result.phases.update(judge_s=round(judge_s, 3), reading_wait_s=round(reading_wait_s, 3))
         if counters and result.status == Outcome.GRADED:
             result.counters = (
                 CountersSummary(problem=f"the counters are the GPU's (Nsight Compute); the {backend.name} backend has "

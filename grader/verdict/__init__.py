@@ -11,6 +11,7 @@ child's run brought back); grade calls it.
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,9 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
         if isinstance(h, CaseFrame) and h.case in by_name:
             case = by_name[h.case]
             seen.add(case.name)
+            waited = time.perf_counter()
+            references[case.name].exception()           # the answers, waited for here: answers_wait_s
+            v.phases["answers_wait_s"] = round(v.phases.get("answers_wait_s", 0.0) + time.perf_counter() - waited, 3)
             outcome = check_case(case, h, frame.payload, references[case.name], judging,
                                  {d.code for d in v.diagnosis})
             v.cases += outcome.rows
