@@ -255,9 +255,10 @@ def test_room_mapped_ahead_is_handed_to_the_first_send_of_its_size_and_never_ove
     os.close(fd)
 
 
-def test_the_measuring_process_prepares_its_timed_outputs_room_and_locks_it_once():
-    """worker.Sender.prepare maps one piece for each timed set's outputs (guards included) and pins
-    it; sending that set's outputs then pins nothing again."""
+def test_the_measuring_process_maps_its_timed_outputs_room_ahead_and_locks_it_only_when_sending():
+    """worker.Sender.prepare maps one piece for each timed set's outputs (guards included) before the
+    gate; sending that set's outputs lands in it, and page-locks it then (in the lane: registering
+    host memory touches the GPU's page tables)."""
     from grader.core.contract import Buffer, Call, CaseJob, Job
     from grader.run.child.worker import Sender
 
@@ -281,12 +282,17 @@ def test_the_measuring_process_prepares_its_timed_outputs_room_and_locks_it_once
     fd = protocol.shared_area()
     assert fd is not None and protocol.size_shared_area(fd, area)
     r, w = os.pipe()
-    sender, backend = Sender(protocol.Channel(w, b"k" * 32), protocol.SharedWriter(fd, area)), Backend()
-    sender.prepare(backend, job)
-    assert backend.pinned == [4 * (floats + 2 * pad)] * 2
-    region = SimpleNamespace(nbytes=4 * (floats + 2 * pad))
-    sender.send(backend, {"type": "case", "name": "timed 0"}, [region])
-    assert backend.pinned == [4 * (floats + 2 * pad)] * 2            # its room was locked ahead
+    shared, backend = protocol.SharedWriter(fd, area), Backend()
+    sender = Sender(protocol.Channel(w, b"k" * 32), shared)
+    sender.prepare(job)
+    assert shared.ahead() and backend.pinned == []                    # mapped, nothing page-locked yet
+    nbytes = 4 * (floats + 2 * pad)
+    sender.send(backend, {"type": "case", "name": "timed 0"}, [SimpleNamespace(nbytes=nbytes)])
+    assert backend.pinned == [nbytes]
+    import mmap
+
+    grain = mmap.ALLOCATIONGRANULARITY
+    assert shared.reserve(nbytes)[0] == -(-nbytes // grain) * grain     # timed 1's room, mapped ahead after timed 0's
     os.close(w), os.close(r), os.close(fd)
 
 
@@ -300,16 +306,16 @@ def test_the_preload_maps_the_timed_outputs_room_before_the_job_and_the_job_take
     fd = protocol.shared_area()
     assert fd is not None and protocol.size_shared_area(fd, area)
     worker._preload({"preload": [], "area": area, "room": [piece, 100]}, fd)     # 100 bytes: the pipe's
-    shared, pinned = worker._shared_room(fd, area)
-    assert shared is not None and shared.ahead() and pinned == set()            # no runtime here to lock it with
+    shared = worker._shared_room(fd, area)
+    assert shared is not None and shared.ahead()
     first = shared.reserve(piece)
     assert first is not None and first[0] == 0                                  # the room the preload mapped
     second = shared.reserve(piece)
     assert second is not None and second[0] >= piece                            # handed out once only
     worker._preload({"preload": [], "area": area, "room": [piece]}, fd)
-    other, _ = worker._shared_room(fd, area * 2)                                  # not the area the preload sized
+    other = worker._shared_room(fd, area * 2)                                     # not the area the preload sized
     assert other is not None and not other.ahead() and not worker._AHEAD
-    assert worker._shared_room(-1, 0) == (None, set())
+    assert worker._shared_room(-1, 0) is None
     os.close(fd)
 
 

@@ -85,20 +85,17 @@ class Sender:
     """Sends frames with outputs: their bytes (guards included, one output after another) copied
     into the shared area where there is room, else in the frame's payload on the pipe."""
 
-    def __init__(self, channel: protocol.Channel, shared: protocol.SharedWriter | None,
-                 pinned: set[int] | None = None):
+    def __init__(self, channel: protocol.Channel, shared: protocol.SharedWriter | None):
         self.channel, self.shared = channel, shared
-        self._pinned: set[int] = set(pinned or ())     # the offsets of the room mapped and page-locked ahead
 
-    def prepare(self, backend, job: Job) -> None:
-        """Before the gate, outside the GPU's lane: the room for each timed set's outputs mapped,
-        populated and page-locked now, where the preload has not done it already (the timing's
-        last step mapped and locked it: 0.09 s of the measuring process's 0.33 s in the lane, on
-        an H100 host)."""
-        if self.shared is None or self.shared.ahead():
-            return
-        for room in map_ahead(self.shared, job.timed_output_bytes(), backend.pin_host):
-            self._pinned.add(room)
+    def prepare(self, job: Job) -> None:
+        """Before the gate, outside the GPU's lane: the room for each timed set's outputs mapped and
+        populated now, where the preload has not done it already (the timing's last step mapped it:
+        most of the 0.09 s its outputs took of the measuring process's 0.33 s in the lane, on an
+        H100 host). It is page-locked when the outputs are sent, in the lane: registering host
+        memory maps it into the GPU's page tables, which a timing beside it would feel."""
+        if self.shared is not None and not self.shared.ahead():
+            map_ahead(self.shared, job.timed_output_bytes())
 
     def send(self, backend, frame, regions: list[Region]) -> None:
         total = sum(r.nbytes for r in regions)
@@ -107,8 +104,7 @@ class Sender:
             self.channel.send(frame, b"".join(backend.read(r) for r in regions))
             return
         at, address = room
-        if at not in self._pinned:
-            backend.pin_host(address, total)    # a timed output's copy through pinned memory: a 15th of the time
+        backend.pin_host(address, total)        # a timed output's copy through pinned memory: a 15th of the time
         for r in regions:
             backend.read_into(r, address)
             address += r.nbytes
@@ -349,7 +345,7 @@ def main() -> int:
         channel = _Unheard(channel)
     t_job = time.perf_counter() - T0
     shared_fd = placed.get(job.shared_fd, job.shared_fd)
-    sender: Sender | NullSender = Sender(channel, *_shared_room(shared_fd, job.shared_bytes))
+    sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
         backend = _backend_for(job)
@@ -364,7 +360,7 @@ def main() -> int:
         return 0
     if isinstance(sender, Sender):
         try:
-            sender.prepare(backend, job)
+            sender.prepare(job)
         except Exception:  # noqa: BLE001 - room not mapped ahead is mapped when the outputs are sent
             pass
     t_loaded = time.perf_counter() - T0
@@ -392,27 +388,24 @@ PRELOAD = b'{"preload"'
 _PRELOADED: list[ctypes.CDLL] = []         # kept loaded: the job's backend opens the same files again
 
 
-_AHEAD: list[tuple[protocol.SharedWriter, set[int]]] = []     # the shared area's room the preload mapped
+_AHEAD: list[protocol.SharedWriter] = []      # the shared area the preload mapped room in
 
 
-def map_ahead(shared: protocol.SharedWriter, sizes: list[int], pin) -> list[int]:
-    """Room for sends of these sizes (those large enough for the shared area) mapped ahead in
-    shared and page-locked with pin(address, bytes): the offsets of the room pinned."""
-    pinned = []
+def map_ahead(shared: protocol.SharedWriter, sizes: list[int]) -> None:
+    """Room for sends of these sizes (those large enough for the shared area) mapped and populated
+    ahead in shared."""
     for n in sizes:
-        room = shared.reserve_ahead(n) if n >= SHARED_FROM else None
-        if room is not None and pin(room[1], n):
-            pinned.append(room[0])
-    return pinned
+        if n >= SHARED_FROM:
+            shared.reserve_ahead(n)
 
 
-def _shared_room(fd: int, nbytes: int) -> tuple[protocol.SharedWriter | None, set[int]]:
+def _shared_room(fd: int, nbytes: int) -> protocol.SharedWriter | None:
     """The job's shared area (none where it has none): the one the preload mapped room in where
-    it is the same area, else a fresh one; and the offsets of the room already page-locked."""
-    shared, pinned = _AHEAD.pop() if _AHEAD else (None, set())
+    it is the same area, else a fresh one."""
+    shared = _AHEAD.pop() if _AHEAD else None
     if shared is not None and shared.fd == fd and shared.size == nbytes:
-        return shared, pinned
-    return (protocol.SharedWriter(fd, nbytes) if fd >= 0 and nbytes else None), set()
+        return shared
+    return protocol.SharedWriter(fd, nbytes) if fd >= 0 and nbytes else None
 
 
 def _preload(request: dict, shared_fd: int | None) -> None:
@@ -420,8 +413,8 @@ def _preload(request: dict, shared_fd: int | None) -> None:
     on this process's context, grader_rt_init), before the job and its wall, as the job's backend
     would load them anyway; the backend's own dlopen of the same file then finds it loaded. A
     failure here is left to the job's own load to report. Where the parent sized the shared area
-    (area) and named the timed outputs' sizes (room), that room is mapped and page-locked now
-    too, while the recorder records: not on the way from the recording to the lane."""
+    (area) and named the timed outputs' sizes (room), that room is mapped and populated now too,
+    while the recorder records: not on the way from the recording to the lane (Sender.prepare)."""
     for path in request.get("preload", []):
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
@@ -434,21 +427,12 @@ def _preload(request: dict, shared_fd: int | None) -> None:
     area, room = request.get("area"), request.get("room") or []
     if shared_fd is None or not isinstance(area, int) or area <= 0 or not room:
         return
-    register = next((getattr(lib, "grader_rt_host_register", None) for lib in _PRELOADED
-                     if hasattr(lib, "grader_rt_host_register")), None)
-
-    def pin(address: int, nbytes: int) -> bool:
-        if register is None:
-            return False
-        register.argtypes, register.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
-        return register(address, nbytes) == 0
-
     shared = protocol.SharedWriter(shared_fd, area)
     try:
-        pinned = map_ahead(shared, [n for n in room if isinstance(n, int)], pin)
+        map_ahead(shared, [n for n in room if isinstance(n, int)])
     except Exception:  # noqa: BLE001 - the job maps its room itself
         return
-    _AHEAD[:] = [(shared, set(pinned))]
+    _AHEAD[:] = [shared]
 
 
 def _say_ready(ready_fd: int) -> None:
