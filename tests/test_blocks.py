@@ -88,3 +88,34 @@ def test_hashes_drawn_in_blocks_are_the_generators_bits_in_order():
         assert np.array_equal(draws.hashes(n, 11, 2), one_pass)
     h = draws.hashes(2 * blocks.BLOCK + 1, 3, 0)
     assert np.array_equal(draws.unit(h), (h >> 8).astype(np.float32) * np.float32(2.0 ** -24))
+
+
+def test_urgent_blocks_go_before_a_backlog_of_ordinary_ones():
+    """A correct output's float32 pass (urgent) is not held behind another grade's float64 pass
+    queued first in the shared pool: it ends while most of that backlog still waits."""
+    import threading
+    import time
+
+    from grader.core import blocks
+
+    done_slow, order = [], []
+    gate = threading.Event()
+
+    def slow(span: slice) -> None:
+        gate.wait(5)
+        time.sleep(0.01)
+        done_slow.append(span.start)
+
+    def quick(span: slice) -> None:
+        order.append(len(done_slow))
+
+    backlog = threading.Thread(target=blocks.each_block, args=(64 * blocks.BLOCK, slow))
+    backlog.start()
+    time.sleep(0.2)                                  # every slow block queued (the pool's threads held at the gate)
+    urgent = threading.Thread(target=blocks.each_block, args=(4 * blocks.BLOCK, quick), kwargs={"urgent": True})
+    urgent.start()
+    time.sleep(0.2)
+    gate.set()
+    urgent.join(10)
+    backlog.join(30)
+    assert len(order) == 4 and max(order) < 64 - blocks.THREADS    # before the backlog had drained

@@ -10,6 +10,7 @@ cases are drawn and answered side by side) queue their blocks instead of multipl
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
@@ -22,7 +23,8 @@ BLOCK = 1 << 18             # values a block: each operation is long against the
 THREADS = 8                 # the pool's size at most (fewer on a machine with fewer cores)
 
 _lock = threading.Lock()
-_queue: queue.SimpleQueue = queue.SimpleQueue()
+_queue: queue.PriorityQueue = queue.PriorityQueue()     # (priority, order, work): urgent work first
+_order = itertools.count()
 _threads: list[threading.Thread] = []
 _mine = threading.local()   # set in the pool's threads: a call from one of them runs inline
 
@@ -40,7 +42,7 @@ def _start_pool() -> None:
 def _forget_pool() -> None:
     """In a forked child the pool's threads do not exist: start new ones there on first use."""
     global _lock, _queue
-    _lock, _queue = threading.Lock(), queue.SimpleQueue()
+    _lock, _queue = threading.Lock(), queue.PriorityQueue()
     _threads.clear()
 
 
@@ -50,7 +52,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 def _work() -> None:
     _mine.inside = True
     while True:
-        fn, span, done = _queue.get()
+        _, _, (fn, span, done) = _queue.get()
         if not done.set_running_or_notify_cancel():
             continue
         try:
@@ -61,9 +63,12 @@ def _work() -> None:
             done.set_result(None)
 
 
-def each_block(size: int, fn: Callable[[slice], None]) -> None:
+def each_block(size: int, fn: Callable[[slice], None], *, urgent: bool = False) -> None:
     """fn(slice) for every BLOCK-long slice of range(size), in the shared pool (inline for one
-    block, or when called from the pool itself: a block waiting on blocks would wait forever)."""
+    block, or when called from the pool itself: a block waiting on blocks would wait forever).
+    urgent: the blocks go before every waiting block that is not (a correct output's float32
+    pass, a few milliseconds, is not held behind another grade's float64 pass over a wrong
+    timed shape, a second of the pool's: in a batch, where the pool is every grade's)."""
     spans = [slice(start, min(start + BLOCK, size)) for start in range(0, size, BLOCK)]
     if len(spans) <= 1 or getattr(_mine, "inside", False):
         for span in spans:
@@ -73,7 +78,7 @@ def each_block(size: int, fn: Callable[[slice], None]) -> None:
     waiting = []
     for span in spans:
         done: Future = Future()
-        _queue.put((fn, span, done))
+        _queue.put((0 if urgent else 1, next(_order), (fn, span, done)))
         waiting.append(done)
     for done in waiting:
         done.result()

@@ -178,7 +178,7 @@ def _within_prepared(got: np.ndarray, prepared: Prepared) -> tuple[bool, float]:
             clear[at] = bool((diff <= l32[span]).all())
             worst[at] = float(diff.max()) if clear[at] else 0.0
 
-    each_block(g.size, one)
+    each_block(g.size, one, urgent=True)
     return bool(clear.all()), float(worst.max()) if count else 0.0
 
 
