@@ -54,12 +54,8 @@ Progress = Callable[[Graded, int, int], None]     # (the one just done, how many
 # fraction the same within 0.7% (inside its run-to-run range; docs/figures/nvidia-h200-batch*.json).
 # At 12 on an H100 host the lane was busy 71% of a batch of 100 (44.1 s): each submission holds its
 # place for its build (2.3 s), recording (0.2 s) and check (0.6 s) as well as its 0.35 s in the lane,
-# and twelve places did not keep the lane fed. With the timed outputs' room mapped before the lane
-# (0.24 s a student in it), 15 in flight (one per core less one) held the batch of 100 to 2.97
-# students a second, each holding its place 5 s (build 2.0, check 1.75 in a batch), while the lane
-# could take 4.2 and the cores were 60% busy: 24, up to twice the cores less two, since a place
-# mostly waits (for the lane, its children, the GPU).
-PER_LANE = 24
+# and twelve places did not keep the lane fed; 16 gives one per core, less the timing's own.
+PER_LANE = 16
 # With several grades in flight in this one process, the grade that holds a GPU's lane wakes on
 # each of its children's frames and then waits for the interpreter's lock, which a thread doing
 # pure-Python work (a report, SASS) gives up only every switch interval (5 ms by default): at the
@@ -75,10 +71,10 @@ CACHE_PRUNE_EVERY_S = 60.0
 
 def default_jobs(backend: Backend, lanes: int = 1) -> int:
     """How many submissions are in flight at once: on GPUs, PER_LANE for each of the lanes, enough
-    to keep every lane busy while others compile and start (at most twice the cores, less two: a
-    submission in flight mostly waits); on the emulator, where each child is all CPU, one per core."""
+    to keep every lane busy while others compile and start (at most the cores, less one for the
+    timing's own thread); on the emulator, where each child is all CPU, one per core."""
     cores = usable_cores()
-    return max(1, min(PER_LANE * max(1, lanes), 2 * cores - 2)) if backend.on_gpu else max(1, cores)
+    return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend.on_gpu else max(1, cores)
 
 
 def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Progress | None = None,

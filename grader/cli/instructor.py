@@ -36,7 +36,7 @@ class _SlurmFlag(click.Option):
 @click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="Where to run the submissions (auto: the GPU when one is visible).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Submissions in flight at once (default: up to 24 for each visible GPU, one per core on the emulator). "
+              help="Submissions in flight at once (default: up to 16 for each visible GPU, one per core on the emulator). "
                    "Compiles overlap; timings never do: each GPU times one submission at a time.")
 @click.option("--shard", default="1/1", metavar="K/N", callback=lambda _c, _p, v: _shard(v),
               help="Grade only the K-th of N deterministic shares of the students (one per machine); "
