@@ -175,9 +175,9 @@ class Worker:
         """Have the child load these libraries of the grader's own (never the submission's) now,
         before its job: a measuring process then starts the CUDA runtime of the reference library
         while the recorder records, not in the GPU's lane. With the job it will be handed, the
-        shared area is sized for it now, and the child maps and page-locks the room of the timed
-        outputs meanwhile too. A line on stdin before the job's (worker.main); a child that has
-        died is left for run() to report."""
+        shared area is sized for it now, and the child maps and populates the room of the timed
+        outputs meanwhile too (page-locked when they are sent, in the lane). A line on stdin
+        before the job's (worker.main); a child that has died is left for run() to report."""
         proc = self.proc
         request: dict = {"preload": [str(p) for p in libraries]}
         if job is not None and self._shared_fd is not None and job.timed_output_bytes():
