@@ -227,17 +227,15 @@ class RecordingBackend(CudaBackend):
     def _take(self) -> tuple[bytes, bytes]:
         """What the harness recorded since the last take, as raw bytes: its ops, their arguments."""
         n, nbytes = self._sizes
-        ops, args = self._held
-        got = self.sub.grader_record_take(ops, len(ops), args, len(args))    # most calls: it fits what is held
         for _ in range(8):                  # more may arrive between the two calls (a thread): ask again
+            self.sub.grader_record_sizes(ctypes.byref(n), ctypes.byref(nbytes))
+            ops, args = self._room(n.value + 8, nbytes.value + 4096)
+            got = self.sub.grader_record_take(ops, n.value + 8, args, nbytes.value + 4096)
             if got == -2:                   # more than the harness holds: what it holds, and a refusal
                 self.recording.late.append(RecordedOp(error="more launches in one call than the grader records"))
                 got = n.value
             if got >= 0:
                 break
-            self.sub.grader_record_sizes(ctypes.byref(n), ctypes.byref(nbytes))
-            ops, args = self._room(n.value + 8, nbytes.value + 4096)
-            got = self.sub.grader_record_take(ops, n.value + 8, args, nbytes.value + 4096)
         else:
             raise RuntimeError("the launcher's threads keep launching: the recording cannot be read")
         if not got:
