@@ -142,3 +142,32 @@ def test_the_cells_count_what_a_padded_reshape_would():
     for cr, cc in [(1, 1), (2, 2), (3, 7), (37, 101), (5, 64)]:
         assert (maps._sum_cells(mask, cr, cc) == padded(mask, cr, cc)).all()
         assert (maps._cell_sizes(37, 101, cr, cc) == padded(np.ones((37, 101), bool), cr, cc)).all()
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (1000,), (3, 5, 40)])
+def test_a_map_from_its_checks_flags_is_the_map_made_again(shape):
+    """A failed output's map takes the flags its check's float64 pass made (wrong, unwritten) where
+    the map's slice is the whole output, instead of a second float64 pass: the same map."""
+    import dataclasses
+
+    from grader.core.checking import unwritten_mask, within
+
+    rng = np.random.default_rng(7)
+    want = rng.normal(size=shape)
+    got = want.astype(np.float32)
+    flat = got.reshape(-1)
+    flat[::7] += 0.5                                                    # wrong
+    flat[5::11] = _poison(flat[5::11].shape)                            # never written
+    cmp = compare(got, want, rtol=1e-5, atol=1e-6)
+    wrong, unwritten = cmp.masks
+    never = unwritten_mask(got, want, "poison", 1e-6).reshape(-1)
+    assert np.array_equal(unwritten, never)
+    assert np.array_equal(wrong, ~within(got, want, rtol=1e-5, atol=1e-6).reshape(-1) & ~never)
+    first = [int(i) for i in np.unravel_index(0, shape)]
+    cmp.first = Mismatch(first, 0.0, 0.0)
+    failed = FailedOutput("case", "out", [f"d{k}" for k in range(len(shape))], got, want, {}, {}, 1e-5, 1e-6,
+                          "poison", cmp, NO_GUARD)
+    again = dataclasses.replace(failed, cmp=dataclasses.replace(cmp, masks=None))
+    assert build_map(failed) == build_map(again)
+    blank = dataclasses.replace(failed, cmp=dataclasses.replace(cmp, masks=(np.zeros_like(wrong), np.zeros_like(wrong))))
+    assert (build_map(blank) != build_map(again)) == (len(shape) <= 2)   # the flags are what a 1-D or 2-D map draws

@@ -11,7 +11,7 @@ warm submission needs nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,6 +63,10 @@ class Comparison:
     first: Mismatch | None
     max_abs_error: float
     max_rel_error: float          # over the elements that were written and are finite
+    # Where the float64 pass ran: (wrong, unwritten), one flag an element in got's order (wrong: written
+    # and outside the tolerance), so that a failed output's map need not make them again (a wrong
+    # timed shape is 16M values: that second float64 pass was 40% of its check).
+    masks: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -120,13 +124,15 @@ def compare(got: np.ndarray, want: np.ndarray, *, rtol: float, atol: float,
     bad, unwritten = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64)
     first = np.full(count, -1, dtype=np.int64)
     max_abs, max_rel = np.zeros(count), np.zeros(count)
+    wrong_all, unwritten_all = np.empty(g.size, dtype=bool), np.empty(g.size, dtype=bool)
 
     def one(span: slice) -> None:
         # Two float64 temporaries a block, each reused in place: an all-wrong timed shape (16M
         # values) is the case this is timed for.
         at = span.start // BLOCK
         gs, ws = g[span], np.asarray(w[span], dtype=np.float64)
-        unwritten[at] = int(np.count_nonzero(unwritten_mask(gs, ws, init, atol)))
+        never = unwritten_all[span] = unwritten_mask(gs, ws, init, atol)
+        unwritten[at] = int(np.count_nonzero(never))
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             diff = gs.astype(np.float64)
             np.subtract(diff, ws, out=diff)
@@ -135,6 +141,7 @@ def compare(got: np.ndarray, want: np.ndarray, *, rtol: float, atol: float,
             limit = np.multiply(scale, rtol)
             limit += atol                                        # tolerance_limit(ws), in place
             bad_mask = ~(diff <= limit)                          # NaN (unwritten too) is never <=
+            np.logical_and(bad_mask, ~never, out=wrong_all[span])   # within()'s complement, less the unwritten
             max_abs[at] = float(np.max(diff, where=np.isfinite(diff), initial=0.0))
             count = int(np.count_nonzero(bad_mask))
             bad[at] = count
@@ -154,7 +161,8 @@ def compare(got: np.ndarray, want: np.ndarray, *, rtol: float, atol: float,
         mismatch = Mismatch(index, float(g[flat]), float(w[flat]))
     return Comparison(passed=total_bad == 0, total=got.size, bad=total_bad, unwritten=int(unwritten.sum()),
                       first=mismatch, max_abs_error=float(max_abs.max()) if count else 0.0,
-                      max_rel_error=_worst_relative(max_rel[bad > 0]) if total_bad else 0.0)
+                      max_rel_error=_worst_relative(max_rel[bad > 0]) if total_bad else 0.0,
+                      masks=(wrong_all, unwritten_all))
 
 
 def _worst_relative(per_block: np.ndarray) -> float:

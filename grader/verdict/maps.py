@@ -80,9 +80,12 @@ def build_map(failed: FailedOutput) -> MistakeMap:
     g, w = got[tuple(index)], want[tuple(index)]          # (down, across): numpy keeps the axes' order
     if g.ndim == 1:
         g, w = g[None, :], w[None, :]
-    with np.errstate(invalid="ignore", over="ignore"):
-        unwritten = unwritten_mask(g, w, init, atol)
-        wrong = ~within(g, w, rtol=rtol, atol=atol) & ~unwritten
+    if failed.cmp.masks is not None and got.ndim <= 2:     # the slice is the whole output: its check's flags
+        wrong, unwritten = (m.reshape(g.shape) for m in failed.cmp.masks)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            unwritten = unwritten_mask(g, w, init, atol)
+            wrong = ~within(g, w, rtol=rtol, atol=atol) & ~unwritten
     rows, cols = g.shape
     cr, cc = math.ceil(rows / MAX_ROWS), math.ceil(cols / MAX_COLS)
     whole = _grid(wrong, unwritten, 0, 0, cr, cc)
