@@ -233,10 +233,12 @@ class ChildBackend:
 
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The submission's launch: its launcher, or the kernel with the call's grid and block."""
+        return self._outcome(self.sub.grader_submission_launch(*self._launch_args(call, views)))
+
+    def _launch_args(self, call: Call, views: dict[str, Region]) -> tuple:
+        """grader_submission_launch's arguments for call on views."""
         ptrs, vals = self._arrays(call, views)
-        code = self.sub.grader_submission_launch(ptrs, vals, (ctypes.c_uint * 3)(*call.grid),
-                                                 (ctypes.c_uint * 3)(*call.block), None)
-        return self._outcome(code)
+        return ptrs, vals, (ctypes.c_uint * 3)(*call.grid), (ctypes.c_uint * 3)(*call.block), None
 
     def reference_call(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """One of the exercise's reference kernels (grader_ref_<kernel>(ptrs, vals, stream))."""

@@ -80,7 +80,6 @@ class RecordingBackend(CudaBackend):
         self._views_index: dict[tuple, int] = {}
         self._sizes = ctypes.c_longlong(), ctypes.c_longlong()
         self._held = (_RecordedOp * 16)(), ctypes.create_string_buffer(1 << 16)     # _take's buffers (_room)
-        self._op_size = ctypes.sizeof(_RecordedOp)
         self._distinct_bytes, self._too_large = 0, False
         self._arrays_memo: dict[tuple[int, int], _CallArrays] = {}
 
@@ -197,9 +196,7 @@ class RecordingBackend(CudaBackend):
         key = (id(call), id(views))
         got = self._arrays_memo.get(key)
         if got is None or got.call is not call or got.views is not views:
-            ptrs, vals = self._arrays(call, views)
-            got = self._arrays_memo[key] = _CallArrays(call, views, (ptrs, vals, (ctypes.c_uint * 3)(*call.grid),
-                                                                     (ctypes.c_uint * 3)(*call.block), None))
+            got = self._arrays_memo[key] = _CallArrays(call, views, self._launch_args(call, views))
         return got
 
     def finish(self) -> Recording:
@@ -238,11 +235,9 @@ class RecordingBackend(CudaBackend):
                 break
         else:
             raise RuntimeError("the launcher's threads keep launching: the recording cannot be read")
-        if not got:
-            return b"", b""
-        taken = ops[:got]
-        used = max(max(o.arg_at + o.arg_bytes, o.name_at + o.name_bytes) for o in taken)
-        return ctypes.string_at(ops, self._op_size * got), ctypes.string_at(args, used)
+        size = ctypes.sizeof(_RecordedOp)
+        used = max((max(o.arg_at + o.arg_bytes, o.name_at + o.name_bytes) for o in ops[:got]), default=0)
+        return ctypes.string_at(ops, size * got), ctypes.string_at(args, used)
 
     def _room(self, ops: int, arg_bytes: int):
         """Buffers for at least this many ops and argument bytes: the last ones when they are
