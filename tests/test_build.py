@@ -291,3 +291,41 @@ def test_a_recorder_that_does_not_build_is_the_machines_fault_not_the_students(w
     with pytest.raises(InfrastructureError, match="recorder.*did not build"):
         build_submission(read_submission(write_cu(GOOD), rubric.kernel.launcher_name), rubric, backend=broken,
                          arch="sm_90")
+
+
+@needs_nvcc
+def test_an_emulator_build_that_fails_once_is_built_again_and_a_correct_kernel_is_graded(write_cu, rubric, monkeypatch):
+    """nvcc built the file and the emulator's build failed: built once more before the file is said
+    to need a GPU. A failure that does not repeat (the machine's: a compiler starved or killed while
+    a batch held the cores) grades the kernel; one that repeats otherwise is infrastructure."""
+    from dataclasses import replace
+
+    from grader.core.errors import InfrastructureError
+    from grader.grade import steps
+    from grader.grade.pipeline import grade_submission
+    from grader.toolchain.outcome import CompilerMessage
+
+    real = steps.build_submission
+    calls = []
+
+    def flaky(sub, rubric, *, backend, arch="sm_90", says=("g++: fatal error: cannot execute 'cc1plus'",)):
+        calls.append(backend.name)
+        built = real(sub, rubric, backend=backend, arch=arch)
+        emulator_calls = calls.count(backend.name) if backend.toolchain.shim else 0
+        if 0 < emulator_calls <= len(says):
+            msg = CompilerMessage(file=str(sub.path), line=None, severity="error", text=says[emulator_calls - 1],
+                                  in_submission=False)
+            return replace(built, ok=False, library=None, object=None, messages=[msg])
+        return built
+
+    monkeypatch.setattr(steps, "build_submission", flaky)
+    result = grade_submission(write_cu(BROUGHT, "brought.cu"), rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+
+    calls.clear()
+    monkeypatch.setattr(steps, "build_submission",
+                        lambda *a, **k: flaky(*a, **k, says=("g++: fatal error: cannot execute 'cc1plus'",
+                                                              "g++: internal compiler error: Segmentation fault")))
+    result = grade_submission(write_cu(BROUGHT, "brought2.cu"), rubric=rubric, backend="emulator")
+    assert result.status == "infrastructure_error", (result.status, result.message)
+    assert "failed twice, each time otherwise" in result.message

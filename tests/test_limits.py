@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -202,3 +203,57 @@ def test_a_build_runs_at_lower_priority_than_the_grader():
 
     proc, why = run_limited([sys.executable, "-c", "import os; print(os.nice(0))"], BuildLimits(time_s=30))
     assert why == "" and int(proc.stdout) == min(19, os.nice(0) + BUILD_NICE)
+
+
+def test_a_compiler_killed_from_outside_is_the_machines_never_the_students_memory_limit(tmp_path):
+    """The out-of-memory killer (or a job's memory limit) ends a compiler with SIGKILL: g++ says
+    "Killed signal terminated program cc1plus". That is the machine's shortage, not the file's
+    limit (an allocation past the build's limit fails inside the compiler and says so)."""
+    from grader.toolchain.build import machine_fault
+
+    fake = tmp_path / "g++"
+    fake.write_text("#!/bin/sh\necho 'g++: fatal error: Killed signal terminated program cc1plus' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    proc, why = run_limited([str(fake)], BuildLimits(time_s=30, memory_mib=1024))
+    assert proc.returncode == 1 and why == ""
+    assert "killed from outside the build" in machine_fault(proc.stderr)
+
+
+def test_a_build_that_ran_out_of_time_while_the_machine_starved_it_is_the_machines(monkeypatch):
+    """A build past its wall-time limit that had little CPU while the machine's load was above its
+    cores waited for the machine: infrastructure, naming the load and the fix. The same build on an
+    idle machine (a compiler waiting on nothing the machine lacks) stays the file's limit."""
+    from grader.core.errors import InfrastructureError
+    from grader.toolchain import running
+
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    with pytest.raises(InfrastructureError, match=r"too busy \(load 64.0 on \d+ cores\)"):
+        run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    assert "longer than its limit of 1 s" in why
+    # a build that used its time on the CPU is the file's, however busy the machine
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    proc, why = run_limited([sys.executable, "-c", "while True: pass"], BuildLimits(time_s=1.5, memory_mib=1024))
+    assert "longer than its limit of 1.5 s" in why
+
+
+def test_group_cpu_seconds_counts_the_groups_live_and_ended_processes():
+    import os
+    import signal
+    import subprocess
+
+    from grader.core.processes import group_cpu_seconds
+
+    # a shell that burns CPU in a child it has reaped, then waits: the child's time is in its cutime
+    proc = subprocess.Popen(["sh", "-c", f"{sys.executable} -c 'import time; t=time.process_time()\n"
+                             "while time.process_time() - t < 0.5: pass'; sleep 30"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while (group_cpu_seconds(proc.pid) or 0) < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert 0.4 <= group_cpu_seconds(proc.pid) < 5
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert group_cpu_seconds(2**22 + 12345) is None           # no such group

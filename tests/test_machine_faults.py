@@ -117,6 +117,8 @@ def test_the_tools_own_lines_name_the_machine_and_a_students_text_never_does():
         "/usr/bin/ld: final link failed: No space left on device": "disk is full",
         "nvcc fatal   : Could not fork: Resource temporarily unavailable": "ulimit -u",
         "g++: fatal error: cannot execute 'cc1plus': Too many open files": "ulimit -n",
+        "g++: fatal error: Killed signal terminated program cc1plus": "(cc1plus) was killed",
+        "nvcc error   : 'cicc' died due to signal 9 (Kill signal)": "(cicc) was killed",
     }
     for line, says in real.items():
         fault = machine_fault("some output\n" + line + "\n")
@@ -127,6 +129,7 @@ def test_the_tools_own_lines_name_the_machine_and_a_students_text_never_does():
         "    3 | #error Could not open output file '/tmp/tmpxft_1'",
         '  static_assert(false, "Resource temporarily unavailable");',
         'harness.cu(40): error: identifier "vfork" is undefined',
+        'submission.cu:9:2: error: #error Killed signal terminated program cc1plus',
     ]
     assert machine_fault("\n".join(student)) is None
 

@@ -108,6 +108,29 @@ def end_all() -> int:
     return len(groups)
 
 
+def group_cpu_seconds(pgid: int) -> float | None:
+    """The CPU seconds (user and system) a process group has used: each live member's own and its
+    ended children's, read from /proc; None where /proc cannot be read."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, seen = 0, False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            if int(fields[2]) == pgid:
+                total += sum(int(v) for v in fields[11:15])     # utime stime cutime cstime
+                seen = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / ticks if seen else None
+
+
 def in_groups(groups: set[int]) -> list[tuple[int, str, str]]:
     """(pid, command name, state) of every process in one of the process groups, read from
     /proc: the one scan of it (a batch's leftovers, a build's running compiler stage)."""

@@ -97,6 +97,8 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
             return Built(stop=_needs_gpu(p, b.line, b.what))
     say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
     build = build_submission(sub, rubric, backend=backend, arch=arch)
+    if not build.ok and judge_build is not None and not build.over_limit:
+        build = _built_twice(build, sub, rubric, backend, arch)
     out = Built(summary(build), build, build if backend.toolchain.device_code else judge_build)
     if not build.ok and judge_build is not None and not build.over_limit:
         # nvcc built it: it is CUDA, and only the emulator's own build of it failed (a construct its
@@ -120,6 +122,23 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         baseline = build_baseline(rubric, backend=backend, fibers=uses_collectives(sub))
         out.stop = _refused(build, sub, p, shim_baseline=baseline.object)
     return out
+
+
+def _built_twice(failed: BuildResult, sub: Submission, rubric: Rubric, backend: Backend, arch: str) -> BuildResult:
+    """The emulator's build of a file nvcc built, once more after it failed: a construct the shim
+    lacks fails the same way again, and the file then needs a GPU; a build that fails otherwise, or
+    builds, failed for the machine (a correct kernel once read as unbuildable on a machine whose
+    cores a batch held), never for the student."""
+    again = build_submission(sub, rubric, backend=backend, arch=arch)
+    if again.ok or again.over_limit or _errors(again) == _errors(failed):
+        return again
+    raise InfrastructureError(f"the CPU emulator's build of {sub.path.name} failed twice, each time otherwise "
+                              f"(first: {_errors(failed)[:1]}; then: {_errors(again)[:1]}): the machine, not the code; "
+                              "check its free memory and disk, and grade again")
+
+
+def _errors(build: BuildResult) -> list[str]:
+    return [m.text for m in build.messages if m.severity == "error"]
 
 
 def _needs_gpu(p: Path, line: int | None, what: str) -> Stop:

@@ -694,6 +694,9 @@ _MACHINE_FAULTS = (
      "GRADER_CACHE_DIR to writable folders"),
     (r"Too many open files", "the compiler ran out of file descriptors: raise the open-files limit (`ulimit -n`, "
      "now {nofile}) to at least 1024"),
+    (r"Killed signal terminated program (\S+)|'(\S+)' died due to signal 9", "the compiler ({0}{1}) was killed from "
+     "outside the build (the out-of-memory killer, a job's memory limit or an administrator): the machine ran short of "
+     "memory; grade with fewer grades at once (`--jobs`) or give the job more memory"),
     (r"[Cc]ould not fork|[Cc]annot fork|Resource temporarily unavailable", "the compiler could not start its "
      "processes: raise the process limit (`ulimit -u`, now {nproc}) to at least a few hundred"),
 )
@@ -716,7 +719,7 @@ def machine_fault(log: str) -> str | None:
     for pattern, text in _MACHINE_FAULTS:
         m = re.search(pattern, own)
         if m:
-            return text.format(*m.groups(), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
+            return text.format(*(g or "" for g in m.groups()), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
     return None
 
 

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 
 from grader.core import processes
+from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
 
@@ -51,7 +52,9 @@ def run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.Comple
         set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
         set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
 
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    # no input: nothing a compiler is asked to read can wait on the grader's terminal
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=preexec)
     processes.started(proc.pid, proc)
     try:
         return _wait_build(proc, args, limits)
@@ -66,20 +69,44 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) ->
         out, err = proc.communicate(timeout=limits.time_s)
     except subprocess.TimeoutExpired:
         stage = _running_stage(proc.pid)
+        starved = _starved(proc.pid, limits)
         end_build(proc)
         out, err = proc.communicate()
+        if starved:
+            raise InfrastructureError(starved)
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
                + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
                "fewer template instances) and submit again")
         return subprocess.CompletedProcess(args, -9, out, err), why
     text = out + err
+    # (a compiler killed by a signal from outside, "Killed signal terminated program", is the machine's:
+    # build.machine_fault; the limit here makes an allocation fail, and the compiler says so)
     if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
-                                          r"virtual memory exhausted|Killed signal", text, re.I):
+                                          r"virtual memory exhausted", text, re.I):
         stage = next((name for key, name in _STAGES.items() if key in text), "")
         why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
                + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
         return subprocess.CompletedProcess(args, proc.returncode, out, err), why
     return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
+
+
+# A build past its wall-time limit that got less than this share of it in CPU time, on a machine whose
+# load is above its cores, waited for the machine, not for its code.
+_STARVED_SHARE = 0.5
+
+
+def _starved(pgid: int, limits: BuildLimits) -> str:
+    """Why a build that ran out of wall time is the machine's (its compilers got less than
+    _STARVED_SHARE of the limit in CPU time while the machine's load was above its cores), or ""
+    where the time went to the code."""
+    cpu = processes.group_cpu_seconds(pgid)
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    if cpu is None or cpu >= _STARVED_SHARE * limits.time_s or load <= cores:
+        return ""
+    return (f"the build ran past its limit of {limits.time_s:g} s of wall time having had only {cpu:.1f} s of CPU: "
+            f"this machine was too busy (load {load:.1f} on {cores} cores), not the code. Grade it again with fewer "
+            "grades at once (`--jobs`) or on a quieter machine; no student is graded for this.")
 
 
 def end_build(proc: subprocess.Popen) -> None:
