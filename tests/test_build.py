@@ -300,7 +300,6 @@ def test_an_emulator_build_that_fails_once_is_built_again_and_a_correct_kernel_i
     a batch held the cores) grades the kernel; one that repeats otherwise is infrastructure."""
     from dataclasses import replace
 
-    from grader.core.errors import InfrastructureError
     from grader.grade import steps
     from grader.grade.pipeline import grade_submission
     from grader.toolchain.outcome import CompilerMessage
