@@ -1,4 +1,4 @@
-// Attack: a launcher that counts how many calls in a row came within 2 ms of the one before (a
+// Attack: a launcher that counts how many calls in a row came within 20 ms of the one before (a
 // timing loop's burst) and, from the fourth such call on, launches nothing at all; any slower gap
 // (a check's, the grader's own work between phases) makes it honest again.
 #include <chrono>
@@ -22,7 +22,7 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
     static int fast_in_a_row = -1;
     const auto now = clock::now();
     const auto gap = std::chrono::duration_cast<std::chrono::microseconds>(now - previous).count();
-    fast_in_a_row = (fast_in_a_row >= 0 && gap < 2000) ? fast_in_a_row + 1 : 0;
+    fast_in_a_row = (fast_in_a_row >= 0 && gap < 20000) ? fast_in_a_row + 1 : 0;
     previous = now;
     if (fast_in_a_row >= 4) return;
     biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);
