@@ -241,7 +241,9 @@ def _bench_batch(n: int, backend: str, jobs: int | None, lone_runs: int) -> tupl
                    "statuses": {s: sum(1 for r in summary if r["status"] == s) for s in {r["status"] for r in summary}},
                    "lone_fractions": lone, "batch_fractions": in_batch,      # is a move a bias or noise?
                    "lone_timings": lone_timings, "batch_timings": batch_timings,
-                   "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel}
+                   "largest_move": max(moved, default=0.0), "largest_move_by_kernel": by_kernel,
+                   # batches of rounds whose held stream let go by its timeout (the host blocked before releasing)
+                   "holds_timed_out": sum(t["holds_timed_out"] for ts in batch_timings.values() for t in ts)}
         target = BATCH_100_S * n / 100
         rows.append((f"batch of {n} ({backend})", f"{wall:.1f} s, {60 * n / wall:.0f}/min",
                      f"<= {target:.0f} s (100 in {BATCH_100_S:.0f} s)", wall <= target if backend == "cuda" else None))
@@ -420,7 +422,8 @@ def _sample_of(path: str) -> str:
 def _timing_brief(t: dict) -> dict:
     """What one run's timing says of each side of its fraction."""
     return {"fraction": round(t["fraction"], 4), "submission_ms": round(t["submission_ms"], 5),
-            "floor_gbps": round(t["floor_gbps"], 1), "samples": t["samples"], "stop": t["stop_reason"]}
+            "floor_gbps": round(t["floor_gbps"], 1), "samples": t["samples"], "stop": t["stop_reason"],
+            "holds_timed_out": t.get("holds_timed_out", 0)}
 
 
 def _edited(path: str, k: int) -> str:

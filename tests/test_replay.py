@@ -313,6 +313,57 @@ def test_a_launch_too_slow_to_sample_keeps_its_output_from_copies_on_its_buffers
     assert set(sampled.copied) <= set(sampled.outputs) and len(set(sampled.copied)) == len(job.timed_cases)
 
 
+def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_released_before_the_wait(monkeypatch):
+    """Each batch of rounds: the stream held before its first region is enqueued, released after
+    its last, then synchronised; so no region's start event is reached before its launch is
+    queued. Not for the recorder (nothing runs), nor where the rubric turns it off."""
+    from grader.core.contract import TimingFrame
+    from grader.run.child import timing, worker
+
+    monkeypatch.setattr(timing, "_baseline_gap", lambda *a: 0.0)
+    job = _job()
+
+    class Ordered(_Fake):
+        def __init__(self, measures):
+            super().__init__(measures)
+            self.log = []
+
+        def hold(self):
+            self.log.append("hold")
+
+        def release(self):
+            self.log.append("release")
+            return 2
+
+        def record(self, event):
+            self.log.append("record")
+
+        def synchronize(self):
+            self.log.append("sync")
+            return LaunchOutcome(True)
+
+    def run(measures, **change):
+        fake, kept = Ordered(measures), _Kept()
+        timing.run_timing(fake, dataclasses.replace(job, timing=dataclasses.replace(
+            job.timing, max_samples=40, min_samples=20, budget_s=0.05, **change)), worker.InputFiles([]), kept)
+        return fake.log, kept.frames[0]
+
+    log, frame = run(True)
+    sampled = log[log.index("hold"):]
+    batches = [b for b in " ".join(sampled).split("hold ")[1:]]
+    assert len(batches) == len(frame.samples_ms["submission"]) // timing.BATCH >= 2
+    for b in batches:
+        words = b.split()
+        assert words.count("record") == 2 * timing.BATCH * len(frame.samples_ms)     # every region inside it
+        assert words[words.index("release") + 1] == "sync" and "record" not in words[words.index("release"):]
+    assert "hold" not in log[:log.index("hold")] and log[:log.index("hold")].count("record") >= 2   # the probe: not held
+    assert isinstance(frame, TimingFrame) and frame.holds_timed_out == 2
+    log, frame = run(True, hold_rounds=False)
+    assert "hold" not in log and "release" not in log and frame.holds_timed_out == 0
+    log, _ = run(False)
+    assert "hold" not in log and "release" not in log
+
+
 def test_the_recorders_job_names_no_input_file():
     job = _job()
     from grader.run.replaying import for_recorder

@@ -93,6 +93,7 @@ class TimingJob:
     floor_placement: FloorPlacement = FloorPlacement.OWN     # where the copies read and write
     tier_lines: list[float] = field(default_factory=list)   # the tiers' thresholds and the floor (1.0)
     tier_half_width: float = 0.0                            # the looser width that stops sampling clear of them
+    hold_rounds: bool = True    # each batch of rounds enqueued behind a held stream, then released (timing.py)
 
 
 @dataclass
@@ -330,6 +331,7 @@ class TimingFrame:
     # each timed set's output checksum after every timed launch of it (replay: bit-exact exercises)
     output_checksums: dict = field(default_factory=dict)
     heap_kept_bytes: int = 0     # the most device-heap memory a call kept for the next (malloc, no free)
+    holds_timed_out: int = 0     # batches of rounds whose hold ended by its timeout, not by the release
 
 
 @dataclass

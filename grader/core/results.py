@@ -176,6 +176,7 @@ class TimingResult:
     baseline: str = ""                 # the PyTorch expression timed against the submission
     baselines: list[BaselineTiming] = field(default_factory=list)   # at the timed shape first
     baseline_max_abs_diff: float | None = None   # submission's output against PyTorch's, on the device
+    holds_timed_out: int = 0           # batches of rounds whose stream hold ended by its timeout (rubric timing.hold_rounds)
 
 
 @dataclass

@@ -201,6 +201,11 @@ class Timing:
         "device memory the submission's own launches use, so that where those buffers lie moves the floor and "
         "the submission alike and the fraction keeps still from one process to the next; it needs an input and "
         "an output tensor of at least copy_floats floats at the timed shape (chain tensors aside).", default="own")
+    hold_rounds: bool = _doc(
+        "Enqueue each batch of timed rounds behind a one-thread kernel that holds the stream, then release it: "
+        "every region's start event and launch are queued before the GPU reaches them, so no sample counts the "
+        "host's time to launch (on a busy host, as beside a batch's builds and checks, the first sample after each "
+        "synchronisation did). false: the rounds run as they are enqueued.", default=True)
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 
 

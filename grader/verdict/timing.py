@@ -46,7 +46,7 @@ def judge_timing(frame: TimingFrame, rubric: Rubric, baseline_frames: list[Basel
         informational_kind=info.kind, informational_fraction=info.median_ms / sub_ms * scale,
         chain_ms=chain_ms, chain_gbps=gbps(chain_ms, chain_bytes) if chain_ms and chain_bytes else None,
         chain_bytes=chain_bytes, chain_title=rubric.chain.title, baseline=t.baseline,
-        baseline_max_abs_diff=frame.baseline_max_abs_diff,
+        baseline_max_abs_diff=frame.baseline_max_abs_diff, holds_timed_out=frame.holds_timed_out,
     )
     if samples.get("baseline"):
         timing.baselines.append(_against(list(t.dims.values()), samples))

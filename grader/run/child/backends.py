@@ -156,6 +156,14 @@ class ChildBackend:
     def alloc(self, floats: int, name: str) -> Region:
         raise NotImplementedError
 
+    def hold(self) -> None:
+        """Hold the device's stream: what is enqueued until release() starts when it is released
+        (nothing to hold where the kernels run in the caller)."""
+
+    def release(self) -> int:
+        """Release the held stream; how many holds so far ended by their timeout instead."""
+        return 0
+
     def fill(self, region: Region, bits: int) -> None:
         """Every 32-bit word of region set to bits."""
         raise NotImplementedError
@@ -315,6 +323,8 @@ class CudaBackend(ChildBackend):
         rt.grader_rt_poison_heap.argtypes = [vp, ctypes.c_uint, ctypes.POINTER(ctypes.c_ulonglong)]
         rt.grader_rt_poison_heap.restype = ctypes.c_int
         rt.grader_rt_heap_scratch_bytes.argtypes, rt.grader_rt_heap_scratch_bytes.restype = [], sz
+        rt.grader_rt_hold.argtypes, rt.grader_rt_hold.restype = [ctypes.c_ulonglong], ctypes.c_int
+        rt.grader_rt_release.argtypes, rt.grader_rt_release.restype = [], ctypes.c_int
         self._call("init")
         self._allocated: list[int] = []
         self._slots: Region | None = None
@@ -414,6 +424,16 @@ class CudaBackend(ChildBackend):
         return self.error_string(code) if code > 0 else f"error {code}"
 
     # -- timing -------------------------------------------------------------
+    # A hold outlasting this ends by itself (the host may block on a full launch queue before it
+    # releases, and must never wait on the hold): a batch of rounds enqueues in a few milliseconds.
+    HOLD_TIMEOUT_NS = 50_000_000
+
+    def hold(self) -> None:
+        self._call("hold", self.HOLD_TIMEOUT_NS)
+
+    def release(self) -> int:
+        return self.ref.grader_rt_release()
+
     def event(self) -> int:
         e = ctypes.c_void_p()
         self._call("event_create", ctypes.byref(e))

@@ -63,7 +63,8 @@ def run_timing(backend, job: Job, files, sender) -> float:
                     if t.baseline and backend.measures else None)
     sender.channel.send(TimingFrame(samples, stop_reason, seconds, t.device, backend.launch_log(),
                                     baseline_max_abs_diff=baseline_gap, clobbered=t.guarded.changed(),
-                                    output_checksums=t.sums.read(), heap_kept_bytes=backend.heap_kept_bytes()))
+                                    output_checksums=t.sums.read(), heap_kept_bytes=backend.heap_kept_bytes(),
+                                    holds_timed_out=backend.release() if backend.measures and t.cfg.hold_rounds else 0))
     if t.baseline is not None:
         for cj in job.baseline_cases:
             _time_against_baseline(backend, cj, t.baseline, t.cfg.baseline_rounds, t.pad, files, t.flush,
@@ -99,6 +100,7 @@ class _Timing:
         copies, self.flush = _floor_copies(backend, self.cfg, self.sets, self.allocated), _l2_flush(backend, self.device)
         self.outputs = [[b for b in cj.buffers if b.role == "out" and not b.chain] for cj in self.sets]
         self.turn = 0                               # the submission's launches so far: the next set is turn % sets
+        self.holds_timed_out = 0                    # batches whose hold ended by its timeout (backend.hold)
         self.variants = {"submission": self.submission, **copies}
         if self.cfg.chain and self.sets[0].chain is not None:
             self.variants["chain"] = self.chain
@@ -236,15 +238,22 @@ class _Timing:
         """Up to BATCH rounds, every variant once a round between its events (A B A B), some
         sampled rounds' outputs checksummed; the rounds run."""
         rounds = 0
-        for i in range(BATCH):
-            for name, fn in self.round_variants.items():
-                self.before(name)
-                _timed(self.backend, fn, *events[name][i])
-                if name == "submission" and self.sums.now():
-                    self.sums.take(self.last_set())
-            rounds += 1
-            if self.backend.measures and time.perf_counter() - started >= self.cfg.hard_budget_s:
-                break
+        held = self.backend.measures and self.cfg.hold_rounds
+        if held:
+            self.backend.hold()             # the GPU starts the batch once all of it is enqueued
+        try:
+            for i in range(BATCH):
+                for name, fn in self.round_variants.items():
+                    self.before(name)
+                    _timed(self.backend, fn, *events[name][i])
+                    if name == "submission" and self.sums.now():
+                        self.sums.take(self.last_set())
+                rounds += 1
+                if self.backend.measures and time.perf_counter() - started >= self.cfg.hard_budget_s:
+                    break
+        finally:
+            if held:
+                self.holds_timed_out = self.backend.release()
         self._synchronize()
         return rounds
 
