@@ -316,7 +316,8 @@ def test_a_launch_too_slow_to_sample_keeps_its_output_from_copies_on_its_buffers
 def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_released_before_the_wait(monkeypatch):
     """Each batch of rounds: the stream held before its first region is enqueued, released after
     its last, then synchronised; so no region's start event is reached before its launch is
-    queued. Not for the recorder (nothing runs), nor where the rubric turns it off."""
+    queued. Not for the recorder (nothing runs), nor where the rubric turns it off; and once a hold
+    ended by its timeout (a call waited on the held stream), the rest of the sampling runs unheld."""
     from grader.core.contract import TimingFrame
     from grader.run.child import timing, worker
 
@@ -324,16 +325,19 @@ def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_releas
     job = _job()
 
     class Ordered(_Fake):
-        def __init__(self, measures):
+        def __init__(self, measures, time_out_at=None):
             super().__init__(measures)
-            self.log = []
+            self.log, self.time_out_at, self.holds, self.timed_out = [], time_out_at, 0, 0
 
         def hold(self):
             self.log.append("hold")
+            self.holds += 1
+            if self.holds == self.time_out_at:
+                self.timed_out += 1
 
         def release(self):
             self.log.append("release")
-            return 2
+            return self.timed_out
 
         def record(self, event):
             self.log.append("record")
@@ -342,22 +346,26 @@ def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_releas
             self.log.append("sync")
             return LaunchOutcome(True)
 
-    def run(measures, **change):
-        fake, kept = Ordered(measures), _Kept()
+    def run(measures, time_out_at=None, **change):
+        fake, kept = Ordered(measures, time_out_at), _Kept()
         timing.run_timing(fake, dataclasses.replace(job, timing=dataclasses.replace(
-            job.timing, max_samples=40, min_samples=20, budget_s=0.05, **change)), worker.InputFiles([]), kept)
+            job.timing, max_samples=40, min_samples=40, budget_s=5, **change)), worker.InputFiles([]), kept)
         return fake.log, kept.frames[0]
 
     log, frame = run(True)
-    sampled = log[log.index("hold"):]
-    batches = [b for b in " ".join(sampled).split("hold ")[1:]]
-    assert len(batches) == len(frame.samples_ms["submission"]) // timing.BATCH >= 2
+    first = log.index("hold")
+    assert log[:first].count("record") >= 2 and "release" not in log[:first]       # the probe: not held
+    batches = " ".join(log[first:]).split("hold ")[1:]
+    assert len(batches) == len(frame.samples_ms["submission"]) // timing.BATCH == 4
     for b in batches:
         words = b.split()
         assert words.count("record") == 2 * timing.BATCH * len(frame.samples_ms)     # every region inside it
-        assert words[words.index("release") + 1] == "sync" and "record" not in words[words.index("release"):]
-    assert "hold" not in log[:log.index("hold")] and log[:log.index("hold")].count("record") >= 2   # the probe: not held
-    assert isinstance(frame, TimingFrame) and frame.holds_timed_out == 2
+        at = words.index("release")
+        assert words[at + 1] == "sync" and words[at + 2] == "release" and "record" not in words[at:at + 3]
+    assert isinstance(frame, TimingFrame) and frame.holds_timed_out == 0
+    log, frame = run(True, time_out_at=2)
+    assert log.count("hold") == 2 and frame.holds_timed_out == 1        # held until one timed out, then not
+    assert len(frame.samples_ms["submission"]) == 40
     log, frame = run(True, hold_rounds=False)
     assert "hold" not in log and "release" not in log and frame.holds_timed_out == 0
     log, _ = run(False)

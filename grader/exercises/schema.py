@@ -205,7 +205,9 @@ class Timing:
         "Enqueue each batch of timed rounds behind a one-thread kernel that holds the stream, then release it: "
         "every region's start event and launch are queued before the GPU reaches them, so no sample counts the "
         "host's time to launch (on a busy host, as beside a batch's builds and checks, the first sample after each "
-        "synchronisation did). false: the rounds run as they are enqueued.", default=True)
+        "synchronisation did). A hold lets go by itself after 50 ms; once one did (a call waited on the stream: a copy "
+        "from pageable memory, the device heap's poisoning), the rest of the sampling runs unheld. false: the rounds "
+        "run as they are enqueued.", default=True)
     bootstrap: int = _doc("Bootstrap resamples for the interval.", default=1000)
 
 
