@@ -16,7 +16,10 @@ from conftest import SUBMISSIONS
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
 
 
-def test_a_build_past_its_time_limit_is_stopped_and_says_so():
+def test_a_build_past_its_time_limit_is_stopped_and_says_so(monkeypatch):
+    from grader.toolchain import running
+
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (0.5, 0.5, 0.5))     # a quiet machine: the code's time
     start = time.perf_counter()
     proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert time.perf_counter() - start < 10
@@ -232,6 +235,14 @@ def test_a_build_that_ran_out_of_time_while_the_machine_starved_it_is_the_machin
     monkeypatch.setattr(running.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert "longer than its limit of 1 s" in why
+    # a load a little above the cores (any batch) leaves each process most of a core: not the machine's
+    cores = os.cpu_count() or 1
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (1.5 * cores,) * 3)
+    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    assert "longer than its limit of 1 s" in why
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (2.5 * cores,) * 3)
+    with pytest.raises(InfrastructureError, match="too busy"):
+        run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     # a build that used its time on the CPU is the file's, however busy the machine
     monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
     proc, why = run_limited([sys.executable, "-c", "while True: pass"], BuildLimits(time_s=1.5, memory_mib=1024))

@@ -91,18 +91,19 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) ->
 
 
 # A build past its wall-time limit that got less than this share of it in CPU time, on a machine whose
-# load is above its cores, waited for the machine, not for its code.
+# load leaves each runnable process less than this share of a core, waited for the machine, not for its
+# code (a load just above the cores, as any batch makes, explains a small shortfall, never half).
 _STARVED_SHARE = 0.5
 
 
 def _starved(pgid: int, limits: BuildLimits) -> str:
     """Why a build that ran out of wall time is the machine's (its compilers got less than
-    _STARVED_SHARE of the limit in CPU time while the machine's load was above its cores), or ""
-    where the time went to the code."""
+    _STARVED_SHARE of the limit in CPU time while the machine's load gave each runnable process less
+    than _STARVED_SHARE of a core), or "" where the time went to the code."""
     cpu = processes.group_cpu_seconds(pgid)
     load = os.getloadavg()[0]
     cores = os.cpu_count() or 1
-    if cpu is None or cpu >= _STARVED_SHARE * limits.time_s or load <= cores:
+    if cpu is None or cpu >= _STARVED_SHARE * limits.time_s or cores / max(load, 1e-9) >= _STARVED_SHARE:
         return ""
     return (f"the build ran past its limit of {limits.time_s:g} s of wall time having had only {cpu:.1f} s of CPU: "
             f"this machine was too busy (load {load:.1f} on {cores} cores), not the code. Grade it again with fewer "
