@@ -328,12 +328,14 @@ def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_releas
         def __init__(self, measures, time_out_at=None):
             super().__init__(measures)
             self.log, self.time_out_at, self.holds, self.timed_out = [], time_out_at, 0, 0
+            self.cannot_hold = False
 
         def hold(self):
             self.log.append("hold")
             self.holds += 1
             if self.holds == self.time_out_at:
                 self.timed_out += 1
+            return not self.cannot_hold
 
         def release(self):
             self.log.append("release")
@@ -368,6 +370,13 @@ def test_every_batch_of_timed_rounds_is_enqueued_behind_a_held_stream_and_releas
     assert len(frame.samples_ms["submission"]) == 40
     log, frame = run(True, hold_rounds=False)
     assert "hold" not in log and "release" not in log and frame.holds_timed_out == 0
+    # a hold that could not start: asked once, the rounds run unheld, every sample taken
+    fake, kept = Ordered(True), _Kept()
+    fake.cannot_hold = True
+    timing.run_timing(fake, dataclasses.replace(job, timing=dataclasses.replace(
+        job.timing, max_samples=40, min_samples=40, budget_s=5)), worker.InputFiles([]), kept)
+    assert fake.log.count("hold") == 1 and "release" not in fake.log
+    assert len(kept.frames[0].samples_ms["submission"]) == 40
     log, _ = run(False)
     assert "hold" not in log and "release" not in log
 

@@ -156,9 +156,10 @@ class ChildBackend:
     def alloc(self, floats: int, name: str) -> Region:
         raise NotImplementedError
 
-    def hold(self) -> None:
-        """Hold the device's stream: what is enqueued until release() starts when it is released
-        (nothing to hold where the kernels run in the caller)."""
+    def hold(self) -> bool:
+        """Hold the device's stream: what is enqueued until release() starts when it is released;
+        False where it is not held (nothing to hold where the kernels run in the caller)."""
+        return False
 
     def release(self) -> int:
         """Release the held stream; how many holds so far ended by their timeout instead."""
@@ -428,8 +429,13 @@ class CudaBackend(ChildBackend):
     # releases, and must never wait on the hold): a batch of rounds enqueues in a few milliseconds.
     HOLD_TIMEOUT_NS = 50_000_000
 
-    def hold(self) -> None:
-        self._call("hold", self.HOLD_TIMEOUT_NS)
+    def hold(self) -> bool:
+        # A hold that could not start (its mapped flag not allocated, say) is no fault of the
+        # submission's: the error is cleared and the rounds run unheld, as before holds.
+        if self.ref.grader_rt_hold(self.HOLD_TIMEOUT_NS):
+            self.ref.grader_rt_last_error()
+            return False
+        return True
 
     def release(self) -> int:
         return self.ref.grader_rt_release()

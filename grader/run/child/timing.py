@@ -240,8 +240,8 @@ class _Timing:
         sampled rounds' outputs checksummed; the rounds run."""
         rounds = 0
         held = self.backend.measures and self.cfg.hold_rounds and not self.hold_failed
-        if held:
-            self.backend.hold()             # the GPU starts the batch once all of it is enqueued
+        if held and not self.backend.hold():    # the GPU starts the batch once all of it is enqueued
+            held, self.hold_failed = False, True
         try:
             for i in range(BATCH):
                 for name, fn in self.round_variants.items():
