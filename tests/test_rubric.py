@@ -258,3 +258,204 @@ def test_an_error_found_after_parsing_names_its_line(tmp_path):
     grid_line = next(i for i, line in enumerate(text.splitlines(), 1) if "grid:" in line)
     assert err.value.key == "kernel.grid" and err.value.line == grid_line, str(err.value)
     assert f":{grid_line}: key 'kernel.grid'" in str(err.value)
+
+
+# ---------------------------------------------------------------------------
+# Non-finite numbers: `rtol: .nan` was accepted and failed every check of a correct kernel
+# ---------------------------------------------------------------------------
+
+SENTINEL = "999.25"          # a finite number written where the non-finite one goes, then replaced
+
+
+def _float_keys(cls=Rubric, prefix=""):
+    """Every float key of the schema that a record (not a list of records) holds: a tolerance, a
+    scale, a fraction, a threshold, a limit, points."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
+        tp = hints[f.name]
+        if tp is float:
+            yield prefix + f.name
+        elif dataclasses.is_dataclass(tp):
+            yield from _float_keys(tp, prefix + f.name + ".")
+
+
+FLOAT_KEYS = sorted(_float_keys())
+FINDING = ("findings:\n  - code: c\n    when: [{fact: registers, op: '>', value: %s}]\n"
+           "    message: m\n    advice: a\n")
+
+
+def _with_value(key: str, value: str) -> str:
+    """BASE with `value` written, unquoted, at the dotted key (inside the mapping BASE already has)."""
+    import yaml
+
+    data = yaml.safe_load(BASE)
+    *parents, last = key.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = float(SENTINEL)
+    text = yaml.safe_dump(data, sort_keys=False)
+    assert text.count(SENTINEL) == 1
+    return text.replace(SENTINEL, value)
+
+
+def _line_of(text: str, value: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if value in line)
+
+
+def test_every_float_key_of_the_schema_is_found(tmp_path):
+    assert {"tolerance.rtol", "tolerance.atol", "tiers.gold", "tiers.silver", "tiers.exceeds_floor_margin",
+            "timing.target_half_width", "timing.budget_s", "limits.time_limit_s", "points.correct"} <= set(FLOAT_KEYS)
+    for key in FLOAT_KEYS:                        # the helper writes each where the loader reads it
+        value = {"tiers.gold": "0.95", "tiers.silver": "0.5", "timing.hard_budget_s": "12.5"}.get(key, "2.5")
+        assert load_rubric(write(tmp_path, _with_value(key, value)))
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_no_float_key_takes_a_non_finite_number(tmp_path, key, value):
+    text = _with_value(key, value)
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == key and "finite number" in err.value.problem, str(err.value)
+    assert err.value.line == _line_of(text, value), str(err.value)
+
+
+@pytest.mark.parametrize("value", [".nan", ".NaN", ".NAN", "nan", "NaN", ".inf", ".Inf", "+.inf", "-.Inf", "-.INF",
+                                   "inf", "-inf", "Infinity", "1e999", "-1e999", "1.0e+999", "1" * 400])
+@pytest.mark.parametrize("key", ["tolerance.rtol", "tolerance.atol"])
+def test_a_non_finite_tolerance_is_refused_naming_key_and_line(tmp_path, key, value):
+    """The shapes an instructor writes: YAML's .nan and .inf in any case, the words Python reads,
+    and numbers past any float (1e999, which YAML 1.1 reads as text and Python as inf)."""
+    text = _with_value(key, value)
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == key and "finite number" in err.value.problem, str(err.value)
+    assert err.value.line == _line_of(text, value) and f":{err.value.line}: key '{key}'" in str(err.value)
+
+
+@pytest.mark.parametrize("value", ['"nan"', "'inf'", '"1e999"'])
+def test_a_quoted_non_finite_tolerance_is_text_and_refused(tmp_path, value):
+    text = _with_value("tolerance.rtol", value)
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == "tolerance.rtol" and "expected a number" in err.value.problem
+    assert err.value.line == _line_of(text, value)
+
+
+@pytest.mark.parametrize("where, key", [
+    (FINDING % "%s", "findings[0].when[0].value"),
+    ("points:\n  tiers: {gold: 40, silver: %s, below: 10}\n", "points.tiers.silver"),
+])
+@pytest.mark.parametrize("value", [".nan", "-.Inf", "1e999"])
+def test_a_non_finite_number_in_a_list_or_a_mapping_is_refused(tmp_path, where, key, value):
+    text = BASE + where % value
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == key and "finite number" in err.value.problem, str(err.value)
+    assert err.value.line == _line_of(text, value)
+
+
+def test_finite_tolerances_still_load(tmp_path):
+    r = load_rubric(write(tmp_path, _with_value("tolerance.rtol", "2e-5")))
+    assert r.tolerance.rtol == 2e-5
+    r = load_rubric(write(tmp_path, BASE + FINDING % "-1.5e3"))
+    assert r.findings[0].when[0].value == -1500.0
+
+
+@pytest.mark.parametrize("scale, words", [
+    ("1e999", "Python reads it as inf"),              # a constant Python reads as inf
+    ("-1e999 * n", "Python reads it as inf"),
+    ("1e300 / 1e-300", "past 9.22e+18"),             # a quotient past any size
+    ("sqrt(0 - n)", "math domain error"),
+    ("0", "must be above 0"),
+    ("n - n", "must be above 0"),
+    ("1 - n", "must be above 0"),                    # negative at the case n: 7
+])
+def test_a_tolerance_scale_that_is_not_finite_and_positive_is_refused(tmp_path, scale, words):
+    text = BASE + f"tolerance:\n  scale: {scale}\n"
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == "tolerance.scale" and words in err.value.problem, str(err.value)
+    assert err.value.line == _line_of(text, "scale:")
+
+
+def test_a_finite_scale_still_loads(tmp_path):
+    r = load_rubric(write(tmp_path, BASE + "tolerance:\n  scale: sqrt(n) * 1e-1\n"))
+    assert r.tolerance.scale == "sqrt(n) * 1e-1"
+
+
+# ---------------------------------------------------------------------------
+# Expressions bounded before Python's parser: 100,000 signs ended in a MemoryError traceback
+# ---------------------------------------------------------------------------
+
+DEEP = {
+    "100,000 unary minus signs": "-" * 100_000 + "n",
+    "100,000 signs with spaces": "- " * 100_000 + "n",
+    "100,000 unary plus signs": "+" * 100_000 + "n",
+    "100,000 brackets": "(" * 100_000 + "n" + ")" * 100_000,
+    "50,000 signed brackets": "-(" * 50_000 + "n" + ")" * 50_000,
+    "a long sum": " + ".join(["n"] * 20_000),
+    "400 signs": "-" * 400 + "n",                     # short enough for Python's parser: the depth bound
+    "40 brackets": "(" * 40 + "n" + ")" * 40,
+    "40 right-nested powers": "n" + " ** 1" * 40,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+@pytest.mark.parametrize("key", ["timing.bytes", "tolerance.scale", "derived.m"])
+def test_a_deep_or_long_expression_is_a_rubric_error_naming_key_and_line(tmp_path, key, name):
+    expression = DEEP[name]
+    if key == "timing.bytes":
+        text = BASE.replace("bytes: 8 * n", f'bytes: "{expression}"')
+    elif key == "tolerance.scale":
+        text = BASE + f'tolerance:\n  scale: "{expression}"\n'
+    else:
+        text = BASE + f'derived:\n  m: "{expression}"\n'
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == key, str(err.value)
+    assert err.value.line == _line_of(text, expression[:20]), str(err.value)
+    assert len(str(err.value)) < 400, "the message quotes the start of the expression, not all of it"
+
+
+def test_the_expression_bounds_are_generous_for_what_a_rubric_writes(tmp_path):
+    from grader.core import exprs
+
+    written = "2 * 4 * batch * seq * heads * headDim"            # the shipped rubrics' longest
+    assert exprs.evaluate(written, dict(batch=2, seq=3, heads=4, headDim=5)) == 960
+    nested = "-(" * 10 + "n" + ")" * 10
+    assert exprs.evaluate(nested, {"n": 3}) == 3
+    assert exprs.evaluate(" + ".join(["n"] * 30), {"n": 1}) == 30
+    assert len(written) * 10 < exprs.MAX_LENGTH and exprs.MAX_DEPTH >= 30
+
+
+@pytest.mark.parametrize("raised", [RecursionError, MemoryError, SyntaxError, ValueError])
+def test_what_pythons_parser_raises_is_an_expr_error(monkeypatch, raised):
+    from grader.core import exprs
+
+    def parse(*args, **kwargs):
+        raise raised("the parser gave up")
+
+    monkeypatch.setattr(exprs.ast, "parse", parse)
+    with pytest.raises(exprs.ExprError, match="not an arithmetic expression"):
+        exprs.Expr(f"n + {raised.__name__.lower()}")
+
+
+@pytest.mark.parametrize("text", ["sqrt(0 - 1)", "ceil_div(n, 0)", "min()", "sqrt(1, 2)", "1e200 * 1e200",
+                                  "n / 1e-300 / 1e-300", "1e999 - 1e999", "n\0"])
+def test_an_expression_that_cannot_be_evaluated_is_an_expr_error(text):
+    from grader.core import exprs
+
+    with pytest.raises(exprs.ExprError):
+        exprs.evaluate(text, {"n": 7}, integer=False)
+
+
+def test_a_baseline_python_cannot_parse_is_a_rubric_error(tmp_path):
+    text = BASE.replace("  copy_floats: n\n", '  copy_floats: n\n  baseline: "' + "-" * 100_000 + 'x"\n')
+    with pytest.raises(RubricError) as err:
+        load_rubric(write(tmp_path, text))
+    assert err.value.key == "timing.baseline" and "not a Python expression" in err.value.problem
+    assert err.value.line == _line_of(text, "baseline:")

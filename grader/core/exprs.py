@@ -22,29 +22,89 @@ FUNCTIONS = {"min": min, "max": max, "sqrt": math.sqrt, "ceil_div": lambda a, b:
 MAX_EXPONENT = 64
 MAX_MAGNITUDE = 2 ** 63          # an int64 holds every size a launch or a buffer can have
 MAX_NODES = 200
+# Bounds on the text, checked before Python's parser sees it: the parser recurses once per bracket
+# or sign, and 100,000 unary minus signs ended in a MemoryError (RecursionError on other Pythons)
+# instead of the rubric's error. The shipped rubrics' longest expression is 37 characters
+# (`2 * 4 * batch * seq * heads * headDim`) and their deepest tree 7 levels; a byte model written
+# out in full stays far below both.
+MAX_LENGTH = 500                 # characters of one expression
+MAX_DEPTH = 32                   # brackets and signs nested in the text, and levels of the parsed tree (the
+#                                  evaluator recurses once per level)
 
 
 class ExprError(ValueError):
     """An expression that cannot be parsed or evaluated; the message says why."""
 
 
+def _shown(text: str) -> str:
+    """The text for a message: its start, where it is long."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
+
+
+def _nesting(text: str) -> int:
+    """How deeply the text nests, read without parsing it: the brackets open at each point plus the
+    signs written before a term (`-(-(-x))` is 5), an upper bound on the parser's recursion."""
+    signs = [0]                      # signs pending before the current term, at each bracket level
+    deepest, before = 0, ""
+    for ch in text:
+        if ch.isspace():
+            continue
+        if ch in "([{":
+            signs.append(0)
+        elif ch in ")]}":
+            if len(signs) > 1:
+                signs.pop()
+        elif ch in "+-~" and (not before or before in "([{,+-*/%~"):
+            signs[-1] += 1           # a sign (unary): one more level until its term ends
+        elif ch in "+-*/%,":
+            signs[-1] = 0            # a binary operator: the signs before the last term are done
+        deepest = max(deepest, len(signs) - 1 + sum(signs))
+        before = ch
+    return deepest
+
+
+def _depth(tree: ast.AST) -> int:
+    """Levels of expression nodes in the tree (without recursing: it is what is being bounded)."""
+    deepest, stack = 0, [(tree, 0)]
+    while stack:
+        node, level = stack.pop()
+        level += isinstance(node, ast.expr)
+        deepest = max(deepest, level)
+        stack.extend((child, level) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 @lru_cache(maxsize=512)
 def _parse(text: str) -> ast.expr:
+    text = text.strip()
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"{_shown(text)}: longer than {MAX_LENGTH} characters; a rubric's expression is a size")
+    if _nesting(text) > MAX_DEPTH:
+        raise ExprError(f"{_shown(text)}: nested deeper than {MAX_DEPTH} brackets and signs; a rubric's "
+                        "expression is a size")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise ExprError(f"not an arithmetic expression: {text!r} ({exc.msg})") from None
+        raise ExprError(f"not an arithmetic expression: {_shown(text)} ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError) as exc:     # a NUL byte; what the bounds above keep out
+        raise ExprError(f"not an arithmetic expression: {_shown(text)} ({type(exc).__name__})") from None
     for node in ast.walk(tree):
         if isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Call,
                              ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub,
                              ast.UAdd)):
             continue
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            if abs(node.value) > MAX_MAGNITUDE or node.value != node.value:     # `1e999` is inf to Python
+                raise ExprError(f"{_shown(text)}: a number past {MAX_MAGNITUDE:.3g}"
+                                + (f" (Python reads it as {node.value})" if node.value in (math.inf, -math.inf) else "")
+                                + "; a rubric's expression is a size")
             continue
         raise ExprError(f"{text!r}: only numbers, dimension names, + - * / // % **, parentheses and "
                         f"{', '.join(FUNCTIONS)} are allowed")
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise ExprError(f"{text[:60]!r}...: longer than {MAX_NODES} terms; a rubric's expression is a size")
+    if _depth(tree) > MAX_DEPTH:
+        raise ExprError(f"{_shown(text)}: nested deeper than {MAX_DEPTH} levels; a rubric's expression is a size")
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise ExprError(f"{text!r}: unknown function (known: {', '.join(FUNCTIONS)})")
@@ -97,7 +157,7 @@ def evaluate(text: str | int | float, values: Mapping[str, int | float], *, inte
             v = ev(n.operand)
             return -v if isinstance(n.op, ast.USub) else v
         if isinstance(n, ast.Call):
-            return FUNCTIONS[n.func.id](*[ev(a) for a in n.args])
+            return _bounded(FUNCTIONS[n.func.id](*[ev(a) for a in n.args]))
         a, b = ev(n.left), ev(n.right)
         if isinstance(n.op, ast.Add):
             return _bounded(a + b)
@@ -114,21 +174,26 @@ def evaluate(text: str | int | float, values: Mapping[str, int | float], *, inte
         if isinstance(n.op, ast.Mod):
             return math.fmod(a, b) if not (isinstance(a, int) and isinstance(b, int)) else a - b * int(a / b)
         if isinstance(n.op, ast.FloorDiv):
-            return a // b
+            return _bounded(a // b)
         if isinstance(a, int) and isinstance(b, int) and integer:
             q = abs(a) // abs(b)                     # C: truncation toward zero
             return q if (a >= 0) == (b >= 0) else -q
-        return a / b
+        return _bounded(a / b)                       # 1e300 / 1e-300 is inf
 
     def _bounded(v):
         if isinstance(v, complex):
             raise ExprError(f"{text!r}: a complex number (a negative number to a fractional power)")
-        if abs(v) > MAX_MAGNITUDE:
+        if abs(v) > MAX_MAGNITUDE or v != v:
             shown = f"{v:.3g}" if isinstance(v, float) else f"a {v.bit_length()}-bit number"
             raise ExprError(f"{text!r}: a value of {shown}, past {MAX_MAGNITUDE:.3g}; a rubric's expression is a size")
         return v
 
-    value = ev(node)
+    try:
+        value = ev(node)
+    except ExprError:
+        raise
+    except (ArithmeticError, TypeError, ValueError) as exc:    # sqrt(0 - 1), min(), a float ** past a float
+        raise ExprError(f"{text!r}: {exc}") from None
     if integer:
         if isinstance(value, float):
             if not value.is_integer():

@@ -59,12 +59,12 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
 
 
 def _plain_float(text: str) -> float | str:
-    """An unquoted scalar that Python reads as a finite number (1e-5, 2E3), else the text as it was."""
+    """An unquoted scalar that Python reads as a number (1e-5, 2E3; 1e999 and nan too, which the
+    caller refuses as not finite), else the text as it was."""
     try:
-        number = float(text)
+        return float(text)
     except ValueError:
         return text
-    return number if number == number and abs(number) != float("inf") else text
 
 
 def _line(node: yaml.Node) -> int:
@@ -123,7 +123,10 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
         return node.value
     if not isinstance(node, yaml.ScalarNode):
         raise RubricError(path, dotted, f"expected a {tp.__name__}, got a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}", _line(node))
-    value = yaml.load(node.value, Loader=_LOADER) if not node.style else node.value  # noqa: S506 - a safe loader
+    try:
+        value = yaml.load(node.value, Loader=_LOADER) if not node.style else node.value  # noqa: S506 - a safe loader
+    except ValueError:                               # an integer past Python's 4300 digits
+        raise RubricError(path, dotted, f"a number of {len(node.value)} characters, past any limit", _line(node)) from None
     if tp is bool:
         if not isinstance(value, bool):
             raise RubricError(path, dotted, f"expected true or false, got {node.value!r}", _line(node))
@@ -137,7 +140,17 @@ def _convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
             value = _plain_float(value)          # YAML 1.1 reads 1e-5 (no dot) as text; a person means a number
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RubricError(path, dotted, f"expected a number, got {node.value!r}", _line(node))
-        return float(value)
+        # Every float key is a tolerance, a scale, a fraction, a threshold, a limit or points: NaN
+        # compares false with everything and infinity passes or fails every kernel (`rtol: .nan`
+        # failed every check of a correct kernel), so neither is a value any of them can take.
+        try:
+            number = float(value)
+        except OverflowError:                        # an integer of 400 digits
+            number = math.inf if value > 0 else -math.inf
+        if not math.isfinite(number):
+            raise RubricError(path, dotted, f"expected a finite number, got {node.value!r} ("
+                                            f"{'not a number' if number != number else 'infinite'})", _line(node))
+        return number
     if tp is str:
         return node.value
     if tp is Expr:                                   # parsed here, once: every step gets the tree
@@ -358,10 +371,20 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
             compile(r.timing.baseline, "timing.baseline", "eval")
         except SyntaxError as exc:
             bad("timing.baseline", f"not a Python expression: {exc.msg}")
+        except (ValueError, RecursionError, MemoryError) as exc:     # a NUL byte; 100,000 signs
+            bad("timing.baseline", f"not a Python expression Python can parse ({type(exc).__name__})")
     elif r.timing.baseline_dims:
         bad("timing.baseline_dims", "needs timing.baseline")
     for i, dims in enumerate(r.timing.baseline_dims):
         _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
+    for i, case in enumerate(r.checks.cases):
+        try:                             # both tolerances are multiplied by it at each case: finite, above 0
+            scale = exprs.evaluate(r.tolerance.scale, dims_values(r, case.dims), integer=False)
+        except exprs.ExprError as exc:
+            bad("tolerance.scale", f"{exc} (at checks.cases[{i}]'s dimensions)")
+        if not scale > 0:
+            bad("tolerance.scale", f"is {scale} at checks.cases[{i}]'s dimensions: it must be above 0, or every "
+                                   "check of a correct kernel fails")
     values = dims_values(r, r.timing.dims)
     for key, text in (("timing.bytes", r.timing.bytes), ("timing.copy_floats", r.timing.copy_floats)):
         try:                             # evaluated once here: a bound passed is the rubric's error, not a grade's
