@@ -57,12 +57,14 @@ def test_a_stand_in_third_backend_builds_with_its_own_toolchain_and_reaches_the_
 
     ran = []
 
-    def fake_ninja(args, limits):               # the build.ninja the grader wrote, "compiled"
-        folder = Path(args[args.index("-C") + 1])
+    def fake_ninja(args, limits, room):         # the build.ninja the grader wrote, "compiled" in its room
+        from grader.toolchain.running import Ran
+
+        folder = room.path
         ran.append((folder / "build.ninja").read_text())
         (folder / "main.o").write_bytes(b"o")
         (folder / "lib.so").write_bytes(b"so")
-        return __import__("subprocess").CompletedProcess(args, 0, "", ""), ""
+        return Ran(__import__("subprocess").CompletedProcess(args, 0, "", ""))
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(tools, "require", lambda name: f"/opt/rocm/bin/{name}" if name == "hipcc" else name)

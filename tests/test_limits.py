@@ -9,11 +9,20 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from grader.toolchain import cache
-from grader.toolchain.running import BuildLimits, run_limited
+from grader.toolchain.running import BuildLimits, build_room, run_limited
 from grader.toolchain.outcome import parse_gmem
 from conftest import SUBMISSIONS
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (CI installs it)")
+
+
+def _run(args, limits, files=None):
+    """run_limited in a fresh build room holding files (name -> text): (the process, why a limit stopped it)."""
+    with build_room() as room:
+        for name, text in (files or {}).items():
+            (room.path / name).write_text(text)
+        ran = run_limited(args, limits, room)
+    return ran.proc, ran.over
 
 
 def test_a_build_past_its_time_limit_is_stopped_and_says_so(monkeypatch):
@@ -21,16 +30,15 @@ def test_a_build_past_its_time_limit_is_stopped_and_says_so(monkeypatch):
 
     monkeypatch.setattr(running.os, "getloadavg", lambda: (0.5, 0.5, 0.5))     # a quiet machine: the code's time
     start = time.perf_counter()
-    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    proc, why = _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert time.perf_counter() - start < 10
     assert proc.returncode != 0 and "longer than its limit of 1 s" in why
 
 
 @needs_nvcc
 def test_a_build_past_its_memory_limit_is_stopped_and_says_so(tmp_path):
-    src = tmp_path / "a.cu"
-    src.write_text("#include <map>\n#include <vector>\nint f() { std::map<int, std::vector<int>> m; return m.size(); }\n")
-    proc, why = run_limited(["nvcc", "-c", "-o", str(tmp_path / "a.o"), str(src)], BuildLimits(60, memory_mib=100))
+    text = "#include <map>\n#include <vector>\nint f() { std::map<int, std::vector<int>> m; return m.size(); }\n"
+    proc, why = _run(["nvcc", "-c", "-o", "a.o", "a.cu"], BuildLimits(60, memory_mib=100), {"a.cu": text})
     assert proc.returncode != 0 and "memory limit of 100 MiB" in why
 
 
@@ -204,7 +212,7 @@ def test_a_build_runs_at_lower_priority_than_the_grader():
 
     from grader.toolchain.running import BUILD_NICE
 
-    proc, why = run_limited([sys.executable, "-c", "import os; print(os.nice(0))"], BuildLimits(time_s=30))
+    proc, why = _run(["nice"], BuildLimits(time_s=30))          # coreutils' nice prints the niceness it runs at
     assert why == "" and int(proc.stdout) == min(19, os.nice(0) + BUILD_NICE)
 
 
@@ -214,10 +222,8 @@ def test_a_compiler_killed_from_outside_is_the_machines_never_the_students_memor
     limit (an allocation past the build's limit fails inside the compiler and says so)."""
     from grader.toolchain.build import machine_fault
 
-    fake = tmp_path / "g++"
-    fake.write_text("#!/bin/sh\necho 'g++: fatal error: Killed signal terminated program cc1plus' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    proc, why = run_limited([str(fake)], BuildLimits(time_s=30, memory_mib=1024))
+    fake = "#!/bin/sh\necho 'g++: fatal error: Killed signal terminated program cc1plus' >&2\nexit 1\n"
+    proc, why = _run(["sh", "g++"], BuildLimits(time_s=30, memory_mib=1024), {"g++": fake})
     assert proc.returncode == 1 and why == ""
     assert "killed from outside the build" in machine_fault(proc.stderr)
 
@@ -231,21 +237,21 @@ def test_a_build_that_ran_out_of_time_while_the_machine_starved_it_is_the_machin
 
     monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
     with pytest.raises(InfrastructureError, match=r"too busy \(load 64.0 on \d+ cores\)"):
-        run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+        _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     monkeypatch.setattr(running.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
-    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    proc, why = _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert "longer than its limit of 1 s" in why
     # a load a little above the cores (any batch) leaves each process most of a core: not the machine's
     cores = os.cpu_count() or 1
     monkeypatch.setattr(running.os, "getloadavg", lambda: (1.5 * cores,) * 3)
-    proc, why = run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+    proc, why = _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     assert "longer than its limit of 1 s" in why
     monkeypatch.setattr(running.os, "getloadavg", lambda: (2.5 * cores,) * 3)
     with pytest.raises(InfrastructureError, match="too busy"):
-        run_limited(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
+        _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
     # a build that used its time on the CPU is the file's, however busy the machine
     monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
-    proc, why = run_limited([sys.executable, "-c", "while True: pass"], BuildLimits(time_s=1.5, memory_mib=1024))
+    proc, why = _run(["sh", "-c", "while :; do :; done"], BuildLimits(time_s=1.5, memory_mib=1024))
     assert "longer than its limit of 1.5 s" in why
 
 

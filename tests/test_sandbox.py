@@ -406,7 +406,7 @@ print("ok", round(ci.median, 3), len(reports))
 
 
 def test_others_can_enter_reads_every_folder_on_the_way(tmp_path):
-    from grader.run.folders import others_can_enter as _others_can_enter
+    from grader.core.folders import others_can_enter as _others_can_enter
 
     inner = tmp_path / "private" / "inner"
     inner.mkdir(parents=True)
@@ -432,7 +432,7 @@ def test_a_temporary_directory_nobody_can_enter_moves_the_childs_folder_and_says
 
     from grader.exercises import load_exercise
     from grader.grade.pipeline import grade_submission
-    from grader.run import folders
+    from grader.core import folders
 
     private = tmp_path / "private"
     (private / "tmp").mkdir(parents=True)
@@ -604,7 +604,7 @@ def test_folders_a_killed_grader_left_are_swept_and_fresh_ones_kept(tmp_path, mo
     day of tests): the next grader removes this user's that are older than a run can be."""
     import time as clock
 
-    from grader.run import folders
+    from grader.core import folders
 
     old, fresh, other = tmp_path / "grader-run-old", tmp_path / "grader-run-fresh", tmp_path / "unrelated-old"
     for folder in (old, fresh, other):

@@ -69,6 +69,9 @@ class Backend:
     reverse_check: bool = False             # a second run in reverse block order may be asked for (rubric emulator.reverse_order_check)
     baseline: bool = False                  # the rubric's PyTorch baseline can run beside it (torch on the device)
     checked_by: "Backend | None" = None    # whose toolchain judges the CUDA first and builds the code findings read
+    # The device files of its GPU (prefixes of their paths): what a child on the GPU may open behind its
+    # wall (core/fswall.py), and what the recorder without a GPU must not hold open.
+    device_files: tuple[str, ...] = ()
 
     def target(self, arch: str) -> str:
         """What a build is for: the GPU's architecture, or the CPU."""
@@ -95,7 +98,8 @@ CUDA = Backend(
     child=ChildClasses(run="grader.run.child.backends:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
                        replay="grader.run.child.measurer:ReplayBackend",
                        profile="grader.run.child.measurer:ReplayBackend"),
-    on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True)
+    on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True,
+    device_files=("/dev/nvidia",))
 # DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a DWARF 5 line table,
 # and the fault report needs the student's file and line. -fno-gnu-unique: the shim's inline
 # variables (the thread indices, the fiber switch) would otherwise be STB_GNU_UNIQUE, which the

@@ -1,4 +1,5 @@
-"""The children's own folders: where they go (a folder the child, dropped to nobody as root, can
+"""The own folders of the children and of the builds: where they go (a folder that a process
+dropped to nobody, as everything that touches a submission is where the grader runs as root, can
 enter), and sweeping those a killed grader left behind.
 
 Imports nothing of the grader's.
@@ -14,6 +15,8 @@ import tempfile
 import time
 
 FALLBACK_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+PREFIXES = ("grader-run-", "grader-build-")       # a child's folder, a build's
+NOBODY = 65534                  # the user (and group) a child or a build runs as where the grader is root
 STALE_FOLDER_S = 6 * 3600.0     # a child's folder lives as long as its run (minutes): older ones were left
 
 
@@ -23,17 +26,19 @@ def sweep_stale_folders_once() -> None:
 
 
 def sweep_stale_folders(*bases: str) -> None:
-    """Remove this user's children's folders that a killed grader left behind (a SIGKILL gives
-    it no chance to): those older than STALE_FOLDER_S (Worker does it once a process)."""
+    """Remove the children's and builds' folders that a killed grader of this user left behind (a
+    SIGKILL gives it no chance to): those older than STALE_FOLDER_S (Worker and the first build do
+    it once a process). As root, a build's folder belongs to nobody: its parent's owner is ours."""
     now = time.time()
     for base in bases + FALLBACK_BASES:
         with contextlib.suppress(OSError):
             for entry in os.scandir(base):
-                if not entry.name.startswith("grader-run-") or not entry.is_dir(follow_symlinks=False):
+                if not entry.name.startswith(PREFIXES) or not entry.is_dir(follow_symlinks=False):
                     continue
                 with contextlib.suppress(OSError):
                     st = entry.stat(follow_symlinks=False)
-                    if st.st_uid == os.geteuid() and now - st.st_mtime > STALE_FOLDER_S:
+                    ours = st.st_uid == os.geteuid() or (os.geteuid() == 0 and st.st_uid == NOBODY)
+                    if ours and now - st.st_mtime > STALE_FOLDER_S:
                         remove_tree(entry.path)
 
 
@@ -74,3 +79,14 @@ def child_folder_base() -> tuple[str | None, list[str]]:
 
 def remove_tree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def own_folder(prefix: str, base: str | None = None) -> str:
+    """A fresh folder for one child or one build, in base (else where child_folder_base says); where
+    the grader runs as root it belongs to nobody (mode 0700), who runs what works in it."""
+    if base is None:
+        base, _ = child_folder_base()
+    folder = tempfile.mkdtemp(prefix=prefix, dir=base)
+    if os.geteuid() == 0:
+        os.chown(folder, NOBODY, NOBODY)
+    return folder

@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from grader.run import folders, groups, protocol, spawn
+from grader.core import folders
+from grader.run import groups, protocol, spawn
 from grader.core import processes
 from grader.run.child.guard import Blocked, forged_report, parse_reports
 from grader.core.backend import Backend

@@ -10,6 +10,7 @@ same source for the CPU emulator.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import functools
@@ -36,7 +37,7 @@ from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
                                       parse_messages, parse_ptxas)
 from grader.toolchain.render import render, template_digest
-from grader.toolchain.running import BuildLimits, run_limited
+from grader.toolchain.running import BuildLimits, Ran, Room, build_room, run_limited, scratch_folder
 from grader.exercises.rubric import Rubric
 from grader.core.source import Submission, uses_device_lambdas
 from grader.core.emulation import rewrite_for_emulator, spreads_over_cores, uses_collectives
@@ -106,7 +107,8 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
         flags=flags,
         linked=linked,
         user_path=str(sub.path),
-        limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib),
+        limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib,
+                           require_wall=rubric.limits.require_read_wall),
     ), backend)
 
 
@@ -144,20 +146,22 @@ def recorder_object(backend: Backend, *, workspace_bytes: int) -> LinkedObject:
                 if "no valid seal" not in problem:
                     sealed.say_healed(f"the recorder {directory.name}", problem)
                 sealed.unlink_with_seal(obj)
-            (directory / "recorder.cpp").write_text(render("recorder.cpp.j2", **context))
-            tmp = directory / f"recorder.o.{os.getpid()}.{threading.get_ident()}"
-            args = [tools.require(tc.compiler), *flags, "-c", "-o", str(tmp), str(directory / "recorder.cpp")]
+            text = render("recorder.cpp.j2", **context)
+            (directory / "recorder.cpp").write_text(text)          # kept beside its object, to read
             check_scratch_folder()
-            proc, over = run_limited(args, BuildLimits())
-            log = proc.stdout + proc.stderr
-            if proc.returncode != 0 or over or not tmp.exists():
-                tmp.unlink(missing_ok=True)
-                fault = machine_fault(log) or disk_fault(log, directory) or over
-                raise InfrastructureError(f"the grader's recorder ({directory / 'recorder.cpp'}) did not build"
-                                          f"{': ' + fault if fault else ''}: check the compiler runs "
-                                          f"(`{Path(args[0]).name} --version`) and the free space of TMPDIR and "
-                                          f"GRADER_CACHE_DIR\n{' '.join(args)}\n{log[-1500:]}")
-            os.replace(tmp, obj)
+            with build_room() as room:
+                (room.path / "recorder.cpp").write_text(text)
+                args = [tools.require(tc.compiler), *flags, "-c", "-o", "recorder.o", "recorder.cpp"]
+                ran = run_limited(args, BuildLimits(), room)
+                log = ran.proc.stdout + ran.proc.stderr
+                made = room.path / "recorder.o"
+                if ran.proc.returncode != 0 or ran.over or not made.exists():
+                    fault = machine_fault(log) or disk_fault(log, room.path) or ran.over
+                    raise InfrastructureError(f"the grader's recorder ({directory / 'recorder.cpp'}) did not build"
+                                              f"{': ' + fault if fault else ''}: check the compiler runs "
+                                              f"(`{Path(args[0]).name} --version`) and the free space of TMPDIR and "
+                                              f"GRADER_CACHE_DIR\n{' '.join(args)}\n{log[-1500:]}")
+                _keep(made, obj)
             sealed.seal(obj)
 
     return LinkedObject(key=key, path=obj, make=make)
@@ -555,6 +559,8 @@ class Plan:
 
 
 def _build(plan: Plan, backend: Backend) -> BuildResult:
+    """plan built in a room of its own behind the build's wall (toolchain/running.py), its library
+    and object kept in the cache, or found there; the compilers never see the cache."""
     root = cache_root()
     directory = root / plan.key
     directory.mkdir(parents=True, exist_ok=True)
@@ -580,71 +586,92 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
                 return BuildResult(ok=True, library=library, object=obj, cached=True,
                                    seconds=time.perf_counter() - start, command=command, log=cached["log"],
                                    resources=[KernelResources(**r) for r in cached["resources"]],
-                                   compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]))
-        for name, text in files.items():          # a callable: a text made only when it is built
-            (directory / name).write_text(text() if callable(text) else text)
-        ninja_text = render("build.ninja.j2", version=__version__, compile=" ".join([compiler, *flags]), link=link,
-                            description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
-                            compiles=compiles, objects=objects,
-                            included=[name for name in files if name != plan.main and name not in plan.also])
-        (directory / "build.ninja").write_text(ninja_text)
+                                   compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]),
+                                   confined=cached.get("confined", False), wall=cached.get("wall", ""))
         check_scratch_folder()
-        proc, over = _compile_and_link(directory, plan.linked, limits)
-        log = _strip_ninja(proc.stdout + proc.stderr)
-        if proc.returncode != 0 and not over:
-            fault = machine_fault(log) or disk_fault(log, directory) or \
-                known_good_fault(compiler, flags, [*tc.library_flags, *plan.link_flags], limits)
-            if fault:
-                raise InfrastructureError(f"the build of {Path(user_path).name} failed for a reason of this machine, "
-                                          f"not of the code: {fault}\n{log[-1500:]}")
-        if over:
-            messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
-            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
-                               command=command, log=over + "\n" + log, messages=messages,
-                               compiler=tools.version(tc.compiler), over_limit=True)
-        messages = parse_messages(log, directory, user_path)
-        resources = parse_ptxas(log) if tc.resources else []
-        version = tools.version(tc.compiler)
-        if proc.returncode != 0 or not library.exists():
-            alone = _alone(directory, compiler, flags, backend, plan) if "submission.cu" in files else ""
-            return BuildResult(ok=False, library=None, object=None, cached=False, seconds=time.perf_counter() - start,
-                               command=command, log=log, messages=messages, resources=resources, compiler=version,
-                               alone_log=alone, alone_messages=parse_alone(alone, user_path) if alone else [])
+        with build_room(read=(str(SHIM_HEADER.parent),) if tc.shim else ()) as room:
+            for name, text in files.items():          # a callable: a text made only when it is built
+                _write_text(room.path / name, text() if callable(text) else text)
+            ninja_text = render("build.ninja.j2", version=__version__, compile=" ".join([compiler, *flags]), link=link,
+                                description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
+                                compiles=compiles, objects=objects,
+                                included=[name for name in files if name != plan.main and name not in plan.also])
+            _write_text(room.path / "build.ninja", ninja_text)
+            ran = _compile_and_link(room, plan.linked, limits)
+            proc, over = ran.proc, ran.over
+            wall = dict(confined=ran.confined, wall=ran.wall, wall_ms=ran.wall_ms)
+            log = _strip_ninja(proc.stdout + proc.stderr)
+            if proc.returncode != 0 and not over:
+                fault = machine_fault(log) or disk_fault(log, room.path) or \
+                    known_good_fault(compiler, flags, [*tc.library_flags, *plan.link_flags], limits)
+                if fault:
+                    raise InfrastructureError(f"the build of {Path(user_path).name} failed for a reason of this "
+                                              f"machine, not of the code: {fault}\n{log[-1500:]}")
+            if over:
+                messages = [CompilerMessage(file=user_path, line=None, severity="error", text=over, in_submission=True)]
+                return BuildResult(ok=False, library=None, object=None, cached=False,
+                                   seconds=time.perf_counter() - start, command=command, log=over + "\n" + log,
+                                   messages=messages, compiler=tools.version(tc.compiler), over_limit=True, **wall)
+            messages = parse_messages(log, room.path, user_path)
+            resources = parse_ptxas(log) if tc.resources else []
+            version = tools.version(tc.compiler)
+            if proc.returncode != 0 or not (room.path / "lib.so").exists():
+                alone = _alone(room, compiler, flags, backend, plan) if "submission.cu" in files else ""
+                return BuildResult(ok=False, library=None, object=None, cached=False,
+                                   seconds=time.perf_counter() - start, command=command, log=log, messages=messages,
+                                   resources=resources, compiler=version, alone_log=alone,
+                                   alone_messages=parse_alone(alone, user_path) if alone else [], **wall)
+            _keep(room.path / "lib.so", library)
+            _keep(room.path / "main.o", obj)
         sealed.seal(library)
         sealed.seal(obj)
         tmp_meta = meta.with_name(f"build.json.{os.getpid()}")
-        tmp_meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version}))
+        tmp_meta.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": version,
+                                        "confined": wall["confined"], "wall": wall["wall"]}))
         os.replace(tmp_meta, meta)
         return BuildResult(ok=True, library=library, object=obj, cached=False, seconds=time.perf_counter() - start,
                            command=command, log=log, messages=messages, resources=resources, compiler=version,
-                           static_device_bytes=parse_gmem(log) if tc.resources else 0)
+                           static_device_bytes=parse_gmem(log) if tc.resources else 0, **wall)
+
+
+def _write_text(path: Path, text: str) -> None:
+    """A generated file of the build: the student's text as it was read (a name or a byte that is not
+    UTF-8 kept as its surrogate escape, written back as the same byte)."""
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+def _keep(made: Path, kept: Path) -> None:
+    """A build's output copied from its room into the cache (whole, or not at all)."""
+    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        shutil.copyfile(made, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, kept)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 LINKED_NAME = "linked.o"      # the once-built object (LinkedObject), copied beside main.o for the link
 
 
-def _compile_and_link(directory: Path, linked: LinkedObject | None,
-                      limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
-    """ninja in directory: the compile and the link; with an object built once (the recorder), that
+def _compile_and_link(room: Room, linked: LinkedObject | None, limits: BuildLimits) -> Ran:
+    """ninja in the room: the compile and the link; with an object built once (the recorder), that
     object is made (or found) while the submission compiles, and copied in for the link."""
     ninja = tools.require("ninja")
     if linked is None:
-        return run_limited([ninja, "-C", str(directory), "--quiet"], limits)
+        return run_limited([ninja, "--quiet"], limits, room)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="linked-object") as pool:
         made = pool.submit(linked.make)
-        compiled, over = run_limited([ninja, "-C", str(directory), "--quiet", "main.o"], limits)
-        if compiled.returncode != 0 or over:
-            return compiled, over
+        compiled = run_limited([ninja, "--quiet", "main.o"], limits, room)
+        if compiled.proc.returncode != 0 or compiled.over:
+            return compiled
         made.result()                   # the grader's own object failed: InfrastructureError, the machine's
-    shutil.copyfile(linked.path, directory / LINKED_NAME)
-    linked_proc, over = run_limited([ninja, "-C", str(directory), "--quiet"], limits)
-    return subprocess.CompletedProcess(linked_proc.args, linked_proc.returncode, compiled.stdout + linked_proc.stdout,
-                                       compiled.stderr + linked_proc.stderr), over
-
-
-def scratch_folder() -> Path:
-    """Where nvcc and g++ write their temporary files: $TMPDIR, else /tmp."""
-    return Path(os.environ.get("TMPDIR") or "/tmp")
+    shutil.copyfile(linked.path, room.path / LINKED_NAME)
+    linked_run = run_limited([ninja, "--quiet"], limits, room)
+    both = subprocess.CompletedProcess(linked_run.proc.args, linked_run.proc.returncode,
+                                       compiled.proc.stdout + linked_run.proc.stdout,
+                                       compiled.proc.stderr + linked_run.proc.stderr)
+    return dataclasses.replace(linked_run, proc=both, wall_ms=round(compiled.wall_ms + linked_run.wall_ms, 3))
 
 
 _SCRATCH_PROBE = 1 << 20       # nvcc's temporary files for one build: a few MiB; a folder without 1 MiB fails it
@@ -763,26 +790,22 @@ def known_good_fault(compiler: str, flags: list[str], link_flags: list[str], lim
     limits and TMPDIR on a file known to build, compiled and linked. Where that fails too, the machine failed the build (a broken
     toolchain, a limit, the disk), said with what it printed; None where it builds (the code failed).
     A success is kept for _KNOWN_GOOD_FOR_S seconds in this process."""
-    import tempfile
-
-    key = (compiler, tuple(flags), tuple(link_flags), tempfile.gettempdir(), limits)
+    key = (compiler, tuple(flags), tuple(link_flags), str(scratch_folder()), limits)
     if time.monotonic() - _known_good.get(key, -1e9) < _KNOWN_GOOD_FOR_S:
         return None
     try:
-        folder = Path(tempfile.mkdtemp(prefix="grader-known-good-"))
-    except OSError as exc:
-        return f"the compilers' temporary folder {tempfile.gettempdir()} cannot be written ({exc.strerror or exc})"
-    try:
-        (folder / "known_good.cu").write_text(KNOWN_GOOD)
-        proc, over = run_limited([compiler, *flags, "-c", "-o", str(folder / "known_good.o"),
-                                  str(folder / "known_good.cu")], limits)
-        if proc.returncode == 0 and not over:
-            proc, over = run_limited([compiler, "-shared", *link_flags, "-o", str(folder / "known_good.so"),
-                                      str(folder / "known_good.o")], limits)
+        # in a room behind the same wall: a wall that kept the compiler from its own files fails this too
+        with build_room(read=(str(SHIM_HEADER.parent),)) as room:
+            (room.path / "known_good.cu").write_text(KNOWN_GOOD)
+            ran = run_limited([compiler, *flags, "-c", "-o", "known_good.o", "known_good.cu"], limits, room)
+            if ran.proc.returncode == 0 and not ran.over:
+                ran = run_limited([compiler, "-shared", *link_flags, "-o", "known_good.so", "known_good.o"], limits,
+                                  room)
+    except InfrastructureError as exc:
+        return str(exc)
     except OSError as exc:
         return f"{compiler} could not be run ({exc.strerror or exc})"
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    proc, over = ran.proc, ran.over
     if proc.returncode == 0 and not over:
         _known_good[key] = time.monotonic()
         return None
@@ -794,21 +817,21 @@ def known_good_fault(compiler: str, flags: list[str], link_flags: list[str], lim
             "the free space of TMPDIR")
 
 
-def _alone(directory: Path, compiler: str, flags: list[str], backend: Backend, plan: Plan) -> str:
+def _alone(room: Room, compiler: str, flags: list[str], backend: Backend, plan: Plan) -> str:
     """The student's file compiled on its own, with the build's flags and without the harness
     (nvcc to no output; g++ checking the syntax only): its output with the cache's copy named as
     the student's file, or "" where it compiles so (the error is in how the harness calls it).
     Only after a failed build: a missing brace otherwise swallows the harness and the student
     sees only errors in system headers."""
-    source = directory / "submission.cu"
+    source = room.path / "submission.cu"
     quiet = [f for i, f in enumerate(flags) if not (f == "-Xptxas" and flags[i + 1: i + 2] == ["-v"])
              and not (f == "-v" and flags[i - 1: i] == ["-Xptxas"])]         # ptxas's resource lines: not here
     args = [compiler, *quiet, *backend.toolchain.alone_flags, str(source)]
-    proc, over = run_limited(args, plan.limits)
-    if over or proc.returncode == 0:
+    ran = run_limited(args, plan.limits, room)
+    if ran.over or ran.proc.returncode == 0:
         return ""
     name = Path(plan.user_path).name
-    return (proc.stdout + proc.stderr).replace(str(source), name).replace(str(directory) + "/", "")
+    return (ran.proc.stdout + ran.proc.stderr).replace(str(source), name).replace(str(room.path) + "/", "")
 
 
 def _cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:

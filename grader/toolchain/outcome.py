@@ -52,6 +52,9 @@ class BuildResult:
     alone_log: str = ""
     alone_messages: list[CompilerMessage] = field(default_factory=list)
     over_limit: bool = False           # stopped at the build's time or memory limit (limits.build_*)
+    confined: bool = False             # its compilers ran behind the build's file-system wall (toolchain/running.py)
+    wall: str = ""                     # the wall's detail: "Landlock ABI 7", or why there was none
+    wall_ms: float = 0.0               # what making the wall took, in the grader
 
 
 _NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")

@@ -1,27 +1,119 @@
-"""Running a build within its limits: wall time and memory for every compiler process, each
-build in a process group of its own that ends with the grader, and, when a build runs out of
-time or memory, which compiler stage it was in (cicc, ptxas, ...), said in the student's terms.
+"""Running a build within its limits and behind its wall: wall time and memory for every compiler
+process, each build in a process group of its own that ends with the grader, and, when a build runs
+out of time or memory, which compiler stage it was in (cicc, ptxas, ...), said in the student's terms.
+
+The wall (core/fswall.py, Landlock): every build runs in a folder of its own (`Room`, made fresh
+beside the children's folders, removed after), and ninja, every compiler, assembler and linker it
+starts may open nothing but
+- read-only: the system's folders, the entries of /proc that are not processes, the toolchain's own
+  folders (`tools.toolchain_folders`: the CUDA toolkit with its headers, thrust and CUB, the host
+  compiler, ninja) and what the build names besides (the emulator's shim headers);
+- read and write: the room (the build's files, its outputs, and `tmp/`, its TMPDIR and HOME, where
+  nvcc writes its intermediates), and the device files every program may use (/dev/null, ...).
+Nothing else: not the class folder, not another build in the cache, not a report folder, not /root or
+a home folder, whatever the source says (`%:include`, a spliced `#include`, `.incbin` in pasted asm):
+a compiler that reaches for such a file is told it cannot open it, and the student sees that error.
+Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
+children do. Where the kernel has no Landlock the build runs without the wall, says so
+(`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
-from grader.core import processes
+from grader.core import fswall, folders, processes
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
+from grader.toolchain import tools
 
 
 @dataclass(frozen=True)
 class BuildLimits:
-    """What one compile may take: wall time and memory (address space of each compiler process)."""
+    """What one compile may take: wall time and memory (address space of each compiler process), and
+    whether a build without its file-system wall (no Landlock) is refused (limits.require_read_wall)."""
 
     time_s: float = 120.0
     memory_mib: int = 8192
+    require_wall: bool = False
+
+
+@dataclass(frozen=True)
+class Room:
+    """A build's own folder (path), where everything it writes goes, and what else its compilers may
+    read (read: folders or files beyond the system's and the toolchain's)."""
+
+    path: Path
+    read: tuple[str, ...] = ()
+
+    @property
+    def scratch(self) -> Path:
+        """The compilers' temporary folder (TMPDIR), inside the room."""
+        return self.path / "tmp"
+
+
+@contextlib.contextmanager
+def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
+    """A fresh room for one build (core/folders.py's own_folder, with its tmp/), removed when the
+    block ends. A room that cannot be made is the machine's fault, said with the fix."""
+    folders.sweep_stale_folders_once()
+    base = room_base()
+    try:
+        path = Path(folders.own_folder("grader-build-", base))
+        (path / "tmp").mkdir()
+        if os.geteuid() == 0:
+            os.chown(path / "tmp", folders.NOBODY, folders.NOBODY)
+    except OSError as exc:
+        raise InfrastructureError(
+            f"a build's folder could not be made in {base} ({exc.strerror or exc}): set "
+            "TMPDIR to a writable folder with free space that others can enter, and grade again. Nothing was "
+            "compiled; no student is graded for this.") from None
+    try:
+        yield Room(path, read)
+    finally:
+        folders.remove_tree(str(path))
+
+
+def scratch_folder() -> Path:
+    """The temporary folder the grader was given: $TMPDIR, else /tmp (toolchain/build.py probes it
+    before a build, so that a broken one is the machine's fault, never a student's compile error)."""
+    return Path(os.environ.get("TMPDIR") or "/tmp")
+
+
+def room_base() -> str:
+    """Where builds' rooms go: the temporary folder, unless the grader runs as root and nobody, who
+    runs the build, cannot enter it (a TMPDIR under a private folder, as `mktemp -d` makes): then
+    where the children's folders go instead (core/folders.py's child_folder_base)."""
+    folder = str(scratch_folder())
+    if os.geteuid() != 0 or folders.others_can_enter(folder):
+        return folder
+    fallback, _ = folders.child_folder_base()
+    return fallback or folder
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one walled command gave: its process (returncode, stdout, stderr), why a limit stopped
+    it ("" where none did), and whether its wall was up (the wall's detail)."""
+
+    proc: subprocess.CompletedProcess
+    over: str = ""
+    confined: bool = False
+    wall: str = ""
+    wall_ms: float = 0.0
+
+
+def wall_rules(room: Room) -> fswall.Rules:
+    """What the compilers of a build in room may open (the module's docstring)."""
+    return fswall.base_rules().plus(read=(*tools.toolchain_folders(), *room.read), write=(str(room.path),))
 
 
 # A build runs at this much lower priority: in a batch the compiles of the next students took the
@@ -38,30 +130,54 @@ _STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template e
            "nvlink": "nvlink", "fatbinary": "fatbinary", "ld": "the linker"}
 
 
-def run_limited(args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
-    """Run a build command in its own process group under a time limit and a per-process memory
-    cap (RLIMIT_AS, inherited by every compiler it starts); ('', why) when a limit stopped it."""
+def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
+    """Run a build command in room, behind its wall, in its own process group, under a time limit and
+    a per-process memory cap (RLIMIT_AS, inherited by every compiler it starts); as nobody where the
+    grader is root. Ran.over says why a limit stopped it."""
     import resource
     import signal
 
     cap = limits.memory_mib * 1024 * 1024
+    clock = time.perf_counter()
+    ruleset = fswall.Ruleset(wall_rules(room))
+    wall_ms = (time.perf_counter() - clock) * 1000
+    if not ruleset.ready and limits.require_wall:
+        ruleset.close()
+        raise InfrastructureError(f"the build would run without its file-system wall ({ruleset.problem}), and the "
+                                  "rubric requires it (limits.require_read_wall): grade on Linux 5.13 or later with "
+                                  "Landlock enabled, or set require_read_wall to false. Nothing was compiled.")
 
     def preexec() -> None:
         os.setsid()
         os.nice(BUILD_NICE)
         set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
         set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
+        if ruleset.ready and ruleset.restrict() != 0:
+            raise OSError("the build's file-system wall could not be applied")
 
-    # no input: nothing a compiler is asked to read can wait on the grader's terminal
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=preexec)
+    env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
+               HOME=str(room.scratch))
+    drop = dict(user=folders.NOBODY, group=folders.NOBODY, extra_groups=[]) if os.geteuid() == 0 else {}
+    try:
+        # no input: nothing a compiler is asked to read can wait on the grader's terminal
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", cwd=room.path, env=env, preexec_fn=preexec, **drop)
+    except (OSError, subprocess.SubprocessError) as exc:
+        ruleset.close()
+        raise InfrastructureError(f"{Path(args[0]).name} could not be started behind the build's wall ({exc}): check "
+                                  f"it runs (`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can "
+                                  "enter. Nothing was compiled; no student is graded for this.") from None
     processes.started(proc.pid, proc)
     try:
-        return _wait_build(proc, args, limits)
+        done, over = _wait_build(proc, args, limits)
     finally:
         processes.ended(proc.pid)
         if proc.poll() is None:                       # interrupted while it ran
             end_build(proc)
+        ruleset.close()
+    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem,
+               wall=f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no wall: {ruleset.problem}",
+               wall_ms=round(wall_ms, 3))
 
 
 def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:

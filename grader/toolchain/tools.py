@@ -76,3 +76,51 @@ def version(name: str) -> str:
         found = next((ln.split()[1] for ln in lines if ln.startswith("Version") and len(ln.split()) > 1), "")
         return f"Nsight Compute {found}" if found else "ncu"
     return lines[0].strip() if lines else name
+
+
+# The tools a build may run besides its compiler: nvcc's host compiler and binutils, found on PATH.
+_HOST_TOOLS = ("gcc", "g++", "cc", "c++", "as", "ld")
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_folders() -> tuple[str, ...]:
+    """What a build's wall lets its compilers read besides the system's folders (toolchain/running.py):
+    the CUDA toolkit's folder (nvcc's, and $CUDA_HOME's; every folder of the `nvidia` wheels where
+    nvcc came from one), the host compiler's and binutils' installation folders where they lie
+    outside the system's, and the ninja binary itself. Each found, never guessed: a tool missing
+    here adds nothing."""
+    found: list[str] = []
+
+    homes = {os.path.realpath(os.path.expanduser("~")), "/root", "/home"}
+
+    def prefix(tool: str | None) -> None:
+        """The installation folder of <prefix>/bin/<tool>; the file alone where that folder would be
+        a home folder (or /), whose other files are nobody's business."""
+        if tool:
+            real = os.path.realpath(tool)
+            bin_dir = os.path.dirname(real)
+            top = os.path.dirname(bin_dir)
+            home_like = top in homes or os.path.dirname(top) == "/home" or top == "/"
+            found.append(real if os.path.basename(bin_dir) != "bin" or home_like else top)
+
+    for name in ("nvcc", *_HOST_TOOLS):
+        prefix(locate(name))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isdir(home):
+            found.append(os.path.realpath(home))
+    nvcc = locate("nvcc")
+    if nvcc and "/nvidia/" in os.path.realpath(nvcc):
+        try:
+            import nvidia  # the nvidia-cuda-* wheels: nvcc's headers and libraries lie in the sibling packages
+            found += [os.path.realpath(p) for p in getattr(nvidia, "__path__", [])]
+        except ImportError:
+            pass
+    ninja = locate("ninja")
+    if ninja:
+        found.append(os.path.realpath(ninja))
+    out: list[str] = []
+    for path in found:
+        if path in ("/", "") or any(path == o or path.startswith(o.rstrip("/") + "/") for o in out):
+            continue
+        out = [o for o in out if not o.startswith(path.rstrip("/") + "/")] + [path]
+    return tuple(out)

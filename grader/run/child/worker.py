@@ -474,7 +474,7 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
     sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = _read_wall(job)
     if job.offline:
-        opened = gpu_files_open()
+        opened = gpu_files_open(job.backend.device_files)
         if opened:
             raise RuntimeError(f"the recorder without a GPU has the GPU's device files open ({', '.join(opened)}): "
                                "it records on the GPU instead")
@@ -503,13 +503,15 @@ def _read_wall(job: Job) -> tuple[bool, str, float]:
     if job.role == Role.PROFILE:
         return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
                        "Compute's injected library fails behind it"), 0.0
-    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR))
+    gpu = job.backend.device_files if job.backend.on_gpu and not job.offline else ()
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu)
     return done.confined, done.detail, done.ms
 
 
-def gpu_files_open() -> list[str]:
-    """The GPU's device files this process holds open (/dev/nvidia*): none in the recorder without
-    a GPU, before its wall goes up (a context made by anything before it would outlive the wall)."""
+def gpu_files_open(prefixes: tuple[str, ...]) -> list[str]:
+    """The GPU's device files this process holds open (the backend's device_files, /dev/nvidia* for
+    CUDA): none in the recorder without a GPU, before its wall goes up (a context made by anything
+    before it would outlive the wall)."""
     found = []
     try:
         for fd in os.listdir("/proc/self/fd"):
@@ -517,7 +519,7 @@ def gpu_files_open() -> list[str]:
                 target = os.readlink(f"/proc/self/fd/{fd}")
             except OSError:
                 continue
-            if target.startswith("/dev/nvidia"):
+            if target.startswith(prefixes):
                 found.append(target)
     except OSError:
         return ["/proc/self/fd unreadable"]
