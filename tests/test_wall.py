@@ -34,9 +34,11 @@ HEADERS = """#include <cstdio>
 #include <cstdlib>
 #include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 """
@@ -114,18 +116,22 @@ PAYLOADS = {
              "start another process"),
     "socket": ("    int s = socket(AF_INET, SOCK_STREAM, 0); if (s >= 0) close(s);", "network connection"),
     "write a file": ('    FILE* f = fopen("{mark}", "w"); if (f) { fputs("x", f); fclose(f); }',
-                     "create, change or delete a file"),
-    "unlink": ('    unlink("{mark}");', "create, change or delete a file"),
+                     "tried to create or write a file"),
+    "unlink": ('    unlink("{mark}");', "tried to delete a file"),
+    # each message names what was stopped: a folder's listing was "tried to create, change or delete a file"
+    "opendir": ('    if (DIR* d = opendir("/tmp")) closedir(d);', "tried to list a folder"),
+    "mkdir": ('    mkdir("{mark}", 0755);', "tried to create a folder"),
+    "rmdir": ('    rmdir("{mark}");', "tried to delete a folder"),
     "signal the parent": ("    kill(getppid(), SIGUSR1);", "signal to another process"),
     "computed system": (computed("system", "int (*)(const char*)", 'fn("touch {mark}")'), None),
     "computed fork": (computed("fork", "int (*)()", "if (fn() == 0) _exit(0)"), "start another process"),
     "computed open": (computed("open", "int (*)(const char*, int, int)", 'fn("{mark}", O_CREAT | O_WRONLY, 0644)'),
-                      "create, change or delete a file"),
+                      "tried to create or write a file"),
     "raw syscall": ('    syscall(SYS_openat, AT_FDCWD, "{mark}", O_CREAT | O_WRONLY, 0644);',
-                    "create, change or delete a file"),
+                    "tried to create or write a file"),
     "raw instruction": ('    const char* p = "{mark}"; long r;\n'
                         '    asm volatile("syscall" : "=a"(r) : "a"(257L), "D"(-100L), "S"(p), "d"(0101L) '
-                        ': "rcx", "r11", "memory");', "create, change or delete a file"),
+                        ': "rcx", "r11", "memory");', "tried to create or write a file"),
     "replace the guard": ("    signal(SIGSYS, SIG_IGN);", "replace the grader's guard"),
     "static initialiser": (None, None),
 }
@@ -155,6 +161,8 @@ def _wall_case(name, backend, rubric, write_cu, parent_watch):
     mark.unlink(missing_ok=True)
     if name == "unlink":
         mark.write_text("must survive")
+    if name == "rmdir":
+        mark.mkdir(exist_ok=True)
     result = run_unscreened(write_cu(payload_source(name)), rubric, backend)
     assert result.status == "rejected", (result.status, result.message)
     assert "blocked_by_sandbox" in result.flags
@@ -164,6 +172,9 @@ def _wall_case(name, backend, rubric, write_cu, parent_watch):
     if name == "unlink":
         assert mark.read_text() == "must survive"
         mark.unlink()
+    elif name == "rmdir":
+        assert mark.is_dir(), f"{mark} was removed: the payload ran"
+        mark.rmdir()
     else:
         assert not mark.exists(), f"{mark} exists: the payload ran"
     assert parent_watch == [], "the parent was signalled"
@@ -209,8 +220,67 @@ def test_an_open_of_the_gpus_device_files_is_explained_as_a_stream_or_context_of
                                     b"blocked 257 openat 0xffffff9c 0x7ffd 0x241 /tmp/stash\n")
     said = gpu.describe()
     assert "driver" in said and "stream" in said and "/dev/nvidiactl" in said
-    assert "create, change or delete a file" not in said
-    assert "create, change or delete a file" in file.describe() and "stream" not in file.describe()
+    assert "a file" not in said
+    assert "tried to create or write a file" in file.describe() and "stream" not in file.describe()
+
+
+def _report(name: str, *args: int, path: str = "") -> guard.Blocked:
+    line = f"blocked 0 {name} " + " ".join(hex(a) for a in (list(args) + [0, 0, 0])[:3]) + (f" {path}" if path else "")
+    (found,) = guard.parse_reports(line.encode() + b"\n")
+    return found
+
+
+OPENDIR = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_DIRECTORY       # glibc's opendir
+AT_FDCWD = 0xffffff9c
+
+# What each call the filter stops is said to be: what was stopped, never a catch-all.
+SAID = [
+    (_report("openat", AT_FDCWD, 0x7ffd, OPENDIR, path="/tmp/class"), "tried to list a folder"),
+    (_report("open", 0x7ffd, OPENDIR, path="/tmp/class"), "tried to list a folder"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_PATH | os.O_DIRECTORY), "tried to open a folder"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "tried to create or write a file"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_RDWR | os.O_CREAT | os.O_EXCL), "tried to create or write a file"),
+    (_report("open", 0x7ffd, os.O_WRONLY | os.O_TRUNC), "tried to empty a file"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_WRONLY | os.O_APPEND), "tried to write to a file"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_RDWR), "tried to write to a file"),
+    (_report("openat", AT_FDCWD, 0x7ffd, os.O_RDWR | os.O_TMPFILE), "tried to create a file (a nameless"),
+    (_report("creat", 0x7ffd, 0o644), "tried to create or write a file"),
+    (_report("unlink", 0x7ffd), "tried to delete a file"),
+    (_report("unlinkat", AT_FDCWD, 0x7ffd, 0), "tried to delete a file"),
+    (_report("unlinkat", AT_FDCWD, 0x7ffd, 0x200), "tried to delete a folder"),      # AT_REMOVEDIR
+    (_report("rmdir", 0x7ffd), "tried to delete a folder"),
+    (_report("mkdir", 0x7ffd, 0o755), "tried to create a folder"),
+    (_report("mkdirat", AT_FDCWD, 0x7ffd, 0o755), "tried to create a folder"),
+    (_report("renameat2", AT_FDCWD, 0x7ffd, AT_FDCWD), "tried to rename or move a file"),
+    (_report("fchmodat", AT_FDCWD, 0x7ffd, 0o777), "tried to change a file's permissions"),
+    (_report("lchown", 0x7ffd, 0, 0), "tried to change a file's owner"),
+    (_report("linkat", AT_FDCWD, 0x7ffd, AT_FDCWD), "tried to make a hard link to a file"),
+    (_report("symlinkat", 0x7ffd, AT_FDCWD, 0x7ffe), "tried to make a symbolic link"),
+    (_report("mknodat", AT_FDCWD, 0x7ffd, 0o10644), "tried to create a device file or a named pipe"),
+    (_report("ftruncate", 3, 0), "tried to change a file's size"),
+    (_report("utimensat", AT_FDCWD, 0x7ffd, 0), "tried to change a file's timestamps"),
+]
+
+
+@pytest.mark.parametrize("blocked, words", SAID, ids=[f"{b.name}-{i}" for i, (b, _) in enumerate(SAID)])
+def test_each_message_names_what_was_stopped(blocked, words):
+    said = blocked.describe()
+    assert said.startswith(f"your code {words}"), said
+    assert "create, change or delete" not in said
+    if blocked.path:
+        assert f"({blocked.path})" in said
+
+
+def test_every_call_the_old_catch_all_named_has_a_message_of_its_own():
+    """The calls "tried to create, change or delete a file" covered, each now said as what it does."""
+    covered = {"open", "openat", "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
+               "rmdir", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "lchown", "link", "linkat",
+               "symlink", "symlinkat", "mknod", "mknodat", "truncate", "ftruncate", "fallocate", "utimensat", "utime",
+               "utimes"}
+    for name in covered:
+        said = _report(name, 0, os.O_WRONLY | os.O_CREAT, os.O_WRONLY | os.O_CREAT).meaning
+        assert said.startswith("tried to ") and "create, change or delete" not in said, (name, said)
+        assert "system call" not in said, (name, said)
 
 
 def test_guard_filter_builds_and_fits(tmp_path):

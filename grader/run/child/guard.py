@@ -19,18 +19,26 @@ from dataclasses import dataclass
 ENFORCE, AUDIT, PROFILE, OFFLINE = 0, 1, 2, 3     # profile: enforce, and what Nsight Compute's injection needs;
 # offline: enforce, and no ioctl but a terminal's (the recorder without a GPU: no driver call gets through)
 
-# What a blocked call means, in a student's terms. Calls not named here are
-# "a system call a kernel launch has no need of".
+# What a blocked call means, in a student's terms: each names what was stopped (a folder's listing
+# is a listing, not a file changed). Calls not named here are "a system call a kernel launch has no
+# need of". open and openat (and unlinkat) are told apart by their flags: _open_meaning.
 _MEANING = {
     "tried to start a program": {"execve", "execveat"},
     "tried to start another process": {"fork", "vfork", "clone", "clone3"},
     "tried to open a network connection": {"socket", "socketpair", "connect", "bind", "listen", "sendto",
                                            "sendmsg"},
-    "tried to create, change or delete a file": {
-        "open", "openat", "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
-        "rmdir", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "lchown", "link", "linkat",
-        "symlink", "symlinkat", "mknod", "mknodat", "truncate", "ftruncate", "fallocate", "utimensat", "utime",
-        "utimes"},
+    "tried to create or write a file": {"creat"},
+    "tried to delete a file": {"unlink"},
+    "tried to delete a folder": {"rmdir"},
+    "tried to create a folder": {"mkdir", "mkdirat"},
+    "tried to rename or move a file": {"rename", "renameat", "renameat2"},
+    "tried to change a file's permissions": {"chmod", "fchmod", "fchmodat"},
+    "tried to change a file's owner": {"chown", "fchown", "fchownat", "lchown"},
+    "tried to make a hard link to a file": {"link", "linkat"},
+    "tried to make a symbolic link": {"symlink", "symlinkat"},
+    "tried to create a device file or a named pipe": {"mknod", "mknodat"},
+    "tried to change a file's size": {"truncate", "ftruncate", "fallocate"},
+    "tried to change a file's timestamps": {"utimensat", "utime", "utimes"},
     "tried to send a signal to another process": {"kill", "tkill", "tgkill", "rt_sigqueueinfo",
                                                   "rt_tgsigqueueinfo", "pidfd_send_signal"},
     "tried to inspect or change another process": {"ptrace", "process_vm_readv", "process_vm_writev",
@@ -38,6 +46,25 @@ _MEANING = {
     "tried to replace the grader's guard": {"rt_sigaction", "seccomp", "prctl"},
     "tried to change its resource limits": {"setrlimit", "prlimit64"},
 }
+_FLAGS_ARG = {"open": 1, "openat": 2}             # where the open flags are (guard.c reports arg0 to arg2)
+_AT_REMOVEDIR = 0x200                             # unlinkat's flag: the path is a folder (rmdir)
+
+
+def _open_meaning(flags: int) -> str:
+    """What an open stopped by the filter (guard.c's R_OPEN_FLAGS: a write, a create, a truncation,
+    O_TMPFILE, or O_DIRECTORY, which glibc's O_TMPFILE holds: opendir) was for, from its flags. The
+    parent reads them with this machine's constants, the child's."""
+    if flags & os.O_TMPFILE == os.O_TMPFILE:
+        return "tried to create a file (a nameless temporary one)"
+    if flags & os.O_CREAT:
+        return "tried to create or write a file"
+    if flags & os.O_TRUNC:
+        return "tried to empty a file"
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_APPEND):
+        return "tried to write to a file"
+    if flags & os.O_DIRECTORY:
+        return "tried to open a folder" if flags & os.O_PATH else "tried to list a folder"
+    return "tried to open a file"
 
 
 @dataclass(frozen=True)
@@ -54,6 +81,10 @@ class Blocked:
     def meaning(self) -> str:
         if self._opens_the_gpu:
             return "asked the GPU's driver for something that needs a new handle on the device"
+        if self.name in _FLAGS_ARG:
+            return _open_meaning(self.args[_FLAGS_ARG[self.name]])
+        if self.name == "unlinkat":
+            return "tried to delete a folder" if self.args[2] & _AT_REMOVEDIR else "tried to delete a file"
         for text, names in _MEANING.items():
             if self.name in names:
                 return text
