@@ -110,6 +110,7 @@ class Limits:
     device_heap_bytes: int
     drop_privileges: bool
     workspace_bytes: int = 256 << 20       # what a launcher may cudaMalloc, over all its calls
+    require_read_wall: bool = False        # no file-system wall: the submission is never loaded (limits.require_read_wall)
 
 
 class GuardMode(str, Enum):

@@ -30,7 +30,8 @@ def child_limits(rubric: Rubric) -> Limits:
     """The rubric's limits as the child applies them."""
     lim = rubric.limits
     return Limits(host_memory_mib=lim.host_memory_mib, device_heap_bytes=lim.device_heap_mib << 20,
-                  drop_privileges=lim.drop_privileges, workspace_bytes=lim.workspace_mib << 20)
+                  drop_privileges=lim.drop_privileges, workspace_bytes=lim.workspace_mib << 20,
+                  require_read_wall=lim.require_read_wall)
 
 
 def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, backend: Backend, store,

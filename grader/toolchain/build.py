@@ -590,13 +590,15 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
                                    confined=cached.get("confined", False), wall=cached.get("wall", ""))
         check_scratch_folder()
         with build_room(read=(str(SHIM_HEADER.parent),) if tc.shim else ()) as room:
-            for name, text in files.items():          # a callable: a text made only when it is built
-                _write_text(room.path / name, text() if callable(text) else text)
-            ninja_text = render("build.ninja.j2", version=__version__, compile=" ".join([compiler, *flags]), link=link,
-                                description=ninja_text_of(f"{backend.name} build of {Path(user_path).name}"),
-                                compiles=compiles, objects=objects,
-                                included=[name for name in files if name != plan.main and name not in plan.also])
-            _write_text(room.path / "build.ninja", ninja_text)
+            made = {name: text() if callable(text) else text for name, text in files.items()}  # made only to build
+            made["build.ninja"] = render("build.ninja.j2", version=__version__, compile=" ".join([compiler, *flags]),
+                                         link=link, description=ninja_text_of(f"{backend.name} build of "
+                                                                              f"{Path(user_path).name}"),
+                                         compiles=compiles, objects=objects,
+                                         included=[name for name in files if name != plan.main and name not in plan.also])
+            for name, text in made.items():         # in the room, and beside its outputs in the cache, to read
+                _write_text(room.path / name, text)
+                _write_text(directory / name, text)
             ran = _compile_and_link(room, plan.linked, limits)
             proc, over = ran.proc, ran.over
             wall = dict(confined=ran.confined, wall=ran.wall, wall_ms=ran.wall_ms)

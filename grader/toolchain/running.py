@@ -60,6 +60,9 @@ class Room:
         return self.path / "tmp"
 
 
+VIEW = ".view"          # in a room: the empty folder its build's own root is mounted on
+
+
 @contextlib.contextmanager
 def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
     """A fresh room for one build (core/folders.py's own_folder, with its tmp/), removed when the
@@ -69,6 +72,7 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
     try:
         path = Path(folders.own_folder("grader-build-", base))
         (path / "tmp").mkdir()
+        (path / VIEW).mkdir()                        # where the build's own root is mounted (fswall.View)
         if os.geteuid() == 0:
             os.chown(path / "tmp", folders.NOBODY, folders.NOBODY)
     except OSError as exc:
@@ -139,8 +143,13 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
 
     cap = limits.memory_mib * 1024 * 1024
     clock = time.perf_counter()
-    ruleset = fswall.Ruleset(wall_rules(room))
+    rules = wall_rules(room)
+    ruleset = fswall.Ruleset(rules)
+    view = fswall.View(rules, str(room.path / VIEW), str(room.path))
+    root = os.geteuid() == 0
+    uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
     wall_ms = (time.perf_counter() - clock) * 1000
+    seen = os.pipe()                                  # what the view's entry said, back from the child
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
         raise InfrastructureError(f"the build would run without its file-system wall ({ruleset.problem}), and the "
@@ -152,21 +161,31 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
         os.nice(BUILD_NICE)
         set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
         set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
+        said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
+        os.write(seen[1], said.encode()[:500] or b"-")
+        if root:                                      # then nobody, as the children are
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
         if ruleset.ready and ruleset.restrict() != 0:
             raise OSError("the build's file-system wall could not be applied")
 
     env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
                HOME=str(room.scratch))
-    drop = dict(user=folders.NOBODY, group=folders.NOBODY, extra_groups=[]) if os.geteuid() == 0 else {}
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", cwd=room.path, env=env, preexec_fn=preexec, **drop)
+                                text=True, errors="replace", cwd=room.path, env=env, preexec_fn=preexec)
     except (OSError, subprocess.SubprocessError) as exc:
         ruleset.close()
+        _close(seen)
         raise InfrastructureError(f"{Path(args[0]).name} could not be started behind the build's wall ({exc}): check "
                                   f"it runs (`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can "
                                   "enter. Nothing was compiled; no student is graded for this.") from None
+    os.close(seen[1])
+    with os.fdopen(seen[0], "rb") as f:
+        said = f.read(500).decode(errors="replace")
+    view_detail = "its own root" if said == "-" else f"no root of its own ({said})"
     processes.started(proc.pid, proc)
     try:
         done, over = _wait_build(proc, args, limits)
@@ -175,9 +194,17 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
         if proc.poll() is None:                       # interrupted while it ran
             end_build(proc)
         ruleset.close()
-    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem,
-               wall=f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no wall: {ruleset.problem}",
+    wall = f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no Landlock: {ruleset.problem}"
+    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {view_detail}",
                wall_ms=round(wall_ms, 3))
+
+
+def _close(fds) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:

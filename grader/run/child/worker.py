@@ -355,6 +355,11 @@ def main() -> int:
     except Refused as refused:
         channel.send(RefusedFrame([str(refused)]))
         return 0
+    except Unwalled as unwalled:            # said as the sandbox it had: the parent's verdict names the machine
+        channel.send(HelloFrame(job.backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job,
+                                unwalled.sandbox))
+        channel.send(FatalFrame("load", f"not loaded: {unwalled} (limits.require_read_wall)"))
+        return 0
     except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
         channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
         return 0
@@ -473,6 +478,9 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     sys.dont_write_bytecode = True
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
     sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = _read_wall(job)
+    if job.limits.require_read_wall and not sandbox.reads_confined and job.role != Role.PROFILE:
+        # before any of the submission's code: nothing it could print or read here ever exists
+        raise Unwalled(sandbox)
     if job.offline:
         opened = gpu_files_open(job.backend.device_files)
         if opened:
@@ -492,6 +500,14 @@ def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
     return sandbox
+
+
+class Unwalled(Exception):
+    """The file-system wall did not go up and the rubric requires it: the submission is not loaded."""
+
+    def __init__(self, sandbox: ChildSandbox):
+        super().__init__(sandbox.reads_detail)
+        self.sandbox = sandbox
 
 
 def _read_wall(job: Job) -> tuple[bool, str, float]:
