@@ -192,3 +192,55 @@ def test_require_read_wall_without_landlock_refuses_the_build_first(monkeypatch,
             running.run_limited(["true"], running.BuildLimits(require_wall=True), room)
         ran = running.run_limited(["true"], running.BuildLimits(), room)
     assert ran.proc.returncode == 0 and not ran.confined and "no Landlock" in ran.wall
+
+
+CALLBACK_PEEK = PEEK + KERNEL + r"""
+#include <cuda.h>
+static const char* g_paths[8];
+static int g_count = 0;
+static void CUDA_CB peek_from_driver_thread(void*) {
+    printf("CALLBACK ran on a driver thread\n");
+    for (int i = 0; i < g_count; i++) show("callback", g_paths[i], open(g_paths[i], O_RDONLY));
+    fflush(stdout);
+}
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, cudaStream_t stream) {
+    static bool once = false;
+    if (!once) {
+        once = true;
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        // reached by a computed name: no wrapped runtime call names it
+        char name[] = "cuLaunchHostFuncX"; name[16] = 0;
+        if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) == cudaSuccess && fn) {
+            typedef CUresult (*Launch)(CUstream, CUhostFn, void*);
+            CUresult r = ((Launch)fn)((CUstream)stream, peek_from_driver_thread, nullptr);
+            printf("ENQUEUED %d\n", (int)r);
+            cudaStreamSynchronize(stream);
+        } else printf("NO ENTRY POINT\n");
+        fflush(stdout);
+    }
+    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);
+}
+"""
+
+
+@pytest.mark.gpu
+@needs_landlock
+def test_on_the_gpu_a_host_callback_on_the_drivers_thread_is_behind_the_wall(rubric, write_cu, tmp_path):
+    """The recorder on the GPU makes its CUDA context behind its wall, so the driver's threads (where
+    a host callback runs) are walled too: a callback reached through cudaGetDriverEntryPoint reads
+    none of the secrets, and the recorder reports no thread outside its wall."""
+    from test_read_wall import _leaked
+
+    secret = tmp_path / "classmate.cu"
+    secret.write_text(f"// {MARK}\n")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(secret, 0o644)
+    text = CALLBACK_PEEK.replace("static int g_count = 0;",
+                                 f'static int g_count = 1; static int g_set = (g_paths[0] = "{secret}", 0);')
+    result = run_unscreened(write_cu(text), rubric, "cuda")
+    out = result.output.stdout
+    print("callback attack:", out[:600], result.sandbox.reads_detail)
+    assert MARK not in out + result.output.stderr, out
+    assert _leaked(result) == []
+    assert "thread(s) started before it" not in (result.sandbox.reads_detail or ""), result.sandbox.reads_detail
