@@ -565,6 +565,46 @@ def feedback_loop(cache: str, backend: str, figures: dict, rows: list, runs: int
     return first
 
 
+BUILD_WALL_RUNS = 40
+BUILD_WALL_TARGET_MS = 5.0       # issue 65: the build wall's cost, under 5 ms a build
+
+
+def build_wall(figures: dict, rows: list, runs: int = BUILD_WALL_RUNS) -> None:
+    """What the build's wall costs a build: `true` run through toolchain/running.py's run_limited (a
+    room's Landlock ruleset, its own root in a mount namespace, nobody as root) against the same
+    limits with both taken out, the median of runs each, alternating; and the grader's share (the
+    ruleset and the view's plan). A build runs one to three such commands (compile, link, the
+    alone-compile after a failure)."""
+    import statistics
+
+    sys.path.insert(0, str(ROOT))
+    from grader.core import fswall
+    from grader.toolchain import running
+
+    walled, bare, grader_ms = [], [], []
+    with running.build_room() as room:
+        running.run_limited(["true"], running.BuildLimits(), room)           # the toolchain found, once
+        enter, restrict = fswall.View.enter, fswall.Ruleset.restrict
+        for _ in range(runs):
+            t = time.perf_counter()
+            ran = running.run_limited(["true"], running.BuildLimits(), room)
+            walled.append((time.perf_counter() - t) * 1000)
+            grader_ms.append(ran.wall_ms)
+            fswall.View.enter, fswall.Ruleset.restrict = (lambda self, uid, gid: ""), (lambda self: 0)
+            try:
+                t = time.perf_counter()
+                running.run_limited(["true"], running.BuildLimits(), room)
+                bare.append((time.perf_counter() - t) * 1000)
+            finally:
+                fswall.View.enter, fswall.Ruleset.restrict = enter, restrict
+    cost = statistics.median(walled) - statistics.median(bare)
+    figures["build_wall"] = {"walled_ms": statistics.median(walled), "bare_ms": statistics.median(bare),
+                             "cost_ms": cost, "grader_ms": statistics.median(grader_ms), "wall": ran.wall,
+                             "runs": runs}
+    rows.append(("build wall: cost a command (median)", f"{cost:.2f} ms ({ran.wall})",
+                 f"< {BUILD_WALL_TARGET_MS:g} ms a build", cost < BUILD_WALL_TARGET_MS))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
@@ -587,6 +627,7 @@ def main() -> int:
 
     rows = []
     figures: dict = {"backend": args.backend}
+    build_wall(figures, rows)
     # The drawing ahead a grade leaves running writes into the cache: waited for before it goes.
     with tempfile.TemporaryDirectory(prefix="grader-bench-cache-", ignore_cleanup_errors=True) as cache:
         first = feedback_loop(cache, args.backend, figures, rows)
