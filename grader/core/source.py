@@ -10,14 +10,14 @@ needs from the text is emulation.py.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.handin import READ_LIMIT, SourceFile, read_file
 from grader.core.signature import parse_param, split_params
 
-MAX_SOURCE_BYTES = 256 * 1024
+MAX_SOURCE_BYTES = READ_LIMIT
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class Finding:
 
 @dataclass
 class Submission:
+    """A source scanned (read_submission): path is the file as read once (a HeldPath, reading as
+    the bytes scanned), text and sha256 those bytes'."""
+
     path: Path
     text: str
     sha256: str
@@ -70,17 +73,20 @@ class SourceProblem:
     line: int | None = None
 
 
-def read_submission(path: Path, launcher: str, signature: str = "") -> Submission | SourceProblem:
-    """Read and scan a submission, or say why it is not a CUDA source we can grade. launcher: the
-    optional launcher's name ("" when the exercise has none); signature: the kernel's, for the
-    message about an empty file."""
-    data = path.read_bytes()
+def read_submission(path: Path | SourceFile, launcher: str, signature: str = "") -> Submission | SourceProblem:
+    """Scan a submission, or say why it is not a CUDA source we can grade. path: the file as read
+    once (core/handin.py's SourceFile: a batch's, a grade's), or a path, read here the way
+    `grader submit` reads one (handin.read_file: its last component not followed; UsageError where
+    it cannot be read). launcher: the optional launcher's name ("" when the exercise has none);
+    signature: the kernel's, for the message about an empty file."""
+    source = path if isinstance(path, SourceFile) else read_file(Path(path))
+    path, data = source.path, source.data
     if not data.strip():
         return SourceProblem(f"{path.name} is empty: write the exercise's kernel in it:\n  {signature}" if signature
                              else f"{path.name} is empty: write a __global__ kernel in it.")
-    if len(data) > MAX_SOURCE_BYTES:
+    if source.size > MAX_SOURCE_BYTES or len(data) > MAX_SOURCE_BYTES:
         return SourceProblem(
-            f"{path.name} is {len(data) / 1024:.0f} KiB; a submission may be at most {MAX_SOURCE_BYTES // 1024} KiB of source."
+            f"{path.name} is {source.size / 1024:.0f} KiB; a submission may be at most {MAX_SOURCE_BYTES // 1024} KiB of source."
         )
     if b"\0" in data:
         return SourceProblem(f"{path.name} is a binary file, not CUDA source: submit the .cu text file.")
@@ -98,7 +104,7 @@ def read_submission(path: Path, launcher: str, signature: str = "") -> Submissio
             "file with the CUDA source in a string. Save what is inside the string (the kernels) as the .cu file, "
             "drop the PyTorch wrapper and load_inline, and add the launcher the exercise calls"
             + (f" ({launcher})." if launcher else "."), python)
-    sub = Submission(path=path, text=text, sha256=hashlib.sha256(data).hexdigest(), code=code)
+    sub = Submission(path=path, text=text, sha256=source.sha256, code=code)
     sub.kernels = find_kernels(code)
     if not sub.kernels and path.suffix == ".py":
         return SourceProblem(f"{path.name} is a Python file: the grader grades CUDA C++, a .cu file with a __global__ "

@@ -79,8 +79,10 @@ def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None
     return load_exercise(DEFAULT_EXERCISE) if DEFAULT_EXERCISE in files else load_rubric(None)
 
 
-def exercise_for_class(files: list[Path]):
-    """The exercise most of a class's files define (by kernel or launcher); None when none does."""
+def exercise_for_class(files: list):
+    """The exercise most of a class's files define (by kernel or launcher); None when none does.
+    files: each a path or a file as read (core/handin.py's SourceFile); a batch's Entry.path reads
+    as the bytes its listing read (a HeldPath), so no student's file is opened again here."""
     counts: dict[str, int] = {}
     rubrics = {}
     for f in files:
@@ -91,16 +93,19 @@ def exercise_for_class(files: list[Path]):
     return rubrics[max(counts, key=counts.get)] if counts else None
 
 
-def exercise_for_source(file: Path):
+def exercise_for_source(file):
     """The exercise whose kernel or launcher the file defines; else the one whose kernel name is
     closest to a kernel the file defines (so a misspelt kernel is told its exercise's name);
-    None when the file cannot be read or nothing is close."""
+    None when the file cannot be read or nothing is close. file: a path, or a file as read
+    (core/handin.py's SourceFile)."""
     import difflib
 
+    from grader.core.handin import SourceFile
     from grader.core.source import blank_comments_and_strings, defines_function, find_kernels
 
     try:
-        code = blank_comments_and_strings(file.read_text(encoding="utf-8"))
+        text = file.data.decode("utf-8") if isinstance(file, SourceFile) else file.read_text(encoding="utf-8")
+        code = blank_comments_and_strings(text)
     except (OSError, UnicodeDecodeError):
         return None
     from grader.exercises.rubric import load_rubric

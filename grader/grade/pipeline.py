@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import importlib
 import time
 import traceback
@@ -63,13 +62,13 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
-    p, rubric, requested = request.path, request.rubric, request.backend
-    if early is not None and (p.is_dir() or not p.is_file()):
-        early.cancel()
-    if p.is_dir():
-        raise UsageError(f"{p}: a folder, not a .cu file (`grader batch {p}` grades a folder of submissions)")
-    if not p.is_file():
-        raise UsageError(f"{p}: no such file")
+    try:
+        request = request.read()                    # the file, read once: every step takes these bytes
+    except UsageError:
+        if early is not None:
+            early.cancel()
+        raise
+    p, rubric, requested, source = request.path, request.rubric, request.backend, request.source
     if early is not None and early.requested != requested:
         early.cancel()
         early = None
@@ -82,11 +81,8 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
     chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
     request = request.on(chosen)
 
-    try:                                            # the file's digest whatever comes of it (an empty file too)
-        digest = hashlib.sha256(p.read_bytes()).hexdigest()
-    except OSError:
-        digest = None
-    result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": digest}, backend=chosen.name,
+    # the file's digest whatever comes of it (an empty file too)
+    result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": source.sha256}, backend=chosen.name,
                     status=Outcome.GRADED, grader_version=__version__)
     result.phases.update(command_start or {})
     result.phases["probe_s"] = round(probed, 3)
@@ -262,7 +258,7 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
     """Grade the request (its backend resolved) into result: each step returns what it found and
     only this function (with take_verdict) writes the Result."""
     p, rubric, backend, counters = request.path, request.rubric, request.backend, request.options.counters
-    sub = read_source(p, rubric)
+    sub = read_source(request.source, rubric)
     if isinstance(sub, Stop):
         return result.end(sub)
     result.submission["sha256"] = sub.sha256

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader.core.backend import AUTO, Backend, named
 from grader.core.contract import GuardMode
+from grader.core.handin import SourceFile
 from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
 
@@ -52,18 +53,35 @@ class GradeOptions:
 class GradeRequest:
     """One grade: the .cu file at path against rubric on backend, with options. backend is a Backend,
     or "auto" until the grade resolves it (by the GPU it finds); a backend's name is turned into its
-    object here, once (an unknown name is a UsageError)."""
+    object here, once (an unknown name is a UsageError). source: the file as read once (a batch
+    reads each student's when it lists the class; core/handin.py), which every step of the grade
+    takes, never opening path again; None: the grade reads path itself, once, first
+    (handin.read_file), and carries it from there. With a source, path is the source's (a
+    HeldPath, reading as its bytes)."""
 
     path: Path
     rubric: Rubric
     backend: Backend | str = AUTO
     options: GradeOptions = field(default_factory=GradeOptions)
+    source: SourceFile | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
+        if self.source is not None:
+            object.__setattr__(self, "path", self.source.path)
+        elif not isinstance(self.path, Path):
+            object.__setattr__(self, "path", Path(self.path))
         if not isinstance(self.backend, Backend) and self.backend != AUTO:
             object.__setattr__(self, "backend", named(self.backend))
 
     def on(self, backend: Backend) -> "GradeRequest":
         """This request with "auto" decided: the backend that runs it."""
         return dataclasses.replace(self, backend=backend)
+
+    def read(self) -> "GradeRequest":
+        """This request with its source: the one given, else path read now (UsageError where it
+        cannot be: a folder, no such file, a link)."""
+        if self.source is not None:
+            return self
+        from grader.core.handin import read_file
+
+        return dataclasses.replace(self, source=read_file(self.path))

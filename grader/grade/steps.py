@@ -21,6 +21,7 @@ from grader.toolchain.build import build_baseline, build_submission
 from grader.core.results import BuildSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.analysis.screening import refusal_message, screen_object
+from grader.core.handin import SourceFile
 from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
                                 source_refusals)
 from grader.core.emulation import emulator_blockers, uses_collectives
@@ -29,12 +30,13 @@ from grader.core.outcomes import Outcome
 Progress = Callable[[str], None]
 
 
-def read_source(p: Path, rubric: Rubric) -> Submission | Stop:
-    """The file, read and split into what the checks need; a Stop when it is no source at all."""
-    scanned = read_submission(p, rubric.kernel.launcher_name, rubric.kernel.signature)
+def read_source(source: SourceFile, rubric: Rubric) -> Submission | Stop:
+    """The file as read (once: the request's source), split into what the checks need; a Stop when
+    it is no source at all."""
+    scanned = read_submission(source, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(scanned, SourceProblem):
         return Stop(Outcome.REJECTED, scanned.message,
-                    [SourceNote(str(p), scanned.line, "not a gradable source file", scanned.message)])
+                    [SourceNote(str(source.path), scanned.line, "not a gradable source file", scanned.message)])
     return scanned
 
 
@@ -112,7 +114,7 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
     elif not build.ok:
         out.stop = _compile_error(build, p, sub, rubric)
     elif sub.has_launcher:
-        out.stop = _launcher_mismatch(build, p, rubric)
+        out.stop = _launcher_mismatch(build, p, sub, rubric)
     if out.stop is not None:
         return out
     if not backend.toolchain.shim:
@@ -149,7 +151,7 @@ def _needs_gpu(p: Path, line: int | None, what: str) -> Stop:
                 [SourceNote(str(p), line, "needs a GPU", f"{what}: the CPU emulator cannot run this")])
 
 
-def _launcher_mismatch(build: BuildResult, p: Path, rubric: Rubric) -> Stop | None:
+def _launcher_mismatch(build: BuildResult, p: Path, sub: Submission, rubric: Rubric) -> Stop | None:
     """A launcher defined with other parameter types than the one the grader calls compiles (C++
     takes it for an overload) and fails only when the library is loaded ("undefined symbol"):
     said as the compile error it is, with both signatures."""
@@ -166,7 +168,7 @@ def _launcher_mismatch(build: BuildResult, p: Path, rubric: Rubric) -> Stop | No
     message = (f"{p.name} defines {yours}, but the grader calls {missing[0]}:\n    {rubric.kernel.launcher}\n"
                "Give your launcher exactly these parameter types, in this order (the names are yours): C++ takes a "
                "function with other types for a different one, and the grader's call finds nothing.")
-    line = next((i for i, text in enumerate(p.read_text(errors="replace").splitlines(), 1)
+    line = next((i for i, text in enumerate(sub.text.splitlines(), 1)
                  if re.search(rf"\b{re.escape(name)}\s*\(", text)), None)
     return Stop(Outcome.COMPILE_ERROR, message, [SourceNote(str(p), line, "the launcher's parameters", message)])
 
