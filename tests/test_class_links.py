@@ -2,7 +2,9 @@
 
 find_submissions resolves each file before anything opens it: a link that leaves the student's
 folder (or, for flat files, the class folder), or lands on another student's file, is refused for
-that student, naming the link and its target. A link to a FIFO stands for /etc/shadow here: were
+that student, naming the link and its target. The files it then reads, it reads with no link
+followed (tests/test_read_once.py); a link the listing allows (one inside the student's own
+folder, or a flat file's onto no student's file) is read by where it leads. A link to a FIFO stands for /etc/shadow here: were
 it opened, the test would hang instead of failing quietly.
 """
 
@@ -14,11 +16,20 @@ from pathlib import Path
 
 import pytest
 
+import grader.core.handin as handin
 from grader.batch.inputs import find_submissions
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu").read_text()
 OTHER = (ROOT / "submissions" / "bias_gelu_fused" / "scalar_2d.cu").read_text()
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def opener(request, monkeypatch):
+    """Each listing twice: files read with openat2, and with the O_NOFOLLOW walk a kernel without
+    it gets (core/handin.py)."""
+    monkeypatch.setattr(handin, "_openat2_missing", request.param == "walk")
+    return request.param
 
 
 @pytest.fixture
@@ -35,7 +46,7 @@ def _by_student(directory: Path) -> dict:
     return {e.student: e for e in find_submissions(directory)}
 
 
-def test_links_out_of_a_students_folder_are_refused_naming_link_and_target(tmp_path, outside):
+def test_links_out_of_a_students_folder_are_refused_naming_link_and_target(tmp_path, outside, opener):
     cls = tmp_path / "class"
     for who in ("alice", "bob", "carol", "erin", "gus", "hal"):
         (cls / who).mkdir(parents=True)
@@ -58,7 +69,7 @@ def test_links_out_of_a_students_folder_are_refused_naming_link_and_target(tmp_p
     assert found["gus"].problem == "missing"          # the linked folder is not entered: nothing of its own
 
 
-def test_flat_files_may_not_link_out_of_the_class_or_onto_a_classmate(tmp_path, outside):
+def test_flat_files_may_not_link_out_of_the_class_or_onto_a_classmate(tmp_path, outside, opener):
     cls = tmp_path / "class"
     (cls / "shared").mkdir(parents=True)
     (cls / "alice.cu").write_text(GOOD)

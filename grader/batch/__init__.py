@@ -14,6 +14,7 @@ from grader.core.backend import AUTO, Backend
 
 if TYPE_CHECKING:
     from grader.batch.grading import BatchOutcome, Progress
+    from grader.batch.inputs import Entry
     from grader.batch.request import ClassRequest
     from grader.exercises.rubric import Rubric
 
@@ -42,14 +43,17 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
     return grade_class(ClassRequest(directory, rubric, backend, **choices), progress=progress)
 
 
-def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None) -> "BatchOutcome":
-    """Grade every student's submission under request.directory. With a report_dir: each student's
-    reports in report_dir/<student>/, and summary.csv, gradebook.csv, junit.xml, results.jsonl,
-    class.html and insights.json beside them, written even when the batch is interrupted (with the
-    rows done so far). The backend ("auto" decided once for the class) and the jobs (default_jobs:
-    a few per GPU lane, or one per core on the emulator) are resolved here; a shard (K, N) grades
-    only the K-th of N deterministic shares of the students, for one class on N machines (`grader
-    merge` combines them)."""
+def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
+                entries: "list[Entry] | None" = None) -> "BatchOutcome":
+    """Grade every student's submission under request.directory, each from the bytes read once when
+    the class was listed (batch/inputs.py; entries: the listing the caller already made with
+    find_submissions for this request, so the class is listed and read once; None: listed here).
+    With a report_dir: each student's reports in report_dir/<student>/, and summary.csv,
+    gradebook.csv, junit.xml, results.jsonl, class.html and insights.json beside them, written even
+    when the batch is interrupted (with the rows done so far). The backend ("auto" decided once for
+    the class) and the jobs (default_jobs: a few per GPU lane, or one per core on the emulator) are
+    resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
+    for one class on N machines (`grader merge` combines them)."""
     from grader.batch.classreport import write_class_report
     from grader.batch.grading import default_jobs, grade_entries
     from grader.batch.inputs import find_submissions
@@ -58,7 +62,9 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None) 
     from grader.toolchain.gpuinfo import resolve_backend
 
     k, n = request.shard
-    entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)[k - 1 :: n]
+    if entries is None:
+        entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)
+    entries = entries[k - 1 :: n]
     chosen = resolve_backend(request.backend)               # "auto" decided once, for the whole class
     jobs = request.jobs
     if jobs is None:

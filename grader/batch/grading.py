@@ -1,8 +1,14 @@
-"""Grading a class: every student's submission in turn, each result stored as it completes."""
+"""Grading a class: every student's submission in turn, each result stored as it completes.
+
+Each student is graded from the bytes read when the class was listed (Entry.source, read once:
+batch/inputs.py): the store's key, the build and the reports take them, and nothing here opens a
+student's path, so a file changed, swapped for a link or deleted while the batch runs is graded as
+it was listed."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -15,7 +21,6 @@ from grader.core.backend import Backend
 from grader.toolchain.gpuinfo import resolve_backend
 from grader.batch.inputs import Entry
 from grader.core.limits import usable_cores
-from grader.core.errors import UsageError
 from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
 from grader.core.results import Result
@@ -114,7 +119,7 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Prog
     if pool is not None:
         sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
     try:
-        if backend.private_cases and any(e.path is not None and not e.problem for e in entries):
+        if backend.private_cases and any(e.source is not None and not e.problem for e in entries):
             from grader.exercises.pool import class_store
 
             run.shared = class_store(request.rubric)
@@ -165,15 +170,24 @@ class _ClassRun:
     counters: bool = False                  # each correct, timed kernel's counters' pass (--counters)
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
 
-    def not_reached(self, entry: Entry) -> Graded:
-        """The row of a student an interruption left ungraded in this run."""
+    @functools.cached_property
+    def rubric_text(self) -> bytes | None:
+        """The rubric's text, for the store's keys: read once for the class, not once a student."""
+        from grader.batch.store import rubric_bytes
+
+        return rubric_bytes(self.rubric)
+
+    def key(self, entry: Entry) -> str:
+        """The store's key of an entry's source (the bytes read at the listing)."""
         from grader.batch.store import grade_key
 
-        if entry.path is not None and not entry.problem and self.store is not None:
-            try:
-                kept = self.store.reusable(entry.student, grade_key(entry.path, self.rubric, self.backend))
-            except OSError:
-                kept = None
+        assert entry.source is not None
+        return grade_key(entry.source, self.rubric_text, self.backend)
+
+    def not_reached(self, entry: Entry) -> Graded:
+        """The row of a student an interruption left ungraded in this run."""
+        if entry.source is not None and not entry.problem and self.store is not None:
+            kept = self.store.reusable(entry.student, self.key(entry))
             if kept is not None:
                 return Graded(entry, kept, reused=True)
         if entry.problem:
@@ -181,24 +195,15 @@ class _ClassRun:
         return Graded(dataclasses.replace(entry, problem="not_graded", detail="not graded in this run (it was "
                                           "interrupted first): run the same command again to grade it"), None)
 
-    def _vanished(self, entry: Entry, exc: OSError) -> Graded:
-        if entry.class_folder is not None and not entry.class_folder.is_dir():
-            return Graded(_folder_gone(entry), None)
-        return Graded(_gone(entry, exc), None)
-
     def one(self, index: int, entry: Entry) -> Graded | None:
-        """Grade one entry, or reuse its stored result; None when the batch is stopping (nothing
-        finishing after an interruption is kept)."""
-        from grader.batch.store import grade_key
-
+        """Grade one entry from its source (the bytes read when the class was listed), or reuse its
+        stored result; None when the batch is stopping (nothing finishing after an interruption is
+        kept)."""
         if self.stopping.is_set():
             return None
-        if entry.path is None or entry.problem:
+        if entry.source is None or entry.problem:
             return Graded(entry, None)
-        try:
-            key = grade_key(entry.path, self.rubric, self.backend)
-        except OSError as exc:            # deleted, renamed or made unreadable since the class was listed
-            return self._vanished(entry, exc)
+        key = self.key(entry)
         kept = self.store.reusable(entry.student, key) if self.store else None
         if kept is not None and self.counters and self.backend.on_gpu and kept.correct and kept.counters is None:
             kept = None                       # kept from a run without --counters: graded again for them
@@ -217,12 +222,8 @@ class _ClassRun:
             # the cores shared among the children
             emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
             counters=self.counters, cache_prune_every_s=CACHE_PRUNE_EVERY_S)
-        try:
-            result = grade(GradeRequest(entry.path, self.rubric, self.backend, options), inputs=self.shared)
-        except UsageError as exc:
-            if entry.path.exists():
-                raise
-            return self._vanished(entry, FileNotFoundError(2, str(exc)))     # gone while it was read
+        result = grade(GradeRequest(entry.source.path, self.rubric, self.backend, options, source=entry.source),
+                       inputs=self.shared)
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
         if self.report_dir is not None:
@@ -230,24 +231,6 @@ class _ClassRun:
         if self.store is not None:
             self.store.add(entry.student, entry.path, key, result)
         return Graded(entry, result)
-
-
-def _gone(entry: Entry, exc: OSError) -> Entry:
-    """The entry of a student whose file went away (or turned unreadable) while the batch ran: that
-    student's missing or unreadable, never kept, so the next run grades it; the rest are graded."""
-    problem = "unreadable" if isinstance(exc, PermissionError) else "missing"
-    return dataclasses.replace(entry, problem=problem, detail=f"{entry.path}: {exc.strerror or exc} while the batch "
-                               "ran (deleted, renamed or made unreadable after the class was listed); run the batch "
-                               "again to grade it")
-
-
-def _folder_gone(entry: Entry) -> Entry:
-    """The entry of a student whose class folder itself went away while the batch ran: the machine's
-    (a moved or unmounted folder), infrastructure_error, never kept (no result is written: only the
-    pipeline writes one)."""
-    return dataclasses.replace(entry, problem=Outcome.INFRASTRUCTURE_ERROR, detail=f"the class folder {entry.class_folder} went away "
-                               "while the batch ran (moved, deleted or unmounted): put it back, or point the batch at "
-                               "where it is now, and run it again")
 
 
 def _reports_intact(folder: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Finding each student's submission in a folder, in the layouts courses have.
+"""Finding each student's submission in a folder, in the layouts courses have, and reading it once.
 
 - a folder of .cu files: each file is a student (named by its stem);
 - a folder of per-student folders (GitHub Classroom's clone layout among them): each folder is a
@@ -10,23 +10,35 @@
 
 A student whose submission cannot be found is an Entry with a problem, never skipped silently.
 
-Links are resolved before anything is opened (the grader may run as root): a student's file or
-folder that is a link leading out of the student's own folder (or, for a class of flat files, out of
-the class folder), or onto another student's file, is that student's `linked` problem, naming the
-link and its target, and the file is never read. Students who hand in the same bytes are named to
-each other (Entry.identical_to); nothing is marked down for it.
+The grader may run as root and the class folder is the students'. The listing opens nothing: it
+reads links only (lstat, readlink), and a student's file or folder that is a link leading out of
+the student's own folder (or, for a class of flat files, out of the class folder), or onto another
+student's file, is that student's `linked` problem, naming the link and its target. Then each
+student's file is read once, as the class is listed (core/handin.py): opened beneath the student's
+folder (for flat files, the class folder) by a descriptor that follows no link on the way
+(`openat2` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, else an O_NOFOLLOW walk), checked by
+fstat (a regular file of one name) and read. A path that turned into a link since it was looked
+at is `linked`; a file that is the same file (st_dev, st_ino) as another student's is `linked`
+for each of them, naming both; a file with a second name the class does not hold (a hard link to a
+file outside it) is `linked` and never read. Those bytes are the Entry's source: what the batch
+chooses the exercise from, keys its stored results with, builds, hashes and reports; nothing
+opens the student's path again (Entry.path reads as those bytes: core/handin.HeldPath), so a
+file swapped, changed or deleted after the listing changes nothing of the grade. Students who
+hand in the same bytes are named to each other (Entry.identical_to); nothing is marked down for it.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core.errors import UsageError
+from grader.core.handin import SourceFile, Unread, held, read_beneath
 
 
 @dataclass(frozen=True)
@@ -34,12 +46,16 @@ class Entry:
     """One student's submission, or why there is none."""
 
     student: str                 # the roster's identifier, else the folder's or the file's name
-    path: Path | None
+    path: Path | None            # the file as listed: reads as source's bytes, or, not read, raises (handin.HeldPath)
     problem: str = ""            # "missing", "ambiguous", "unreadable" or "linked"; "" when path is the submission
     detail: str = ""
     identical_to: tuple[str, ...] = ()     # the other students who handed in the same bytes, as student/file
-    sha256: str = ""                       # the file's bytes, hashed (where it was read)
-    class_folder: Path | None = None       # the folder the class was found in
+    source: SourceFile | None = None       # the file as read, once, at the listing (where it was read)
+
+    @property
+    def sha256(self) -> str:
+        """The bytes read, hashed ("" where none were read)."""
+        return self.source.sha256 if self.source is not None else ""
 
 
 def _link_problem(path: Path, own: Path, class_dir: Path) -> str:
@@ -94,15 +110,10 @@ def _in_folder(folder: Path, student: str, file_name: str | None) -> Entry:
 
 def _readable(student: str, path: Path, own: Path) -> Entry:
     """The student's entry for path beneath own (their folder, or the file itself): refused where a
-    link leads out of own, else opened once to see that it can be read."""
+    link leads out of own; read later, once, by _read_all."""
     linked = _link_problem(path, own, own.parent)
     if linked:
         return Entry(student, path, "linked", linked)
-    try:
-        with path.open("rb"):
-            pass
-    except OSError as exc:
-        return Entry(student, path, "unreadable", f"{path}: {exc.strerror or exc}")
     return Entry(student, path)
 
 
@@ -141,25 +152,127 @@ def _other_students(entries: list[Entry], directory: Path) -> list[Entry]:
     return out
 
 
-def _identical(entries: list[Entry], directory: Path) -> list[Entry]:
-    """Each graded entry with the other students whose file holds the same bytes (a hint an
-    instructor reads; nothing is marked down). A file that cannot be read is left as it is: its
-    grade says why."""
-    digests: dict[str, list[Entry]] = {}
-    for e in entries:
-        if e.path is None or e.problem:
-            continue
+def _read_all(entries: list[Entry], directory: Path) -> list[Entry]:
+    """Each entry without a problem with its file read, once (_read_one); then each file that is
+    the same file as another student's, or has a name outside the class, refused (_one_file_each).
+    An entry not read has a path that never reads (handin.HeldPath)."""
+    try:
+        class_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"{directory}: cannot open the class folder ({exc.strerror or exc})") from exc
+    try:
+        return _one_file_each([_read_one(e, directory, class_fd) for e in entries], directory)
+    finally:
+        os.close(class_fd)
+
+
+def _read_one(e: Entry, directory: Path, class_fd: int) -> tuple[Entry, tuple[int, int] | None, int]:
+    """(the entry, with its source where read; the file's identity where it was opened; its
+    number of names). Read beneath the student's folder, opened from the class folder's
+    descriptor without following a link (for flat files, beneath the class folder itself); a link
+    the listing allowed (one inside the student's own folder, or a flat file's onto no student's
+    file) is read by where it leads, with no link followed on the way."""
+    if e.path is None or e.problem:
+        return _unread(e, e.problem, e.detail) if e.path is not None else e, None, 1
+    rel = e.path.relative_to(directory)
+    own = rel.parts[0] if len(rel.parts) > 1 else None
+    beneath = directory / own if own is not None else directory
+    real, base = Path(os.path.realpath(e.path)), Path(os.path.realpath(beneath))
+    inside = real.relative_to(base) if real.is_relative_to(base) and real != base else Path(*rel.parts[1 if own else 0:])
+    try:
+        fd = os.open(own, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=class_fd) \
+            if own is not None else class_fd
+    except OSError as exc:
+        if _is_link(own, class_fd):
+            return _unread(e, "linked", f"{own}/ turned into a link after the class was listed: a student's folder "
+                           "must be their own, and nothing in it was read"), None, 1
+        return _unread(e, "missing" if exc.errno == errno.ENOENT else "unreadable",
+                       f"{own}/: {exc.strerror or exc}"), None, 1
+    try:
+        got = read_beneath(fd, str(inside), e.path)
+    finally:
+        if fd != class_fd:
+            os.close(fd)
+    if isinstance(got, Unread):
+        return _unread(e, got.kind, _relative(got.why, directory)), got.identity, got.names
+    return dataclasses.replace(e, path=got.path, source=got), got.identity, 1
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _relative(why: str, directory: Path) -> str:
+    return why.replace(str(directory) + os.sep, "", 1)
+
+
+def _unread(e: Entry, problem: str, detail: str) -> Entry:
+    """e refused or not read: no source, and a path that says why when something tries to read it."""
+    return dataclasses.replace(e, problem=problem, detail=detail, source=None,
+                               path=held(e.path, None, detail) if e.path is not None else None)
+
+
+def _one_file_each(read: list[tuple[Entry, tuple[int, int] | None, int]], directory: Path) -> list[Entry]:
+    """Each entry whose file is the same file (st_dev, st_ino) as another student's refused as
+    `linked`, naming the others (a hard link, or two links to one file: whose it is cannot be told,
+    so neither is graded); a file of several names the class does not account for (a hard link
+    to a file outside the class) refused, never read."""
+    by_identity: dict[tuple[int, int], list[Entry]] = {}
+    for e, identity, _names in read:
+        if identity is not None:
+            by_identity.setdefault(identity, []).append(e)
+    out = []
+    for e, identity, names in read:
+        others = [o for o in by_identity.get(identity, []) if o.student != e.student] if identity else []
+        if others:
+            shown = ", ".join(f"{o.student}'s {_shown(o, directory)}" for o in others)
+            out.append(_unread(e, "linked", f"{_shown(e, directory)} is the same file as {shown} ("
+                               + ("hard links" if names > 1 else "each leads to it") + "): a submission is a file of "
+                               "the student's own, so none of them is graded; hand in a copy"))
+        elif identity is not None and names > 1:
+            inside = _names_in_class(directory, identity)
+            shown = _shown(e, directory)
+            if names > len(inside):
+                out.append(_unread(e, "linked", f"{shown} is a hard link to a file outside the class ({names} names, "
+                                   f"{names - len(inside)} outside {directory}): it was not read (the grader may run "
+                                   "as root); hand in a copy of the file, not a link"))
+            else:
+                out.append(_unread(e, "linked", f"{shown} is a hard link ({names} names: {', '.join(inside)}): a "
+                                   "submission is a file of one name, the student's own; hand in a copy"))
+        else:
+            out.append(e)
+    return out
+
+
+def _names_in_class(directory: Path, identity: tuple[int, int]) -> list[str]:
+    """Every name beneath directory of the file with this identity, no link followed."""
+    found, folders = [], [directory]
+    while folders:
+        folder = folders.pop()
         try:
-            digest = hashlib.sha256(e.path.read_bytes()).hexdigest()
+            with os.scandir(folder) as it:
+                for d in it:
+                    if d.is_dir(follow_symlinks=False):
+                        folders.append(Path(d.path))
+                    elif d.inode() == identity[1] and d.stat(follow_symlinks=False).st_dev == identity[0]:
+                        found.append(str(Path(d.path).relative_to(directory)))
         except OSError:
             continue
-        digests.setdefault(digest, []).append(e)
-    out = []
+    return sorted(found)
+
+
+def _identical(entries: list[Entry], directory: Path) -> list[Entry]:
+    """Each entry read with the other students whose file holds the same bytes (a hint an
+    instructor reads; nothing is marked down)."""
+    digests: dict[str, list[Entry]] = {}
     for e in entries:
-        digest = next((d for d, group in digests.items() if e in group), "")
-        others = tuple(_shown(o, directory) for o in digests.get(digest, []) if o is not e)
-        out.append(dataclasses.replace(e, identical_to=others, sha256=digest) if digest else e)
-    return out
+        if e.source is not None:
+            digests.setdefault(e.source.sha256, []).append(e)
+    return [dataclasses.replace(e, identical_to=tuple(_shown(o, directory) for o in digests[e.sha256] if o is not e))
+            if e.source is not None else e for e in entries]
 
 
 def _shown(e: Entry, directory: Path) -> str:
@@ -185,10 +298,10 @@ def read_roster(path: Path) -> list[tuple[str, str]]:
 
 
 def find_submissions(directory: Path, *, file_name: str | None = None, roster: Path | None = None) -> list[Entry]:
-    """Every student's submission under directory, sorted by student."""
-    entries = _found(directory, file_name=file_name, roster=roster)
-    entries = [dataclasses.replace(e, class_folder=directory) for e in entries]
-    return _identical(_other_students(entries, directory), directory)
+    """Every student's submission under directory, sorted by student, each file read once (its
+    Entry's source)."""
+    entries = _other_students(_found(directory, file_name=file_name, roster=roster), directory)
+    return _identical(_read_all(entries, directory), directory)
 
 
 def _found(directory: Path, *, file_name: str | None, roster: Path | None) -> list[Entry]:

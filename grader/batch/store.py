@@ -22,6 +22,7 @@ from typing import Iterator
 
 from grader import __version__
 from grader.core import jsonlines
+from grader.core.handin import SourceFile
 from grader.core.results import Result, result_from_json
 from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
@@ -62,10 +63,18 @@ def holding(report_dir: Path, command: str = "grader batch") -> Iterator[None]:
         os.close(fd)
 
 
-def grade_key(submission: Path, rubric: Rubric, backend: str) -> str:
+def rubric_bytes(rubric: Rubric) -> bytes | None:
+    """The rubric's text as the key takes it (None: a rubric of no file); a batch reads it once."""
+    return Path(rubric.path).read_bytes() if rubric.path else None
+
+
+def grade_key(source: SourceFile, rubric: Rubric | bytes | None, backend: str) -> str:
+    """A submission's key: the bytes read of it (the Entry's source, never the path read again),
+    the rubric's text (a Rubric, or its rubric_bytes), the backend and the grader's version, hashed."""
+    text = rubric_bytes(rubric) if isinstance(rubric, Rubric) else rubric
     h = hashlib.sha256()
-    h.update(submission.read_bytes())
-    h.update(b"\0" + Path(rubric.path).read_bytes() if rubric.path else b"\0")
+    h.update(source.data)
+    h.update(b"\0" + text if text is not None else b"\0")
     h.update(f"\0{backend}\0{__version__}".encode())
     return h.hexdigest()
 
