@@ -215,3 +215,21 @@ def test_a_hard_link_to_a_root_only_file_outside_the_class_is_refused_and_never_
     assert [g.entry.problem for g in outcome.graded] == ["", "linked"]
     assert not any(SECRET.encode() in data for data in reads)
     assert SECRET.encode() not in _everything_under(out)
+
+
+def test_the_exercise_is_chosen_from_the_bytes_the_listing_read(tmp_path):
+    """`grader batch` chooses the exercise from each Entry.path: a listed file's reads as the bytes
+    the listing read (the file rewritten since changes nothing), a refused one's never opens (a link
+    to a FIFO would hang the choice)."""
+    from grader.exercises import exercise_for_class
+
+    cls = tmp_path / "class"
+    (cls / "alice").mkdir(parents=True)
+    (cls / "carol").mkdir()
+    (cls / "alice" / "kernel.cu").write_text(BOB)
+    os.mkfifo(tmp_path / "pipe")
+    (cls / "carol" / "kernel.cu").symlink_to(tmp_path / "pipe")
+    entries = find_submissions(cls)
+    (cls / "alice" / "kernel.cu").write_text("__global__ void ropeHalfSplit(const float* in) {}\n")
+    assert [e.problem for e in entries] == ["", "linked"]
+    assert exercise_for_class([e.path for e in entries if e.path]).exercise == "bias_gelu_fused"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grader.core.backend import AUTO, Backend, named
 from grader.core.contract import GuardMode
-from grader.core.handin import SourceFile
+from grader.core.handin import SourceFile, read_file
 from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
 
@@ -82,6 +82,4 @@ class GradeRequest:
         cannot be: a folder, no such file, a link)."""
         if self.source is not None:
             return self
-        from grader.core.handin import read_file
-
         return dataclasses.replace(self, source=read_file(self.path))
