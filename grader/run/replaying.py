@@ -178,7 +178,7 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     if backend.records_then_replays and job.library and job.role == Role.RUN:
         from grader.toolchain.build import device_code, device_variables, uses_device_heap
 
-        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s, recorder=True) as recorder, \
+        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
                 Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
             obj = Path(job.library).with_name("main.o")

@@ -189,10 +189,9 @@ def _import_quietly(*names: str) -> None:
         pass
 
 
-def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool = True) -> None:
+def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
     """What every job needs, done before the job arrives (the parent is still building). gpu
-    False: the recorder without a GPU, which never opens the device. context False: the recorder on
-    the GPU, whose context is made behind its wall (_behind_the_wall)."""
+    False: the recorder without a GPU, which never opens the device."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
     # ctypes lets go of the interpreter while cuInit runs.
     # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
@@ -201,8 +200,13 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool 
     numpy_import = threading.Thread(target=_import_quietly, args=("numpy", "numpy.random"), daemon=True)
     if gpu:
         numpy_import.start()
-    if backend.on_gpu and gpu and context:
-        primary_context()
+    if backend.on_gpu and gpu:
+        # The device's primary context, created now rather than at the first check: the
+        # reference library's runtime (and torch, where loaded) use this same context.
+        driver = ctypes.CDLL("libcuda.so.1")
+        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
         if with_torch:
             import torch
 
@@ -218,17 +222,6 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool 
         grader.core.stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
     for module in backend.child.modules():      # the classes its roles run (the recorder's, the replay's)
         importlib.import_module(module)
-
-
-def primary_context() -> None:
-    """The device's primary context, created now rather than at the first check: the reference
-    library's runtime (and torch, where loaded) use this same context. The driver starts its own
-    threads here (they run host callbacks): a process that runs submission host code makes it
-    behind its wall."""
-    driver = ctypes.CDLL("libcuda.so.1")
-    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-    if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
-        driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
 
 
 def _vm_data_bytes() -> int | None:
@@ -334,9 +327,8 @@ def main() -> int:
     given = [int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])] + ([shared_at] if shared_at is not None else [])
     placed = place_descriptors(given)
     result_fd, guard_fd, ready_fd = (placed.get(fd, fd) for fd in given[:3])
-    late = "walledgpu" in flags               # the recorder on the GPU: no CUDA before its wall
     try:
-        preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags, context=not late)
+        preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags)
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
@@ -344,8 +336,7 @@ def main() -> int:
     line = sys.stdin.buffer.readline()
     t_preloaded = None
     while line.startswith(PRELOAD):           # the grader's own libraries, before the job (Worker.preload)
-        _preload(json.loads(line), placed.get(shared_at, shared_at) if shared_at is not None else None,
-                 start=not late)
+        _preload(json.loads(line), placed.get(shared_at, shared_at) if shared_at is not None else None)
         t_preloaded = time.perf_counter() - T0
         line = sys.stdin.buffer.readline()
     job = Job.from_json(json.loads(line))
@@ -357,9 +348,10 @@ def main() -> int:
     sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
+        backend = _backend_for(job)
         if job.role in (Role.RECORD, Role.PROFILE):     # the profile's outputs are nobody's to judge
             sender = NullSender()
-        backend, sandbox = _behind_the_wall(job, guard_fd, late=late)
+        sandbox = _behind_the_wall(backend, job, guard_fd)
     except Refused as refused:
         channel.send(RefusedFrame([str(refused)]))
         return 0
@@ -421,15 +413,13 @@ def _shared_room(fd: int, nbytes: int) -> protocol.SharedWriter | None:
     return protocol.SharedWriter(fd, nbytes) if fd >= 0 and nbytes else None
 
 
-def _preload(request: dict, shared_fd: int | None, start: bool = True) -> None:
+def _preload(request: dict, shared_fd: int | None) -> None:
     """Load the grader's libraries the parent named (the reference library: its CUDA runtime started
     on this process's context, grader_rt_init), before the job and its wall, as the job's backend
     would load them anyway; the backend's own dlopen of the same file then finds it loaded. A
     failure here is left to the job's own load to report. Where the parent sized the shared area
     (area) and named the timed outputs' sizes (room), that room is mapped and populated now too,
-    while the recorder records: not on the way from the recording to the lane (Sender.prepare).
-    start False (the recorder on the GPU): the libraries are loaded, and their runtime started only
-    behind the wall."""
+    while the recorder records: not on the way from the recording to the lane (Sender.prepare)."""
     for path in request.get("preload", []):
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
@@ -437,7 +427,7 @@ def _preload(request: dict, shared_fd: int | None, start: bool = True) -> None:
             continue
         _PRELOADED.append(lib)
         init = getattr(lib, "grader_rt_init", None)
-        if init is not None and start:
+        if init is not None:
             init()
     area, room = request.get("area"), request.get("room") or []
     if shared_fd is None or not isinstance(area, int) or area <= 0 or not room:
@@ -469,10 +459,9 @@ def _backend_for(job: Job):
     return getattr(importlib.import_module(module), name).from_job(job)
 
 
-def _behind_the_wall(job: Job, guard_fd: int, late: bool = False):
-    """The job's backend, the limits, then the wall, then (only then) the submission's library or
-    device code: (the backend, what took effect). late (the recorder on the GPU): the file-system wall
-    first, and the backend (the CUDA context, the driver's threads) made behind it, then the limits."""
+def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
+    """The limits, then the wall, then (only then) the submission's library or device code: what
+    took effect."""
     wall = guard.Guard(job.guard_library)
     if job.role == Role.RECORD:
         reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
@@ -483,21 +472,12 @@ def _behind_the_wall(job: Job, guard_fd: int, late: bool = False):
         # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
         # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
         ctypes.CDLL(job.offline.driver_stand_in)
+    sandbox = apply_limits(backend, job.limits)
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
-    if late:
-        if job.reference_library:
-            ctypes.CDLL(job.reference_library, mode=ctypes.RTLD_LOCAL)      # mapped: readable behind the wall
-        reads = _read_wall(job)
-        backend = _backend_for(job)             # cuInit here: every thread the driver starts is behind the wall
-        sandbox = apply_limits(backend, job.limits)
-    else:
-        backend = _backend_for(job)
-        sandbox = apply_limits(backend, job.limits)
-        reads = _read_wall(job)
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
-    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = reads
+    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = _read_wall(job)
     if job.limits.require_read_wall and not sandbox.reads_confined and job.role != Role.PROFILE:
         # before any of the submission's code: nothing it could print or read here ever exists
         raise Unwalled(sandbox)
@@ -519,7 +499,7 @@ def _behind_the_wall(job: Job, guard_fd: int, late: bool = False):
     sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
-    return backend, sandbox
+    return sandbox
 
 
 class Unwalled(Exception):
