@@ -347,8 +347,13 @@ def test_a_tmpdir_too_small_for_nvcc_is_the_machine_and_never_kept(tmp_path):
     compile_error, kept by the rerun). Now infrastructure_error, exit 4, naming the folder."""
     with _tmpfs(tmp_path / "small", "size=2m") as small:
         r = _cold_submit(tmp_path, small)
-        assert r.returncode == 4, r.stdout + r.stderr
-        assert "compile_error" not in r.stdout and "TMPDIR" in (r.stdout + r.stderr)
+        assert "compile_error" not in r.stdout, r.stdout + r.stderr
+        if os.geteuid() == 0 and not (os.stat(tmp_path).st_mode & 0o001):
+            # as root, a TMPDIR that nobody cannot enter holds no build: the builds' rooms (and the children's
+            # folders) go where nobody can, so nvcc never writes into the small one and the grade goes on
+            assert r.returncode == 0, r.stdout + r.stderr
+        else:
+            assert r.returncode == 4 and "TMPDIR" in (r.stdout + r.stderr), r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("limit, value, words", [
@@ -391,7 +396,10 @@ def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile
     r = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), env=env)
     said = r.stdout + r.stderr
     assert r.returncode == 4, said
-    assert "known to build fails here too" in said and "compile_error" not in said.lower().replace(" ", "_"), said
+    # the known-good file fails behind the same wall (the stand-in's folder, private to root, is not one
+    # nobody can reach where the grader is root: then the build's wall says it could not start it)
+    assert "known to build fails here too" in said or "could not be started behind the build's wall" in said, said
+    assert "compile_error" not in said.lower().replace(" ", "_"), said
     broken = tmp_path / "broken.cu"
     broken.write_text(CORRECT.read_text().replace("}", "", 1))
     own = _grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),

@@ -199,6 +199,19 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+_PINNED: dict[str, int] = {}
+
+
+def _pinned_path(path: str) -> int:
+    """path opened (O_PATH) once a process and held: its rule's inode stays the one the path names
+    (see Ruleset), and a batch's many builds at once hold one descriptor a path, not one a build
+    (each build's sixty made descriptor numbers pass 1024, where select() fails)."""
+    fd = _PINNED.get(path)
+    if fd is None:
+        fd = _PINNED[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    return fd
+
+
 class Ruleset:
     """A Landlock ruleset made from Rules, not yet applied: `restrict` applies it to the calling
     process (and every process it then starts). It holds the descriptors of the paths it names
@@ -223,22 +236,26 @@ class Ruleset:
             self.problem = f"the Landlock ruleset could not be made ({os.strerror(ctypes.get_errno())})"
             return
         self.fd = int(fd)
-        wanted = [(p, READ) for p in rules.read] + [(p, handled) for p in rules.write] + \
-            [(p, DEVICE & handled) for p in rules.devices]
-        for path, rights in wanted:
-            self.problem = self._add(path, rights)
+        wanted = [(p, READ, True) for p in rules.read] + [(p, handled, False) for p in rules.write] + \
+            [(p, DEVICE & handled, True) for p in rules.devices]
+        for path, rights, pin in wanted:
+            self.problem = self._add(path, rights, pin)
             if self.problem:
                 self.close()
                 return
 
-    def _add(self, path: str, rights: int) -> str:
+    def _add(self, path: str, rights: int, pin: bool) -> str:
         """One rule: rights beneath path (a file takes only a file's rights). A path that is not
-        there is skipped; any other failure is returned, said."""
+        there is skipped; any other failure is returned, said. A path read (never written) is
+        opened once a process and kept (_pinned_path); one written, a build's room, only while the
+        ruleset lives."""
         try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            fd = _pinned_path(path) if pin else -1
+            if fd < 0:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                self._pinned.append(fd)
         except OSError:
             return ""
-        self._pinned.append(fd)
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= FILE_RIGHTS
         rule = _PathBeneath(rights, fd)
