@@ -419,3 +419,21 @@ def test_a_cache_folder_that_cannot_hold_the_build_is_the_machine_with_its_fix_n
     assert r.returncode == 4, r.stdout + r.stderr
     assert "COULD NOT BE GRADED ON THIS MACHINE" in out and "internal error" not in out
     assert f"cache at {cache}" in out and "set GRADER_CACHE_DIR" in out
+
+
+@pytest.mark.parametrize("kib", [600_000, 1_999_999, 2_000_000, 3_000_000])
+@pytest.mark.parametrize("which, flag", [(resource.RLIMIT_AS, "-v"), (resource.RLIMIT_DATA, "-d")])
+def test_the_memory_advice_names_a_figure_above_the_limit_set(monkeypatch, kib, which, flag):
+    """`ulimit -v 2000000` (or 3000000) and out of memory: the advice asked to raise the limit to
+    2000000, the value already set or below it; it now names a figure above the limit set."""
+    import re
+
+    from grader.grade import pipeline
+
+    real = resource.getrlimit
+    monkeypatch.setattr(resource, "getrlimit", lambda w: (kib * 1024, resource.RLIM_INFINITY) if w == which
+                        else (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+                        if w in (resource.RLIMIT_AS, resource.RLIMIT_DATA) else real(w))
+    said = pipeline._memory_limit()
+    assert f"`ulimit {flag}`, now {kib} KiB" in said
+    assert int(re.search(r"or at least (\d+)\)", said).group(1)) > kib, said

@@ -206,11 +206,15 @@ def _memory_limit() -> str | None:
     for which, flag, what in ((resource.RLIMIT_AS, "-v", "address-space"), (resource.RLIMIT_DATA, "-d", "data")):
         value = resource.getrlimit(which)[0]
         if value != resource.RLIM_INFINITY:
+            now = value // 1024
+            # a figure above the limit set: the measured need where the limit is below it; where it is not,
+            # this grade needed more than that measure (a larger exercise), so twice what it had
+            need = GRADE_ADDRESS_SPACE_KIB if now < GRADE_ADDRESS_SPACE_KIB else 2 * now
+            more = "" if now < GRADE_ADDRESS_SPACE_KIB else ", this one more than the limit gave it"
             return (f"the grader ran out of memory under the {what} limit it inherited (`ulimit {flag}`, now "
-                    f"{value // 1024} KiB = {value / 2**20:.0f} MiB); a grade needs about "
-                    f"{GRADE_ADDRESS_SPACE_KIB} KiB (the timed shape's inputs, the checks' float64 answers, its "
-                    f"children): raise it (`ulimit {flag} unlimited`, or at least {GRADE_ADDRESS_SPACE_KIB}) and "
-                    "grade again.")
+                    f"{now} KiB = {value / 2**20:.0f} MiB); a grade needs about {GRADE_ADDRESS_SPACE_KIB} KiB (the "
+                    f"timed shape's inputs, the checks' float64 answers, its children){more}: raise it (`ulimit "
+                    f"{flag} unlimited`, or at least {need}) and grade again.")
     return None
 
 
