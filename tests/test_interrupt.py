@@ -53,9 +53,12 @@ def _ours(marker: str) -> list[int]:
                     continue
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(f"/proc/{entry}/cwd")
+            # a build's compilers run in a room of their own, not beneath the test's folder: they carry the
+            # grader's environment (GRADER_CACHE_DIR names the test's folder)
+            env = Path(f"/proc/{entry}/environ").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        if marker in cmd or marker in cwd:
+        if marker in cmd or marker in cwd or marker in env:
             found.append(int(entry))
     return found
 

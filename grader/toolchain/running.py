@@ -159,7 +159,6 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     def preexec() -> None:
         os.setsid()
         os.nice(BUILD_NICE)
-        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers
         set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
         said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
         os.write(seen[1], said.encode()[:500] or b"-")
@@ -167,6 +166,8 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
+        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers (after the
+        # change of user, which clears it)
         if ruleset.ready and ruleset.restrict() != 0:
             raise OSError("the build's file-system wall could not be applied")
 
