@@ -129,7 +129,8 @@ def test_a_grader_killed_mid_build_leaves_no_compiler_running(tmp_path, sig):
         time.sleep(0.2)
     proc.send_signal(sig)
     proc.wait(timeout=60)
-    assert _none_left(str(tmp_path)) == []
+    left = _none_left(str(tmp_path))
+    assert left == [], [Path(f'/proc/{p}/cmdline').read_bytes()[:150] for p in left]
 
 
 def test_the_grader_can_close_its_proc_files_to_a_child_of_the_same_user():
