@@ -54,6 +54,7 @@ from typing import Callable
 import pytest
 
 from conftest import ROOT, SUBMISSIONS
+from test_wall import KERNEL            # the correct kernel every attack carries
 from grader.core.backend import named
 from grader.core.locations import cache_root
 from grader.core.source import Submission, read_submission
@@ -144,17 +145,6 @@ def planted() -> Planted:
 # ---------------------------------------------------------------------------------------------------
 # The attacks
 # ---------------------------------------------------------------------------------------------------
-
-KERNEL = """
-__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
-    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-    if (col < cols) {
-        const size_t i = blockIdx.y * cols + col;
-        const float v = x[i] + bias[col];
-        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
-    }
-}
-"""
 
 CAT = "#define BW_CAT(a, b) a##b\n"
 

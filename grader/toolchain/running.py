@@ -149,12 +149,12 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     root = os.geteuid() == 0
     uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
     wall_ms = (time.perf_counter() - clock) * 1000
-    seen = os.pipe()                                  # what the view's entry said, back from the child
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
         raise InfrastructureError(f"the build would run without its file-system wall ({ruleset.problem}), and the "
                                   "rubric requires it (limits.require_read_wall): grade on Linux 5.13 or later with "
                                   "Landlock enabled, or set require_read_wall to false. Nothing was compiled.")
+    seen = os.pipe()                                  # what the view's entry said, back from the child
 
     def preexec() -> None:
         os.setsid()
