@@ -192,3 +192,24 @@ def test_require_read_wall_without_landlock_refuses_the_build_first(monkeypatch,
             running.run_limited(["true"], running.BuildLimits(require_wall=True), room)
         ran = running.run_limited(["true"], running.BuildLimits(), room)
     assert ran.proc.returncode == 0 and not ran.confined and "no Landlock" in ran.wall
+
+
+@needs_landlock
+def test_a_grades_result_says_its_build_was_walled(rubric, tmp_path, monkeypatch):
+    """result.json's build.reads_confined and build.wall say what the build ran behind, built and
+    cached alike (a cached build's record carries it)."""
+    from grader.core.backend import EMULATOR
+    from grader.core.source import read_submission
+    from grader.grade.steps import summary
+    from grader.toolchain.build import build_submission
+    from conftest import SUBMISSIONS
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    sub = read_submission(SUBMISSIONS / "scalar_2d.cu", rubric.kernel.launcher_name)
+    for cached in (False, True):
+        build = build_submission(sub, rubric, backend=EMULATOR)
+        said = summary(build)
+        assert build.ok and build.cached is cached
+        assert said.reads_confined is True and said.wall.startswith("Landlock ABI"), said.wall
+        if os.geteuid() == 0:
+            assert "its own root" in said.wall, said.wall

@@ -225,6 +225,8 @@ class BuildSummary:
     compiler: str = ""                 # the compiler's version line
     resources: list[dict] = field(default_factory=list)   # per kernel: registers, spills, shared memory (ptxas)
     messages: list[dict] = field(default_factory=list)    # the compiler's errors and warnings, located
+    reads_confined: bool = False       # its compilers ran behind the build's file-system wall (Landlock)
+    wall: str = ""                     # that wall's detail: "Landlock ABI 7; its own root", or why not
 
 
 @dataclass

@@ -200,7 +200,8 @@ def _refused(build: BuildResult, sub: Submission, p: Path, shim_baseline: Path |
 def summary(build: BuildResult) -> BuildSummary:
     """A build as result.json's `build`."""
     return BuildSummary(ok=build.ok, cached=build.cached, seconds=round(build.seconds, 3), compiler=build.compiler,
-                        resources=[vars(r) for r in build.resources], messages=[vars(m) for m in build.messages])
+                        resources=[vars(r) for r in build.resources], messages=[vars(m) for m in build.messages],
+                        reads_confined=build.confined, wall=build.wall)
 
 
 def _compile_error(build: BuildResult, p: Path, sub: Submission, rubric: Rubric) -> Stop:
