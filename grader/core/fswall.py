@@ -323,7 +323,7 @@ def _ms(start: float) -> float:
 
 
 # mount(2) and unshare(2) flags (include/uapi/linux/mount.h, sched.h)
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 
 
