@@ -20,8 +20,12 @@ def err_console() -> Console:
     # rich is imported here, not with the CLI: `grader submit` starts its children before it (grade/early.py)
     from rich.console import Console
 
-    # soft_wrap: never hard-wrapped at 80 columns where stderr is not a terminal (a CI log)
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    # Wrapped at the width a reader has (COLUMNS, else the terminal's); where stderr is no terminal
+    # and COLUMNS is unset (a CI log, a pipe), never hard-wrapped: soft_wrap leaves lines whole.
+    width = terminal_width(sys.stderr)
+    if width is None:
+        return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, width=width)
 
 
 class LazyErrConsole:
@@ -43,15 +47,21 @@ def fail(exc: GraderError) -> None:
     sys.exit(exc.exit_code)
 
 
-def terminal_width() -> int | None:
-    """The columns to fit: COLUMNS where set, else the terminal's; None where the output is no
-    terminal and COLUMNS is unset (a pipe or a file: lines left whole for the reader's tools)."""
+def terminal_width(stream=None) -> int | None:
+    """The columns to fit: COLUMNS where set, else the terminal's; None where the output (stream,
+    stdout by default) is no terminal and COLUMNS is unset (a pipe or a file: lines left whole for
+    the reader's tools)."""
     import os
     import shutil
 
-    if os.environ.get("COLUMNS", "").isdigit():
+    if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
         return int(os.environ["COLUMNS"])
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return shutil.get_terminal_size().columns if tty else None
 
 
 def echo_fitted(line: str, hang: int = 4) -> None:
@@ -126,6 +136,51 @@ def _wrap(line, width: int, indent: int) -> list:
             start += 1
         lead = indent + 2
     return pieces
+
+
+def print_table(headers: list[str], rows: list[list[str]], *, caption: str = "", steady: tuple[str, ...] = (),
+                last: tuple[str, ...] = ()) -> None:
+    """A rich table on stdout that fits terminal_width() (whole rows where there is none: a pipe or
+    a file). Room is taken first from the columns whose cells wrap at their spaces (a diagnosis's
+    codes, "3.2 (kept)"), the one with the most to spare first, down to each one's longest word;
+    only where that is not enough is a long word folded at the column's edge (the widest column
+    first, the columns named in last after the others: a long student name before a diagnosis
+    code), never cut with an ellipsis. steady: headers of columns never narrowed (a fraction)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    width = terminal_width() or 200
+    widths = column_widths(headers, rows, width - 3 * len(headers) - 1, steady=steady, last=last)
+    table = Table(caption=caption or None, caption_justify="left")
+    for h, w in zip(headers, widths):
+        table.add_column(h, overflow="fold", width=w)
+    for row in rows:
+        table.add_row(*row)
+    Console(highlight=False, width=width).print(table)
+
+
+def column_widths(headers: list[str], rows: list[list[str]], room: int, *, steady: tuple[str, ...] = (),
+                  last: tuple[str, ...] = ()) -> list[int]:
+    """Each column's width, together at most room where they can be (print_table says how); a
+    cell may hold rich markup."""
+    from rich.text import Text
+
+    cells = [[h, *(Text.from_markup(row[i]).plain for row in rows)] for i, h in enumerate(headers)]
+    widths = [max(len(c) for c in col) for col in cells]
+    words = [max(len(w) for c in col for w in (c.split() or [""])) for col in cells]
+    free = [h not in steady for h in headers]
+    while sum(widths) > room:                    # wrap at spaces: the most to spare first
+        slack = [(widths[i] - words[i], i) for i in range(len(widths)) if free[i] and widths[i] > words[i]]
+        if not slack:
+            break
+        widths[max(slack)[1]] -= 1
+    while sum(widths) > room:                    # then fold the longest words: the widest column first
+        wide = [(headers[i] not in last, widths[i], i) for i in range(len(widths))
+                if free[i] and widths[i] > max(6, len(headers[i]))]
+        if not wide:
+            break
+        widths[max(wide)[2]] -= 1
+    return widths
 
 
 class SectionedCommand(click.Command):

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from grader.batch.cluster import SlurmOptions
 from grader.cli.common import SectionedCommand, err_console, fail, options_from, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
+from grader.core.outcomes import Outcome
 
 SLURM_SECTION = "Slurm options (with --slurm)"
 
@@ -99,25 +101,47 @@ def _say_insights(outcome, err) -> None:
     from grader.platforms import github as gh
 
     insights = outcome.insights if outcome.insights is not None else class_insights(outcome.graded)
-    for line in terminal_lines(insights):
+    for line in terminal_lines(insights, width=min(terminal_width(sys.stderr) or 80, 120)):
         err.print(line, markup=False)
     if gh.in_actions() and (insights.findings or insights.mistakes or insights.spreads):
         gh.append_step_summary(markdown(insights))
 
 
-def _print_class(outcome, report_dir: Path | None, err) -> None:
-    """The class's table, where its files went, and the exit status for what could not be graded."""
-    from rich.table import Table
-
+def class_rows(outcome) -> tuple[list[str], list[list[str]], str]:
+    """The class's table for the terminal, as class.html says it: headers, rows and a caption.
+    outcome: the tier of a correct timed kernel, else correct or incorrect, else the status
+    (compile_error, rejected, ...). The file column is left out where it says nothing the student's
+    does (each file is <student>.cu, or every file has one name: the caption names it), fraction
+    where no row has one (the emulator times nothing: the caption says so); a diagnosis's codes are
+    separated by ", " so that they wrap between codes. summary.csv has every column."""
     from grader.batch.outputs import summary_row
 
-    table = Table("student", "file", "status", "correct", "tier", "fraction", "diagnosis", "seconds")
-    for g in outcome.graded:
-        row = summary_row(g)
-        table.add_row(row["student"], row["file"] or "-", row["status"], row["correct"] or "-", row["tier"] or "-",
-                      row["fraction"] or "-", row["diagnosis"] or "-",
-                      (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else "-")
-    Console(highlight=False, width=terminal_width() or 200).print(table)        # the terminal's, or whole rows
+    rows = [(g, summary_row(g)) for g in outcome.graded]
+    files = {row["file"] for _, row in rows if row["file"]}
+    own = all(not row["file"] or row["file"] == f"{row['student']}.cu" for _, row in rows)
+    timed = any(row["fraction"] for _, row in rows)
+    columns = ["student", *([] if own or len(files) <= 1 else ["file"]), "outcome",
+               *(["fraction"] if timed else []), "diagnosis", "seconds"]
+    out = []
+    for g, row in rows:
+        said = outcome_word(row["status"], {"true": True, "false": False}.get(row["correct"]), row["tier"])
+        shown = {**row, "outcome": said, "fraction": row["fraction"][:5],
+                 "diagnosis": ", ".join(row["diagnosis"].split()),
+                 "seconds": (row["seconds"] + (" (kept)" if g.reused else "")) if row["seconds"] else ""}
+        out.append([escape(shown[c] or "-") for c in columns])
+    notes = [] if timed or not any(row["correct"] == "true" for _, row in rows) else [
+        "no fraction or tier: nothing was timed (the emulator checks correctness; timing needs a GPU)"]
+    if len(files) == 1 and not own:
+        notes.append(f"every student's file: {next(iter(files))}")
+    return columns, out, "; ".join(notes)
+
+
+def _print_class(outcome, report_dir: Path | None, err) -> None:
+    """The class's table, where its files went, and the exit status for what could not be graded."""
+    from grader.cli.common import print_table
+
+    columns, rows, caption = class_rows(outcome)
+    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))
     from grader.batch.outputs import identical_text
 
     for g in outcome.graded:
@@ -240,6 +264,37 @@ class _BatchProgress:
             self.bar.__exit__(*exc)
 
 
+def outcome_word(status: str, correct: bool | None, tier: str | None) -> str:
+    """A grade in one word, as class.html's outcome: the tier of a correct timed kernel, else
+    correct or incorrect, else the status (compile_error, rejected, ...)."""
+    if status != Outcome.GRADED:
+        return status
+    if correct and tier:
+        return tier
+    return {True: "correct", False: "incorrect"}.get(correct, "-")
+
+
+def sample_rows(outcomes) -> tuple[list[str], list[list[str]], str]:
+    """`grader samples`'s table: headers, rows and a caption, as `grader batch`'s (class_rows): the
+    backend in the caption where every sample ran on one, fraction only where one was timed; each
+    sample's verdict, ok or what its manifest expected that it did not get."""
+    backends = sorted({o.result.backend for o in outcomes})
+    timed = any(o.result.fraction is not None for o in outcomes)
+    columns = ["sample", *(["backend"] if len(backends) > 1 else []), "outcome", *(["fraction"] if timed else []),
+               "diagnosis", "seconds", "verdict"]
+    rows = []
+    for o in outcomes:
+        r = o.result
+        cell = {"sample": o.expectation.file, "backend": r.backend,
+                "outcome": outcome_word(r.status, r.correct, r.tier),
+                "fraction": f"{r.fraction:.3f}" if r.fraction is not None else "-",
+                "diagnosis": ", ".join(d.code for d in r.diagnosis) or "-", "seconds": f"{r.seconds:.1f}",
+                "verdict": "ok" if o.ok else "[red]" + escape("; ".join(o.problems)) + "[/red]"}
+        rows.append([cell[c] if c == "verdict" else escape(cell[c]) for c in columns])
+    caption = f"backend: {backends[0]}" if len(backends) == 1 else ""
+    return columns, rows, caption
+
+
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path),
                 default=f"submissions/{DEFAULT_EXERCISE}")
@@ -259,8 +314,6 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
     """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
     import json
 
-    from rich.table import Table
-
     from grader.batch.manifest import run_samples
     from grader.exercises import choose
 
@@ -271,14 +324,10 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
         fail(exc)
-    table = Table("sample", "backend", "status", "correct", "tier", "fraction", "diagnosis", "seconds", "verdict")
-    for o in outcomes:
-        r = o.result
-        table.add_row(o.expectation.file, r.backend, r.status, str(r.correct), str(r.tier),
-                      f"{r.fraction:.3f}" if r.fraction is not None else "-",
-                      ",".join(d.code for d in r.diagnosis) or "-", f"{r.seconds:.1f}",
-                      "ok" if o.ok else "[red]" + "; ".join(o.problems) + "[/red]")
-    Console(highlight=False, width=max(Console().width, 150)).print(table)
+    from grader.cli.common import print_table
+
+    columns, rows, caption = sample_rows(outcomes)
+    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))
     if json_out is not None:
         json_out.write_text(json.dumps({o.expectation.file: o.result.to_json() for o in outcomes}, indent=1))
     bad = [o for o in outcomes if not o.ok]

@@ -195,8 +195,15 @@ def _submit_once(file: Path, once: SubmitOptions):
         from rich.console import Console
         out = Console(highlight=False, soft_wrap=True)
         text = render_text(result, rubric, colour=out.color_system is not None, report=html)
-        for line in fitted(text.rstrip("\n"), out.width):
+        lines = fitted(text.rstrip("\n"), out.width)
+        last = lines.pop() if html is not None and lines and lines[-1].plain.startswith("report: ") else None
+        for line in lines:
             out.print(line)
+        if said and not quiet:                  # before the report's path: the summary ends with it
+            err.print(f"grader: {said}")
+            said = None
+        if last is not None:
+            out.print(last)
     if said and not quiet:
         err.print(f"grader: {said}")
     return result
@@ -230,8 +237,6 @@ def _remember(result, file: Path, err: LazyErrConsole, quiet: bool) -> tuple[str
 @click.option("--clear", is_flag=True, help="Forget FILE's attempts.")
 def history(file: Path, clear: bool) -> None:
     """List FILE's attempts (every `grader submit` of it): when, outcome, fraction, tier, what was named."""
-    from rich.table import Table
-
     from grader.report import history as attempts_of
 
     if clear:
@@ -242,12 +247,15 @@ def history(file: Path, clear: bool) -> None:
     if not rows:
         click.echo(f"grader: no attempts of {file} yet (`grader submit {file}` grades it)")
         return
-    table = Table("#", "when", "outcome", "fraction", "tier", "named")
-    for i, a in enumerate(rows, 1):
-        table.add_row(str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome, f"{a.fraction:.3f}" if a.fraction is not None else "-",
-                      a.tier or "-", ", ".join(a.diagnoses + a.findings) or a.reason or "-")
-    from rich.console import Console
-    Console(highlight=False, width=terminal_width() or 200).print(table)
+    from rich.markup import escape
+
+    from grader.cli.common import print_table
+
+    print_table(["#", "when", "outcome", "fraction", "tier", "named"],
+                [[str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome,
+                  f"{a.fraction:.3f}" if a.fraction is not None else "-", a.tier or "-",
+                  escape(", ".join(a.diagnoses + a.findings) or a.reason or "-")] for i, a in enumerate(rows, 1)],
+                steady=("#", "when", "fraction"), last=("named",))
 
 
 @click.command()
