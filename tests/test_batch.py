@@ -169,7 +169,7 @@ def test_infrastructure_failures_exit_4_and_the_csv_is_plain(tmp_path, monkeypat
     assert b"\r\n" not in raw
     rows = {row["student"]: row for row in csv.DictReader((out / "summary.csv").open(newline=""))}
     assert rows["s0"]["correct"] == "true" and rows["s0"]["borderline"] == "false" and rows["s0"]["backend"] == "emulator"
-    assert rows["s1"]["message"] == "the GPU fell off the bus\nsecond line"       # the whole message
+    assert rows["s1"]["message"] == "the GPU fell off the bus / second line"       # the whole message, one line
     book = {row["student"]: row for row in csv.DictReader((out / "gradebook.csv").open(newline=""))}
     assert book["s0"]["points"] != "0" and book["s1"]["points"] == "0" and book["s1"]["max_points"] == book["s0"]["max_points"]
     assert book["s0"]["tier"] == "" and book["s0"]["tier_note"] == "not timed (emulator): no tier yet"
@@ -385,6 +385,7 @@ def test_the_class_report_counts_tiers_bins_fractions_and_names_students(tmp_pat
     assert ("carl", "did not compile", "k.cu:3: error: expected ';'") in s.not_graded
     page = (tmp_path / "class.html").read_text()
     assert "<script>x" not in page and "&lt;script&gt;x" in page          # names are escaped
+    assert 'class="did-not-compile"' in page and 'class="did not compile"' not in page      # a class name each
     assert "gold 0.9" in page and "silver 0.75" in page
 
 
@@ -506,3 +507,11 @@ def test_the_jobs_help_says_the_default_in_flight():
 
     jobs = next(p for p in batch.params if p.name == "jobs")
     assert f"up to {batch_grading.PER_LANE} for each visible GPU" in jobs.help
+
+
+def test_a_csv_cell_of_several_lines_is_one_line():
+    from grader.batch.outputs import one_line
+
+    assert one_line("k.cu(3): error: expected ';'\n    int x = 1\n            ^\n\n1 error") == \
+        "k.cu(3): error: expected ';' / int x = 1 / 1 error"
+    assert one_line("one line, kept as it is  ") == "one line, kept as it is  "

@@ -52,7 +52,7 @@ def test_a_finding_is_counted_once_a_student_with_the_median_fractions_with_and_
     ins = gather(rows)
     assert ins.students == 7 and ins.correct_timed == 3 and ins.with_counters == 0
     div = next(f for f in ins.findings if f.code == "div64")
-    assert div.students == ["bo", "cy", "dee", "eve"] and div.timed == 2
+    assert div.students == ["bo", "cy"] and div.timed == 2      # dee incorrect, eve untimed: not slow kernels
     assert div.median_with == 0.6 and div.median_without == 0.96
     assert div.example.student == "bo" and div.example.fraction == 0.58 and div.example.report == "bo/report.html"
     assert div.example.line == "`k` divides 64-bit integers (line 9: IMAD.WIDE)"
@@ -131,22 +131,18 @@ def test_a_batch_writes_insights_that_recount_from_results_jsonl(tmp_path):
         doc = json.loads(line)
         results[doc["student"]] = result_from_json(doc["result"])
     assert len(results) == 5 and ins["students"] == 5
-    for f in ins["findings"]:
-        have = sorted(s for s, r in results.items() if any(x.code == f["code"] and x.source == f["source"]
-                                                              for x in r.findings))
-        assert f["students"] == have, f["code"]
-    everyone = {(x.code, x.source) for r in results.values() for x in r.findings}
-    assert {(f["code"], f["source"]) for f in ins["findings"]} == everyone and everyone
+    # the compiled code's findings are in the students' results, but no kernel was timed on the
+    # emulator: "What made the slow kernels slow" counts correct, timed kernels only
+    assert any(r.findings for r in results.values()) and ins["correct_timed"] == 0 and ins["findings"] == []
     for m in ins["mistakes"]:
         assert m["students"] == sorted(s for s, r in results.items() if any(d.code == m["code"] for d in r.diagnosis))
         assert all(link == f"{s}/report.html" for s, link in m["reports"].items())
     assert {m["code"] for m in ins["mistakes"]} >= {"tanh_gelu", "bias_missing"}
     page = (out / "class.html").read_text()
-    assert "What made the slow kernels slow" in page and 'href="tanh_gelu/report.html"' in page
-    assert "What made the slow kernels slow (none timed: a fraction needs a GPU):" in proc.stderr
-    assert "  scalar_loads: " in proc.stderr
+    assert "Most common diagnoses" in page and 'href="tanh_gelu/report.html"' in page
+    assert "What made the slow kernels slow" not in page and "What made the slow kernels slow" not in proc.stderr
     told = summary.read_text()
-    assert "### What made the slow kernels slow" in told and "| tanh_gelu |" in told
+    assert "0 correct kernels timed" in told and "| tanh_gelu |" in told
 
 
 def test_batch_counters_reach_every_grade_and_a_kept_result_without_them_is_graded_again(tmp_path, monkeypatch,

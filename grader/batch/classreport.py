@@ -62,6 +62,14 @@ class ClassSummary:
     insights: ClassInsights | None = None        # what made the slow kernels slow (batch/insights.py)
 
 
+def css_class(outcome: str) -> str:
+    """An outcome as an HTML class name: gold, incorrect, correct-untimed, did-not-compile (its
+    letters and digits, runs of anything else one hyphen)."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", outcome.lower()).strip("-") or "none"
+
+
 def _row(g: Graded, outcome: str, folder: Path | None) -> StudentRow:
     r = g.result
     report = folder / g.entry.student / "report.html" if folder is not None else None
@@ -138,5 +146,5 @@ def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> Clas
     summary = summarise(graded, rubric, path.parent)
     summary.insights = class_insights(graded, path.parent)
     write_insights(summary.insights, path.parent / INSIGHTS_NAME)
-    atomic.replace_text(path, render("class.html.j2", s=summary, bin=BIN))
+    atomic.replace_text(path, render("class.html.j2", s=summary, bin=BIN, css=css_class))
     return summary

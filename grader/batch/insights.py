@@ -2,8 +2,9 @@
 students' results alone.
 
 - For each speed finding (what the compiled code shows, and with `--counters` what the hardware
-  counted): how many students have it, the median fraction of the correct, timed kernels that have
-  it against that of those that do not, and one student's line as the example (the slowest).
+  counted): how many correct, timed kernels have it (an incorrect kernel's speed means nothing, and
+  an untimed one has none: neither is counted), the median fraction of those against that of the
+  correct, timed kernels without it, and one student's line as the example (the slowest).
 - For the correct kernels the counters' pass read: the class's spread of DRAM throughput and of
   sectors per request (loads and stores), each student's value kept.
 - Each named mistake (a diagnosis) with the students who made it, each linked to their report.
@@ -44,9 +45,9 @@ class FindingInsight:
 
     code: str                       # the rubric's finding code (div64, scalar_loads, uncoalesced, ...)
     source: str                     # code (the compiled kernel, its launches) or counters (Nsight Compute)
-    students: list[str]             # every student whose result has it, by name
-    timed: int                      # of those, the correct kernels with a fraction
-    median_with: float | None       # their median fraction (None: none timed)
+    students: list[str]             # every student whose correct, timed kernel has it, by name
+    timed: int                      # how many those are (the medians are over them)
+    median_with: float | None       # their median fraction
     median_without: float | None    # the median fraction of the correct, timed kernels without it
     example: Example | None         # the slowest timed student with it (else the first by name)
 
@@ -106,7 +107,7 @@ def gather(rows: list[tuple[str, Result | None, str]], students: int | None = No
     links = {who: link for who, _, link in rows}
     found: dict[tuple[str, str], list[tuple[str, object]]] = {}
     for who, r, _ in rows:
-        if r is None or r.status != Outcome.GRADED:
+        if not _timed(r):                   # only correct, timed kernels: slow has a meaning for them alone
             continue
         seen = set()
         for f in r.findings:
@@ -165,16 +166,14 @@ def _cut(line: str, width: int) -> str:
 
 def terminal_lines(ins: ClassInsights, *, findings: int = 5, width: int = 80) -> list[str]:
     """A few lines for the end of `grader batch`, each at most width columns (an example's line cut:
-    class.html and insights.json have it whole)."""
+    class.html and insights.json have it whole); none where no correct kernel was timed (the
+    emulator's batch: each student's report lists their own kernel's findings)."""
     if not ins.findings and not ins.spreads:
         return []
-    lines = [f"What made the slow kernels slow ({ins.correct_timed} correct kernels timed):" if ins.correct_timed else
-             "What made the slow kernels slow (none timed: a fraction needs a GPU):"]
+    lines = [f"What made the slow kernels slow ({ins.correct_timed} correct kernels timed):"]
     for fi in ins.findings[:findings]:
-        head = (f"  {fi.code}: {len(fi.students)} student(s), median fraction {_fraction(fi.median_with)} "
-                f"against {_fraction(fi.median_without)} without" if ins.correct_timed else
-                f"  {fi.code}: {len(fi.students)} student(s)")
-        lines.append(head)
+        lines.append(_cut(f"  {fi.code}: {len(fi.students)} student(s), median fraction {_fraction(fi.median_with)} "
+                          f"against {_fraction(fi.median_without)} without", width))
         if fi.example is not None:
             lines.append(_cut(f"    e.g. {fi.example.student}: {fi.example.line}", width))
     if len(ins.findings) > findings:

@@ -66,16 +66,31 @@ def summary_row(g: Graded) -> dict:
     }
 
 
+LINES_JOINED = " / "        # what stands between a multi-line message's lines in a CSV cell
+
+
+def one_line(value: str) -> str:
+    """A cell's text on one line: its lines stripped and joined with " / ", the empty ones and a
+    compiler's caret or underline (nothing but ^ and ~, pointing into the line above) left out."""
+    if "\n" not in value and "\r" not in value:
+        return value
+    lines = (line.strip() for line in value.splitlines())
+    return LINES_JOINED.join(line for line in lines if line and line.strip("^~ "))
+
+
 def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    """rows as CSV, every cell one line (one_line): a spreadsheet's row, a grep's match, a line
+    of `column -s, -t` each hold one student."""
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: one_line(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
     atomic.replace_text(path, text.getvalue())
 
 
 def write_summary(graded: list[Graded], path: Path) -> None:
-    """One row per student: the outcome, the full message (a refusal's every line), where it ran."""
+    """One row per student: the outcome, the full message (a refusal's every line, joined on one
+    line), where it ran."""
     _write_csv(path, SUMMARY_COLUMNS, [summary_row(g) for g in graded])
 
 
