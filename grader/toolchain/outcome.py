@@ -223,8 +223,9 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None =
                                                  if len(shown) > ALONE_LINES else "")
         others = [m for m in build.messages if m.severity == "error" and not m.in_submission]
         if others:
-            text += (f"\n(the grader's harness and headers reported {len(others)} more error(s) that follow from "
-                     "these; fix these first; the report lists every message)")
+            text += (f"\n({len(others)} more error(s) follow from the one(s) above, reported in the grader's harness "
+                     "where it includes your file; they go when the above are fixed, and `grader submit`'s report "
+                     "lists every message)")
         return text
     errors = [m for m in build.messages if m.severity == "error"]
     if errors and expected and not any(m.in_submission for m in errors):
