@@ -118,3 +118,16 @@ def test_a_generated_section_is_rewritten_in_place_and_a_missing_one_is_named():
         "intro\n<!-- generated: t (from x) -->\n| new |\n<!-- end generated: t -->\nprose after\n")
     with pytest.raises(SystemExit, match="p.md: no generated section 'u'"):
         docs.with_sections(page, {"u": lambda: ""}, "p.md")
+
+
+def test_the_readme_names_the_cpu_torch_command_and_what_the_tests_need():
+    """Issue 64: a new user without a GPU copies the CPU build's command whole; the tests' tools are
+    named with where .ci/run gets them; nvcc's 1 s is said to be the warm figure."""
+    readme = (ROOT / "README.md").read_text()
+    flat = " ".join(readme.split())
+    assert "python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in readme
+    for tool in ("g++", "nvcc", "Slurm", "munge", "Chromium", "`.ci/run`", "apt-get"):
+        assert tool in flat, tool
+    assert "about 1 s once the build cache is warm" in flat and "first grade" in flat
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pip install -q --no-cache-dir torch==2.13.0" in ci and "slurm-wlm munge" in ci and "chromium" in ci
