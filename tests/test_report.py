@@ -101,3 +101,21 @@ def test_a_compile_errors_report_lists_every_message_the_summary_promises(tmp_pa
     md, html = (tmp_path / "report.md").read_text(), (tmp_path / "report.html").read_text()
     assert "## Every compiler message" in md and f"Every compiler message ({len(result.build.messages)})" in html
     assert md.count("\n- `") >= len(result.build.messages) > 3
+
+
+def test_a_grade_without_nvcc_says_what_it_could_not_read(rubric, monkeypatch, tmp_path):
+    """Where nvcc is missing the emulator grades, and the report says in one line that what costs speed
+    was not read and why (the findings used to vanish without a word: findings [], notes [])."""
+    from grader.grade.pipeline import grade_submission
+    from grader.report.files import notices
+    from grader.toolchain import tools
+    from conftest import SUBMISSIONS
+
+    real = tools.locate
+    monkeypatch.setattr(tools, "locate", lambda name: None if name == "nvcc" else real(name))
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
+    result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+    assert result.sass is not None and "nvcc is not installed here" in result.sass.unavailable
+    said = [n for n in notices(result) if "costs speed" in n]
+    assert len(said) == 1 and "nvcc is not installed here" in said[0], notices(result)

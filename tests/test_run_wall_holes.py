@@ -213,3 +213,4 @@ def test_a_grades_result_says_its_build_was_walled(rubric, tmp_path, monkeypatch
         assert said.reads_confined is True and said.wall.startswith("Landlock ABI"), said.wall
         if os.geteuid() == 0:
             assert "its own root" in said.wall, said.wall
+

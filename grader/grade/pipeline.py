@@ -328,6 +328,8 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
             result.phases["counters_s"] = result.counters.seconds
         if sass_future is not None and result.status == Outcome.GRADED:
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
+        elif result.status == Outcome.GRADED:           # said, never a silent absence (report/files.notices)
+            result.sass = SassSummary(unavailable=_no_gpu_code(backend))
     finally:
         run.close()
 
@@ -379,6 +381,17 @@ def _refused_by_replay(reasons: list[str], p: Path) -> Stop:
     """A recording the grader will not replay: the launches it holds cannot be timed fairly."""
     return Stop(Outcome.REJECTED, "\n".join(f"{p.name}: {r}" for r in reasons),
                 [SourceNote(str(p), None, "not accepted for grading", r) for r in reasons], ["refused_by_replay"])
+
+
+def _no_gpu_code(backend: Backend) -> str:
+    """Why a graded run has no compiled GPU code to read."""
+    from grader.toolchain import tools
+
+    checker = backend.checked_by or backend
+    if tools.locate(checker.toolchain.compiler) is None:
+        return (f"{checker.toolchain.compiler} is not installed here, so only the {backend.name} build of the file "
+                f"exists: install the CUDA toolkit ({checker.toolchain.compiler}) or grade on the course's GPU machine")
+    return f"the {backend.name} backend builds no GPU code"
 
 
 def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):

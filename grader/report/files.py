@@ -165,6 +165,9 @@ def notices(result: Result) -> list[str]:
         found.append(f"The file-system wall was not in force here ({unconfined}): the submission's code could read "
                      "any file its user may read, classmates' files included. Set limits.require_read_wall to refuse "
                      "to grade instead.")
+    if result.sass is not None and result.sass.unavailable:
+        found.append(f"What in the compiled code costs speed (wide loads, local memory, registers, occupancy) was not "
+                     f"read here: {result.sass.unavailable}.")
     free, total = sb.gpu_memory_free_bytes, sb.gpu_memory_total_bytes
     if free is not None and total and free < 0.5 * total:
         found.append(f"Another process held {(total - free) / 2**30:.0f} GiB of this GPU's {total / 2**30:.0f} GiB "
