@@ -32,7 +32,13 @@ def _grader(*args: str, columns: int = WIDTH) -> subprocess.CompletedProcess:
 
 
 def _too_wide(text: str, width: int = WIDTH) -> list[str]:
-    return [line for line in text.splitlines() if len(line.rstrip()) > width]
+    """The lines past width, but for a label and one path that alone is longer than the width (a path
+    cannot be cut, and CI's temporary folders make any path long): such a line holds nothing else."""
+    def one_long_path(line: str) -> bool:
+        words = line.split()
+        return bool(words) and words[-1].startswith("/") and len(words[-1]) > width - 12 and len(words) <= 3
+
+    return [line for line in text.splitlines() if len(line.rstrip()) > width and not one_long_path(line)]
 
 
 @pytest.fixture(scope="module")
