@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from grader.core.backend import AUTO, Backend
 
 if TYPE_CHECKING:
-    from grader.batch.grading import BatchOutcome, Progress
+    from grader.batch.grading import BatchOutcome, Progress, Said
     from grader.batch.inputs import Entry
     from grader.batch.request import ClassRequest
     from grader.exercises.rubric import Rubric
@@ -44,7 +44,7 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
 
 
 def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
-                entries: "list[Entry] | None" = None) -> "BatchOutcome":
+                entries: "list[Entry] | None" = None, said: "Said | None" = None) -> "BatchOutcome":
     """Grade every student's submission under request.directory, each from the bytes read once when
     the class was listed (batch/inputs.py; entries: the listing the caller already made with
     find_submissions for this request, so the class is listed and read once; None: listed here).
@@ -53,7 +53,8 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     when the batch is interrupted (with the rows done so far). The backend ("auto" decided once for
     the class) and the jobs (default_jobs: a few per GPU lane, or one per core on the emulator) are
     resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
-    for one class on N machines (`grader merge` combines them)."""
+    for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
+    progress lines as they come (grading.grade_entries)."""
     from grader.batch.classreport import write_class_report
     from grader.batch.grading import default_jobs, grade_entries
     from grader.batch.inputs import find_submissions
@@ -77,7 +78,7 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     request = request.resolved(backend=chosen, jobs=jobs)
     report_dir, rubric = request.report_dir, request.rubric
     with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
-        outcome = grade_entries(entries, request, progress=progress)
+        outcome = grade_entries(entries, request, progress=progress, said=said)
         if report_dir is not None and outcome.graded:
             write_summary(outcome.graded, report_dir / "summary.csv")
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")

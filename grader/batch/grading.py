@@ -51,6 +51,7 @@ class BatchOutcome:
 
 
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
+Said = Callable[[Entry, str], None]               # (the entry, a progress line of its grade)
 
 
 # In flight for each GPU lane: enough that its lane stays busy while the others build and record.
@@ -83,7 +84,7 @@ def default_jobs(backend: Backend, lanes: int = 1) -> int:
 
 
 def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Progress | None = None,
-                  devices: list[str] | None = None) -> BatchOutcome:
+                  devices: list[str] | None = None, said: Said | None = None) -> BatchOutcome:
     """Grade each entry as request says (its backend resolved; reusing an unchanged stored result);
     with its report_dir, write each one's reports into report_dir/<student>/ and keep every result
     in report_dir/results.jsonl.
@@ -92,7 +93,8 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Prog
     overlap, and each one's checks and timing wait for its GPU's lane (lanes.py), given round-robin
     over devices (default: every visible GPU). Ctrl-C stops the batch: what was done is kept,
     submissions not yet started are not graded, and the outcome says interrupted. With
-    request.counters, a kept result without counters is graded again for them."""
+    request.counters, a kept result without counters is graded again for them. said(entry, line) hears
+    each grade's progress lines (core/progress.py: a line that starts a phase names it)."""
     from grader.batch.store import STORE_NAME, ResultStore
 
     backend, jobs, report_dir = resolve_backend(request.backend), request.jobs or 1, request.report_dir
@@ -102,7 +104,7 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Prog
         devices = lanes.visible_devices()
     run = _ClassRun(request.rubric, backend, report_dir, jobs, devices,
                     ResultStore(report_dir / STORE_NAME) if report_dir is not None else None,
-                    counters=request.counters)
+                    counters=request.counters, said=said)
     outcome = BatchOutcome()
     done_by_index: dict[int, Graded] = {}
     processes.reopen()
@@ -169,6 +171,7 @@ class _ClassRun:
     shared: object | None = None            # exercises/pool.SharedStore, on a GPU
     counters: bool = False                  # each correct, timed kernel's counters' pass (--counters)
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
+    said: Said | None = None                # hears each grade's progress lines (grade_entries)
 
     @functools.cached_property
     def rubric_text(self) -> bytes | None:
@@ -222,8 +225,9 @@ class _ClassRun:
             # the cores shared among the children
             emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
             counters=self.counters, cache_prune_every_s=CACHE_PRUNE_EVERY_S)
+        said = self.said
         result = grade(GradeRequest(entry.source.path, self.rubric, self.backend, options, source=entry.source),
-                       inputs=self.shared)
+                       inputs=self.shared, progress=(lambda line: said(entry, line)) if said is not None else None)
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
         if self.report_dir is not None:

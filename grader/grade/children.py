@@ -25,7 +25,7 @@ from grader.grade.jobs import child_job, draw_inputs
 from grader.grade.request import GradeRequest
 from grader.grade.ways import (Children, Emulated, RecordedOffline, RecordedOnGpu, Way,
                                clocked_lane)
-from grader.grade.steps import Progress
+from grader.core.progress import Phase, Progress, Said
 from grader.run import lanes
 from grader.run.replaying import DeviceCode
 from grader.run.sandbox import ChildRun
@@ -155,8 +155,9 @@ class GradeRun:
                            store=prepared.store, cases=prepared.cases)
         # The count the verdict will report: every case whose output comes back, and each check's chain.
         checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
-        self.say(f"running {checks} checks{' and the timing' if backend.times else ''}"
-                 f"{' in two child processes' if backend.records_then_replays else ' in a child process'}")
+        self.say(Said(f"running {checks} checks{' and the timing' if backend.times else ''}"
+                      f"{' in two child processes' if backend.records_then_replays else ' in a child process'}",
+                      Phase.CHECKING))
         code = self.pool.submit(_device_code, build, prepared.driver_stand_in) if backend.records_then_replays else None
         if backend.records_then_replays:
             # The grader's own library (its runtime's start on the CUDA context) loaded now, while the
@@ -179,7 +180,9 @@ class GradeRun:
                                  name="nvml-release").start()
 
         lane = lanes.gpu_lane(self.device) if backend.on_gpu else None      # taken by the way, as late as it can
-        out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None)
+        out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None,
+                           timing=lambda: self.say(Said(f"timing on GPU {self.device}" if self.device else "timing on the GPU",
+                                                        Phase.TIMING)))
         phases.update(way.phases)
         if backend.on_gpu:
             out.reading = after[0] if after else self.pool.submit(gpuinfo.reading, self.device)
@@ -223,7 +226,7 @@ class GradeRun:
                                            f"{tools.INSTALL_HINTS.get(self.backend.toolchain.profiler, 'install it')}.")
         kernels = call_kernels(replay.replay.recording, replay.timed_cases[0].launch.key)
         names = {lc.mangled: lc.kernel for lc in launches}
-        self.say("reading the hardware's counters (Nsight Compute)")
+        self.say(Said("reading the hardware's counters (Nsight Compute)", Phase.COUNTERS))
         try:
             with lanes.gpu_lane(self.device):
                 return profile_call(replay, ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,

@@ -22,12 +22,12 @@ from grader.core.results import BuildSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.analysis.screening import refusal_message, screen_object
 from grader.core.handin import SourceFile
+from grader.core.progress import Phase, Progress, Said
 from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
                                 source_refusals)
 from grader.core.emulation import emulator_blockers, uses_collectives
 from grader.core.outcomes import Outcome
 
-Progress = Callable[[str], None]
 
 
 def read_source(source: SourceFile, rubric: Rubric) -> Submission | Stop:
@@ -84,7 +84,7 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
     if judge is not None and has_judge:
         # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
         # errors), and its object is what gets screened, before the CPU build.
-        say(f"compiling {p.name} with {judge.toolchain.compiler} ({arch}) to check it as CUDA")
+        say(Said(f"compiling {p.name} with {judge.toolchain.compiler} ({arch}) to check it as CUDA", Phase.BUILDING))
         judge_build = build_submission(sub, rubric, backend=judge, arch=arch)
         if not judge_build.ok:
             return Built(summary(judge_build), stop=_compile_error(judge_build, p, sub, rubric))
@@ -97,7 +97,8 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         if blockers:
             b = blockers[0]
             return Built(stop=_needs_gpu(p, b.line, b.what))
-    say(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}")
+    say(Said(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}",
+             Phase.BUILDING))
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     if not build.ok and judge_build is not None and not build.over_limit:
         build = _built_twice(build, sub, rubric, backend, arch)

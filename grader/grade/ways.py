@@ -196,11 +196,12 @@ def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
     return said if isinstance(said, ChildSandbox) else None
 
 
-def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None) -> Children:
+def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None,
+                 timing: Callable[[], None] | None = None) -> Children:
     """way's run (lane: the GPU's, not yet taken, or None on the emulator): the way takes the lane
     when its GPU work is ready to run (lane_wait_s), lane_s runs from then until the child has sent
     everything and the lane is handed on (then then() is called: the GPU's reading after the
-    timing), and child_s is the run's time less the lane's wait."""
+    timing; timing() is called as the lane is taken), and child_s is the run's time less the lane's wait."""
     clock = time.perf_counter()
     taken: list[float] = []
 
@@ -211,6 +212,8 @@ def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None) -> Chil
             # on the wall clock, shared by a batch's grades: the gaps between one grade's release
             # and the next one's take are the lane's idle time (scripts/benchmark.py --batch)
             way.phases["lane_taken_at"] = round(time.time(), 4)
+            if timing is not None:
+                timing()
         taken.append(time.perf_counter())
 
     def handed_on() -> None:
