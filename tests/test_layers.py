@@ -89,7 +89,7 @@ def test_the_package_has_no_import_circle_but_the_known_ones():
 
 
 LAYERS = ["grader.core", "grader.exercises", "grader.toolchain", "grader.run", "grader.analysis", "grader.verdict",
-          "grader.grade", "grader.report", "grader.platforms", "grader.batch", "grader.cli"]
+          "grader.grade", "grader.report", "grader.platforms", "grader.batch", "grader.serve", "grader.cli"]
 TOP = {"grader", "grader.__main__", "grader.entry"}   # the package's own __init__ (a version), `python -m grader` and the command's entry
 
 

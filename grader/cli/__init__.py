@@ -28,7 +28,7 @@ from grader.core.errors import Exit
 # machine's commands (nor the batch they reach).
 WHERE = {"submit": "student", "history": "student", "explain": "student", "batch": "instructor",
          "merge": "instructor", "samples": "instructor", "cache": "machine", "exercises": "machine",
-         "calibrate": "machine", "rubric-keys": "machine"}
+         "calibrate": "machine", "rubric-keys": "machine", "serve": "serve"}
 
 
 class _Commands(click.Group):
@@ -83,6 +83,7 @@ SHORT_HELP = {
     "exercises": "List the exercises and what each asks for.",
     "calibrate": "Time the reference kernels and copies on a GPU.",
     "rubric-keys": "List every rubric key with its default.",
+    "serve": "Run a course server that takes submissions over HTTP.",
 }
 
 

@@ -1,0 +1,142 @@
+"""`grader serve`: the course server (grader/serve/), its tokens and its export."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from grader.cli.common import fail
+from grader.core.backend import CHOICES
+from grader.core.errors import GraderError, UsageError
+
+
+class _ServeGroup(click.Group):
+    """`grader serve COURSE ...` starts the server (the `start` command); `grader serve tokens|revoke|
+    export ...` are the others."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_ServeGroup)
+def serve() -> None:
+    """Run a course server that takes submissions over HTTP: `grader serve COURSE --exercise NAME`.
+
+    Students submit with `grader submit FILE --server URL` (their token in GRADER_TOKEN) or from
+    the web page; the store is COURSE/grader.sqlite. docs/serve.md says the rest.
+    """
+
+
+def _deadline(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()        # without a zone: the machine's local time
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is no ISO 8601 time (e.g. 2026-12-07T23:59 or 2026-12-07T23:59+01:00)")
+
+
+@serve.command()
+@click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--exercise", required=True, metavar="NAME", help="The exercise the course grades (`grader exercises`).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on (0.0.0.0: every interface; put TLS in front, docs/serve.md).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="The port to listen on.")
+@click.option("--certfile", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="A TLS certificate (PEM) to serve HTTPS with; with --keyfile.")
+@click.option("--keyfile", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
+              help="The TLS certificate's private key (PEM).")
+@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True,
+              help="Where to grade (auto: the GPU when one is visible), as `grader batch`.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Grades in flight at once (default: as `grader batch`).")
+@click.option("--per-hour", type=click.IntRange(min=1), default=None,
+              help="Uploads a student may make in any hour; more answer 429 with Retry-After (default: no cap).")
+@click.option("--max-kb", type=click.IntRange(min=1), default=256, show_default=True,
+              help="An upload's size limit in KiB (larger ones answer 413).")
+@click.option("--deadline", default=None, metavar="ISO8601",
+              help="Uploads after this time are late: kept and marked late, or refused with --late refuse.")
+@click.option("--late", type=click.Choice(["keep", "refuse"]), default="keep", show_default=True,
+              help="What a late upload gets.")
+def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | None, keyfile: Path | None,
+          backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str) -> None:
+    """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
+    from grader.exercises import load_exercise
+    from grader.serve.app import Settings, run_server
+    from grader.serve.store import Rules
+
+    try:
+        load_exercise(exercise)
+        if (certfile is None) != (keyfile is None):
+            raise UsageError("TLS needs both --certfile and --keyfile")
+        settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late))
+    except GraderError as exc:
+        fail(exc)
+    run_server(settings, host=host, port=port, certfile=certfile, keyfile=keyfile)
+
+
+@serve.command()
+@click.argument("roster", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--folder", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="The course's folder (its store, grader.sqlite).")
+def tokens(roster: Path, folder: Path) -> None:
+    """Print `identifier,token` for each student of ROSTER and the instructor (its identifier
+    @instructor); a student's earlier token stops working. Only hashes are stored: keep the output."""
+    from grader.batch.inputs import read_roster
+    from grader.serve.store import INSTRUCTOR, Store
+
+    try:
+        students = [ident for ident, _user in read_roster(roster)]
+        if not students:
+            raise UsageError(f"{roster}: no students (a roster needs an identifier column)")
+        store = Store(folder)
+        lines = [f"{s},{store.issue(s)}" for s in students] + [f"{INSTRUCTOR},{store.issue(INSTRUCTOR, instructor=True)}"]
+    except GraderError as exc:
+        fail(exc)
+    click.echo("identifier,token")
+    click.echo("\n".join(lines))
+
+
+@serve.command()
+@click.argument("identifier")
+@click.option("--folder", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="The course's folder.")
+def revoke(identifier: str, folder: Path) -> None:
+    """Revoke IDENTIFIER's token (a student's, or @instructor)."""
+    from grader.serve.store import Store
+
+    try:
+        n = Store(folder).revoke(identifier)
+    except GraderError as exc:
+        fail(exc)
+    if not n:
+        click.echo(f"grader: {identifier} has no live token in {folder}", err=True)
+        sys.exit(2)
+    click.echo(f"grader: revoked {identifier}'s token")
+
+
+@serve.command()
+@click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the class's files (as `grader batch --report-dir`).")
+@click.option("--late/--no-late", "include_late", default=False, show_default=True,
+              help="Count late uploads (default: each student's latest upload before the deadline).")
+def export(folder: Path, out: Path, include_late: bool) -> None:
+    """Write gradebook.csv, summary.csv, class.html, insights.json, junit.xml and each student's
+    reports into OUT from the store, as `grader batch` writes them: each student's latest graded
+    upload."""
+    from grader.serve.export import export_class
+
+    try:
+        n = export_class(folder, out=out, include_late=include_late)
+    except GraderError as exc:
+        fail(exc)
+    click.echo(f"grader: wrote the class's files for {n} students into {out}")
+
+
+COMMANDS = [serve]

@@ -1,0 +1,178 @@
+"""The course server's grading worker: `python -m grader.serve.worker COURSE --exercise NAME`.
+
+A process of its own, started (and restarted when it dies) by the server, never grading in the
+server's process. It dies with the server: the server starts it with PR_SET_PDEATHSIG (SIGKILL),
+and its grades' children get the same from it (core/processes.py), so a `kill -9` of the server
+leaves no grade running. One worker per course at a time: it holds an exclusive lock on
+COURSE/.grader-worker.lock, taken before anything else (a new one waits for the old one's end).
+
+Its loop: uploads a dead worker left `grading` go back to `queued`; then, again and again, it
+claims a wave (store.claim_wave: every claimable upload, one per student, in the queue's order)
+and grades the wave as `grader batch` grades a class (batch/grading.grade_entries: the same
+backend resolution, jobs, lanes and walls), each upload from its bytes in the store, staged in a
+private folder. Each grade's phases go into the store as events as they come; each result's
+result.json and reports are stored in the transaction that marks the upload done, as soon as that
+grade ends. A grade the machine failed (infrastructure_error) is queued again, at most MAX_TRIES
+grades in all; the last one's result is stored, saying it was the machine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from grader.serve.store import Claimed, Store
+
+WORKER_LOCK = ".grader-worker.lock"
+MAX_TRIES = 3          # grades of one upload the machine may fail before its fault is the result
+POLL_S = 0.05          # how often an idle worker looks for queued uploads
+
+
+def staged_name(name: str) -> str:
+    """An upload's file name as the grade sees it: the name's last part, only letters, digits, '.',
+    '_' and '-', ending in .cu (kernel.cu where nothing is left)."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", name.replace("\\", "/").rsplit("/", 1)[-1]).lstrip(".")
+    if not base.endswith(".cu"):
+        base = (base or "kernel") + ".cu"
+    return base if base != ".cu" else "kernel.cu"
+
+
+def _entry(claimed: Claimed, staging: Path):
+    """The upload as the batch's Entry: its bytes (as stored) written into a private folder the
+    worker made, and held (core/handin.held: the grade reads the bytes, never the file again).
+    The Entry's student is the upload's id, so its reports land in <wave>/<id>/."""
+    import hashlib
+
+    from grader.batch.inputs import Entry
+    from grader.core.handin import SourceFile, held
+
+    folder = staging / claimed.id
+    folder.mkdir(mode=0o700)
+    path = folder / staged_name(claimed.name)
+    path.write_bytes(claimed.data)
+    source = SourceFile(held(path, claimed.data), claimed.data, hashlib.sha256(claimed.data).hexdigest(),
+                        len(claimed.data))
+    return Entry(claimed.id, source.path, source=source)
+
+
+def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Path) -> None:
+    """Grade a wave of claimed uploads as a class (grade_entries, on the machine and with the
+    request's jobs decided once: batch/grading.class_machine), storing each result as its grade ends."""
+    import dataclasses
+
+    from grader.batch.grading import grade_entries
+    from grader.core.progress import phase_of
+
+    staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
+    try:
+        (staging / "in").mkdir(mode=0o700)
+        entries = [_entry(c, staging / "in") for c in wave]
+        by_id = {c.id: c for c in wave}
+        reports = staging / "out"
+
+        last: dict[str, str] = {}
+
+        def said(entry, line: str) -> None:
+            phase = phase_of(line)
+            if phase is not None and last.get(entry.student) != phase.value:      # two builds: one "building"
+                last[entry.student] = phase.value
+                store.add_event(entry.student, "phase", {"phase": phase.value})
+
+        def progress(g, _done: int, _total: int) -> None:
+            _keep(store, g, by_id[g.entry.student], reports / g.entry.student)
+
+        wave_request = dataclasses.replace(request, directory=staging / "in", report_dir=reports,
+                                           jobs=min(request.jobs, len(entries)))
+        grade_entries(entries, wave_request, machine=machine, progress=progress, said=said)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
+    """One grade's end: its result and reports stored (the upload done), or, where the machine
+    failed it and tries are left, the upload queued again."""
+    from grader.core.outcomes import Outcome
+
+    r = g.result
+    if r is None:                            # no grade (the batch's entry problem): the machine's doing
+        store.retry(claimed.id, g.entry.detail or "not graded") if claimed.tries < MAX_TRIES else None
+        return
+    if r.status == Outcome.INFRASTRUCTURE_ERROR and claimed.tries < MAX_TRIES:
+        store.retry(claimed.id, f"the machine failed the grade ({(r.message.strip().splitlines() or [''])[0][:200]}); "
+                                f"grading it again, try {claimed.tries + 1} of {MAX_TRIES}")
+        return
+    store.finish(claimed.id, result=(folder / "result.json").read_text(encoding="utf-8"),
+                 report_md=(folder / "report.md").read_text(encoding="utf-8"),
+                 report_html=(folder / "report.html").read_text(encoding="utf-8"))
+
+
+def run(folder: Path, *, exercise: str, backend: str = "auto", jobs: int | None = None, once: bool = False,
+        parent: int | None = None) -> None:
+    """The worker's loop (once: until the queue is empty, for a test; parent: the server's process
+    id, whose end ends the worker)."""
+    from grader.batch.grading import class_machine
+    from grader.batch.request import ClassRequest
+    from grader.core import processes
+    from grader.exercises import load_exercise
+
+    folder = Path(folder)
+    if parent is not None:
+        processes.set_death_signal(signal.SIGKILL)      # the server's end is ours, even by kill -9
+        if os.getppid() != parent:                      # it ended before that was set
+            return
+    lock = os.open(folder / WORKER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)         # the previous worker's end (the kernel drops a dead one's lock)
+    os.ftruncate(lock, 0)
+    os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
+    store = Store(folder)
+    # The backend ("auto" resolved), the GPUs and the jobs decided once, as a batch decides them for a class.
+    machine, request = class_machine(ClassRequest(folder, load_exercise(exercise), backend, jobs=jobs))
+    work = folder / ".grader-serve"
+    work.mkdir(mode=0o700, exist_ok=True)
+    for old in work.glob("wave-*"):           # a dead worker's staging
+        shutil.rmtree(old, ignore_errors=True)
+    store.requeue_stale()
+    while True:
+        if parent is not None and os.getppid() != parent:   # the server is gone (PR_SET_PDEATHSIG ends us too)
+            processes.end_all()
+            return
+        wave = store.claim_wave()
+        if not wave:
+            if once:
+                return
+            time.sleep(POLL_S)
+            continue
+        grade_wave(store, wave, request=request, machine=machine, work=work)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.serve.worker", description=__doc__.split("\n")[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--exercise", required=True)
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--once", action="store_true")
+    parser.add_argument("--parent", type=int, default=None)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        run(args.folder, exercise=args.exercise, backend=args.backend, jobs=args.jobs, once=args.once,
+            parent=args.parent)
+    except KeyboardInterrupt:
+        from grader.core import processes
+
+        processes.end_all()
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
