@@ -1,0 +1,121 @@
+"""The course server's store (grader/serve/store.py), driven directly: the fair queue's choice,
+replacement, the hourly cap, the size limit, the deadline, a restart's requeue, tokens stored
+hashed. No grading here (tests/test_serve_http.py drives a real server)."""
+
+import json
+
+import pytest
+
+from grader.serve.store import DONE, GRADING, QUEUED, REPLACED, Accepted, Refused, Rules, Store, best
+
+SRC = b"__global__ void k() {}\n"
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path)
+    yield s
+    s.close()
+
+
+def done_doc(status="graded", correct=True, fraction=None, tier=None) -> str:
+    return json.dumps({"schema": "grader.result/2", "status": status, "correct": correct, "fraction": fraction,
+                       "tier": tier})
+
+
+def finish(store, upload_id, **doc):
+    assert store.finish(upload_id, result=done_doc(**doc), report_md="# r", report_html="<p>r</p>")
+
+
+def test_one_grade_in_flight_per_student_and_the_least_recently_served_first(store):
+    a1 = store.accept("ann", "k.cu", SRC, Rules(), now=1.0)
+    b1 = store.accept("bob", "k.cu", SRC, Rules(), now=2.0)
+    assert [a1.place, b1.place] == [1, 2]
+    assert [c.id for c in store.claim_wave(limit=1, now=3.0)] == [a1.id]
+    a2 = store.accept("ann", "k.cu", SRC + b"//2", Rules(), now=4.0)       # ann's first is in flight
+    assert [c.student for c in store.claim_wave(now=5.0)] == ["bob"]       # not ann's second: one in flight each
+    assert store.claim_wave(now=5.5) == []
+    finish(store, a1.id)
+    cy = store.accept("cy", "k.cu", SRC, Rules(), now=6.0)
+    # cy was never served, ann was served before bob: cy, then ann (bob has one in flight)
+    assert [c.id for c in store.claim_wave(now=7.0)] == [cy.id, a2.id]
+    finish(store, a2.id)
+    finish(store, cy.id)
+    b2, a3 = store.accept("bob", "k.cu", SRC, Rules(), now=8.0), store.accept("ann", "k.cu", SRC, Rules(), now=9.0)
+    assert [c.student for c in store.claim_wave(now=10.0)] == ["ann"]      # bob's first is still in flight
+    assert store.place(b2.id) == 1 and store.upload(a3.id)["state"] == GRADING
+
+
+def test_a_newer_upload_replaces_the_queued_one_and_its_watchers_hear_so(store):
+    first = store.accept("ann", "a.cu", SRC, Rules(), now=1.0)
+    second = store.accept("ann", "b.cu", SRC + b"//b", Rules(), now=2.0)
+    assert isinstance(second, Accepted) and second.replaced == (first.id,)
+    assert store.upload(first.id)["state"] == REPLACED
+    last = store.events(upload=first.id)[-1]
+    assert last["kind"] == "done" and json.loads(last["data"]) == {"state": REPLACED, "by": second.id}
+    assert [(c.id, c.name) for c in store.claim_wave(now=3.0)] == [(second.id, "b.cu")]
+
+
+def test_the_hourly_cap_answers_429_with_when_to_retry(store):
+    rules = Rules(per_hour=2)
+    assert isinstance(store.accept("ann", "k.cu", SRC, rules, now=1000.0), Accepted)
+    assert isinstance(store.accept("ann", "k.cu", SRC, rules, now=1100.0), Accepted)
+    refused = store.accept("ann", "k.cu", SRC, rules, now=1200.0)
+    assert isinstance(refused, Refused) and refused.status == 429
+    assert refused.retry_after_s == 3600 - 200                 # the first of the hour leaves it at 4600
+    assert isinstance(store.accept("bob", "k.cu", SRC, rules, now=1200.0), Accepted)      # per student
+    assert isinstance(store.accept("ann", "k.cu", SRC, rules, now=4601.0), Accepted)
+
+
+def test_size_and_deadline(store):
+    big = store.accept("ann", "k.cu", b"x" * 2049, Rules(max_bytes=2048))
+    assert isinstance(big, Refused) and big.status == 413
+    late = store.accept("ann", "k.cu", SRC, Rules(deadline=100.0), now=101.0)
+    assert isinstance(late, Accepted) and late.late and store.upload(late.id)["late"] == 1
+    refused = store.accept("bob", "k.cu", SRC, Rules(deadline=100.0, late="refuse"), now=101.0)
+    assert isinstance(refused, Refused) and refused.status == 403 and "deadline" in refused.message
+    assert store.upload(store.accept("cy", "k.cu", SRC, Rules(deadline=100.0), now=99.0).id)["late"] == 0
+
+
+def test_a_restart_queues_again_what_was_in_flight_and_stores_one_result(store, tmp_path):
+    a = store.accept("ann", "k.cu", SRC, Rules())
+    (claimed,) = store.claim_wave()
+    assert claimed.data == SRC and claimed.tries == 1
+    again = Store(tmp_path)                       # the next worker, after this one died mid-grade
+    assert again.requeue_stale() == [a.id] and again.upload(a.id)["state"] == QUEUED
+    assert not store.finish(a.id, result=done_doc(), report_md="", report_html="")   # the dead one's late result
+    (reclaimed,) = again.claim_wave()
+    assert reclaimed.id == a.id and reclaimed.tries == 1
+    finish(again, a.id)
+    assert not again.finish(a.id, result=done_doc(), report_md="", report_html="")   # stored once
+    assert [e["kind"] for e in again.events(upload=a.id)].count("done") == 1
+    assert again.upload(a.id)["state"] == DONE
+
+
+def test_the_best_grade_is_the_highest_tier_then_fraction(store):
+    ids = [store.accept(f"s{i}", "k.cu", SRC, Rules()).id for i in range(4)]
+    store.claim_wave()
+    finish(store, ids[0], correct=True, fraction=0.9, tier="silver")
+    finish(store, ids[1], correct=True, fraction=0.7, tier="gold")
+    finish(store, ids[2], status="compile_error", correct=None)
+    finish(store, ids[3], status="infrastructure_error", correct=None)
+    rows = [store.upload(i) for i in ids]
+    assert best(rows)["id"] == ids[1]
+    assert best(rows[2:3])["id"] == ids[2] and best(rows[3:]) is None
+
+
+def test_tokens_are_stored_hashed_and_revocable(store, tmp_path):
+    token = store.issue("ann")
+    boss = store.issue("@instructor", instructor=True)
+    assert store.who(token) == ("ann", False) and store.who(boss) == ("@instructor", True)
+    assert store.who(token + "x") is None
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("grader.sqlite*"))
+    assert token.encode() not in raw and boss.encode() not in raw
+    again = Store(tmp_path)
+    newer = again.issue("ann")                  # a new token replaces the old one
+    assert again.who(token) is None and again.who(newer) == ("ann", False)
+    assert again.revoke("ann") == 1 and again.who(newer) is None
+    with pytest.raises(Exception, match="identifier"):
+        again.issue("../etc")
+    again.close()

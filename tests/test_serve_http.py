@@ -1,0 +1,386 @@
+"""A real course server (`grader serve`: uvicorn in a subprocess on 127.0.0.1, a real SQLite file,
+its grading worker on the emulator) driven over HTTP: tokens that see only their own uploads; the
+cap and the size limit; the result.json a local grade writes, from `submit_remote`; a `kill -9` of
+the server mid-grade and a restart losing nothing and grading nothing twice; tokens never in the
+server's log; the pages in headless Chromium (the token form, an upload with live progress, the
+instructor's live table), driven through the DevTools protocol over a pipe.
+
+Each server is stopped by its process id in the fixture's finalizer, and runs under `timeout` so
+that it ends by itself if a test run is killed. Grades are few and cheap (compile_error.cu builds
+in about 2 s; one correct kernel)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import SUBMISSIONS
+
+pytestmark = pytest.mark.slow
+
+EXERCISE = "bias_gelu_fused"
+CHEAP = SUBMISSIONS / "compile_error.cu"
+CORRECT = SUBMISSIONS / "float4_launcher.cu"
+SERVER_LIFE_S = 600          # a server left behind ends by itself
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, folder: Path, *options: str):
+        self.folder, self.options, self.port = folder, options, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / "server.log"
+        self.proc = None
+
+    def start(self) -> "Server":
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-m", "grader", "serve",
+                                          str(self.folder), "--exercise", EXERCISE, "--backend", "emulator",
+                                          "--port", str(self.port), *self.options],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                assert self.proc.poll() is None, self.log.read_text()
+                time.sleep(0.1)
+        raise AssertionError("the server did not start: " + self.log.read_text())
+
+    def pid(self) -> int:
+        """The server's own process id (timeout's child)."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
+        return int(out[0])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def tokens(folder: Path, *students: str) -> dict[str, str]:
+    roster = folder / "roster.csv"
+    roster.write_text("identifier\n" + "\n".join(students) + "\n")
+    out = subprocess.run([sys.executable, "-m", "grader", "serve", "tokens", str(roster), "--folder", str(folder)],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.strip().splitlines()
+    assert lines[0] == "identifier,token"
+    return dict(line.split(",", 1) for line in lines[1:])
+
+
+def call(server: Server, path: str, token: str | None, *, data: bytes | None = None, headers=None):
+    """(status, headers, JSON body) of one request."""
+    h = dict(headers or {})
+    if token is not None:
+        h["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(server.url + path, data=data, headers=h, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, json.loads(exc.read() or b"{}")
+
+
+def upload(server: Server, token: str, file: Path = CHEAP, data: bytes | None = None):
+    from grader.serve.client import _multipart
+
+    body, kind = _multipart(file.name, data if data is not None else file.read_bytes(), {})
+    return call(server, "/api/submissions", token, data=body, headers={"Content-Type": kind})
+
+
+def wait_done(server: Server, token: str, upload_id: str, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _h, doc = call(server, f"/api/submissions/{upload_id}", token)
+        assert status == 200, doc
+        if doc["state"] == "done":
+            return doc
+        time.sleep(0.3)
+    raise AssertionError(f"{upload_id} not graded in {timeout} s: {doc}\n" + server.log.read_text()[-3000:])
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("course")
+    people = tokens(folder, "ann", "bob", "cy", "dee")
+    server = Server(folder, "--per-hour", "3", "--max-kb", "64").start()
+    yield server, people
+    server.stop()
+
+
+def test_each_students_token_sees_only_their_own_uploads(course):
+    server, people = course
+    status, _h, ann = upload(server, people["ann"])
+    assert status == 202 and len(ann["id"]) >= 16
+    _s, _h, ann2 = upload(server, people["bob"])
+    assert ann2["id"] != ann["id"]
+    for path in (f"/api/submissions/{ann['id']}", f"/api/submissions/{ann['id']}/events"):
+        assert call(server, path, people["bob"])[0] == 404          # another's id: as if it did not exist
+        assert call(server, path, None)[0] == 401
+        assert call(server, path, "not-a-token")[0] == 401
+    assert call(server, "/api/submissions/" + ann["id"][:-1] + "x", people["ann"])[0] == 404
+    doc = wait_done(server, people["ann"], ann["id"])
+    assert doc["result"]["status"] == "compile_error" and doc["student"] == "ann"
+    assert call(server, f"/api/submissions/{ann['id']}", people["@instructor"])[0] == 200     # the instructor sees all
+    assert call(server, "/api/class", people["ann"])[0] == 403
+    assert call(server, f"/submissions/{ann['id']}/report", people["bob"])[0] == 404
+
+
+def test_the_hourly_cap_and_the_size_limit(course):
+    server, people = course
+    codes = [upload(server, people["cy"])[0] for _ in range(3)]
+    status, headers, doc = upload(server, people["cy"])
+    assert codes == [202, 202, 202] and status == 429
+    assert 3500 < int(headers["Retry-After"]) <= 3600 and "upload again in" in doc["error"]
+    status, _h, doc = upload(server, people["dee"], data=b"/*" + b"x" * 70 * 1024 + b"*/")
+    assert status == 413 and "65536" in doc["error"]
+
+
+def test_no_token_reaches_the_servers_log(course):
+    server, people = course
+    call(server, "/api/class", people["@instructor"])
+    call(server, "/api/submissions/nope", people["ann"])
+    log = server.log.read_text()
+    assert '"GET /api/class HTTP/1.1" 200' in log           # the access log is on
+    assert not any(t in log for t in people.values())
+
+
+def comparable(doc: dict) -> dict:
+    """A result.json minus what differs from one run of the same file to the next: the wall times
+    (seconds, phases, the build's times, the sandbox's set-up times: its keys in _ms and _s), and
+    where the file lay (submission.path)."""
+    doc = json.loads(json.dumps(doc))
+    doc.pop("seconds"), doc.pop("phases")
+    doc["submission"].pop("path")
+    for key in ("seconds", "cached", "compile_s", "link_s"):
+        (doc.get("build") or {}).pop(key, None)
+    sandbox = doc.get("sandbox") or {}
+    for key in [k for k in sandbox if k.endswith(("_ms", "_s"))]:
+        sandbox.pop(key)
+    return doc
+
+
+def test_submit_remote_returns_the_result_json_a_local_grade_writes(course, tmp_path):
+    from grader.exercises import load_exercise
+    from grader.grade.pipeline import grade_submission
+    from grader.serve.client import ServerRefused, submit_remote
+
+    server, people = course
+    said = []
+    remote = submit_remote(CORRECT, server=server.url, token=people["bob"], exercise=None, progress=said.append)
+    assert said[0].startswith("queued: ") and said[0].endswith(" in line")
+    assert "building" in said and "checking" in said
+    stored = server.folder / "grader.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(stored) as db:
+        (text,) = db.execute("SELECT result FROM uploads WHERE student = 'bob' AND state = 'done' "
+                             "ORDER BY seq DESC LIMIT 1").fetchone()
+    assert remote.to_json() == json.loads(text)                    # what the server stored, as it stored it
+    local = grade_submission(CORRECT, rubric=load_exercise(EXERCISE), backend="emulator")
+    assert remote.correct and comparable(remote.to_json()) == comparable(local.to_json())
+    with pytest.raises(ServerRefused, match="GRADER_TOKEN"):
+        submit_remote(CHEAP, server=server.url, token="wrong", exercise=None, progress=None)
+
+
+def test_submit_remote_says_how_to_fix_an_unreachable_server():
+    from grader.serve.client import ServerUnreachable, submit_remote
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ServerUnreachable, match=f"cannot reach the course server at {url}"):
+        submit_remote(CHEAP, server=url, token="t", exercise=None, progress=None)
+
+
+def test_kill_9_mid_grade_then_a_restart_grades_every_upload_once(tmp_path):
+    people = tokens(tmp_path, "s1", "s2", "s3")
+    server = Server(tmp_path, "--jobs", "1").start()
+    try:
+        ids = {s: upload(server, people[s])[2]["id"] for s in ("s1", "s2", "s3")}
+        first = wait_done(server, people["s1"], ids["s1"])        # one stored; then kill while the next grades
+        deadline = time.monotonic() + 60
+        while call(server, f"/api/submissions/{ids['s2']}", people["s2"])[2]["state"] != "grading":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        worker = int((tmp_path / ".grader-worker.lock").read_text().split()[1])
+        os.kill(server.pid(), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not Path(f"/proc/{worker}").exists(), "the grading worker outlived the server"
+        server.proc.wait(timeout=10)
+        server.start()
+        docs = {s: wait_done(server, people[s], i) for s, i in ids.items()}
+    finally:
+        server.stop()
+    assert docs["s1"]["result"] == first["result"]               # not graded again
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "grader.sqlite") as db:
+        rows = db.execute("SELECT state, tries, finished FROM uploads ORDER BY seq").fetchall()
+        done_events = db.execute("SELECT upload, COUNT(*) FROM events WHERE kind = 'done' GROUP BY upload").fetchall()
+    assert [r[0] for r in rows] == ["done"] * 3
+    assert rows[0][2] == first_finished(tmp_path, ids["s1"]) and all(n == 1 for _u, n in done_events)
+    assert len(done_events) == 3
+
+
+def first_finished(folder: Path, upload_id: str) -> float:
+    import sqlite3
+
+    with sqlite3.connect(folder / "grader.sqlite") as db:
+        return db.execute("SELECT finished FROM uploads WHERE id = ?", (upload_id,)).fetchone()[0]
+
+
+def test_export_writes_the_batchs_class_files(course, tmp_path):
+    server, people = course
+    wait_done(server, people["ann"], upload(server, people["ann"])[2]["id"])
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "grader", "serve", "export", str(server.folder), "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("gradebook.csv", "summary.csv", "class.html", "insights.json", "junit.xml"):
+        assert (out / name).is_file(), name
+    rows = (out / "gradebook.csv").read_text().splitlines()
+    assert rows[0].startswith("student,points") and any(r.startswith("ann,") and "compile_error" in r for r in rows)
+    assert any(r.startswith("dee,0,") and "missing" in r for r in rows)       # a token, no upload
+    assert json.loads((out / "ann" / "result.json").read_text())["status"] == "compile_error"
+
+
+# --- the pages, in headless Chromium ----------------------------------------------------------------
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+
+
+class Browser:
+    """Headless Chromium driven through the DevTools protocol over a pipe (--remote-debugging-pipe:
+    it reads commands on fd 3 and answers on fd 4, each message JSON ended by a NUL)."""
+
+    def __init__(self, profile: Path):
+        to_r, self.to_w = os.pipe()
+        self.from_r, from_w = os.pipe()
+
+        def fds():
+            os.dup2(to_r, 3)
+            os.dup2(from_w, 4)
+
+        self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+                                      f"--user-data-dir={profile}", "about:blank"], pass_fds=(3, 4),
+                                     preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_r)
+        os.close(from_w)
+        self.n, self.buffer = 0, b""
+
+    def send(self, method: str, session: str | None = None, **params):
+        self.n += 1
+        msg = {"id": self.n, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self.to_w, json.dumps(msg).encode() + b"\0")
+        while True:
+            while b"\0" not in self.buffer:
+                chunk = os.read(self.from_r, 1 << 16)
+                assert chunk, "Chromium ended"
+                self.buffer += chunk
+            raw, self.buffer = self.buffer.split(b"\0", 1)
+            got = json.loads(raw)
+            if got.get("id") == self.n:
+                assert "error" not in got, got
+                return got["result"]
+
+    def page(self, url: str) -> "Page":
+        context = self.send("Target.createBrowserContext")["browserContextId"]     # its own cookies
+        target = self.send("Target.createTarget", url=url, browserContextId=context)["targetId"]
+        return Page(self, self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"])
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+class Page:
+    def __init__(self, browser: Browser, session: str):
+        self.browser, self.session = browser, session
+
+    def js(self, expression: str):
+        got = self.browser.send("Runtime.evaluate", self.session, expression=expression, returnByValue=True,
+                                awaitPromise=True)
+        assert "exceptionDetails" not in got, got
+        return got["result"].get("value")
+
+    def until(self, expression: str, timeout: float = 60, every: float = 0.05, seen: list | None = None,
+              done=bool):
+        """The expression's value once done(value) (by default: truthy), polled every `every` s;
+        seen: each distinct value on the way."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = self.js(expression)
+            except AssertionError:         # the page is between documents
+                value = None
+            if seen is not None and value and (not seen or seen[-1] != value):
+                seen.append(value)
+            if done(value):
+                return value
+            time.sleep(every)
+        raise AssertionError(f"never true: {expression}")
+
+    def sign_in(self, token: str) -> None:
+        self.until("document.readyState === 'complete' && !!document.querySelector('#login')")
+        self.js(f"document.querySelector('#login input[name=token]').value = {json.dumps(token)}; "
+                "document.querySelector('#login').submit(); true")
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no Chromium here (apt-get install chromium)")
+def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tmp_path):
+    people = tokens(tmp_path, "ann", "bob")
+    server = Server(tmp_path).start()
+    browser = Browser(tmp_path / "profile")
+    try:
+        teacher = browser.page(server.url + "/")
+        teacher.sign_in(people["@instructor"])
+        teacher.until("!!document.querySelector('#class') && document.readyState === 'complete'")
+        student = browser.page(server.url + "/")
+        student.sign_in(people["ann"])
+        student.until("!!document.querySelector('#upload') && document.readyState === 'complete'")
+        assert student.js("document.cookie") == ""                          # HttpOnly: no script reads it
+        source = json.dumps(CHEAP.read_text())
+        student.js("window.stayed = 1; var dt = new DataTransfer(); "
+                   f"dt.items.add(new File([{source}], 'mine.cu')); "
+                   "document.querySelector('#upload input[type=file]').files = dt.files; "
+                   "document.querySelector('#upload').requestSubmit(); true")
+        phases: list = []
+        state = "(function(){var r = document.querySelector('#attempts tbody tr'); return r && r.getAttribute('data-state');})()"
+        student.until(state, timeout=240, seen=phases, done=lambda v: v == "done")
+        assert student.js("window.stayed") == 1                              # no reload: the same page
+        assert phases[0] == "queued" and "building" in phases and phases[-1] == "done", phases
+        row = student.js("(function(){var r = document.querySelector('#attempts tbody tr'); return ["
+                         "r.cells[1].innerText, r.cells[2].innerText, !!r.querySelector('a[href*=report]')];})()")
+        assert row == ["mine.cu", "compile_error", True]
+        assert student.js("document.querySelector('#live').innerText") == "mine.cu: compile_error"
+        # the instructor's table heard it without a reload
+        teacher.until("(function(){var r = document.querySelector('#class tr[data-student=ann]'); "
+                      "return r && r.getAttribute('data-updated') === '1' && r.cells[1].innerText === 'compile_error';})()",
+                      timeout=30)
+        # a stale or forged form is refused: the CSRF token is checked
+        assert student.js("fetch('/upload', {method: 'POST', body: (function(){var f = new FormData(); "
+                          "f.append('csrf', 'forged'); f.append('file', new File(['x'], 'x.cu')); return f;})(), "
+                          "headers: {'Accept': 'application/json'}}).then(function(r){return r.status;})") == 403
+    finally:
+        browser.close()
+        server.stop()
