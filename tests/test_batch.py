@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.core.backend import CUDA, EMULATOR
+from grader.grade.machine import Machine
 import grader.grade.pipeline
 from grader.batch import find_submissions, grade_folder
 from grader.cli import cli
@@ -82,7 +83,7 @@ class FakeGrader:
         self.infrastructure = set(infrastructure)
         monkeypatch.setattr(grader.grade.pipeline, "grade", self)
 
-    def __call__(self, request, *, inputs=None):
+    def __call__(self, request, *, inputs=None, progress=None):
         path, rubric = request.path, request.rubric
         device, emulator_threads = request.options.device, request.options.emulator_threads
         with self.lock:
@@ -227,7 +228,7 @@ def test_gpus_are_given_round_robin(tmp_path, monkeypatch, rubric):
 
     fake = FakeGrader(monkeypatch)
     entries = find_submissions(_class(tmp_path, 4))
-    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), devices=["0", "1"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), machine=Machine(CUDA, {}, ("0", "1")))
     assert fake.devices == {"s0": "0", "s1": "1", "s2": "0", "s3": "1"}
 
 
@@ -249,11 +250,11 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
     monkeypatch.setattr(grader.grade.pipeline, "grade", watching)
     before = sys.getswitchinterval()
     entries = find_submissions(_class(tmp_path, 3))
-    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2), machine=Machine(CUDA, {}, ("0",)))
     assert seen and all(abs(v - SWITCH_INTERVAL_S) < 1e-9 for v in seen)
     assert sys.getswitchinterval() == before
     seen.clear()
-    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=1), devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=1), machine=Machine(CUDA, {}, ("0",)))
     assert seen and all(v == before for v in seen)            # one at a time: nothing to hand on to
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.core.backend import EMULATOR
+from grader.core.backend import EMULATOR, named
 from grader.exercises import load_exercise, load_reference
 from grader.exercises.data import answers, materialize
 from grader.exercises.plan import plan_cases
@@ -152,13 +152,14 @@ def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_st
     assert skipping.correct is False and skipping.sandbox.emulator_threads == cores
 
 
-def _early_on_the_emulator(rubric):
-    """An Early as `grader submit` makes it on a GPU, its child started on the emulator (this
-    machine has no GPU): the same hand-over."""
-    from grader.core.backend import EMULATOR
-    from grader.grade.early import Early, start_children
+def _early_on_the_emulator(rubric, backend=EMULATOR):
+    """A Machine as `grader submit` decides it on a GPU, its child started ahead on the emulator
+    (this machine has no GPU): the same hand-over."""
+    from grader.grade.early import start_children
+    from grader.grade.machine import Machine
 
-    return Early(EMULATOR, None, 0.0, start_children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0))
+    return Machine(backend, None, (), 0.0, children=start_children(rubric=rubric, backend=EMULATOR, device=None,
+                                                                    emulator_threads=0))
 
 
 def test_a_grade_runs_in_the_children_started_early_and_ends_every_one(tmp_path):
@@ -169,17 +170,16 @@ def test_a_grade_runs_in_the_children_started_early_and_ends_every_one(tmp_path)
     from grader.grade.request import GradeRequest
 
     rubric = load_exercise("bias_gelu_fused")
-    early = _early_on_the_emulator(rubric)
-    worker = early.children.worker
-    result = grade(GradeRequest(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric, "emulator"),
-                   early=early)
+    machine = _early_on_the_emulator(rubric)
+    worker = machine.children.worker
+    result = grade(GradeRequest(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric, machine))
     assert result.status == "graded" and result.correct
-    assert worker.proc.poll() == 0
+    assert worker.proc.poll() == 0 and machine.children is None       # taken once
 
 
 def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_path):
-    """A compile error, a missing file, another backend than the one they were started for: the
-    children started early never outlive the call."""
+    """A compile error, a missing file, a GPU backend on a machine without a GPU: the children
+    started ahead never outlive the call."""
     import pytest
 
     from grader.core.errors import UsageError
@@ -190,25 +190,29 @@ def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_p
     for path, backend in ((ROOT / "submissions/bias_gelu_fused/compile_error.cu", "emulator"),
                           (tmp_path / "missing.cu", "emulator"),
                           (ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", "cuda")):
-        early = _early_on_the_emulator(rubric)
-        proc = early.children.worker.proc
+        machine = _early_on_the_emulator(rubric, named(backend))
+        proc = machine.children.worker.proc
         if path.name == "missing.cu":
             with pytest.raises(UsageError):
-                grade(GradeRequest(path, rubric, backend), early=early)
+                grade(GradeRequest(path, rubric, machine))
         else:
-            grade(GradeRequest(path, rubric, backend), early=early)
+            grade(GradeRequest(path, rubric, machine))
         proc.wait(timeout=10)
         assert proc.returncode is not None, path.name
 
 
-def test_start_early_starts_no_child_on_the_emulator_and_probes_only_for_a_gpu():
+def test_start_ahead_starts_no_child_on_the_emulator_and_the_machine_probes_only_for_a_gpu(monkeypatch):
     """On the emulator the child's start is short and would take a core from the parent's
-    imports: nothing is started early, and no GPU is probed for."""
-    from grader.grade.early import start_early
+    imports: nothing is started ahead, and no GPU is probed for."""
+    from grader.grade.machine import decide, start_ahead
+    from grader.toolchain import gpuinfo
 
+    probes = []
+    monkeypatch.setattr(gpuinfo, "probe", lambda: probes.append(1) or None)
     rubric = load_exercise("bias_gelu_fused")
-    early = start_early(rubric=rubric, backend="emulator")
-    assert early.children is None and early.reading is None and early.probe_s < 0.05
+    machine = start_ahead(decide("emulator"), rubric=rubric)
+    assert machine.children is None and machine.reading is None and probes == []
+    assert decide("auto").backend.name == "emulator" and probes == [1]      # "auto": probed, once
 
 
 def test_the_head_start_is_asked_for_by_a_submit_that_may_grade_on_a_gpu_only():
@@ -273,7 +277,9 @@ def test_a_head_start_unlike_what_the_grade_wants_is_ended_not_used(monkeypatch)
         assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
     early, spec, worker = _head_started(monkeypatch)
     rubric = load_exercise("bias_gelu_fused")
-    assert early.start_early(rubric=rubric, backend="emulator").children is None    # the emulator: no GPU grade
+    from grader.grade.machine import decide, start_ahead
+
+    assert start_ahead(decide("emulator"), rubric=rubric).children is None    # the emulator: no GPU grade
     assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
     early, spec, worker = _head_started(monkeypatch)
     children = early.start_children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0)

@@ -137,7 +137,10 @@ def _run(rubric, one_grade: bool):
     from grader.grade.children import GradeRun
     from grader.grade.request import GradeOptions, GradeRequest
 
-    return GradeRun(GradeRequest("x.cu", rubric, "emulator", GradeOptions(one_grade=one_grade)), reading=None,
+    from grader.core.backend import EMULATOR
+    from grader.grade.machine import Machine
+
+    return GradeRun(GradeRequest("x.cu", rubric, Machine(EMULATOR), GradeOptions(one_grade=one_grade)), reading=None,
                     say=lambda m: None)
 
 

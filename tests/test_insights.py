@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import grader.grade.pipeline
+from grader.grade.machine import Machine
 from grader.batch.insights import gather, markdown, terminal_lines
 from grader.cli import cli
 from grader.core.results import (CountersSummary, DiagnosisEntry, FindingEntry, KernelCounters, Result,
@@ -154,7 +155,7 @@ def test_batch_counters_reach_every_grade_and_a_kept_result_without_them_is_grad
 
     asked = []
 
-    def fake(request, *, inputs=None):
+    def fake(request, *, inputs=None, progress=None):
         asked.append((request.path.name, request.options.counters))
         return result(fraction=0.9)
 
@@ -164,13 +165,13 @@ def test_batch_counters_reach_every_grade_and_a_kept_result_without_them_is_grad
     for i in range(3):
         (folder / f"s{i}.cu").write_text(f"// {i}\n")
     entries = find_submissions(folder)
-    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), machine=Machine(CUDA, {}, ("0",)))
     assert sorted(asked) == [("s0.cu", False), ("s1.cu", False), ("s2.cu", False)]
     asked.clear()
-    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), devices=["0"])
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1), machine=Machine(CUDA, {}, ("0",)))
     assert asked == []                                     # unchanged: kept
     grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=tmp_path / "out", jobs=1, counters=True),
-                  devices=["0"])
+                  machine=Machine(CUDA, {}, ("0",)))
     assert sorted(asked) == [("s0.cu", True), ("s1.cu", True), ("s2.cu", True)]
 
 

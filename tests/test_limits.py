@@ -103,13 +103,14 @@ def test_a_batchs_grades_prune_a_grown_cache_at_most_once_a_minute_and_the_batch
     from grader.batch.inputs import find_submissions
     from grader.batch.request import ClassRequest
     from grader.core.backend import CUDA
+    from grader.grade.machine import Machine
     from grader.exercises import load_exercise
     from grader.grade import pipeline
     from tests.test_insights import result
 
     asked, pruned = [], []
 
-    def fake(request, *, inputs=None):
+    def fake(request, *, inputs=None, progress=None):
         asked.append(request.options.cache_prune_every_s)
         return result(fraction=0.9)
 
@@ -120,7 +121,7 @@ def test_a_batchs_grades_prune_a_grown_cache_at_most_once_a_minute_and_the_batch
     for i in range(3):
         (folder / f"s{i}.cu").write_text(f"// {i}\n")
     grade_entries(find_submissions(folder), ClassRequest(folder, load_exercise("bias_gelu_fused"), CUDA, jobs=1),
-                  devices=["0"])
+                  machine=Machine(CUDA, {}, ("0",)))
     assert asked == [CACHE_PRUNE_EVERY_S] * 3 and pruned == [{}]
 
 

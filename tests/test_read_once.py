@@ -198,7 +198,7 @@ def test_a_hard_link_to_a_root_only_file_outside_the_class_is_refused_and_never_
     monkeypatch.setattr(handin.os, "read", read)
     graded = []
 
-    def grade(request, *, inputs=None):
+    def grade(request, *, inputs=None, progress=None):
         graded.append(request.source.data)
         return Result(exercise=request.rubric.exercise, submission={"path": str(request.path), "sha256": ""},
                       backend="emulator", status="compile_error", grader_version="t", message="stood in for")

@@ -56,32 +56,22 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
     progress lines as they come (grading.grade_entries)."""
     from grader.batch.classreport import write_class_report
-    from grader.batch.grading import default_jobs, grade_entries
+    from grader.batch.grading import class_machine, grade_entries
     from grader.batch.inputs import find_submissions
     from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
     from grader.batch.store import holding
-    from grader.toolchain.gpuinfo import resolve_backend
 
     k, n = request.shard
     if entries is None:
         entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)
     entries = entries[k - 1 :: n]
-    chosen = resolve_backend(request.backend)               # "auto" decided once, for the whole class
-    jobs = request.jobs
-    if jobs is None:
-        if chosen.on_gpu:
-            from grader.run import lanes
-
-            jobs = default_jobs(chosen, lanes=len(lanes.visible_devices()))
-        else:
-            jobs = default_jobs(chosen)
-    request = request.resolved(backend=chosen, jobs=jobs)
+    machine, request = class_machine(request)               # decided once, for the whole class
     report_dir, rubric = request.report_dir, request.rubric
     with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
-        outcome = grade_entries(entries, request, progress=progress, said=said)
+        outcome = grade_entries(entries, request, machine=machine, progress=progress, said=said)
         if report_dir is not None and outcome.graded:
             write_summary(outcome.graded, report_dir / "summary.csv")
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
-            write_platform_exports(outcome.graded, rubric, report_dir)
+            write_platform_exports(outcome.graded, rubric, report_dir, per_student=False)
             outcome.insights = write_class_report(outcome.graded, rubric, report_dir / "class.html").insights
     return outcome

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Callable
 
 from grader.core import processes
 from grader.core.backend import Backend
-from grader.toolchain.gpuinfo import resolve_backend
+from grader.grade.machine import Machine, decide
+from grader.platforms.delivery import GRADESCOPE_FILE, Delivery, deliver
 from grader.batch.inputs import Entry
 from grader.core.limits import usable_cores
 from grader.batch.request import ClassRequest
@@ -83,26 +84,34 @@ def default_jobs(backend: Backend, lanes: int = 1) -> int:
     return max(1, min(PER_LANE * max(1, lanes), cores - 1)) if backend.on_gpu else max(1, cores)
 
 
-def grade_entries(entries: list[Entry], request: ClassRequest, *, progress: Progress | None = None,
-                  devices: list[str] | None = None, said: Said | None = None) -> BatchOutcome:
-    """Grade each entry as request says (its backend resolved; reusing an unchanged stored result);
-    with its report_dir, write each one's reports into report_dir/<student>/ and keep every result
-    in report_dir/results.jsonl.
+def class_machine(request: ClassRequest) -> tuple[Machine, ClassRequest]:
+    """The machine a class is graded on, decided once (grade/machine.decide: one probe, "auto"
+    resolved, the GPUs listed), and the request with what that settles: the backend, and the jobs
+    where the instructor named none (default_jobs: a few per GPU lane, one per core on the emulator)."""
+    machine = decide(request.backend)
+    jobs = request.jobs
+    if jobs is None:
+        jobs = default_jobs(machine.backend, lanes=len(machine.devices)) if machine.backend.on_gpu \
+            else default_jobs(machine.backend)
+    return machine, request.resolved(backend=machine.backend, jobs=jobs)
+
+
+def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machine, progress: Progress | None = None,
+                  said: Said | None = None) -> BatchOutcome:
+    """Grade each entry as request says on machine (decided once for the class: class_machine;
+    reusing an unchanged stored result); with its report_dir, write each one's reports into
+    report_dir/<student>/ and keep every result in report_dir/results.jsonl.
 
     request.jobs submissions are in flight at once (None: one): their compiles and child start-ups
     overlap, and each one's checks and timing wait for its GPU's lane (lanes.py), given round-robin
-    over devices (default: every visible GPU). Ctrl-C stops the batch: what was done is kept,
+    over the machine's GPUs, each grade with its own GPU's reading. Ctrl-C stops the batch: what was done is kept,
     submissions not yet started are not graded, and the outcome says interrupted. With
     request.counters, a kept result without counters is graded again for them. said(entry, line) hears
     each grade's progress lines (core/progress.py: a line that starts a phase names it)."""
     from grader.batch.store import STORE_NAME, ResultStore
 
-    backend, jobs, report_dir = resolve_backend(request.backend), request.jobs or 1, request.report_dir
-    if backend.on_gpu and devices is None and jobs > 1:
-        from grader.run import lanes
-
-        devices = lanes.visible_devices()
-    run = _ClassRun(request.rubric, backend, report_dir, jobs, devices,
+    backend, jobs, report_dir = machine.backend, request.jobs or 1, request.report_dir
+    run = _ClassRun(request.rubric, machine, report_dir, jobs,
                     ResultStore(report_dir / STORE_NAME) if report_dir is not None else None,
                     counters=request.counters, said=said)
     outcome = BatchOutcome()
@@ -163,13 +172,16 @@ class _ClassRun:
     the GPUs, and the store of private cases (drawn once for the class)."""
 
     rubric: Rubric
-    backend: Backend
+    machine: Machine
     report_dir: Path | None
     jobs: int
-    devices: list[str] | None
     store: object | None                    # batch/store.ResultStore
     shared: object | None = None            # exercises/pool.SharedStore, on a GPU
     counters: bool = False                  # each correct, timed kernel's counters' pass (--counters)
+
+    @property
+    def backend(self) -> Backend:
+        return self.machine.backend
     stopping: threading.Event = field(default_factory=threading.Event)     # set by an interruption
     said: Said | None = None                # hears each grade's progress lines (grade_entries)
 
@@ -212,29 +224,34 @@ class _ClassRun:
             kept = None                       # kept from a run without --counters: graded again for them
         if kept is not None:
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
-                from grader.report.files import write_reports      # emptied, broken, removed: written again
-
-                write_reports(kept, self.rubric, self.report_dir / entry.student)
+                self.deliver(entry, kept)                           # emptied, broken, removed: written again
             return Graded(entry, kept, reused=True)
         from grader.grade.pipeline import grade
         from grader.grade.request import GradeOptions, GradeRequest
-        from grader.report.files import write_reports
 
         options = GradeOptions(
-            device=self.devices[index % len(self.devices)] if self.devices else None,
+            device=self.machine.device(index),
             # the cores shared among the children
             emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
             counters=self.counters, cache_prune_every_s=CACHE_PRUNE_EVERY_S)
         said = self.said
-        result = grade(GradeRequest(entry.source.path, self.rubric, self.backend, options, source=entry.source),
+        result = grade(GradeRequest(entry.source.path, self.rubric, self.machine, options, source=entry.source),
                        inputs=self.shared, progress=(lambda line: said(entry, line)) if said is not None else None)
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
         if self.report_dir is not None:
-            write_reports(result, self.rubric, self.report_dir / entry.student)
+            self.deliver(entry, result)
         if self.store is not None:
             self.store.add(entry.student, entry.path, key, result)
         return Graded(entry, result)
+
+    def deliver(self, entry: Entry, result: Result) -> None:
+        """The student's reports and Gradescope file into report_dir/<student>/ (platforms/delivery.py,
+        each document rendered once); a folder that cannot be written is the machine's, raised."""
+        done = deliver(result, self.rubric, to=Delivery(report_dir=self.report_dir / entry.student,
+                                                       gradescope_file=True))
+        if done.report_error is not None:
+            raise done.report_error
 
 
 def _reports_intact(folder: Path) -> bool:
@@ -248,4 +265,4 @@ def _reports_intact(folder: Path) -> bool:
         result_from_json(json.loads((folder / "result.json").read_bytes().decode("utf-8")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-    return all((folder / name).is_file() for name in ("report.md", "report.html"))
+    return all((folder / name).is_file() for name in ("report.md", "report.html", GRADESCOPE_FILE))

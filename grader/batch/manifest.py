@@ -178,9 +178,10 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     from grader.exercises.pool import class_store
-    from grader.toolchain.gpuinfo import resolve_backend
+    from grader.grade.machine import decide
 
-    concrete = resolve_backend(backend)
+    machine = decide(backend)                   # once, for every sample
+    concrete = machine.backend
     if jobs is None:
         from grader.batch.grading import default_jobs
 
@@ -209,11 +210,11 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
 
         if jobs <= 1:
             for file in sorted(graded_files, key=lambda f: f not in twin_of.values()):     # twins first
-                graded[file] = _grade_sample(directory, by_file[file], rubric, concrete, shared)
+                graded[file] = _grade_sample(directory, by_file[file], rubric, machine, shared)
                 judge_ready()
         else:
             with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sample") as pool:
-                running = {pool.submit(_grade_sample, directory, by_file[f], rubric, concrete, shared): f
+                running = {pool.submit(_grade_sample, directory, by_file[f], rubric, machine, shared): f
                            for f in graded_files}
                 while running:
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -234,7 +235,7 @@ class _Graded:
     left: list[int]
 
 
-def _grade_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, shared) -> _Graded:
+def _grade_sample(directory: Path, exp, rubric: Rubric, machine, shared) -> _Graded:
     """Grade one sample as its manifest entry says (its limits, its generated file)."""
     from grader.grade.pipeline import grade
     from grader.grade.request import GradeOptions, GradeRequest
@@ -253,8 +254,8 @@ def _grade_sample(directory: Path, exp, rubric: Rubric, concrete: Backend, share
             path = Path(scratch) / exp.file
             line = b"// generated filler: this sample is a source file far over the size limit\n"
             path.write_bytes(line * (exp.generate_bytes // len(line) + 1))
-        options = GradeOptions(counters=exp.counter_findings is not None and concrete.on_gpu)
-        result = grade(GradeRequest(path, r, concrete, options), inputs=shared)
+        options = GradeOptions(counters=exp.counter_findings is not None and machine.backend.on_gpu)
+        result = grade(GradeRequest(path, r, machine, options), inputs=shared)
     return _Graded(result, leftover_processes(mine))
 
 

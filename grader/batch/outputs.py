@@ -113,16 +113,19 @@ def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     _write_csv(path, GRADEBOOK_COLUMNS, rows)
 
 
-def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Path) -> None:
-    """junit.xml (one testsuite per graded submission) and each one's Gradescope results.json
-    (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student."""
+def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Path, *, per_student: bool = True) -> None:
+    """junit.xml (one testsuite per graded submission), and with per_student each one's Gradescope
+    results.json (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student.
+    A batch's own grades wrote theirs as they were delivered (platforms/delivery.py): it passes
+    per_student=False; a merge or an export from a store, which deliver nothing, write them here."""
     from grader.platforms import gradescope, junit
+    from grader.platforms.delivery import GRADESCOPE_FILE
     from grader.platforms.scoring import score
     from grader.report.files import render_markdown
 
     done = [g for g in graded if g.result is not None]
     suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]
     atomic.replace_bytes(report_dir / "junit.xml", junit.document(suites))
-    for g in done:
+    for g in done if per_student else ():
         doc = gradescope.results(g.result, score(g.result, rubric), render_markdown(g.result, rubric))
-        atomic.replace_text(report_dir / g.entry.student / "gradescope.json", json.dumps(doc, indent=1) + "\n")
+        atomic.replace_text(report_dir / g.entry.student / GRADESCOPE_FILE, json.dumps(doc, indent=1) + "\n")

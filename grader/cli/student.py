@@ -46,9 +46,12 @@ from grader.core.outcomes import Outcome
                    "report and its findings; a few seconds more, never a change of fraction or tier.")
 @click.option("--watch", is_flag=True,
               help="Grade FILE again each time it is saved, the terminal redrawn; Ctrl-C ends it (exit 0).")
+@click.option("--server", default=None, metavar="URL",
+              help="Grade on the course's server (`grader serve`) instead of this machine, with your token from "
+                   "$GRADER_TOKEN: the same summary, reports and exit status (docs/serve.md).")
 def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_dir: Path | None, no_report: bool,
            fmt: str, output_path: Path | None, github: bool | None, backend: str, quiet: bool, counters: bool,
-           watch: bool) -> None:
+           watch: bool, server: str | None) -> None:
     """Grade one submission FILE (a .cu defining an exercise's kernel: `grader exercises` names them).
 
     Exit status: 0 graded correct, 1 graded incorrect, 2 a usage or rubric error, 3 not gradable
@@ -57,7 +60,7 @@ def submit(file: Path, exercise: str | None, rubric_path: Path | None, report_di
     """
     once = SubmitOptions(exercise=exercise, rubric_path=rubric_path, report_dir=report_dir, no_report=no_report,
                          fmt=fmt, output_path=output_path, github=github, backend=backend, quiet=quiet,
-                         counters=counters, one_grade=not watch)
+                         counters=counters, one_grade=not watch, server=server)
     if not watch:
         sys.exit(_submit_once(file, once).exit_code)
     _watch(file, once)
@@ -78,6 +81,7 @@ class SubmitOptions:
     quiet: bool
     counters: bool = False
     one_grade: bool = True          # the process grades FILE once (not --watch)
+    server: str | None = None       # the course server's URL (--server): graded there
 
 
 def _watch(file: Path, once: SubmitOptions) -> None:
@@ -125,73 +129,103 @@ def say_the_start() -> None:
 
 
 def _submit_once(file: Path, once: SubmitOptions):
-    """One grade of FILE, its reports, its output and its attempt kept; the Result."""
-    exercise, rubric_path, report_dir, no_report = once.exercise, once.rubric_path, once.report_dir, once.no_report
-    fmt, output_path, github, backend, quiet = once.fmt, once.output_path, once.github, once.backend, once.quiet
-    from grader.exercises import choose
-
-    from grader.core.processes import age_s
-
-    early = None
+    """One grade of FILE (here, or on the course server with --server), delivered (its attempt
+    kept, its reports, its document: platforms/delivery.py) and printed; the Result."""
+    err = LazyErrConsole()
+    progress = None if once.quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
     try:
-        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
-        to_early = age_s()
-        if file.is_file():
-            from grader.grade.early import start_early
+        if once.server is not None:
+            result, rubric = _graded_remotely(file, once, progress)
+        else:
+            result, rubric = _graded_here(file, once, progress)
+    except GraderError as exc:
+        fail(exc)
+    from grader.platforms import github as gh
+    from grader.platforms.delivery import Delivery, deliver
+    from grader.report.files import default_report_dir
 
-            # The GPU's probe and the children's start (their CUDA context) before the pipeline's
-            # imports (and rich's): they overlap them (grade/early.py).
-            early = start_early(rubric=rubric, backend=backend)
-        err = LazyErrConsole()
+    folder = None if once.no_report else (once.report_dir or default_report_dir(file))
+    done = deliver(result, rubric, to=Delivery(
+        report_dir=folder, attempts_of=file, document=None if once.fmt == "text" else once.fmt,
+        output_path=once.output_path, github=once.github if once.github is not None else gh.in_actions()))
+    _say_delivered(done, folder, err, once)
+    _print(result, rubric, done, err, once)
+    return result
+
+
+def _graded_here(file: Path, once: SubmitOptions, progress):
+    """FILE read once (the exercise's choice and the grade take those bytes), the machine decided
+    once (grade/machine.py) and its children started before the pipeline's imports, then graded."""
+    from grader.core.handin import read_file
+    from grader.core.processes import age_s
+    from grader.exercises import choose
+    from grader.grade.machine import decide, start_ahead
+
+    source = read_file(file)
+    rubric = choose(rubric_path=once.rubric_path, exercise=once.exercise, file=source)
+    to_early = age_s()
+    # The GPU's probe and the children's start (their CUDA context) before the pipeline's imports
+    # (and rich's): they overlap them (grade/early.py).
+    machine = start_ahead(decide(once.backend), rubric=rubric)
+    try:
         from grader.grade.pipeline import grade
         from grader.grade.request import GradeOptions, GradeRequest
 
-        progress = None if quiet else (lambda msg: err.print(f"[dim]grader: {msg}[/dim]"))
         to_grade = age_s()
         # Where the command's own start went (the interpreter, its imports, the exercise's choice,
         # the children's start): seconds from the process's start, said by its first grade only (a
         # later grade of --watch starts long after the process did).
         start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
                  if to_early is not None and to_grade is not None and _SAY_THE_START else None)
-        head = early.children.head_started_at_s if early is not None and early.children is not None else None
+        head = machine.children.head_started_at_s if machine.children is not None else None
         if start is not None and head is not None:
             start["cli_to_measurer_s"] = round(head, 3)     # the measuring process's head start (grader/entry.py)
         _SAY_THE_START.clear()
-        request = GradeRequest(Path(file), rubric, backend, GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade))
-        result = grade(request, progress=progress, early=early, command_start=start)
-    except GraderError as exc:
-        if early is not None:
-            early.cancel()
-        fail(exc)
-    from grader.platforms import classroom, documents
-    from grader.platforms import github as gh
-    from grader.report.files import default_report_dir, render_markdown, render_text, write_reports
+        options = GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade)
+        return grade(GradeRequest(Path(file), rubric, machine, options, source=source), progress=progress,
+                     command_start=start), rubric
+    finally:
+        machine.cancel()            # children no grade took (a usage error before the grade)
 
-    said, attempts = _remember(result, file, err, quiet)
-    html = None
-    if not no_report:
-        folder = report_dir or default_report_dir(file)
-        try:
-            written = write_reports(result, rubric, folder, attempts=attempts)
-        except OSError as exc:                  # a read-only folder: the grade stands, the report is skipped
-            err.print(f"grader: could not write the report into {folder} ({exc.strerror or exc}); "
-                      "name another folder with --report-dir")
-        else:
-            html = next(p for p in written if p.name == "report.html")
-    if github if github is not None else gh.in_actions():
-        for line in gh.publish(result, render_markdown(result, rubric)):
-            click.echo(line)
-    document = None if fmt == "text" else documents.render(fmt, result, rubric)
-    if fmt == "classroom" and classroom.write_output(document.strip()) and not quiet:
+
+def _graded_remotely(file: Path, once: SubmitOptions, progress):
+    """FILE graded by the course's server (grader/serve/client.py): the same Result a local grade
+    gives, and the rubric it names, for the reports."""
+    from grader.exercises import load_exercise
+    from grader.serve.client import submit_remote, token_from_environment
+
+    token = token_from_environment()
+    if not token:
+        raise UsageError("--server needs your token: set GRADER_TOKEN (or write it to the file docs/serve.md names); "
+                         "your instructor gives it to you")
+    result = submit_remote(file, server=once.server, token=token, exercise=once.exercise, progress=progress)
+    return result, load_exercise(result.exercise)
+
+
+def _say_delivered(done, folder: Path | None, err: LazyErrConsole, once: SubmitOptions) -> None:
+    """What delivery could not do, on stderr (the grade stands), and the workflow commands."""
+    if done.report_error is not None:
+        err.print(f"grader: could not write the report into {folder} "
+                  f"({done.report_error.strerror or done.report_error}); name another folder with --report-dir")
+    if done.history_error is not None and not once.quiet:
+        err.print(f"grader: could not keep this attempt ({done.history_error.strerror or done.history_error})")
+    for line in done.annotations:
+        click.echo(line)
+    if done.classroom_output and not once.quiet:
         err.print("[dim]grader: wrote the Classroom result to $GITHUB_OUTPUT[/dim]")
-    if document is not None and output_path is None:
-        sys.stdout.write(document)
-        if html is not None and not quiet:
+
+
+def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> None:
+    """The --format document on stdout, or the terminal summary (ending with the report's path),
+    with what changed since the last attempt."""
+    from grader.report.files import render_text
+
+    said, html = done.change, done.html
+    if done.document is not None:
+        sys.stdout.write(done.document)
+        if html is not None and not once.quiet:
             err.print(f"grader: report: {html}")        # the document is stdout's: the path on stderr
     else:
-        if document is not None:
-            output_path.parent.mkdir(parents=True, exist_ok=True)
-            output_path.write_text(document)
         from rich.console import Console
         out = Console(highlight=False, soft_wrap=True)
         text = render_text(result, rubric, colour=out.color_system is not None, report=html)
@@ -199,37 +233,13 @@ def _submit_once(file: Path, once: SubmitOptions):
         last = lines.pop() if html is not None and lines and lines[-1].plain.startswith("report: ") else None
         for line in lines:
             out.print(line)
-        if said and not quiet:                  # before the report's path: the summary ends with it
+        if said and not once.quiet:             # before the report's path: the summary ends with it
             err.print(f"grader: {said}")
             said = None
         if last is not None:
             out.print(last)
-    if said and not quiet:
+    if said and not once.quiet:
         err.print(f"grader: {said}")
-    return result
-
-
-def _remember(result, file: Path, err: LazyErrConsole, quiet: bool) -> tuple[str | None, list]:
-    """Keep this attempt (grader/report/history.py): what changed since the last one of the file, and the
-    file's attempts (this one last) for the report's chart."""
-    from grader.report import history
-
-    if result.status == Outcome.INFRASTRUCTURE_ERROR:     # the machine's outcome is not an attempt of the file
-        try:
-            return None, history.attempts(file)
-        except OSError:
-            return None, []
-    try:
-        previous, now = history.record(result, file)
-    except OSError as exc:
-        if not quiet:
-            err.print(f"grader: could not keep this attempt ({exc.strerror or exc})")
-        return None, []
-    try:
-        kept = history.attempts(file)
-    except OSError:
-        kept = [now]
-    return history.change(previous, now), kept
 
 
 @click.command()
@@ -276,20 +286,22 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
     from grader.core.backend import CUDA
     from grader.core.errors import InfrastructureError
     from grader.exercises import choose
+    from grader.grade.machine import decide
 
     counted = ""
     try:
         if not file.is_file():                  # said in one line, as submit says it
             raise UsageError(f"{file}: no such file" if not file.exists() else f"{file}: a folder, not a .cu file")
         rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
-        reading = gpuinfo.probe() if arch is None or counters else None
+        machine = decide(CUDA) if arch is None or counters else None      # the GPU probed once, if at all
+        reading = machine.reading if machine is not None else None
         if counters and reading is None:
             raise InfrastructureError("--counters reads an NVIDIA GPU's counters and none is visible here: run on a GPU "
                                       "machine (without --counters, explain needs only nvcc).")
         target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
         ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
         if counters and not ex.problem:
-            counted = _counted(file, rubric)
+            counted = _counted(file, rubric, machine)
     except GraderError as exc:
         fail(exc)
     text = render(ex, file.name) + counted
@@ -302,14 +314,13 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
     sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
 
 
-def _counted(file: Path, rubric) -> str:
-    """explain --counters: FILE graded on the GPU with the counters' pass, said as render_counters says it."""
+def _counted(file: Path, rubric, machine) -> str:
+    """explain --counters: FILE graded on machine's GPU with the counters' pass, said as render_counters says it."""
     from grader.analysis.explain import render_counters
-    from grader.core.backend import CUDA
     from grader.grade.pipeline import grade
     from grader.grade.request import GradeOptions, GradeRequest
 
-    r = grade(GradeRequest(file, rubric, CUDA, GradeOptions(counters=True)),
+    r = grade(GradeRequest(file, rubric, machine, GradeOptions(counters=True)),
               progress=lambda msg: err_console().print(f"[dim]grader: {msg}[/dim]"))
     if r.status != Outcome.GRADED:
         graded = f"{Outcome(r.status).text}: {(r.message.strip().splitlines() or [''])[0]}"

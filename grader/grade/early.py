@@ -2,9 +2,10 @@
 children's start on a GPU (their interpreter, imports and CUDA context: about 0.45 s on an H200
 host, the longest wait of a warm grade).
 
-`grader submit` calls start_early() as soon as it knows the rubric and the backend, so that the
-children start while the CLI imports the pipeline, numpy and the verdict; pipeline.grade takes
-what was started (its `early`) instead of probing and starting them again. Everything here
+`grader submit` decides its machine (grade/machine.py) as soon as it knows the rubric and starts the
+children there (machine.start_ahead), so that they start while the CLI imports the pipeline, numpy
+and the verdict; pipeline.grade takes what was started (the machine's children) instead of
+starting them again. Everything here
 imports only what a child's start needs. The children load nothing of the student's until their
 job arrives; a grade that ends before that (a compile error) cancels them.
 
@@ -18,7 +19,6 @@ started, and the grade then waited 0.13 to 0.19 s for the measuring process's CU
 from __future__ import annotations
 
 import atexit
-import time
 from dataclasses import dataclass
 
 from grader.core.backend import AUTO, Backend, named
@@ -142,14 +142,16 @@ def head_start_backend(argv: list[str], *, gpu_present: bool) -> Backend | None:
             requested = a.partition("=")[2]
         elif a == "--backend" and i + 1 < len(args):
             requested = args[i + 1]
+    from grader.core.backend import BACKENDS
     from grader.core.errors import UsageError
-    from grader.toolchain import gpuinfo
 
+    # A guess, not the decision (grade/machine.decide makes that once): "auto" with a device file
+    # present is the backend that records then replays, if any does.
     try:
-        backend = gpuinfo.resolve_backend(requested, has_gpu=True)
+        guessed = [named(requested)] if requested != AUTO else [b for b in BACKENDS.values() if b.on_gpu]
     except UsageError:
         return None                 # click says what --backend accepts
-    return backend if backend.records_then_replays else None
+    return next((b for b in guessed if b.records_then_replays), None)
 
 
 def take_head_start(spec: MeasurerSpec | None) -> HeadStart | None:
@@ -174,46 +176,3 @@ def start_recorder(*, rubric, backend: Backend, device: str, gpu: bool) -> Worke
     limits = rubric.limits
     return Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
                   device=device, gpu=gpu)
-
-
-@dataclass
-class Early:
-    """What start_early did: the backend asked for, the GPU's probe (nvidia-smi's reading, None
-    for no GPU) and how long it took, and the children where they could start."""
-
-    requested: str | Backend
-    reading: dict | None
-    probe_s: float
-    children: Children | None = None
-
-    def cancel(self) -> None:
-        if self.children is not None:
-            self.children.cancel()
-
-
-def needs_probe(requested: str | Backend) -> bool:
-    return requested == AUTO or named(requested).on_gpu
-
-
-def start_early(*, rubric, backend: str | Backend = AUTO, device: str | None = None) -> Early:
-    """Probe the GPU and start the grade's children now; never fails (a child that cannot start,
-    or a machine without the GPU asked for, is the grade's to report: its children are then
-    started, or refused, by the grade itself)."""
-    from grader.toolchain import gpuinfo
-
-    requested = backend if backend == AUTO else named(backend)
-    clock = time.perf_counter()
-    reading = gpuinfo.probe() if needs_probe(requested) else None
-    early = Early(requested, reading, time.perf_counter() - clock)
-    chosen = gpuinfo.resolve_backend(requested, has_gpu=reading is not None)
-    if not chosen.on_gpu or reading is None:
-        take_head_start(None)       # no GPU grade: a head start's process is not wanted
-        # The emulator's child starts in a tenth of a second (no CUDA context) and, started this
-        # early, only takes a core from the parent's imports (measured on 2 cores: 0.1 s slower).
-        return early
-    try:
-        early.children = start_children(rubric=rubric, backend=chosen, device=device, emulator_threads=0)
-    except OSError:
-        pass                        # the grade starts them again and says what the machine lacks
-    return early
-

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
-from grader.toolchain import gpuinfo
 from grader.toolchain.outcome import BuildResult
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
-from grader.grade.early import Early, needs_probe
+from grader.grade.machine import decide
 from grader.grade.request import GradeOptions, GradeRequest
 from grader.run.sandbox import Worker
 from grader.core.source import Submission
@@ -38,70 +37,62 @@ if TYPE_CHECKING:
 def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend = AUTO,
                      progress: Progress | None = None, **options) -> Result:
     """Grade the .cu file at path against rubric on backend ('auto', a name, or a Backend), with
-    options (GradeOptions' fields): grade() on the GradeRequest they make, for a caller with no
-    cases shared and nothing started early (a script, a test)."""
-    return grade(GradeRequest(Path(path), rubric, backend, GradeOptions(**options)), progress=progress)
+    options (GradeOptions' fields): the machine decided here, then grade() on the GradeRequest they
+    make, for a caller with no cases shared and nothing started ahead (a script, a test)."""
+    return grade(GradeRequest(Path(path), rubric, decide(backend), GradeOptions(**options)), progress=progress)
 
 
-def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=None, early: Early | None = None,
+def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=None,
           command_start: dict[str, float] | None = None) -> Result:
-    """Grade what request asks for (grade/request.py: the file, the rubric, the backend, the options).
+    """Grade what request asks for (grade/request.py: the file, the rubric, the machine, the options).
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
     Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
+    The machine (request.machine) was decided by the caller, once: nothing here probes the GPU or
+    resolves a backend; its children started ahead (`grader submit`) are taken, and cancelled
+    whatever comes of the grade.
 
     What the caller lends the grade, beside the request:
-    - progress: told each step, in the student's words;
+    - progress: told each step, in the student's words (core/progress.py);
     - inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
       shared by the rest and closed by the batch; by default a grade makes its own;
-    - early: the GPU's probe and the children, started by grade/early.start_early() for this rubric
-      and backend before the grader's heavier imports (`grader submit`); used instead of probing and
-      starting them again, and cancelled whatever comes of the grade;
     - command_start: what the command spent before this grade, as phases (`grader submit`'s
       cli_to_early_s and cli_to_grade_s: seconds from its process's start; docs/benchmarks.md).
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
+    machine = request.machine
+    children = machine.take_children()
     try:
         request = request.read()                    # the file, read once: every step takes these bytes
     except UsageError:
-        if early is not None:
-            early.cancel()
+        if children is not None:
+            children.cancel()
         raise
-    p, rubric, requested, source = request.path, request.rubric, request.backend, request.source
-    if early is not None and early.requested != requested:
-        early.cancel()
-        early = None
-    if early is not None:
-        reading, probed = early.reading, early.probe_s
-    else:
-        reading = gpuinfo.probe() if needs_probe(requested) else None
-        probed = time.perf_counter() - started      # nvidia-smi's answer, before anything else can start
-    has_gpu = reading is not None
-    chosen = gpuinfo.resolve_backend(requested, has_gpu=has_gpu)
-    request = request.on(chosen)
+    p, rubric, chosen, source = request.path, request.rubric, request.backend, request.source
+    reading = machine.reading_of(request.options.device)    # this grade's own GPU's, before its run
 
     # the file's digest whatever comes of it (an empty file too)
     result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": source.sha256}, backend=chosen.name,
                     status=Outcome.GRADED, grader_version=__version__)
     result.phases.update(command_start or {})
-    result.phases["probe_s"] = round(probed, 3)
+    result.phases["probe_s"] = round(machine.probe_s, 3)
+
     def run_grade() -> None:
         short = cpu_limit_too_short(rubric)
         if short:
             raise InfrastructureError(short)
-        if chosen.on_gpu and not has_gpu:
+        if chosen.on_gpu and not machine.has_gpu:
             raise InfrastructureError(
                 f"--backend {chosen.name} needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(request, reading=reading, result=result, say=say, shared=inputs,
-               children=early.children if early is not None else None)
+        _grade(request, reading=reading, result=result, say=say, shared=inputs, children=children)
 
     try:
         _whatever_happens(result, run_grade)
     finally:
-        if early is not None:
-            early.cancel()          # those the grade did not take (it ended before its children's run)
+        if children is not None:
+            children.cancel()       # those the grade did not take (it ended before its children's run)
     result.seconds = round(time.perf_counter() - started, 3)
     keep_cache_in_bounds(rubric, at_most_every_s=request.options.cache_prune_every_s)
     if (request.options.draw_ahead and chosen.private_cases and rubric.path
@@ -291,7 +282,7 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         clock = time.perf_counter()
         verdict = verdict_module.result()
         judged = verdict.judge_run(children.judged, prepared.cases, prepared.answers,
-                                   verdict.Judging(rubric, prepared.exercise, build, p, backend))
+                                   verdict.Judging(rubric, prepared.exercise, build, sub, backend))
         judge_s = time.perf_counter() - clock
         take_verdict(result, judged)
         result.phases.update(run.draw_times)

@@ -1,7 +1,7 @@
-"""A grade asked for, as one frozen object: the submission, the rubric, the backend and the options
-the caller chose. The command line and the batch build it once; grade/pipeline.grade() takes it and
-hands it down (resolved to the backend that runs, once "auto" is decided), so no step past the
-command line takes these one by one.
+"""A grade asked for, as one frozen object: the submission, the rubric, the machine (decided once at
+the edge) and the options the caller chose. The command line and the batch build it once;
+grade/pipeline.grade() takes it and hands it down, so no step past the command line takes these one
+by one.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.backend import AUTO, Backend, named
+from grader.core.backend import Backend
 from grader.core.contract import GuardMode
 from grader.core.handin import SourceFile, read_file
 from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
+from grader.grade.machine import Machine
 
 
 @dataclass(frozen=True)
@@ -51,17 +52,16 @@ class GradeOptions:
 
 @dataclass(frozen=True)
 class GradeRequest:
-    """One grade: the .cu file at path against rubric on backend, with options. backend is a Backend,
-    or "auto" until the grade resolves it (by the GPU it finds); a backend's name is turned into its
-    object here, once (an unknown name is a UsageError). source: the file as read once (a batch
-    reads each student's when it lists the class; core/handin.py), which every step of the grade
-    takes, never opening path again; None: the grade reads path itself, once, first
-    (handin.read_file), and carries it from there. With a source, path is the source's (a
-    HeldPath, reading as its bytes)."""
+    """One grade: the .cu file at path against rubric on machine (grade/machine.py: the backend, the
+    GPUs and their reading, decided once at the edge), with options. source: the file as read once
+    (a batch reads each student's when it lists the class, `grader submit` before it chooses the
+    exercise; core/handin.py), which every step of the grade takes, never opening path again; None:
+    the grade reads path itself, once, first (handin.read_file), and carries it from there. With a
+    source, path is the source's (a HeldPath, reading as its bytes)."""
 
     path: Path
     rubric: Rubric
-    backend: Backend | str = AUTO
+    machine: Machine
     options: GradeOptions = field(default_factory=GradeOptions)
     source: SourceFile | None = None
 
@@ -70,12 +70,13 @@ class GradeRequest:
             object.__setattr__(self, "path", self.source.path)
         elif not isinstance(self.path, Path):
             object.__setattr__(self, "path", Path(self.path))
-        if not isinstance(self.backend, Backend) and self.backend != AUTO:
-            object.__setattr__(self, "backend", named(self.backend))
+        if not isinstance(self.machine, Machine):
+            raise TypeError("GradeRequest takes a Machine (grade/machine.decide), decided once where the grade "
+                            f"is asked for, not {self.machine!r}")
 
-    def on(self, backend: Backend) -> "GradeRequest":
-        """This request with "auto" decided: the backend that runs it."""
-        return dataclasses.replace(self, backend=backend)
+    @property
+    def backend(self) -> Backend:
+        return self.machine.backend
 
     def read(self) -> "GradeRequest":
         """This request with its source: the one given, else path read now (UsageError where it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -232,17 +233,43 @@ def default_report_dir(file: Path) -> Path:
     return Path(root) / name if root else Path(file).parent / name
 
 
-def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: list | None = None) -> list[Path]:
+class Rendered:
+    """One grade's documents, each rendered at most once, when first asked for (the report files,
+    the job summary and a --format document of one grade share them): the maps' views, report.md,
+    report.html and result.json."""
+
+    def __init__(self, result: Result, rubric: Rubric, attempts: list | None = None) -> None:
+        self.result, self.rubric, self.attempts = result, rubric, attempts
+
+    @functools.cached_property
+    def views(self) -> list[MapView]:
+        return [map_view(m) for m in self.result.maps]
+
+    @functools.cached_property
+    def markdown(self) -> str:
+        return render_markdown(self.result, self.rubric, self.attempts, self.views)
+
+    @functools.cached_property
+    def html(self) -> str:
+        return render_html(self.result, self.rubric, self.attempts, self.views)
+
+    @functools.cached_property
+    def json(self) -> str:
+        return render_json(self.result)
+
+
+def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: list | None = None,
+                  rendered: Rendered | None = None) -> list[Path]:
     """report.md, report.html and result.json in directory (created if needed), and map-<k>.svg for
-    each failed check's map (report.md shows them); attempts: the file's attempts, for the chart."""
+    each failed check's map (report.md shows them); attempts: the file's attempts, for the chart;
+    rendered: the grade's documents where the caller renders them for more than these files."""
+    rendered = rendered or Rendered(result, rubric, attempts)
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("map-*.svg"):             # an earlier grade's
         old.unlink(missing_ok=True)
     written = []
-    views = [map_view(m) for m in result.maps]          # drawn once for the three documents
-    files = [("report.md", render_markdown(result, rubric, attempts, views)),
-             ("report.html", render_html(result, rubric, attempts, views)), ("result.json", render_json(result))]
-    files += [(f"map-{k}.svg", render_map_svg(v)) for k, v in enumerate(views, 1)]
+    files = [("report.md", rendered.markdown), ("report.html", rendered.html), ("result.json", rendered.json)]
+    files += [(f"map-{k}.svg", render_map_svg(v)) for k, v in enumerate(rendered.views, 1)]
     for name, text in files:
         path = directory / name
         atomic.replace_text(path, text)
