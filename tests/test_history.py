@@ -24,7 +24,8 @@ def test_the_change_since_the_last_attempt_is_said_in_one_line(tmp_path):
     first, _ = history.record(_result(correct=False, diagnoses=["bias_missing"], findings=["scalar_loads"]), f,
                               path=store, when=0)
     assert first is None
-    prev, now = history.record(_result(fraction=0.59, tier="below", findings=["scalar_loads"]), f, path=store, when=60)
+    prev, now = history.record(_result(fraction=0.59, tier="below", findings=["scalar_loads"], sha="e"), f, path=store,
+                               when=60)
     assert history.change(prev, now).endswith(": incorrect -> correct, no tier -> below; bias_missing fixed")
     prev, now = history.record(_result(fraction=0.94, tier="gold"), f, path=store, when=120)
     assert history.change(prev, now).endswith(": 0.59 -> 0.94 of the floor, below -> gold; scalar_loads fixed")

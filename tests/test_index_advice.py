@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.source import Submission, read_submission
 from grader.verdict import advice_for
 from grader.verdict.checks import index_stride
 
@@ -20,10 +21,10 @@ HEAD = ("__global__ void biasGeluFused(const float* __restrict__ x, const float*
         "                              float* __restrict__ out, size_t cols) {\n")
 
 
-def kernel(tmp_path: Path, body: str) -> Path:
+def kernel(tmp_path: Path, body: str) -> Submission:
     p = tmp_path / "k.cu"
     p.write_text(HEAD + body + "}\n")
-    return p
+    return read_submission(p, "")
 
 
 @pytest.mark.parametrize("body, line", [

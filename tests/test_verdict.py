@@ -38,8 +38,16 @@ def read_run(run, cases, refs, rubric, build, path, result):
     from grader.grade.pipeline import take_verdict
     from grader.verdict import Judging, judge_run
 
-    take_verdict(result, judge_run(run, cases, refs, Judging(rubric, load_reference(rubric), build, path,
+    take_verdict(result, judge_run(run, cases, refs, Judging(rubric, load_reference(rubric), build, scanned(path),
                                                              named(result.backend))))
+
+
+def scanned(path):
+    """The file as the pipeline scans it (a made-up name: an empty kernel file of that name)."""
+    from grader.core.source import Submission, blank_comments_and_strings
+
+    text = path.read_text() if path.is_file() else ""
+    return Submission(path=path, text=text, sha256="", code=blank_comments_and_strings(text))
 
 
 def output_frame(case, ref, pad, corrupt=False, past=False):

@@ -91,7 +91,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),
                                                      cache_root())) for c in cases}
     take_verdict(result, verdict.judge_run(run, cases, references,
-                                           verdict.Judging(rubric, reference, build, path, named(backend))))
+                                           verdict.Judging(rubric, reference, build, sub, named(backend))))
     return result
 
 

@@ -38,6 +38,10 @@ CORE_CODES = (
     "launch_error",
     "writes_into_input",
     "timed_outputs_differ",
+    "guard_past_end",           # verdict/causes.py: the student's own line, read from the source
+    "guard_stops_short",
+    "race_lost_update",
+    "race_missing_barrier",
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

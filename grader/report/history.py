@@ -18,6 +18,7 @@ from pathlib import Path
 from grader.core import jsonlines
 from grader.core.results import Result
 from grader.core.outcomes import Outcome
+from grader.core.locations import cache_root
 
 FILE_NAME = "attempts.jsonl"
 MAX_PER_FILE = 50
@@ -56,8 +57,6 @@ class Attempt:
 
 
 def store_path() -> Path:
-    from grader.core.locations import cache_root
-
     return cache_root() / FILE_NAME
 
 
@@ -127,7 +126,13 @@ def change(previous: Attempt | None, now: Attempt) -> str | None:
     if previous is None:
         return None
     parts = []
-    if previous.outcome != now.outcome:
+    if previous.outcome != now.outcome and previous.sha256 and previous.sha256 == now.sha256 \
+            and previous.backend == now.backend and {previous.outcome, now.outcome} <= {"correct", "incorrect"}:
+        # the same bytes, the same backend, another outcome: the file's outcome depends on the run
+        parts.append(f"the same file was {previous.outcome} then and is {now.outcome} now: its outcome changes from "
+                     "run to run, the mark of a race between threads (atomicAdd, or a __syncthreads() between a "
+                     "shared write and another thread's read)")
+    elif previous.outcome != now.outcome:
         parts.append(f"{previous.outcome} -> {now.outcome}")
     if previous.fraction is not None and now.fraction is not None and round(previous.fraction, 2) != round(now.fraction, 2):
         parts.append(f"{previous.fraction:.2f} -> {now.fraction:.2f} of the floor")

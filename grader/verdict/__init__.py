@@ -14,7 +14,6 @@ import re
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from grader.core.backend import Backend
 from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
@@ -25,6 +24,9 @@ from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, Mista
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
+from grader.core.emulation import spreads_over_cores
+from grader.core.source import Submission
+from grader.verdict import causes
 from grader.verdict.checks import Judging, check_case, index_stride
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
@@ -118,7 +120,7 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
     """The verdict on a child's run: each case checked against its float64 answers (judging: the
     rubric, the reference, the build, the file and the backend), how the run ended, and for a
     correct kernel on a GPU its timing and tier."""
-    rubric, p, backend = judging.rubric, judging.path, judging.backend
+    rubric, sub, backend = judging.rubric, judging.source, judging.backend
     read = _read_frames(run, cases, references, judging)
     if not backend.times:
         # Nothing is timed there: a timing frame can only be forged (the emulator's child runs the
@@ -128,7 +130,7 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
     if v.sandbox is not None:
         v.sandbox.peak_rss_mib = round(run.max_rss_kib / 1024)
         v.sandbox.audit, v.sandbox.audit_open_paths = audited(run)
-    v.stop = stopped_by_wall(run, read.fatal, rubric, v.sandbox, str(p))
+    v.stop = stopped_by_wall(run, read.fatal, rubric, v.sandbox, str(sub.path))
     if v.stop is None and _timed_shape_only_too_slow(run, read, v):
         _graded_too_slow(v, rubric, backend)
     elif v.stop is None:
@@ -138,14 +140,88 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
             v.correct = bool(checked) and all(c.passed for c in checked) and not any(
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
-    v.diagnosis = _with_index_stride(v.diagnosis, p)
-    source = _source_text(p) if v.diagnosis else ""
+    v.diagnosis = _named_causes(v, judging)
     for d in v.diagnosis:
-        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), source)
+        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code)
     return v
 
 
-def _with_index_stride(found: list[DiagnosisEntry], p: Path) -> list[DiagnosisEntry]:
+def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
+    """The diagnosis with the cause named from the student's own line where the file holds one the
+    outputs show (verdict/causes.py): a stride, a guard one past the end or one short, a race; first,
+    and its echoes dropped. A race the run could not show (the emulator adds on one thread, in
+    order) is said on a correct run too, with what this backend could not see."""
+    found = _with_index_stride(v.diagnosis, judging)
+    if any(d.code in INDEX_STRIDES for d in found):
+        return found
+    found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
+    return _with_race(found, v, judging)
+
+
+# what a write past the end (or a read) echoes as: the values it overwrote, the order it happened in
+_ECHOES = (*OUT_OF_BOUNDS, "order_dependent", "wrong_values", "nan_output")
+# what a race looks like in the outputs, when it shows
+_RACE_SHOWS = ("order_dependent", "wrong_values", "near_miss", "nan_output", "timed_outputs_differ")
+
+
+def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]) -> list[DiagnosisEntry]:
+    """A guard one past the end, where the outputs show an access past a buffer; one short, where
+    they show elements never written: the guard with its line first, the echoes dropped."""
+    codes = {d.code for d in found}
+    past = next((d for d in found if d.code in OUT_OF_BOUNDS), None)
+    unwritten = next((d for d in found if d.code.startswith("unwritten_")), None)
+    if past is None and unwritten is None:
+        return found
+    guards = causes.guard_off_by_one(sub)
+    if past is not None:
+        guard = next((g for g in guards if g.code == "guard_past_end"), None)
+        if guard is not None:
+            kept = [d for d in found if d.code not in _ECHOES]
+            return [DiagnosisEntry(guard.code, f"{guard.text} ({past.message})", "", past.case)] + kept
+    if unwritten is not None and not codes & modelled:
+        guard = next((g for g in guards if g.code == "guard_stops_short"), None)
+        if guard is not None:
+            kept = [d for d in found if not d.code.startswith("unwritten_") and d.code not in _ECHOES]
+            return [DiagnosisEntry(guard.code, f"{guard.text} ({unwritten.message})", "", unwritten.case)] + kept
+    return found
+
+
+def _with_race(found: list[DiagnosisEntry], v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
+    """A race the file holds (a plain += into an element several threads share; a shared array read
+    at another thread's slot with no barrier): named first where the outputs show a race (they
+    changed with the order, or are wrong in no recognised way), after the named mistakes where they
+    show another, and on a correct run as what this run could not see."""
+    sub, backend = judging.source, judging.backend
+    for race in (causes.lost_update(sub), causes.missing_barrier(sub)):
+        if race is None:
+            continue
+        shows = next((d for d in found if d.code in _RACE_SHOWS), None)
+        if shows is not None:
+            kept = [d for d in found if d.code not in _RACE_SHOWS]
+            return [DiagnosisEntry(race.code, f"{race.text} ({shows.message})", "", shows.case)] + kept
+        if v.correct:
+            return found + [DiagnosisEntry(race.code, f"{race.text}. {_unseen(race.code, backend, sub)}", "", "")]
+        if v.stop is None and found:
+            return found + [DiagnosisEntry(race.code, race.text, "", "")]
+    return found
+
+
+def _unseen(code: str, backend: Backend, sub: Submission) -> str:
+    """What this run could not see of a race the file holds, in a sentence."""
+    if backend.on_gpu:
+        return ("This run's outputs came out right, but nothing orders those threads: another run, or another GPU, "
+                "can lose the race and fail")
+    if code == "race_lost_update" and spreads_over_cores(sub):
+        return ("The emulator ran the blocks on a few cores and no addition happened to be lost in this run: a GPU "
+                "runs thousands of threads at once, and its grade can differ")
+    if code == "race_lost_update":
+        return ("The emulator runs device code that adds into memory on one thread, in order, so no addition was "
+                "lost here and every check passed: a GPU runs the threads at once, and its grade can differ")
+    return ("The emulator ran the threads in order and in reverse, and each read came after its write: a GPU gives "
+            "no such order, and its grade can differ")
+
+
+def _with_index_stride(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
     """Where the outputs show an access past a buffer and the file steps through the tensor with
     the wrong row or column stride (checks.index_stride), that stride, with its line, is the
     diagnosis: the rest follows from it (rows never written, guards and inputs overwritten, threads
@@ -153,18 +229,16 @@ def _with_index_stride(found: list[DiagnosisEntry], p: Path) -> list[DiagnosisEn
     names the stride itself; on a GPU it lands in the guards and shows here."""
     if any(d.code in INDEX_STRIDES for d in found):
         return [d for d in found if d.code in INDEX_STRIDES]
+    modelled = set(judging.rubric.mistakes)
     past = next((d for d in found if d.code in OUT_OF_BOUNDS), None)
-    stride = index_stride(p) if past is not None else None
+    if past is None and not {d.code for d in found} & modelled:
+        # a stride that stays inside the buffers at these shapes: values from the wrong elements
+        past = next((d for d in found if d.code in ("wrong_values", "order_dependent")
+                     or d.code.startswith("unwritten_")), None)
+    stride = index_stride(judging.source, judging.rubric) if past is not None else None
     if stride is None:
         return found
-    return [DiagnosisEntry(stride[0], f"{past.message}; {stride[1]}", "", past.case)]
-
-
-def _source_text(p: Path) -> str:
-    try:
-        return p.read_text(errors="replace")
-    except OSError:
-        return ""
+    return [DiagnosisEntry(stride[0], f"{stride[1]} ({past.message})", "", past.case)]
 
 
 _SNIPPET = re.compile(r"`([^`]+)`")

@@ -3,11 +3,9 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -22,6 +20,8 @@ from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
 from grader.core.results import CaseResult, MistakeMap
 from grader.exercises.rubric import Rubric, dims_values
+from grader.core.source import Submission
+from grader.verdict.causes import index_strides
 from grader.verdict.maps import build_map
 
 
@@ -40,12 +40,13 @@ class CaseOutcome:
 @dataclass(frozen=True)
 class Judging:
     """What every case of one grade is judged against: the rubric, the exercise's reference (its
-    modelled mistakes), the build (a fault's source line), the student's file and the backend."""
+    modelled mistakes), the build (a fault's source line), the student's file as scanned (nothing
+    is read from disk again: its text is quoted, its code searched) and the backend."""
 
     rubric: Rubric
     reference: ExerciseReference
     build: BuildResult
-    path: Path
+    source: Submission
     backend: Backend                        # what the verdict asks what it times
 
 
@@ -100,6 +101,14 @@ class _CaseCheck:
         cr.passed = first_failure is None
         if first_failure is not None:
             name, tensor, got, cmp, guards = first_failure
+            if guards.damaged:              # said on the check's line too: it may be all the check found
+                spilled = "; ".join(w for w in (
+                    f"{guards.after} float{'s' if guards.after != 1 else ''} written past the end of {name}"
+                    if guards.after else "",
+                    f"{guards.before} float{'s' if guards.before != 1 else ''} written before its start"
+                    if guards.before else "") if w)
+                cr.note = (cr.note + "; " if cr.note else "") + (
+                    spilled if cmp.first else f"every element of {name} right, but {spilled}")
             failed = FailedOutput(case.name, name, _axes(rubric, tensor), got, ref.want[name], ref.inputs,
                                   dict(case.dims), ref.rtol, ref.atol, tensor.init, cmp, guards)
             out.maps.append(build_map(failed))
@@ -115,10 +124,10 @@ class _CaseCheck:
     def failed_launch(self) -> None:
         """A case whose launch failed: a fault in a buffer (named, and a diagnosis), a crash (the note
         the verdict stops with), a launch error."""
-        h, cr, out, roles, p = self.h, self.cr, self.out, self.roles, self.judging.path
+        h, cr, out, roles, sub = self.h, self.cr, self.out, self.roles, self.judging.source
         fault = h.fault
         if fault:
-            where = _source_line(self.judging.build, fault.pc_offset, p)
+            where = _source_line(self.judging.build, fault.pc_offset, sub.path.name)
             if fault.buffer:
                 output = fault.buffer in roles and roles[fault.buffer].role == "out"
                 code = "writes_past_output" if output and fault.where == "past" else (
@@ -126,11 +135,12 @@ class _CaseCheck:
                 msg = _fault_words(fault)
                 cr.passed = False
                 cr.note = f"the kernel {msg}{where}"
-                stride = index_stride(p) if code in ("reads_past_input", "writes_past_output") else None
+                stride = (index_stride(sub, self.judging.rubric) if code in ("reads_past_input", "writes_past_output")
+                          else None)
                 if stride is not None:
                     # the fault follows from the index's row or column stride: said with its line, and no
                     # advice to add a guard the file may already have
-                    out.diagnoses.append(Diagnosis(stride[0], f"{msg}{where}; {stride[1]}", self.case.name))
+                    out.diagnoses.append(Diagnosis(stride[0], f"{stride[1]} ({msg}{where})", self.case.name))
                 else:
                     out.diagnoses.append(Diagnosis(code, f"{msg}{where}", self.case.name))
                 return
@@ -212,6 +222,9 @@ class _CaseCheck:
             cr.passed = False
             out.diagnoses.append(Diagnosis("order_dependent",
                                            f"{h.second_diff_count} output floats changed {how}", case.name))
+        if passed and not cr.passed and not cr.note:      # right the first time: the check's line says what changed
+            cr.note = next((f"right the first time, but {d.message}" for d in reversed(out.diagnoses)
+                            if d.code == "order_dependent"), "")
 
 
 def _outputs(h: CaseFrame, payload: bytes) -> list[tuple[str, np.ndarray, int, int]]:
@@ -254,53 +267,17 @@ def _location(name: str, tensor, index: list[int]) -> str:
     return name + "".join(f"[{label(str(d), i)}]" for d, i in zip(tensor.shape, index))
 
 
-_ROW_STRIDE = re.compile(r"\b(blockIdx\.y|(?P<row>\w+))\s*\*\s*(?:static_cast<\w+>\()?\s*blockDim\.x\b")
+def index_stride(sub: Submission, rubric: Rubric | None = None) -> tuple[str, str] | None:
+    """What in the student's file steps through the output with the wrong row or column stride, as
+    (code, text with the line), or None (verdict/causes.index_strides; for a 2-D output the
+    rubric's dimensions say which is the row's length)."""
+    out = next((t for t in rubric.tensors if t.role == "out" and not t.chain), None) if rubric is not None else None
+    if out is not None and len(out.shape) == 2 and all(str(d) in rubric.dims for d in out.shape):
+        return index_strides(sub, row_length=str(out.shape[1]), dims=tuple(str(d) for d in out.shape))
+    return index_strides(sub)
 
 
-# A column variable: the thread's global x index, `blockIdx.x * blockDim.x + threadIdx.x` in either order.
-_COLUMN = re.compile(r"\b(\w+)\s*=\s*(?:[^;]*\bblockIdx\.x\b[^;]*\bthreadIdx\.x\b|[^;]*\bthreadIdx\.x\b[^;]*"
-                     r"\bblockIdx\.x\b)[^;]*;")
-# A column scaled into an element index: `col * sizeof(float)`, `col * 4`, `4 * col`.
-_SCALE = r"(?:sizeof\s*\(\s*float\s*\)|[2-9]|1[0-9]+)"
-
-
-def index_stride(p: Path) -> tuple[str, str] | None:
-    """What in the student's file steps through the tensor with the wrong stride, as (code, text with
-    the line), or None; read from the source, for a run that faulted before its output could be
-    compared:
-    - row_stride: the row's start as `row * blockDim.x + col` (the row from blockIdx.y). Rows of a
-      row-major tensor are its row length apart; blockDim.x is that only by chance.
-    - col_stride: the guarded column scaled into an element index (`row * cols + col * sizeof(float)`,
-      `col * 4`): consecutive columns of a float tensor are one element apart, and the guard
-      `col < cols` lets the scaled index run past the row. A vectorised kernel's `col4 * 4` is not
-      this: its vector index is not the one compared with cols."""
-    try:
-        lines = p.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    code_lines = [line.split("//")[0] for line in lines]
-    text = "\n".join(code_lines)
-    rows = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=\s*(?:static_cast<\w+>\()?\s*blockIdx\.y\b", text)}
-    for n, code in enumerate(code_lines, 1):
-        for m in _ROW_STRIDE.finditer(code):
-            if m.group("row") is None or m.group("row") in rows:
-                return ("row_stride", f"line {n} (`{code.strip()}`) steps from row to row by blockDim.x: consecutive "
-                                      "rows are a row's length apart (cols), whatever the block's width")
-    columns = {m.group(1) for m in _COLUMN.finditer(text)}
-    guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*cols\b(?!\s*(?:/|>>))", text)}
-    for n, code in enumerate(code_lines, 1):
-        for c in guarded:
-            m = re.search(rf"\b{re.escape(c)}\s*\*\s*(?P<k>{_SCALE})(?!\w)|(?<![\w.])(?P<k2>{_SCALE})\s*\*\s*"
-                          rf"{re.escape(c)}\b|\([^()]*\b{re.escape(c)}\b[^()]*\)\s*\*\s*(?P<k3>{_SCALE})(?!\w)", code)
-            if m and not re.search(rf"\b{re.escape(c)}\s*=", code):
-                k = m.group("k") or m.group("k2") or m.group("k3")
-                return ("col_stride", f"line {n} (`{code.strip()}`) steps from column to column by {k}: the elements "
-                                      f"of a float tensor are one apart in the index (the pointer's type counts the "
-                                      f"bytes), and with {c} up to cols - 1 the index runs past the row")
-    return None
-
-
-def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
+def _source_line(build: BuildResult, pc_offset: int | None, name: str) -> str:
     if not pc_offset or build.library is None or tools.locate("addr2line") is None:
         return ""
     try:
@@ -312,5 +289,5 @@ def _source_line(build: BuildResult, pc_offset: int | None, p: Path) -> str:
         file, _, num = line.rpartition(":")
         num = num.split()[0] if num else ""
         if file.endswith("submission.cu") and num.isdigit():
-            return f" at {p.name}:{num}"
+            return f" at {name}:{num}"
     return ""

@@ -75,14 +75,18 @@ def diagnose(failed: FailedOutput, *, mistakes: dict[str, Callable]) -> list[Dia
     return found
 
 
+def _floats(n: int) -> str:
+    return f"{n} float" + ("" if n == 1 else "s")
+
+
 def _guard_writes(guards: GuardDamage) -> list[Diagnosis]:
     found = []
     if guards.after:
         found.append(Diagnosis("writes_past_output",
-                               f"{guards.after} guard floats after the output changed, the farthest "
-                               f"{guards.farthest_after} floats past its end"))
+                               f"{_floats(guards.after)} past the end of the output changed, the farthest "
+                               f"{_floats(guards.farthest_after)} past its end"))
     if guards.before:
-        found.append(Diagnosis("writes_before_output", f"{guards.before} guard floats before the output changed"))
+        found.append(Diagnosis("writes_before_output", f"{_floats(guards.before)} before the output changed"))
     return found
 
 

@@ -1,0 +1,356 @@
+"""The line of the student's own code behind a wrong output: read from the scanned source
+(core.source.Submission: .code has comments and strings blanked, lines kept; .text is quoted).
+
+A scan, not a parse, and conservative: each finder names a line only where the code has the shape
+of a usual mistake, and the verdict (verdict/__init__.py) names it only where the run's outputs
+show what that mistake does (a write past the end, elements never written, an output that changes
+with the threads' order), or, for a race, says what this backend could not see. A correct kernel
+(a grid-stride loop, each thread its own element, a reduction with barriers, atomicAdd) gets none.
+
+- guard_off_by_one: a bounds check one past the end (`col <= cols`, `i < n + 1`, `!(i > n)`,
+  `if (i > n) return;`, a float4 tail's `i + 3 <= n`) or one short (`col < cols - 1`).
+- index_strides: the row's start stepped by another length than the row's (`row * blockDim.x`,
+  `row * rows`, a stride variable, `x + row * rows`, a cast between), a column scaled into the
+  index (`col * sizeof(float)`), or the column stepped by a dimension (`col * cols + row`).
+- lost_update: a read-modify-write of global memory (`out[k] += v`, `out[k] = out[k] + v`) at an
+  index several threads share (`i % n`, `blockIdx.x`), not atomicAdd.
+- missing_barrier: a __shared__ array written, then read at another thread's index with no
+  __syncthreads() (or __syncwarp, a cooperative group's sync) between.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from grader.core.emulation import device_bodies
+from grader.core.source import Submission
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A line of the student's code that carries a mistake: its code, its number, what it is."""
+
+    code: str               # guard_past_end, guard_stops_short, row_stride, col_stride, race_lost_update, ...
+    line: int
+    text: str               # 'line 14: `if (col <= cols)` lets col == cols through, one past the end: ...'
+
+
+def _line_of(code: str, pos: int) -> int:
+    return code.count("\n", 0, pos) + 1
+
+
+def _quoted(sub: Submission, line: int, start: int | None = None, end: int | None = None) -> str:
+    """The student's own text of a line (or of its columns start:end), one line, at most 70 columns."""
+    lines = sub.text.splitlines()
+    raw = lines[line - 1] if 0 < line <= len(lines) else ""
+    shown = (raw[start:end] if start is not None else raw).strip()
+    shown = re.sub(r"\s+", " ", shown)
+    return shown if len(shown) <= 70 else shown[:67].rstrip() + "..."
+
+
+def _statement_span(code: str, pos: int) -> tuple[int, int]:
+    """The columns, in its line, of the `if (...)`/`for (...)` head or the statement around pos."""
+    line_start = code.rfind("\n", 0, pos) + 1
+    line_end = code.find("\n", pos)
+    line_end = len(code) if line_end < 0 else line_end
+    line = code[line_start:line_end]
+    at = pos - line_start
+    for m in re.finditer(r"\b(?:if|for|while)\s*\(", line):
+        depth, i = 0, m.end() - 1
+        while i < len(line):
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        if m.start() <= at <= i:
+            end = i + 1
+            tail = re.match(r"\s*return\s*;", line[end:])
+            return m.start(), end + (tail.end() if tail else 0)
+    return 0, len(line)
+
+
+def _body_lines(sub: Submission) -> list[tuple[int, str]]:
+    """(offset in code, text) of each __global__/__device__ body."""
+    return device_bodies(sub.code)
+
+
+# ---------------------------------------------------------------------------
+# Guards
+# ---------------------------------------------------------------------------
+
+_ID = r"[A-Za-z_]\w*(?:\.[xyz])?"
+# a bound: a size's name, or a product of names (a flattened size: rows * cols), casts allowed
+_CAST = r"(?:\(\s*(?:size_t|int|unsigned|long|long\s+long|unsigned\s+int|int64_t|uint64_t)\s*\)\s*)?"
+_BOUND = rf"{_CAST}[A-Za-z_]\w*(?:\s*\*\s*{_CAST}[A-Za-z_]\w*)*"
+_END = r"(?!\s*(?:[-+*/%(\[.]|<<|>>))"            # the bound ends there: no `- 1`, no `/ 4` after it
+
+_NOT_INDEX = {"threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y", "blockIdx.z"}
+
+# (pattern, direction, how the fix is written from the match's groups)
+_GUARDS = [
+    (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*3\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
+     lambda i, n: (f"{i} + 3 == {n}", f"`{i} + 3 < {n}`")),
+    (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*4\s*<\s*(?P<n>{_BOUND}){_END}"), "short",
+     lambda i, n: (f"{i} + 4 == {n}", f"`{i} + 4 <= {n}`")),
+    (re.compile(rf"!\s*\(\s*(?P<i>{_ID})\s*>\s*(?P<n>{_BOUND})\s*\)"), "past",
+     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
+    (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>\s*(?P<n>{_BOUND})\s*\)\s*return\b"), "past",
+     lambda i, n: (f"{i} == {n}", f"`if ({i} >= {n}) return;`")),
+    (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>=\s*(?P<n>{_BOUND})\s*-\s*1\s*\)\s*return\b"), "short",
+     lambda i, n: (f"{i} == {n} - 1", f"`if ({i} >= {n}) return;`")),
+    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
+     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
+    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*\+\s*1{_END}"), "past",
+     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
+    (re.compile(rf"(?<![\w.])(?P<n>{_BOUND})\s*>=\s*(?P<i>{_ID})(?![\w.]|\s*[-+*/])"), "past",
+     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
+    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*-\s*1{_END}"), "short",
+     lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
+    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND})\s*-\s*2{_END}"), "short",
+     lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
+]
+
+
+def _index_names(body: str) -> set[str]:
+    """Names that hold a thread's index: assigned from threadIdx, blockIdx or another such name
+    (to a fixed point), and the loop variables of a for (a grid-stride loop's, a thread's own)."""
+    assigned = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*)", body)]
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, expr in assigned:
+            if name in names:
+                continue
+            if re.search(r"\b(?:threadIdx|blockIdx)\.[xyz]\b", expr) or any(
+                    re.search(rf"\b{re.escape(n)}\b", expr) for n in names):
+                names.add(name)
+                changed = True
+    names |= {m.group(1) for m in re.finditer(r"\bfor\s*\(\s*(?:[\w:<>]+\s+)*([A-Za-z_]\w*)\s*=", body)}
+    return names
+
+
+def guard_off_by_one(sub: Submission) -> list[Cause]:
+    """Every bounds check in device code one past the end (guard_past_end) or one short
+    (guard_stops_short) of a size, where the index compared is a thread's index or a loop's."""
+    found: list[Cause] = []
+    seen: set[int] = set()
+    for start, body in _body_lines(sub):
+        indices = _index_names(body)
+        for pattern, direction, fix in _GUARDS:
+            for m in pattern.finditer(body):
+                i, n = m.group("i"), re.sub(r"\s+", " ", m.group("n")).strip()
+                if i not in indices or i in _NOT_INDEX or re.fullmatch(r"\d+", n):
+                    continue
+                pos = start + m.start()
+                line = _line_of(sub.code, pos)
+                if line in seen:
+                    continue
+                seen.add(line)
+                s, e = _statement_span(sub.code, pos)
+                quoted = _quoted(sub, line, s, e)
+                shown_n = re.sub(r"^\(\s*\w+(?:\s+\w+)?\s*\)\s*", "", n)
+                through, write = fix(i, shown_n)
+                if direction == "past":
+                    text = (f"line {line}: `{quoted}` lets {through} through, one past the end: write {write}")
+                    found.append(Cause("guard_past_end", line, text))
+                else:
+                    text = (f"line {line}: `{quoted}` stops one short: {through} is never let through, so "
+                            f"its element is never written: write {write}")
+                    found.append(Cause("guard_stops_short", line, text))
+    return sorted(found, key=lambda c: c.line)
+
+
+# ---------------------------------------------------------------------------
+# Strides
+# ---------------------------------------------------------------------------
+
+# A column variable: the thread's global x index, `blockIdx.x * blockDim.x + threadIdx.x` in either order.
+_COLUMN = re.compile(r"\b(\w+)\s*=\s*(?:[^;]*\bblockIdx\.x\b[^;]*\bthreadIdx\.x\b|[^;]*\bthreadIdx\.x\b[^;]*"
+                     r"\bblockIdx\.x\b)[^;]*;")
+# A column scaled into an element index: `col * sizeof(float)`, `col * 4`, `4 * col`.
+_SCALE = r"(?:sizeof\s*\(\s*float\s*\)|[2-9]|1[0-9]+)"
+_CASTED = r"(?:\(\s*[\w ]+\)\s*|static_cast<[\w ]+>\(\s*)?"
+_WIDTHS = {"blockDim.x"}       # a block's width: the rows' distance apart only by chance
+
+
+def _aliases(text: str) -> dict[str, str]:
+    """Names assigned a single name or a block's width (`int stride = rows;`, `const size_t w =
+    (size_t)blockDim.x;`), each to what it holds."""
+    out = {}
+    for m in re.finditer(rf"\b([A-Za-z_]\w*)\s*=(?!=)\s*{_CASTED}((?:blockDim|gridDim)\.[xy]|[A-Za-z_]\w*)\s*\)?\s*[;,]",
+                         text):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """What in the student's file steps through a row-major tensor with the wrong stride, as (code,
+    text with the line), or None. row_length: the output's last dimension (the rows' distance
+    apart); dims: the exercise's other dimensions (a row stepped by one of them is wrong), for a
+    2-D output only.
+    - row_stride: the row (from blockIdx.y) times anything but the row length: blockDim.x, another
+      dimension (`row * rows`), a name holding one (`row * stride`), casts between.
+    - col_stride: the guarded column scaled into an element index (`col * sizeof(float)`, `col * 4`),
+      or the column times a dimension (`col * cols + row`). A vectorised kernel's `col4 * 4` is not
+      this: its vector index is not the one compared with cols."""
+    code_lines = sub.code.splitlines()
+    text = sub.code
+    rows = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=\s*(?:static_cast<\w+>\(|\(\s*\w+\s*\))?\s*blockIdx\.y\b",
+                                            text)}
+    alias = _aliases(text)
+    wrong = set(_WIDTHS) | {d for d in dims if d != row_length}
+    row_terms = "|".join([r"blockIdx\.y"] + [re.escape(r) for r in rows])
+    product = re.compile(rf"(?<![\w.])(?:{_CASTED})?\(?\s*(?:{_CASTED})?(?P<row>{row_terms})\s*\)?\s*\*\s*{_CASTED}"
+                         rf"(?P<by>(?:blockDim|gridDim)\.[xy]|[A-Za-z_]\w*)\b(?!\s*[\[(])")
+    for n, code in enumerate(code_lines, 1):
+        for m in product.finditer(code):
+            by = m.group("by")
+            held = by if by in wrong else alias.get(by, by)
+            if held in wrong and by != row_length:
+                said = by if held == by else f"{by} (which holds {held})"
+                what = "the block's width" if held in _WIDTHS else f"the number of {held}" if held.endswith("s") \
+                    else held
+                return ("row_stride", f"line {n} (`{_quoted(sub, n)}`) steps from row to row by {said}: consecutive "
+                                      f"rows are a row's length apart ({row_length}), not {what}")
+    columns = {m.group(1) for m in _COLUMN.finditer(text)}
+    guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*{re.escape(row_length)}\b(?!\s*(?:/|>>))",
+                                               text)}
+    for n, code in enumerate(code_lines, 1):
+        for c in sorted(guarded):
+            m = re.search(rf"\b{re.escape(c)}\s*\*\s*(?P<k>{_SCALE})(?!\w)|(?<![\w.])(?P<k2>{_SCALE})\s*\*\s*"
+                          rf"{re.escape(c)}\b|\([^()]*\b{re.escape(c)}\b[^()]*\)\s*\*\s*(?P<k3>{_SCALE})(?!\w)", code)
+            if m and not re.search(rf"\b{re.escape(c)}\s*=", code):
+                k = m.group("k") or m.group("k2") or m.group("k3")
+                return ("col_stride", f"line {n} (`{_quoted(sub, n)}`) steps from column to column by {k}: the "
+                                      f"elements of a float tensor are one apart in the index (the pointer's type "
+                                      f"counts the bytes), and with {c} up to {row_length} - 1 the index runs past "
+                                      f"the row")
+            if dims:
+                m = re.search(rf"(?<![\w.]){_CASTED}{re.escape(c)}\s*\*\s*{_CASTED}(?P<d>[A-Za-z_]\w*)\b(?!\s*[\[(])",
+                              code)
+                d = m.group("d") if m else ""
+                if m and (d in dims or d == row_length or alias.get(d, d) in dims) and not re.search(
+                        rf"\b{re.escape(c)}\s*=", code):
+                    return ("col_stride", f"line {n} (`{_quoted(sub, n)}`) steps from column to column by "
+                                          f"{m.group('d')}: in a row-major tensor consecutive columns are one "
+                                          f"element apart, and rows {row_length} apart: row * {row_length} + {c}")
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Races
+# ---------------------------------------------------------------------------
+
+_BARRIER = re.compile(r"\b__syncthreads(?:_count|_and|_or)?\s*\(|\b__syncwarp\s*\(|\.\s*sync\s*\(|\bsync\s*\(|"
+                      r"\bbar\.sync\b|\b__barrier_sync\s*\(")
+_OP_ASSIGN = r"(?:[-+*/&|^]|<<|>>)="
+
+
+def _pointer_params(body_start: int, code: str) -> set[str]:
+    """The names of the function's pointer parameters (global memory), from its parameter list."""
+    head_start = code.rfind("(", 0, body_start)
+    # the parameter list: from the '(' matching the last ')' before the body
+    close = code.rfind(")", 0, body_start)
+    depth, i = 0, close
+    while i >= 0:
+        depth += {")": 1, "(": -1}.get(code[i], 0)
+        if depth == 0:
+            break
+        i -= 1
+    params = code[i + 1:close] if i >= 0 else code[head_start + 1:close]
+    out = set()
+    for p in params.split(","):
+        m = re.search(r"\*\s*(?:__restrict__\s*|const\s*)*([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", p.strip())
+        if m and "*" in p:
+            out.add(m.group(1))
+    return out
+
+
+def _derived(body: str, op: str) -> set[str]:
+    """Names assigned an expression with op ('%' or '/') in it."""
+    return {m.group(1) for m in re.finditer(rf"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*{re.escape(op)}[^;]*);", body)
+            if "/" not in op or "//" not in m.group(2)}
+
+
+def _single_thread_gate(body: str, pos: int) -> bool:
+    """Whether the statement at pos is under a test that lets one thread through (`tid == 0`,
+    `threadIdx.x == 0`, `lane == 0`) in the lines just above it."""
+    before = body[max(0, body.rfind("\n", 0, max(0, pos - 1)) - 400):pos]
+    return re.search(r"==\s*0\b|\b0\s*==|!\s*\w+\s*\)", before) is not None
+
+
+def lost_update(sub: Submission) -> Cause | None:
+    """A plain read-modify-write of global memory at an index several threads share: `out[i % n] +=
+    v`, `out[k] = out[k] + v` with k from a % or /, `out[blockIdx.x] += v` with no one-thread test
+    before it. atomicAdd never matches; a thread's own element (`out[i] += v`, i its own index) is
+    no race."""
+    for start, body in _body_lines(sub):
+        pointers = _pointer_params(start, sub.code)
+        if not pointers:
+            continue
+        threads = _index_names(body)
+        mods, divs = _derived(body, "%"), _derived(body, "/")
+        names = "|".join(re.escape(p) for p in sorted(pointers))
+        rmw = re.compile(rf"(?<![\w.])(?P<p>{names})\s*\[(?P<k>[^\[\];]*)\]\s*(?:{_OP_ASSIGN}|\+\+|--)"
+                         rf"|(?<![\w.])(?P<p2>{names})\s*\[(?P<k2>[^\[\];]*)\]\s*=(?!=)\s*(?P=p2)\s*\[(?P=k2)\]")
+        for m in rmw.finditer(body):
+            k = m.group("k") if m.group("k") is not None else m.group("k2")
+            words = set(re.findall(r"[A-Za-z_]\w*(?:\.[xyz])?", k))
+            shared = None
+            if "%" in k or "/" in k:
+                shared = "an index with % or /"
+            elif words & (mods | divs) and not (words & mods and words & divs):
+                shared = "an index from a % or /"
+            elif not (words & threads) and not any(w.startswith("threadIdx") for w in words) \
+                    and not _single_thread_gate(body, m.start()):
+                shared = "an index no thread owns alone"
+            if shared is None:
+                continue
+            pos = start + m.start()
+            line = _line_of(sub.code, pos)
+            name = m.group("p") or m.group("p2")
+            return Cause("race_lost_update", line,
+                         f"line {line}: `{_quoted(sub, line)}` adds into {name}[{k.strip()}] with a plain "
+                         f"read-modify-write, and several threads share that element: two threads read the same "
+                         f"old value and one addition is lost. Use atomicAdd(&{name}[{k.strip()}], ...)")
+    return None
+
+
+def missing_barrier(sub: Submission) -> Cause | None:
+    """A __shared__ array written at one index, then read at another (another thread's slot) with no
+    barrier between the two in the code."""
+    for start, body in _body_lines(sub):
+        arrays = re.findall(r"__shared__\s+(?:[\w:]+\s+)+?(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_]\w*)\s*\[", body)
+        if not arrays:
+            continue
+        own = {m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=\s*(?:\(\s*\w+\s*\)\s*)?threadIdx\.x\s*;", body)}
+        barriers = [m.start() for m in _BARRIER.finditer(body)]
+        for name in dict.fromkeys(arrays):
+            access = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\[(?P<k>[^\[\];]*)\]", body))
+            writes, reads = [], []
+            for m in access:
+                after = body[m.end():m.end() + 4]
+                k = re.sub(r"\s+", "", m.group("k"))
+                for o in own:
+                    k = re.sub(rf"\b{re.escape(o)}\b", "threadIdx.x", k)
+                if re.match(rf"\s*(?:{_OP_ASSIGN}|=(?!=))", after):
+                    writes.append((m.start(), k))
+                    if not re.match(r"\s*=(?!=)", after):
+                        reads.append((m.start(), k))
+                else:
+                    reads.append((m.start(), k))
+            for rpos, rk in reads:
+                earlier = [(w, wk) for w, wk in writes if body.find(";", w) < rpos]
+                if not earlier:
+                    continue
+                wpos, wk = earlier[-1]
+                if rk == wk or any(wpos < b < rpos for b in barriers):
+                    continue
+                rline, wline = _line_of(sub.code, start + rpos), _line_of(sub.code, start + wpos)
+                return Cause("race_missing_barrier", rline,
+                             f"line {rline}: `{_quoted(sub, rline)}` reads {name}[{rk}], another thread's slot, "
+                             f"written at line {wline} with no __syncthreads() between: it may read before that "
+                             f"thread wrote. Put __syncthreads() after line {wline}, before the read")
+    return None
