@@ -22,7 +22,7 @@ def test_every_command_has_help_text():
     from grader.cli import WHERE, all_commands
 
     commands = all_commands()
-    assert sorted(commands) == sorted(WHERE) and len(commands) == 10
+    assert sorted(commands) == sorted(WHERE) and len(commands) == 11
     for name, command in commands.items():
         assert command.help, f"{name} has no help text"
         r = invoke(name, "--help")
@@ -384,7 +384,7 @@ def test_every_command_fits_an_80_column_terminal(tmp_path, monkeypatch):
 def test_a_wrapped_line_never_splits_an_index():
     from rich.markup import escape
 
-    from grader.cli.common import fitted
+    from grader.cli.screen import fitted
 
     line = ("  x chain 101x97 (biasGeluFused + addResidual): first bad element chain[row 0][col 2]: got -0.750015259, "
             "want -0.750000399; 8766 of 9797 wrong")

@@ -384,3 +384,21 @@ def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tm
     finally:
         browser.close()
         server.stop()
+
+
+def test_grader_submit_server_end_to_end_writes_the_servers_result_json(course, tmp_path):
+    """`grader submit FILE --server URL` (GRADER_TOKEN): the exit code of the grade, and a
+    result.json in its report folder that is the document the server stored."""
+    server, people = course
+    env = {**os.environ, "GRADER_TOKEN": people["dee"], "COLUMNS": "80"}
+    proc = subprocess.run([sys.executable, "-m", "grader", "submit", str(CHEAP), "--server", server.url,
+                           "--report-dir", str(tmp_path / "r")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr                  # compile_error: not gradable
+    assert "queued: " in proc.stderr and "building" in proc.stderr
+    import sqlite3
+
+    with sqlite3.connect(server.folder / "grader.sqlite") as db:
+        (text,) = db.execute("SELECT result FROM uploads WHERE student = 'dee' AND state = 'done' "
+                             "ORDER BY seq DESC LIMIT 1").fetchone()
+    assert json.loads((tmp_path / "r" / "result.json").read_text()) == json.loads(text)
+    assert all(len(line) <= 80 for line in proc.stderr.splitlines() if line.startswith("grader: queued"))

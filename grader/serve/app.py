@@ -324,7 +324,7 @@ def create_app(settings: Settings) -> Starlette:
                     sent = r["seq"]
                     if upload is None:
                         if r["kind"] == "done":
-                            yield (f"event: student\ndata: {json.dumps(class_row(r['student']))}\n\n")
+                            yield f"event: student\ndata: {json.dumps(class_row_after(r))}\n\n"
                         continue
                     yield sse(r)
                     if r["kind"] == "done":
@@ -350,6 +350,16 @@ def create_app(settings: Settings) -> Starlette:
                 "tier": top["tier"] if top is not None and top["correct"] else None,
                 "latest": (outcome_word(latest) if latest["state"] == DONE else latest["state"]) if latest else "-",
                 "late": any(r["late"] for r in rows)}
+
+    rows_after: dict[int, dict] = {}
+
+    def class_row_after(event) -> dict:
+        """A student's row as of a done event, made once for every class page watching."""
+        if event["seq"] not in rows_after:
+            if len(rows_after) > 1000:
+                rows_after.clear()
+            rows_after[event["seq"]] = class_row(event["student"])
+        return rows_after[event["seq"]]
 
     def class_rows() -> list[dict]:
         students = sorted(set(store().students()) | {r["student"] for r in store().all_uploads()})
