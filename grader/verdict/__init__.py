@@ -178,6 +178,10 @@ def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]
         if guard is not None:
             kept = [d for d in found if d.code not in _ECHOES]
             return [DiagnosisEntry(guard.code, f"{guard.text} ({past.message})", "", past.case)] + kept
+        bare = causes.unguarded_index(sub) if not guards else None
+        if bare is not None:                # no guard at all: the access past the end, said with its line
+            kept = [d for d in found if d.code not in _ECHOES]
+            return [DiagnosisEntry(past.code, f"{bare.text} ({past.message})", "", past.case)] + kept
     if unwritten is not None and not codes & modelled:
         guard = next((g for g in guards if g.code == "guard_stops_short"), None)
         if guard is not None:

@@ -109,12 +109,23 @@ _GUARDS = [
      lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
     (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND})\s*-\s*2{_END}"), "short",
      lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
+    # a flattened bound a whole row short: (B - 1) * D
+    (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>=\s*(?P<n>\(\s*[A-Za-z_]\w*\s*-\s*1\s*\)\s*\*\s*[A-Za-z_]\w*)"
+                rf"\s*\)\s*return\b"), "short",
+     lambda i, n: (f"{i} from {n} on", f"`if ({i} >= {_whole(n)}) return;`")),
+    (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*<\s*(?P<n>\(\s*[A-Za-z_]\w*\s*-\s*1\s*\)\s*\*\s*[A-Za-z_]\w*){_END}"),
+     "short", lambda i, n: (f"{i} from {n} on", f"`{i} < {_whole(n)}`")),
 ]
 
 
-def _index_names(body: str) -> set[str]:
-    """Names that hold a thread's index: assigned from threadIdx, blockIdx or another such name
-    (to a fixed point), and the loop variables of a for (a grid-stride loop's, a thread's own)."""
+def _whole(n: str) -> str:
+    """(B - 1) * D -> B * D."""
+    return re.sub(r"\(\s*([A-Za-z_]\w*)\s*-\s*1\s*\)", r"\1", n)
+
+
+def _index_names(body: str, roots: str = r"\b(?:threadIdx|blockIdx)\.[xyz]\b") -> set[str]:
+    """Names that hold a thread's index: assigned from threadIdx, blockIdx (roots) or another such
+    name (to a fixed point), and the loop variables of a for (a grid-stride loop's, a thread's own)."""
     assigned = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*)", body)]
     names: set[str] = set()
     changed = True
@@ -123,7 +134,7 @@ def _index_names(body: str) -> set[str]:
         for name, expr in assigned:
             if name in names:
                 continue
-            if re.search(r"\b(?:threadIdx|blockIdx)\.[xyz]\b", expr) or any(
+            if re.search(roots, expr) or any(
                     re.search(rf"\b{re.escape(n)}\b", expr) for n in names):
                 names.add(name)
                 changed = True
@@ -155,11 +166,49 @@ def guard_off_by_one(sub: Submission) -> list[Cause]:
                 if direction == "past":
                     text = (f"line {line}: `{quoted}` lets {through} through, one past the end: write {write}")
                     found.append(Cause("guard_past_end", line, text))
+                elif " on" in through:
+                    text = (f"line {line}: `{quoted}` stops a whole row short: {through} is never let through, "
+                            f"so the last row is never written: write {write}")
+                    found.append(Cause("guard_stops_short", line, text))
                 else:
                     text = (f"line {line}: `{quoted}` stops one short: {through} is never let through, so "
                             f"its element is never written: write {write}")
                     found.append(Cause("guard_stops_short", line, text))
     return sorted(found, key=lambda c: c.line)
+
+
+def _no_angles(code: str) -> str:
+    """code without the angle brackets that are not comparisons: shifts, ->, a template's
+    arguments (static_cast<size_t>(...), f<T>(...)), a launch's <<< >>>."""
+    code = re.sub(r"<<<|>>>|<<|>>|->", lambda m: " " * len(m.group(0)), code)
+    return re.sub(r"<[\w\s:*,]*>(?=\s*[(:])", lambda m: " " * len(m.group(0)), code)
+
+
+def unguarded_index(sub: Submission) -> Cause | None:
+    """A kernel that indexes memory with a thread's index it never compares with anything (no
+    guard, no loop bound, no early return): the first line that does, where the last block's idle
+    threads reach past the end."""
+    for start, body in _body_lines(sub):
+        if not re.search(r"\b(?:threadIdx|blockIdx)\.[xyz]\b", body) or not _pointer_params(start, sub.code):
+            continue
+        indices = _index_names(body)
+        spatial = _index_names(body, roots=r"\bthreadIdx\.[xyz]\b")       # a thread's own, not its block's
+        # every comparison's operands, between the delimiters around it (a shift and -> are not comparisons)
+        operands = " ".join(m.group(0) for m in re.finditer(
+            r"[^;(){}?:,&|]*(?<![<>\-])(?:<=?|>=?)(?![<>])[^;(){}?:,&|]*", _no_angles(body)))
+        compared = any(re.search(rf"(?<![\w.]){re.escape(n)}\b", operands) for n in indices) or re.search(
+            r"\b(?:threadIdx|blockIdx)\.[xyz]\b", operands)
+        if compared or not spatial:
+            continue
+        for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)\s*\[([^\[\];]*)\]", body):
+            words = set(re.findall(r"[A-Za-z_]\w*", m.group(2)))
+            if m.group(1) in _pointer_params(start, sub.code) and words & spatial:
+                line = _line_of(sub.code, start + m.start())
+                used = ", ".join(sorted(words & spatial))
+                return Cause("unguarded", line, f"line {line}: `{_quoted(sub, line)}` indexes {m.group(1)} with "
+                                                f"{used}, which nothing compares with a bound: the last block's idle "
+                                                f"threads reach past the end. Return first when the index is past it")
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -208,6 +257,9 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
         for m in product.finditer(code):
             by = m.group("by")
             held = by if by in wrong else alias.get(by, by)
+            if m.group("row") == "blockIdx.y" and held in _WIDTHS and re.match(r"\s*\+\s*threadIdx\.x\b",
+                                                                            code[m.end():]):
+                continue            # blockIdx.y * blockDim.x + threadIdx.x: a thread's index along y's blocks
             if held in wrong and by != row_length:
                 said = by if held == by else f"{by} (which holds {held})"
                 what = "the block's width" if held in _WIDTHS else f"the number of {held}" if held.endswith("s") \
@@ -318,6 +370,32 @@ def lost_update(sub: Submission) -> Cause | None:
     return None
 
 
+def _loop_bodies(body: str) -> list[tuple[int, int]]:
+    """Where each braced for/while/do loop body in body starts and ends."""
+    spans = []
+    for m in re.finditer(r"\b(?:for|while)\s*\(|\bdo\s*\{", body):
+        i = m.end() - 1
+        if body[i] == "(":
+            depth = 0
+            while i < len(body):
+                depth += {"(": 1, ")": -1}.get(body[i], 0)
+                if depth == 0:
+                    break
+                i += 1
+            rest = re.match(r"\s*\{", body[i + 1:])
+            if rest is None:
+                continue
+            i = i + rest.end()
+        depth, j = 0, i
+        while j < len(body):
+            depth += {"{": 1, "}": -1}.get(body[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        spans.append((i, j))
+    return spans
+
+
 def missing_barrier(sub: Submission) -> Cause | None:
     """A __shared__ array written at one index, then read at another (another thread's slot) with no
     barrier between the two in the code."""
@@ -341,8 +419,21 @@ def missing_barrier(sub: Submission) -> Cause | None:
                         reads.append((m.start(), k))
                 else:
                     reads.append((m.start(), k))
+            loops = _loop_bodies(body)
             for rpos, rk in reads:
                 earlier = [(w, wk) for w, wk in writes if body.find(";", w) < rpos]
+                # a loop with no barrier in it: its writes of one pass meet its reads of the next
+                loop = min((span for span in loops if span[0] < rpos < span[1]), key=lambda sp: sp[1] - sp[0],
+                           default=None)
+                if loop is not None and not any(loop[0] < b < loop[1] for b in barriers):
+                    carried = [(w, wk) for w, wk in writes if loop[0] < w < loop[1] and wk != rk]
+                    if carried:
+                        rline, wline = _line_of(sub.code, start + rpos), _line_of(sub.code, start + carried[-1][0])
+                        return Cause("race_missing_barrier", rline,
+                                     f"line {rline}: `{_quoted(sub, rline)}` reads {name}[{rk}], another thread's "
+                                     f"slot, which the loop writes (line {wline}) with no __syncthreads() in it: one "
+                                     f"pass may read before another thread wrote the pass before. Put __syncthreads() "
+                                     f"at the end of the loop's body, where every thread of the block reaches it")
                 if not earlier:
                     continue
                 wpos, wk = earlier[-1]
