@@ -101,6 +101,8 @@ def test_the_best_grade_is_the_highest_tier_then_fraction(store):
     finish(store, ids[3], status="infrastructure_error", correct=None)
     rows = [store.upload(i) for i in ids]
     assert best(rows)["id"] == ids[1]
+    said = json.loads(store.events(upload=ids[1])[-1]["data"])
+    assert said["best"] == "gold" and said["best_fraction"] == 0.7
     assert best(rows[2:3])["id"] == ids[2] and best(rows[3:]) is None
 
 

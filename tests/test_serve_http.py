@@ -166,15 +166,15 @@ def test_no_token_reaches_the_servers_log(course):
 
 def comparable(doc: dict) -> dict:
     """A result.json minus what differs from one run of the same file to the next: the wall times
-    (seconds, phases, the build's times, the sandbox's set-up times: its keys in _ms and _s), and
-    where the file lay (submission.path)."""
+    (seconds, phases, the build's times, the sandbox's set-up times: its keys in _ms and _s), the
+    memory measured (the sandbox's keys in _mib), and where the file lay (submission.path)."""
     doc = json.loads(json.dumps(doc))
     doc.pop("seconds"), doc.pop("phases")
     doc["submission"].pop("path")
     for key in ("seconds", "cached", "compile_s", "link_s"):
         (doc.get("build") or {}).pop(key, None)
     sandbox = doc.get("sandbox") or {}
-    for key in [k for k in sandbox if k.endswith(("_ms", "_s"))]:
+    for key in [k for k in sandbox if k.endswith(("_ms", "_s", "_mib"))]:
         sandbox.pop(key)
     return doc
 
@@ -262,6 +262,19 @@ def test_export_writes_the_batchs_class_files(course, tmp_path):
     assert rows[0].startswith("student,points") and any(r.startswith("ann,") and "compile_error" in r for r in rows)
     assert any(r.startswith("dee,0,") and "missing" in r for r in rows)       # a token, no upload
     assert json.loads((out / "ann" / "result.json").read_text())["status"] == "compile_error"
+    # the same class report, live, for the instructor only; each student's link leads to the report that counts
+    page = urllib.request.Request(server.url + "/class/", headers={"Authorization": f"Bearer {people['@instructor']}"})
+    with urllib.request.urlopen(page, timeout=60) as r:
+        html = r.read().decode()
+    assert 'href="ann/report.html"' in html and "dee" in html
+    report = urllib.request.Request(server.url + "/class/ann/report.html",
+                                    headers={"Authorization": f"Bearer {people['@instructor']}"})
+    with urllib.request.urlopen(report, timeout=60) as r:
+        assert "sandbox" in r.headers["Content-Security-Policy"] and b"compile" in r.read()
+    for path in ("/class/", "/class/ann/report.html"):
+        req = urllib.request.Request(server.url + path, headers={"Authorization": f"Bearer {people['ann']}"})
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(req, timeout=60)
 
 
 # --- the pages, in headless Chromium ----------------------------------------------------------------
@@ -373,6 +386,7 @@ def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tm
                          "r.cells[1].innerText, r.cells[2].innerText, !!r.querySelector('a[href*=report]')];})()")
         assert row == ["mine.cu", "compile_error", True]
         assert student.js("document.querySelector('#live').innerText") == "mine.cu: compile_error"
+        assert student.js("document.querySelector('#best').innerText") == "compile_error"     # best so far, live
         # the instructor's table heard it without a reload
         teacher.until("(function(){var r = document.querySelector('#class tr[data-student=ann]'); "
                       "return r && r.getAttribute('data-updated') === '1' && r.cells[1].innerText === 'compile_error';})()",

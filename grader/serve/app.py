@@ -33,8 +33,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from grader.core.outcomes import Outcome
-from grader.serve.store import DONE, INSTRUCTOR, QUEUED, Accepted, Rules, Store, best, token_hash
+from grader.serve.store import DONE, INSTRUCTOR, QUEUED, Accepted, Rules, Store, best, outcome_word, token_hash
 
 COOKIE = "grader_session"
 FANOUT_S = 0.1              # how often the fan-out reads new events
@@ -47,6 +46,9 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inl
 # A stored report is the grader's own HTML, but it quotes a student's source and output: no script
 # runs in it, nothing loads from elsewhere, and it is sandboxed (an origin of its own).
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'self'"
+# The class report (the batch's class.html, made from the store): its own inline script sorts the
+# table; nothing loads from elsewhere.
+CLASS_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 
 
 @dataclass(frozen=True)
@@ -442,6 +444,37 @@ def create_app(settings: Settings) -> Starlette:
         return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP, "X-Content-Type-Options": "nosniff",
                                            "Referrer-Policy": "no-referrer"})
 
+    async def class_report(request: Request):
+        """The batch's class.html (the table and the insights) for the class as it stands, written by
+        export_class from the store; each student's link leads to the report of the upload it counts."""
+        person = who(request)
+        if person is None or not person[1]:
+            return not_found()
+
+        def made() -> str:
+            import tempfile
+
+            from grader.serve.export import export_class
+
+            with tempfile.TemporaryDirectory(prefix="grader-class-") as out:
+                export_class(settings.folder, out=Path(out))
+                return (Path(out) / "class.html").read_text(encoding="utf-8")
+
+        return HTMLResponse(await asyncio.to_thread(made), headers={"Content-Security-Policy": CLASS_CSP,
+                                                                     "Cache-Control": "no-store"})
+
+    async def class_student_report(request: Request):
+        person = who(request)
+        if person is None or not person[1]:
+            return not_found()
+        from grader.serve.export import chosen
+
+        row = chosen(store()).get(request.path_params["student"])
+        if row is None:
+            return not_found()
+        html = store().query("SELECT report_html FROM uploads WHERE id = ?", (row["id"],))[0]["report_html"]
+        return HTMLResponse(html, headers={"Content-Security-Policy": REPORT_CSP, "X-Content-Type-Options": "nosniff"})
+
     async def student_history(request: Request):
         person = who(request)
         if person is None or not person[1]:
@@ -458,21 +491,12 @@ def create_app(settings: Settings) -> Starlette:
         Route("/", home), Route("/login", login, methods=["POST"]), Route("/logout", logout, methods=["POST"]),
         Route("/upload", web_upload, methods=["POST"]), Route("/serve.js", script),
         Route("/submissions/{id}/report", report), Route("/students/{student:path}", student_history),
+        Route("/class/", class_report), Route("/class/{student}/report.html", class_student_report),
         Route("/api/submissions", api_submit, methods=["POST"]), Route("/api/submissions/{id}", api_status),
         Route("/api/submissions/{id}/events", api_events), Route("/api/class", api_class),
         Route("/api/class/events", api_class_events),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
-
-
-def outcome_word(row) -> str:
-    """A grade in one word, as the class's table says it (cli/instructor.outcome_word): the tier of a
-    correct timed kernel, else correct or incorrect, else the status."""
-    if row["status"] != Outcome.GRADED:
-        return row["status"] or "-"
-    if row["correct"] and row["tier"]:
-        return row["tier"]
-    return {1: "correct", 0: "incorrect"}.get(row["correct"], "-")
 
 
 __all__ = ["INSTRUCTOR", "Settings", "create_app"]

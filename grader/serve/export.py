@@ -19,6 +19,16 @@ from grader.core.outcomes import Outcome
 from grader.serve.store import DONE, INSTRUCTOR, Store
 
 
+def chosen(store: Store, *, include_late: bool = False) -> dict:
+    """Each student's upload that counts: their latest graded one (never the machine's failure),
+    before the deadline unless include_late."""
+    latest: dict[str, object] = {}
+    for row in store.all_uploads():                # oldest first: a later one replaces an earlier one
+        if row["state"] == DONE and row["status"] != Outcome.INFRASTRUCTURE_ERROR and (include_late or not row["late"]):
+            latest[row["student"]] = row
+    return latest
+
+
 def graded_rows(store: Store, *, include_late: bool = False) -> list[tuple]:
     """The class as the batch's Graded rows, each with its upload's id (None: no upload): each
     student's latest graded upload (none of the machine's failures), as an Entry holding the
@@ -28,10 +38,7 @@ def graded_rows(store: Store, *, include_late: bool = False) -> list[tuple]:
     from grader.core.handin import SourceFile, held
     from grader.core.results import result_from_json
 
-    latest: dict[str, object] = {}
-    for row in store.all_uploads():                # oldest first: a later one replaces an earlier one
-        if row["state"] == DONE and row["status"] != Outcome.INFRASTRUCTURE_ERROR and (include_late or not row["late"]):
-            latest[row["student"]] = row
+    latest = chosen(store, include_late=include_late)
     rows = []
     for student in sorted(set(store.students()) | set(latest)):
         row = latest.get(student)

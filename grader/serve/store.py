@@ -276,7 +276,10 @@ class Store:
                        "result = ?, report_md = ?, report_html = ? WHERE id = ?",
                        (DONE, time.time(), doc.get("status"), None if doc.get("correct") is None else int(doc["correct"]),
                         doc.get("fraction"), doc.get("tier"), result, report_md, report_html, upload_id))
-            _event(db, upload_id, row["student"], "done", summary(doc))
+            rows = db.execute(f"SELECT {_COLUMNS} FROM uploads WHERE student = ?", (row["student"],)).fetchall()
+            top = best(rows)
+            _event(db, upload_id, row["student"], "done", {**summary(doc), "best": outcome_word(top) if top else None,
+                                                           "best_fraction": top["fraction"] if top else None})
         return True
 
     def add_event(self, upload_id: str, kind: str, data: dict) -> None:
@@ -371,6 +374,17 @@ def best(rows) -> sqlite3.Row | None:
     """The best of a student's uploads (rank), None before any is graded."""
     done = [r for r in rows if rank(r) >= (0,)]
     return max(done, key=rank) if done else None
+
+
+def outcome_word(row) -> str:
+    """A grade in one word, as the class's table says it (as cli/instructor.outcome_word, a layer
+    above this one, says a Result's): the tier of a correct timed kernel, else correct or
+    incorrect, else the status."""
+    if row["status"] != Outcome.GRADED:
+        return row["status"] or "-"
+    if row["correct"] and row["tier"]:
+        return row["tier"]
+    return {1: "correct", 0: "incorrect"}.get(row["correct"], "-")
 
 
 def open_store(folder: Path) -> Store:

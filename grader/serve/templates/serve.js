@@ -39,6 +39,12 @@ function watch(row) {
     row.cells[4].textContent = "";
     row.cells[4].appendChild(a);
     if (live) live.textContent = row.cells[1].textContent + ": " + w;
+    var best = document.getElementById("best"), bf = document.getElementById("best-fraction");
+    if (best && d.best) {
+      best.textContent = d.best;
+      best.className = d.best;
+      bf.textContent = d.best_fraction != null ? "(" + d.best_fraction.toFixed(3) + " of the copy floor)" : "";
+    }
   });
 }
 
