@@ -102,3 +102,14 @@ def test_a_lost_update_the_emulator_cannot_see_is_said_on_a_correct_grade():
     assert "atomicAdd" in d.message and "emulator" in d.message and "GPU" in d.message
     text = render_text(r, rubric, colour=False)
     assert "caution: race_lost_update" in text
+
+
+@pytest.mark.slow
+def test_a_modelled_bound_mistake_carries_the_line_of_its_guard():
+    """gelu_sum's missing_last_slice (r < R - 1), named by its model, with the loop's line: the
+    guard whose right comparison (r < R) the rubric's advice for it writes out."""
+    rubric = load_exercise("gelu_sum")
+    r = grade_submission(ROOT / "submissions" / "gelu_sum" / "missing_last_slice.cu", rubric=rubric,
+                         backend="emulator")
+    assert r.diagnosis[0].code == "missing_last_slice"
+    assert r.diagnosis[0].message.startswith("line 11: `for (int r = 0; r < R - 1; ++r)` stops one short")

@@ -155,7 +155,24 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     if any(d.code in INDEX_STRIDES for d in found):
         return found
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
+    found = _with_guard_line(found, judging)
     return _with_race(found, v, judging)
+
+
+def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
+    """An exercise's modelled mistake that is a bound (gelu_sum's missing_last_slice: r < R - 1)
+    with the line of the guard that carries it: a guard off by one whose right comparison the
+    rubric's advice for that mistake writes out (r < R)."""
+    modelled = [d for d in found if d.code in judging.rubric.mistakes]
+    if not modelled:
+        return found
+    guards = causes.guard_off_by_one(judging.source)
+    for d in modelled:
+        advice = _squeezed(judging.rubric.feedback.diagnosis.get(d.code, ""))
+        guard = next((g for g in guards if g.fix and _squeezed(g.fix) in advice), None)
+        if guard is not None:
+            d.message = f"{guard.text} ({d.message})"
+    return found
 
 
 # what a write past the end (or a read) echoes as: the values it overwrote, the order it happened in

@@ -34,6 +34,7 @@ class Cause:
     code: str               # guard_past_end, guard_stops_short, row_stride, col_stride, race_lost_update, ...
     line: int
     text: str               # 'line 14: `if (col <= cols)` lets col == cols through, one past the end: ...'
+    fix: str = ""           # a guard's comparison as it should be written: 'col < cols'
 
 
 def _line_of(code: str, pos: int) -> int:
@@ -165,15 +166,16 @@ def guard_off_by_one(sub: Submission) -> list[Cause]:
                 through, write = fix(i, shown_n)
                 if direction == "past":
                     text = (f"line {line}: `{quoted}` lets {through} through, one past the end: write {write}")
-                    found.append(Cause("guard_past_end", line, text))
+                    found.append(Cause("guard_past_end", line, text, write.strip("`")))
                 elif " on" in through:
                     text = (f"line {line}: `{quoted}` stops a whole row short: {through} is never let through, "
                             f"so the last row is never written: write {write}")
-                    found.append(Cause("guard_stops_short", line, text))
+                    found.append(Cause("guard_stops_short", line, text, write.strip("`")))
                 else:
-                    text = (f"line {line}: `{quoted}` stops one short: {through} is never let through, so "
-                            f"its element is never written: write {write}")
-                    found.append(Cause("guard_stops_short", line, text))
+                    lost = "the loop's last pass never runs" if re.match(r"(?:for|while)\b", quoted) else \
+                        "its element is never written"
+                    text = f"line {line}: `{quoted}` stops one short: {through} is never let through, so {lost}: write {write}"
+                    found.append(Cause("guard_stops_short", line, text, write.strip("`")))
     return sorted(found, key=lambda c: c.line)
 
 
