@@ -1,23 +1,31 @@
-"""The build cache: how big it is, and least-recently-used pruning.
+"""The build cache: an entry's key, its outputs kept (whole, sealed) and read back, how big it
+is, and least-recently-used pruning.
 
-Every build lives in a directory of its own under cache_root(), named by a hash
-of its inputs; a build touches its directory each time it is used. Pruning
-deletes the least recently used directories until the cache fits its cap. It
-is safe while other graders use the same cache: a directory used in the last
-`keep_recent_s` seconds is never deleted (a grade takes well under that), nor
-one whose lock another process holds (a build in progress).
+Every build lives in a directory of its own under cache_root(), named by a hash (digest) of its
+inputs; a build touches its directory each time it is used. A build's outputs are copied in
+whole or not at all (keep), and its record (build.json: the compiler's log, the kernels'
+resources, the compiler's version, the wall it ran behind) is read back only where its outputs
+pass their seals (cached_build). Pruning deletes the least recently used directories until the
+cache fits its cap. It is safe while other graders use the same cache: a directory used in the
+last `keep_recent_s` seconds is never deleted (a grade takes well under that), nor one whose
+lock another process holds (a build in progress).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import shutil
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grader.core import sealed
 from grader.core.locations import RUNS, cache_root
+from grader.toolchain.outcome import KernelResources
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,65 @@ class CacheReport:
     freed_bytes: int = 0
 
 
+def digest(*parts: str | bytes) -> str:
+    """The key of a cache entry: a hash of everything that decides its output."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p if isinstance(p, bytes) else p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def touch(directory: Path) -> None:
+    """Mark a cache entry used (least-recently-used pruning reads this time)."""
+    try:
+        os.utime(directory, None)
+    except OSError:
+        pass
+
+
+def keep(made: Path, kept: Path) -> None:
+    """A build's output copied from its room into the cache (whole, or not at all)."""
+    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        shutil.copyfile(made, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, kept)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:
+    """A cached build's record where its library and object pass their seals (core/sealed.py) and
+    build.json reads; otherwise every output is removed, said on stderr, and None: built again."""
+    problem = sealed.check(library, full=True) or sealed.check(obj, full=True)
+    data = None
+    if not problem:
+        try:
+            data = json.loads(meta.read_text())
+            if not (isinstance(data, dict) and isinstance(data.get("log"), str) and isinstance(data.get("compiler"), str)
+                    and isinstance(data.get("resources"), list)):
+                problem, data = "build.json is not the record a build writes", None
+            else:
+                [KernelResources(**r) for r in data["resources"]]
+        except (OSError, ValueError, TypeError) as exc:
+            problem, data = f"build.json cannot be read ({exc})", None
+    if data is not None:
+        return data
+    if "no valid seal" not in problem:             # a build of a grader before seals: rebuilt quietly
+        sealed.say_healed(f"build {directory.name}", problem)
+    for path in (library, obj, meta, *directory.glob("device-*.fatbin"), *directory.glob("*.binutils.json")):
+        sealed.unlink_with_seal(path)
+    return None
+
+
+def keep_record(meta: Path, *, log: str, resources: list[KernelResources], compiler: str, confined: bool,
+                wall: str) -> None:
+    """A build's record (build.json, what cached_build reads back), written whole or not at all."""
+    tmp = meta.with_name(f"build.json.{os.getpid()}")
+    tmp.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": compiler,
+                               "confined": confined, "wall": wall}))
+    os.replace(tmp, meta)
 
 
 def _size(path: Path) -> int:

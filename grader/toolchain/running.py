@@ -23,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from grader.core import fswall, folders, processes
 from grader.core.errors import InfrastructureError
@@ -87,7 +89,7 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
 
 
 def scratch_folder() -> Path:
-    """The temporary folder the grader was given: $TMPDIR, else /tmp (toolchain/build.py probes it
+    """The temporary folder the grader was given: $TMPDIR, else /tmp (toolchain/faults.py probes it
     before a build, so that a broken one is the machine's fault, never a student's compile error)."""
     return Path(os.environ.get("TMPDIR") or "/tmp")
 
@@ -138,16 +140,10 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     """Run a build command in room, behind its wall, in its own process group, under a time limit and
     a per-process memory cap (RLIMIT_AS, inherited by every compiler it starts); as nobody where the
     grader is root. Ran.over says why a limit stopped it."""
-    import resource
-    import signal
-
-    cap = limits.memory_mib * 1024 * 1024
     clock = time.perf_counter()
     rules = wall_rules(room)
     ruleset = fswall.Ruleset(rules)
     view = fswall.View(rules, str(room.path / VIEW), str(room.path))
-    root = os.geteuid() == 0
-    uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
     wall_ms = (time.perf_counter() - clock) * 1000
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
@@ -156,27 +152,13 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
                                   "Landlock enabled, or set require_read_wall to false. Nothing was compiled.")
     seen = os.pipe()                                  # what the view's entry said, back from the child
 
-    def preexec() -> None:
-        os.setsid()
-        os.nice(BUILD_NICE)
-        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
-        said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
-        os.write(seen[1], said.encode()[:500] or b"-")
-        if root:                                      # then nobody, as the children are
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers (after the
-        # change of user, which clears it)
-        if ruleset.ready and ruleset.restrict() != 0:
-            raise OSError("the build's file-system wall could not be applied")
-
     env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
                HOME=str(room.scratch))
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", cwd=room.path, env=env, preexec_fn=preexec)
+                                text=True, errors="replace", cwd=room.path, env=env,
+                                preexec_fn=_entering(limits, view, ruleset, seen[1]))
     except (OSError, subprocess.SubprocessError) as exc:
         ruleset.close()
         _close(seen)
@@ -198,6 +180,32 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     wall = f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no Landlock: {ruleset.problem}"
     return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {view_detail}",
                wall_ms=round(wall_ms, 3))
+
+
+def _entering(limits: BuildLimits, view: fswall.View, ruleset: fswall.Ruleset, said_to: int) -> Callable[[], None]:
+    """What the build's first process does before the command runs (preexec_fn, in the forked
+    child): a process group and a priority of its own, the memory cap, the view's root (what it said
+    written to said_to), nobody where the grader is root, and the wall."""
+    cap = limits.memory_mib * 1024 * 1024
+    root = os.geteuid() == 0
+    uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
+
+    def preexec() -> None:
+        os.setsid()
+        os.nice(BUILD_NICE)
+        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
+        said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
+        os.write(said_to, said.encode()[:500] or b"-")
+        if root:                                      # then nobody, as the children are
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers (after the
+        # change of user, which clears it)
+        if ruleset.ready and ruleset.restrict() != 0:
+            raise OSError("the build's file-system wall could not be applied")
+
+    return preexec
 
 
 def _close(fds) -> None:
@@ -224,7 +232,7 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) ->
         return subprocess.CompletedProcess(args, -9, out, err), why
     text = out + err
     # (a compiler killed by a signal from outside, "Killed signal terminated program", is the machine's:
-    # build.machine_fault; the limit here makes an allocation fail, and the compiler says so)
+    # faults.machine_fault; the limit here makes an allocation fail, and the compiler says so)
     if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
                                           r"virtual memory exhausted", text, re.I):
         stage = next((name for key, name in _STAGES.items() if key in text), "")
@@ -257,8 +265,6 @@ def _starved(pgid: int, limits: BuildLimits) -> str:
 def end_build(proc: subprocess.Popen) -> None:
     """Stop a build: ninja runs each command in a process group of its own and, on SIGTERM, ends
     them; then SIGKILL for ninja's own group."""
-    import signal
-
     try:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=5)
