@@ -11,7 +11,7 @@ import pytest
 
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
-from grader.report.files import render_markdown, render_text
+from grader.report.files import render_html, render_markdown, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 GELU = ("#include <cuda_runtime.h>\n"
@@ -71,6 +71,8 @@ def test_a_guard_one_past_the_end_is_the_first_diagnosis_with_its_line_and_no_ec
     assert "wrong alike" not in text and "every element is right" in text
     checks = [l for l in text.splitlines() if l.startswith("  [red]x[/red] ")]
     assert checks and all(not l.rstrip().endswith(":") for l in checks)       # each failing check says what it found
+    html = render_html(r, bias_gelu_rubric)
+    assert "every element is right" in html and "around the first wrong one" not in html
     md = render_markdown(r, bias_gelu_rubric)
     first_wrong = next(l for l in md.splitlines() if l.startswith("First wrong element:"))
     assert "written past the end of out" in first_wrong
