@@ -13,6 +13,7 @@ run's cases, drawn ahead or shared by a batch (pool.py). It imports core only.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import os
@@ -22,7 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core.errors import ExerciseError, UsageError
+from grader.core.handin import SourceFile
 from grader.core.locations import DEFAULT_EXERCISE, reference_dir, rubrics_dir
+from grader.core.source import blank_comments_and_strings, defines_function, find_kernels
+from grader.exercises import rubric as rubric_loader   # its load_rubric looked up at each call (tests count loads)
 
 
 def rubric_folders() -> list[Path]:
@@ -42,19 +46,15 @@ def exercise_files() -> dict[str, Path]:
 
 def load_all():
     """Every exercise's rubric, by name (a malformed one raises RubricError naming it)."""
-    from grader.exercises.rubric import load_rubric
-
-    return {name: load_rubric(path) for name, path in exercise_files().items()}
+    return {name: rubric_loader.load_rubric(path) for name, path in exercise_files().items()}
 
 
 def load_exercise(name: str):
-    from grader.exercises.rubric import load_rubric
-
     files = exercise_files()
     if name not in files:
         raise UsageError(f"no exercise named {name!r} (known: {', '.join(sorted(files)) or 'none'}); "
                          "`grader exercises` lists them")
-    return load_rubric(files[name])
+    return rubric_loader.load_rubric(files[name])
 
 
 
@@ -63,20 +63,18 @@ def choose(*, rubric_path: str | Path | None = None, exercise: str | None = None
            folder: Path | None = None):
     """The rubric to grade with: a rubric file, an exercise by name, the exercise whose kernel (or
     launcher) a file defines, the exercise a samples folder is named for, else the default."""
-    from grader.exercises.rubric import load_rubric
-
     if rubric_path is not None:
-        return load_rubric(rubric_path)
+        return rubric_loader.load_rubric(rubric_path)
     if exercise:
         return load_exercise(exercise)
     files = exercise_files()
     if folder is not None and folder.resolve().name in files:
-        return load_rubric(files[folder.resolve().name])
+        return rubric_loader.load_rubric(files[folder.resolve().name])
     if file is not None:
         picked = exercise_for_source(file)
         if picked is not None:
             return picked
-    return load_exercise(DEFAULT_EXERCISE) if DEFAULT_EXERCISE in files else load_rubric(None)
+    return load_exercise(DEFAULT_EXERCISE) if DEFAULT_EXERCISE in files else rubric_loader.load_rubric(None)
 
 
 def exercise_for_class(files: list):
@@ -98,26 +96,19 @@ def exercise_for_source(file):
     closest to a kernel the file defines (so a misspelt kernel is told its exercise's name);
     None when the file cannot be read or nothing is close. file: a path, or a file as read
     (core/handin.py's SourceFile)."""
-    import difflib
-
-    from grader.core.handin import SourceFile
-    from grader.core.source import blank_comments_and_strings, defines_function, find_kernels
-
     try:
         text = file.data.decode("utf-8") if isinstance(file, SourceFile) else file.read_text(encoding="utf-8")
         code = blank_comments_and_strings(text)
     except (OSError, UnicodeDecodeError):
         return None
-    from grader.exercises.rubric import load_rubric
-
     kernels = [k.name for k in find_kernels(code)]
-    rubrics = []
-    for path in exercise_files().values():      # loaded one by one, up to the first that matches: on
-        r = load_rubric(path)                   # the way to a grade's children (each took 10 ms)
+    loaded = []
+    for path in exercise_files().values():          # loaded one by one, up to the first that matches:
+        r = rubric_loader.load_rubric(path)         # on the way to a grade's children (each took 10 ms)
         if r.kernel.name in kernels or (r.kernel.launcher and defines_function(code, r.kernel.launcher_name)):
             return r
-        rubrics.append(r)
-    by_name = {r.kernel.name: r for r in rubrics}
+        loaded.append(r)
+    by_name = {r.kernel.name: r for r in loaded}
     for k in kernels:
         close = difflib.get_close_matches(k, list(by_name), n=1, cutoff=0.6)
         if close:
@@ -184,19 +175,19 @@ class Reference:
 
     def _numpy_model(self, model: Callable) -> Callable:
         def run(inputs: dict, dims: dict):
-            import numpy as np
+            import numpy as np      # numpy (75 ms) only for answers: `grader exercises` never imports it
 
             alt, mask = model(self._given(inputs), dims)
             return _float64(alt), (None if mask is None else np.asarray(_numpy(mask), dtype=bool))
         return run
 
     def _given(self, inputs: dict) -> dict:
-        import numpy as np
+        import numpy as np          # numpy (75 ms) only for answers: `grader exercises` never imports it
 
         copies = {k: np.array(v) for k, v in inputs.items()}            # writable: a model may change them
         if self.arrays == "numpy":
             return copies
-        import torch
+        import torch                # a reference written with torch only: its import took 1.5 s (H200 host), 4-6 s cold
 
         return {k: torch.from_numpy(v) for k, v in copies.items()}
 
@@ -271,7 +262,7 @@ def _numpy(value):
 
 def _float64(value):
     """An output as a contiguous float64 numpy array."""
-    import numpy as np
+    import numpy as np              # numpy (75 ms) only for answers: `grader exercises` never imports it
 
     return np.ascontiguousarray(np.asarray(_numpy(value), dtype=np.float64))
 

@@ -29,14 +29,16 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from grader.core.locations import RUNS
-from grader.exercises.plan import Case
-from grader.exercises import Reference
-from grader.exercises.rubric import Rubric
+from grader.core.locations import RUNS, cache_root
+from grader.exercises import Reference, load_reference
+from grader.exercises.casefiles import _SHARED
+from grader.exercises.plan import Case, run_cases
+from grader.exercises.rubric import Rubric, load_rubric
 
 SECRET_FILE = "secret"
 STALE_S = 3600.0          # a claimed or half-drawn folder older than this was left by a killed grader
@@ -46,8 +48,6 @@ READY_DEPTH = 2           # ready folders kept for one key: two grades in a row 
 
 def key_of(rubric, reference, cases: list[Case]) -> str:
     """What a ready folder was drawn for: a folder drawn for other cases or another reference is never used."""
-    from grader.exercises.casefiles import _SHARED
-
     private = [(c.name, sorted(c.dims.items()), c.inputs, c.seed, c.chain, c.timed) for c in cases if c.private]
     parts = [rubric.exercise, reference.digest, _SHARED, repr(private),
              repr((rubric.tolerance.rtol, rubric.tolerance.atol, rubric.tolerance.scale))]
@@ -72,8 +72,6 @@ def runs_folder(cache: Path) -> Path:
 
 
 def _remove(folder: Path) -> None:
-    import shutil
-
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -108,6 +106,8 @@ def claim(cache: Path, key: str) -> tuple[Path, int] | None:
 
 def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: int = 4) -> None:
     """Every private case's inputs, answers and prepared answers, written into folder (the large ones first)."""
+    # not at the top: data imports numpy (75 ms alone, 370 ms in a loaded grade), and a grade's main
+    # thread imports this module (grade/children.py) while its drawing thread imports data
     from grader.exercises import data
 
     def draw(case: Case) -> None:
@@ -121,8 +121,6 @@ def draw_ahead(rubric, reference, cache: Path, depth: int = READY_DEPTH) -> Path
     """Draw the next runs' private cases into ready folders (what the detached process does) until
     `depth` are ready, each with a secret of its own; the last one drawn, or None when enough were
     ready already or another process is drawing them."""
-    from grader.exercises.plan import run_cases
-
     key = key_of(rubric, reference, [c for c in run_cases(rubric, timed=True, secret=0) if c.private])
     runs = runs_folder(cache)
     with open(runs / f".draw-{key}.lock", "a") as lock:
@@ -140,8 +138,6 @@ def draw_ahead(rubric, reference, cache: Path, depth: int = READY_DEPTH) -> Path
 
 def _draw_one(rubric, reference, cache: Path, runs: Path, key: str) -> Path:
     """One ready folder: every private case of a run drawn from a new secret."""
-    from grader.exercises.plan import run_cases
-
     secret = secrets.randbits(64)
     cases = [c for c in run_cases(rubric, timed=True, secret=secret) if c.private]
     folder = new_folder(cache, ".drawing-")
@@ -217,8 +213,6 @@ class SharedStore:
     """A Store made once, on first use, by whichever thread asks first; closed by its owner."""
 
     def __init__(self, make):
-        import threading
-
         self._make, self._lock, self._store = make, threading.Lock(), None
 
     def get(self) -> Store:
@@ -237,10 +231,6 @@ def class_store(rubric: Rubric) -> SharedStore:
     """The store of a run of many grades on a GPU (a batch, the samples): one secret for all of
     them (none is shown it, and every one is timed on the same inputs), its private cases drawn
     once, by the first grade that needs them; the caller closes it."""
-    from grader.exercises import load_reference
-    from grader.exercises.plan import run_cases
-    from grader.core.locations import cache_root
-
     return Store.shared(cache_root(), rubric, load_reference(rubric), lambda s: run_cases(rubric, timed=True, secret=s))
 
 
@@ -263,10 +253,6 @@ def start_drawing_ahead(rubric_path: str) -> None:
 
 def main(argv: list[str]) -> int:
     os.nice(DRAW_AHEAD_NICE)                 # beside the student's next grade, never ahead of it
-    from grader.core.locations import cache_root
-    from grader.exercises import load_reference
-    from grader.exercises.rubric import load_rubric
-
     rubric = load_rubric(Path(argv[0]))
     draw_ahead(rubric, load_reference(rubric), cache_root())
     return 0

@@ -32,18 +32,14 @@ def gelu_erf(v):
     """The exact GELU (F.gelu's default): 0.5 v (1 + erf(v / sqrt(2)))."""
     if isinstance(v, np.ndarray):
         return elementwise(_gelu_erf, v)
-    import torch
-
-    return 0.5 * v * (1.0 + torch.special.erf(v * INV_SQRT2))
+    return 0.5 * v * (1.0 + (v * INV_SQRT2).erf())          # a torch tensor: torch.special.erf, as a method
 
 
 def gelu_tanh(v):
     """The tanh approximation: 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))."""
     if isinstance(v, np.ndarray):
         return elementwise(_gelu_tanh, v)
-    import torch
-
-    return 0.5 * v * (1.0 + torch.tanh(GELU_A * (v + GELU_B * v * v * v)))
+    return 0.5 * v * (1.0 + (GELU_A * (v + GELU_B * v * v * v)).tanh())     # a torch tensor: torch.tanh, as a method
 
 
 def _gelu_erf(v: np.ndarray) -> np.ndarray:
