@@ -218,7 +218,9 @@ def _with_race(found: list[DiagnosisEntry], v: Verdict, judging: Judging) -> lis
             continue
         shows = next((d for d in found if d.code in _RACE_SHOWS), None)
         if shows is not None:
-            kept = [d for d in found if d.code not in _RACE_SHOWS]
+            # what the outputs showed besides: a modelled mistake one order's sums happened to match is an echo
+            echoes = set(_RACE_SHOWS) | (set(judging.rubric.mistakes) if shows.code == "order_dependent" else set())
+            kept = [d for d in found if d.code not in echoes]
             return [DiagnosisEntry(race.code, f"{race.text} ({shows.message})", "", shows.case)] + kept
         if v.correct:
             return found + [DiagnosisEntry(race.code, f"{race.text}. {_unseen(race.code, backend, sub)}", "", "")]
