@@ -31,7 +31,7 @@ def test_what_each_backend_does():
     assert EMULATOR.toolchain.compiler == "g++" and EMULATOR.toolchain.shim and EMULATOR.reverse_check
     assert EMULATOR.checked_by is CUDA and CUDA.checked_by is None
     assert EMULATOR.target("sm_90") == "cpu" and CUDA.target("sm_90") == "sm_90" and f"{CUDA}" == "cuda"
-    assert CUDA.child.modules() == ["grader.run.child.backends", "grader.run.child.recorder",
+    assert CUDA.child.modules() == ["grader.run.child.cuda", "grader.run.child.recorder",
                                     "grader.run.child.measurer"]
 
 
@@ -42,7 +42,8 @@ HIP = Backend(
     toolchain=Toolchain(compiler="hipcc", flags=("-O3", "--offload-arch={arch}", "-fPIC"),
                         reference_flags=("-O3", "--offload-arch={arch}", "-fPIC"), library_flags=("-fPIC",),
                         alone_flags=("-fsyntax-only",), device_code="hsaco"),
-    child=ChildClasses(run="test_replay:_Fake"), on_gpu=True, times=True)
+    child=ChildClasses(run="test_replay:_Fake"), on_gpu=True, times=True,
+    device_files=("/dev/kfd", "/dev/dri/renderD"), visible_devices="HIP_VISIBLE_DEVICES")
 
 
 def test_a_stand_in_third_backend_builds_with_its_own_toolchain_and_reaches_the_child(tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from grader.run.child import timing
+from grader.run.child import floors
 from grader.run.child.backends import Region
 from grader.core.contract import TimingJob
 from grader.core.errors import RubricError
@@ -38,8 +38,8 @@ def job(floor_buffers):
 
 def test_each_floor_copy_rotates_over_its_buffer_pairs():
     backend = Recorder()
-    copies = timing._floor_copies(backend, job(4))
-    flush = timing._l2_flush(backend, {"l2_bytes": 8 << 20})
+    copies = floors.floor_copies(backend, job(4))
+    flush = floors.l2_flush(backend, {"l2_bytes": 8 << 20})
     assert set(copies) == {"memcpy", "vec4", "scalar"}
     for _ in range(8):
         copies["memcpy"]()
@@ -53,7 +53,7 @@ def test_each_floor_copy_rotates_over_its_buffer_pairs():
 
 def test_one_pair_when_asked_for_one():
     backend = Recorder()
-    copies = timing._floor_copies(backend, job(1))
+    copies = floors.floor_copies(backend, job(1))
     for _ in range(3):
         copies["vec4"]()
     assert len({(s, d) for _, s, d in backend.copies}) == 1
@@ -90,7 +90,7 @@ def test_floor_on_the_submissions_buffers_copies_each_sets_input_into_its_output
     allocs_before = backend.next_ptr
     cfg = job(4)
     cfg.floor_placement = FloorPlacement.SUBMISSION
-    copies = timing._floor_copies(backend, cfg, sets, allocated)
+    copies = floors.floor_copies(backend, cfg, sets, allocated)
     assert backend.next_ptr == allocs_before                # nothing allocated
     assert copies.pairs == []                       # nothing of the floor's own for Untouched to watch
     for _ in range(4):
@@ -114,12 +114,12 @@ def test_the_submissions_buffers_copy_copy_floats_and_no_more():
     allocated = [({b.name: backend.alloc(b.floats, b.name) for b in cj.buffers}, {}) for cj in sets]
     cfg = job(1)
     cfg.floor_placement = FloorPlacement.SUBMISSION
-    copies = timing._floor_copies(backend, cfg, sets, allocated)
+    copies = floors.floor_copies(backend, cfg, sets, allocated)
     copies["memcpy"]()
     assert backend.copies[0] == (1024, 1024)        # copy_floats, though x holds 4096 and out 2048
     cfg.copy_floats = 4096                          # more than the output holds: said, never a short copy
     with pytest.raises(RuntimeError, match="out holds 2048 floats, the copy needs 4096"):
-        timing._floor_copies(backend, cfg, sets, allocated)
+        floors.floor_copies(backend, cfg, sets, allocated)
 
 
 def test_floor_placement_is_checked_against_the_tensors(tmp_path):

@@ -1,6 +1,6 @@
 """`grader explain`: what a submission's compiled code does that costs it, without running it.
 
-Compiles the file with nvcc (nothing is run, so nothing is screened), reads its SASS, and
+Compiles the file with the backend's compiler (nvcc; nothing is run, so nothing is screened), reads its SASS, and
 returns the launched kernels' costly instructions under the source lines they come from,
 with the rubric's findings (without a GPU run there are no measured figures).
 """
@@ -28,17 +28,18 @@ class Explanation:
     problem: str = ""            # why there is nothing to explain (a compile error), else empty
 
 
-def explain_submission(path: Path, *, rubric: Rubric, backend: Backend, arch: str = "sm_90") -> Explanation:
-    """backend: the one whose build holds the GPU code the findings read (the command line's CUDA)."""
+def explain_submission(path: Path, *, rubric: Rubric, backend: Backend, arch: str | None = None) -> Explanation:
+    """backend: the one whose build holds the GPU code the findings read (the command line's CUDA);
+    arch: what it is built for (the backend's default_arch when None)."""
     sub = read_submission(path, rubric.kernel.launcher_name, rubric.kernel.signature)
     if isinstance(sub, SourceProblem):
         raise UsageError(sub.message)
-    build = build_submission(sub, rubric, backend=backend, arch=arch)
+    build = build_submission(sub, rubric, backend=backend, arch=arch or backend.default_arch)
     lines = sub.text.splitlines()
     if not build.ok:
         return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")
     kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
-                           default_kernel=rubric.kernel.name, resources=build.resources)
+                           default_kernel=rubric.kernel.name, resources=build.resources, backend=backend)
     if isinstance(kernels, str):
         raise InfrastructureError(kernels)
     return Explanation(kernels, findings.explain(kernels, rubric, None, ""), lines)

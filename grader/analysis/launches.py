@@ -12,50 +12,27 @@ ptxas's registers and shared memory with the CUDA occupancy calculator's rules.
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from grader.toolchain import tools
 from grader.toolchain.outcome import demangle
+from grader.core.backend import BACKENDS, SmLimits
 from grader.core.contract import CaseFrame, LaunchRecord, TimingFrame
 from grader.core.objmemo import read_beside
 from grader.core.results import Launch
 
 
-@dataclass(frozen=True)
-class SmLimits:
-    """What one streaming multiprocessor holds (the CUDA programming guide's table)."""
-
-    max_warps: int
-    max_blocks: int
-    registers: int = 65536
-    register_unit: int = 256          # registers are allocated per warp, in units of this many
-    max_registers_per_thread: int = 255
-    sub_partitions: int = 4
-    shared_bytes: int = 233472        # the most shared memory an SM can give to blocks
-    shared_reserved_per_block: int = 1024
-    shared_unit: int = 128
-    sms: int = 132                    # SMs of the arch's flagship part, where the GPU cannot be asked
-
-
-# Only sm_90 is checked against the runtime's own figure (tests/test_gpu.py, on an H200);
-# the others follow the same rules with their table's limits.
-ARCH_LIMITS = {
-    "sm_80": SmLimits(max_warps=64, max_blocks=32, shared_bytes=167936, sms=108),
-    "sm_86": SmLimits(max_warps=48, max_blocks=16, shared_bytes=102400, sms=84),
-    "sm_89": SmLimits(max_warps=48, max_blocks=24, shared_bytes=102400, sms=128),
-    "sm_90": SmLimits(max_warps=64, max_blocks=32, sms=132),
-    "sm_100": SmLimits(max_warps=64, max_blocks=32, sms=148),
-    "sm_120": SmLimits(max_warps=48, max_blocks=32, shared_bytes=102400, sms=170),
-}
+# Each architecture's multiprocessor limits, from every backend's table (core/backend.py): an
+# architecture's name says its backend ("cpu", the emulator's target, has none).
+ARCH_LIMITS: dict[str, SmLimits] = {arch: limits for b in BACKENDS.values() for arch, limits in b.architectures}
 
 
 def _round_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
-def _warps(threads: int) -> int:
-    return -(-threads // 32)
+def _warps(threads: int, limits: SmLimits) -> int:
+    return -(-threads // limits.warp)
 
 
 def blocks_per_sm(limits: SmLimits, *, threads: int, registers: int, shared_bytes: int) -> int:
@@ -63,11 +40,11 @@ def blocks_per_sm(limits: SmLimits, *, threads: int, registers: int, shared_byte
     block, register and shared-memory limits (0 when one block does not fit)."""
     if threads <= 0:
         return 0
-    warps = _warps(threads)
+    warps = _warps(threads, limits)
     by_warps = limits.max_warps // warps
     by_registers = limits.max_blocks
     if registers > 0:
-        per_warp = _round_up(registers * 32, limits.register_unit)
+        per_warp = _round_up(registers * limits.warp, limits.register_unit)
         if registers > limits.max_registers_per_thread or per_warp * _round_up(warps, limits.sub_partitions) > limits.registers:
             return 0
         warps_per_partition = (limits.registers // limits.sub_partitions) // per_warp
@@ -138,7 +115,7 @@ def resolve(log: list[LaunchRecord], *, timed_shape: bool, library: Path | None,
                                            shared_bytes=static_shared + int(r.shared_bytes)), "computed"
         occupancy = None
         if per_sm is not None and limits is not None:
-            occupancy = round(min(per_sm * _warps(threads), limits.max_warps) / limits.max_warps, 4)
+            occupancy = round(min(per_sm * _warps(threads, limits), limits.max_warps) / limits.max_warps, 4)
         launches.append(Launch(kernel=name, mangled=mangled, grid=[int(v) for v in r.grid],
                                block=[int(v) for v in r.block], shared_bytes=int(r.shared_bytes),
                                launches=int(r.launches), registers=registers or None,

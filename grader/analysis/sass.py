@@ -7,9 +7,9 @@ width, 64-bit division or remainder subroutines, double-precision instructions, 
 memory, barriers and shared memory. Which kernels a launcher actually launches is read
 from the object's relocations, so a kernel the launcher never calls is not judged.
 
-The tools come from the CUDA toolkit, or from the nvidia-cuda-cuobjdump and
-nvidia-cuda-nvdisasm packages on a machine without it. Without them there are no facts,
-and the report says so.
+The tools and their arguments are the backend's (core/backend.py's Toolchain.disassembler; for
+CUDA they come from the CUDA toolkit, or from the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
+packages on a machine without it). Without them there are no facts, and the report says so.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader.toolchain.outcome import KernelResources
+from grader.core.backend import Backend, Disassembler
+from grader.toolchain import gpuinfo
+from grader.toolchain.outcome import KernelResources, demangle
 from grader.toolchain.tools import locate
 
 _FORMAT = 2                       # bump when the cached analysis changes shape
@@ -135,8 +137,6 @@ def _facts(instructions: list[Instruction], resources: KernelResources | None) -
 
 
 def _demangled_base(mangled: str) -> str:
-    from grader.toolchain.outcome import demangle
-
     return demangle(mangled)
 
 
@@ -180,8 +180,9 @@ def _launched(obj: Path, objdump: str, launcher: str | None, default_kernel: str
 
 
 def analyse(obj: Path, *, launcher: str | None, default_kernel: str,
-            resources: list[KernelResources]) -> list[KernelCode] | str:
-    """Every kernel's facts (cached beside the object); a string saying why when it cannot be done."""
+            resources: list[KernelResources], backend: Backend | None = None) -> list[KernelCode] | str:
+    """Every kernel's facts (cached beside the object); a string saying why when it cannot be done.
+    backend: the one that built obj (its disassembler reads it); the GPU backend `auto` picks when None."""
     cache = obj.parent / "sass.json"
     if cache.exists():
         try:
@@ -190,21 +191,16 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str,
                 return [_kernel_from_json(k) for k in data["kernels"]]
         except (ValueError, KeyError, TypeError):
             pass
-    cuobjdump, nvdisasm, objdump = locate("cuobjdump"), locate("nvdisasm"), locate("objdump")
-    if not cuobjdump or not nvdisasm:
-        return ("the CUDA disassemblers (cuobjdump, nvdisasm) are not installed: install the CUDA toolkit, or "
-                "`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`")
+    reader = (backend or gpuinfo.GPU).toolchain.disassembler
+    if reader is None:
+        return f"the {backend} backend has no disassembler for its build"
+    listing, why = _disassembled(obj, reader)
+    if listing is None:
+        return why
+    objdump = locate("objdump")
     if not objdump:
         return "objdump is not installed (binutils): it tells which kernels the launcher launches"
-    with tempfile.TemporaryDirectory(prefix="grader-sass-") as tmp:
-        got = subprocess.run([cuobjdump, "-xelf", "all", str(obj.resolve())], cwd=tmp, capture_output=True, text=True)
-        cubins = sorted(Path(tmp).glob("*.cubin"))
-        if got.returncode != 0 or not cubins:
-            return f"cuobjdump found no GPU code in the object: {got.stderr.strip()[:300]}"
-        listing = subprocess.run([nvdisasm, "-g", "-c", str(cubins[-1])], capture_output=True, text=True)
-        if listing.returncode != 0:
-            return f"nvdisasm failed: {listing.stderr.strip()[:300]}"
-    sections = _parse(listing.stdout)
+    sections = _parse(listing)
     kernels_only = {m: ins for m, ins in sections.items() if not m.startswith("$")}
     by_name = {r.name: r for r in resources}
     launched = _launched(obj, objdump, launcher, default_kernel, list(kernels_only))
@@ -219,6 +215,24 @@ def analyse(obj: Path, *, launcher: str | None, default_kernel: str,
     except OSError:
         pass
     return result
+
+
+def _disassembled(obj: Path, reader: Disassembler) -> tuple[str | None, str]:
+    """(obj's GPU code as the backend's disassembler lists it, ""), or (None, why it cannot)."""
+    extract, listing = (locate(tool) for tool in reader.tools)
+    if not extract or not listing:
+        return None, f"the GPU code's disassemblers ({', '.join(reader.tools)}) are not installed: {reader.install}"
+    with tempfile.TemporaryDirectory(prefix="grader-sass-") as tmp:
+        args = [extract, *(a.format(object=obj.resolve()) for a in reader.extract[1:])]
+        got = subprocess.run(args, cwd=tmp, capture_output=True, text=True)
+        files = sorted(Path(tmp).glob(reader.extracted))
+        if got.returncode != 0 or not files:
+            return None, f"{reader.tools[0]} found no GPU code in the object: {got.stderr.strip()[:300]}"
+        listed = subprocess.run([listing, *(a.format(file=files[-1]) for a in reader.listing[1:])],
+                                capture_output=True, text=True)
+        if listed.returncode != 0:
+            return None, f"{reader.tools[1]} failed: {listed.stderr.strip()[:300]}"
+    return listed.stdout, ""
 
 
 def _kernel_to_json(k: KernelCode) -> dict:

@@ -8,7 +8,11 @@ toolchain.gpuinfo.resolve_backend, where the GPU can be probed; everything after
 Backend, the child too (in its Job). The name is only what result.json, the child's command line
 and --backend say: named() turns it back into the object at those edges, and no module outside
 this file, toolchain/gpuinfo.py and the command line compares it (tests/test_layers.py checks).
-A new backend is a Backend here plus the files its fields name (docs/architecture.md lists them).
+Every fact that belongs to one vendor's GPU (the variable that picks its devices, its driver
+library, its device files, its disassembler, its architectures' limits, the architecture built for
+without a GPU to ask) is a field here: the rest of the package asks the Backend it was handed.
+A new backend is a Backend here plus the files its fields name (docs/architecture.md lists them;
+tests/test_new_backend.py checks that no other file names a CUDA-only fact).
 """
 
 from __future__ import annotations
@@ -37,6 +41,40 @@ class Toolchain:
     profiler: str = ""                      # the tool that reads the hardware's counters (run/profiling.py: "ncu"; "": none)
     lambda_flags: tuple[str, ...] = ()      # added for a file with __device__ lambdas (source.uses_device_lambdas)
     host_flags: tuple[str, ...] = ()        # how the compiler builds the grader's host-only code (the recorder)
+    disassembler: Disassembler | None = None    # reads the build's GPU code (analysis/sass.py); None: nothing to read
+
+
+@dataclass(frozen=True)
+class Disassembler:
+    """How a build's GPU code is read as machine instructions under their source lines
+    (analysis/sass.py runs it; toolchain/tools.py finds each tool by its name)."""
+
+    extract: tuple[str, ...]                # splits the object's GPU code into files in the working folder ({object})
+    extracted: str                          # the files extract writes (a glob); the last is disassembled
+    listing: tuple[str, ...]                # disassembles one of them ({file}) with each instruction's source line
+    install: str                            # how to get both tools where they are missing
+
+    @property
+    def tools(self) -> tuple[str, str]:
+        return self.extract[0], self.listing[0]
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What one multiprocessor of an architecture holds (for CUDA, the programming guide's table):
+    what analysis/launches.py computes a launch's occupancy from where the runtime gave none."""
+
+    max_warps: int
+    max_blocks: int
+    registers: int = 65536
+    register_unit: int = 256          # registers are allocated per warp, in units of this many
+    max_registers_per_thread: int = 255
+    sub_partitions: int = 4
+    shared_bytes: int = 233472        # the most shared memory an SM can give to blocks
+    shared_reserved_per_block: int = 1024
+    shared_unit: int = 128
+    sms: int = 132                    # SMs of the arch's flagship part, where the GPU cannot be asked
+    warp: int = 32                    # threads a warp holds
 
 
 @dataclass(frozen=True)
@@ -70,8 +108,43 @@ class Backend:
     baseline: bool = False                  # the rubric's PyTorch baseline can run beside it (torch on the device)
     checked_by: "Backend | None" = None    # whose toolchain judges the CUDA first and builds the code findings read
     # The device files of its GPU (prefixes of their paths): what a child on the GPU may open behind its
-    # wall (core/fswall.py), and what the recorder without a GPU must not hold open.
+    # wall (core/fswall.py), what the recorder without a GPU must not hold open (run/child/walls.py), and
+    # what an open after the wall is read as (run/child/guard.py). A GPU backend must name them: with none,
+    # the recorder's check would pass without checking anything (__post_init__ refuses it).
     device_files: tuple[str, ...] = ()
+    # The environment variable that picks the GPUs a process sees (run/lanes.py reads it, run/sandbox.py
+    # sets it to a child's device, toolchain/gpuinfo.py reads it hiding every GPU); "" without a GPU.
+    visible_devices: str = ""
+    # The variables of the grader's environment its children keep (run/spawn.py): the device choice,
+    # a container runtime's, where its toolkit lies.
+    environment: tuple[str, ...] = ()
+    # The driver library a child opens for its context (run/child/worker.py's preload, the measuring
+    # process's driver calls); "" where the backend has none.
+    driver_library: str = ""
+    # The architecture built for where no GPU can be asked (`grader explain` on a machine without one).
+    default_arch: str = ""
+    # An architecture's name from its compute capability (toolchain/gpuinfo.py: major, minor).
+    arch_name: str = ""
+    # Each architecture's multiprocessor limits, by name (analysis/launches.py); pairs, so the Backend
+    # stays hashable.
+    architectures: tuple[tuple[str, SmLimits], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.on_gpu and not self.device_files:
+            raise ValueError(f"the {self.name} backend runs on a GPU but names no device_files: name its device "
+                             "files' path prefixes (device_files=('/dev/...',)), or the recorder without a GPU "
+                             "would be checked against nothing")
+        if self.on_gpu and not self.visible_devices:
+            raise ValueError(f"the {self.name} backend runs on a GPU but names no visible_devices variable: name the "
+                             "environment variable that picks its devices, or a child's device cannot be chosen")
+
+    def limits(self, arch: str) -> SmLimits | None:
+        """arch's multiprocessor limits; None for one the table lacks (or the CPU)."""
+        return dict(self.architectures).get(arch)
+
+    def arch_of(self, major: int | str, minor: int | str) -> str:
+        """The architecture of a device with this compute capability."""
+        return self.arch_name.format(major=major, minor=minor)
 
     def target(self, arch: str) -> str:
         """What a build is for: the GPU's architecture, or the CPU."""
@@ -87,6 +160,14 @@ _NVCC = ("-O3", "-lineinfo", "-std=c++17", "-arch={arch}", "-Xcompiler", "-fPIC"
 # that has them, __device__ lambdas. Each only accepts more: code that compiles without them
 # compiles the same with them, to the same SASS. --extended-lambda alone costs about 0.6 s a build
 # (nvcc 13.0, 1.1 -> 1.75 s for float4_launcher.cu on the 2-core CPU machine): only where it is needed.
+# Only sm_90 of the architectures is checked against the runtime's own occupancy (tests/test_gpu.py,
+# on an H200); the others follow the same rules with their table's limits.
+_SM = (("sm_80", SmLimits(max_warps=64, max_blocks=32, shared_bytes=167936, sms=108)),
+       ("sm_86", SmLimits(max_warps=48, max_blocks=16, shared_bytes=102400, sms=84)),
+       ("sm_89", SmLimits(max_warps=48, max_blocks=24, shared_bytes=102400, sms=128)),
+       ("sm_90", SmLimits(max_warps=64, max_blocks=32, sms=132)),
+       ("sm_100", SmLimits(max_warps=64, max_blocks=32, sms=148)),
+       ("sm_120", SmLimits(max_warps=48, max_blocks=32, shared_bytes=102400, sms=170)))
 CUDA = Backend(
     "cuda", about="on the GPU: checked against float64 and timed against the copy floor",
     toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "--expt-relaxed-constexpr", "-Xptxas", "-v", *_NVCC[4:]),
@@ -94,12 +175,18 @@ CUDA = Backend(
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu",
                         lambda_flags=("--extended-lambda",),
-                        host_flags=("-x", "c++", "-O3", "-std=c++17", "-Xcompiler", "-fPIC")),
-    child=ChildClasses(run="grader.run.child.backends:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
+                        host_flags=("-x", "c++", "-O3", "-std=c++17", "-Xcompiler", "-fPIC"),
+                        disassembler=Disassembler(
+                            extract=("cuobjdump", "-xelf", "all", "{object}"), extracted="*.cubin",
+                            listing=("nvdisasm", "-g", "-c", "{file}"),
+                            install="install the CUDA toolkit, or `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`")),
+    child=ChildClasses(run="grader.run.child.cuda:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
                        replay="grader.run.child.measurer:ReplayBackend",
                        profile="grader.run.child.measurer:ReplayBackend"),
     on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True,
-    device_files=("/dev/nvidia",))
+    device_files=("/dev/nvidia",), visible_devices="CUDA_VISIBLE_DEVICES",
+    environment=("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME"), driver_library="libcuda.so.1",
+    default_arch="sm_90", arch_name="sm_{major}{minor}", architectures=_SM)
 # DWARF 4, not g++ 12's default 5: binutils' addr2line names the wrong file of a DWARF 5 line table,
 # and the fault report needs the student's file and line. -fno-gnu-unique: the shim's inline
 # variables (the thread indices, the fiber switch) would otherwise be STB_GNU_UNIQUE, which the
@@ -115,6 +202,9 @@ EMULATOR = Backend(
     reverse_check=True, checked_by=CUDA)
 BACKENDS = {b.name: b for b in (CUDA, EMULATOR)}
 CHOICES = (AUTO, *BACKENDS)             # what --backend accepts
+# Every GPU backend's device files: what an open after the wall is read as (run/child/guard.py, which
+# reads a report without knowing whose GPU it was).
+GPU_DEVICE_FILES = tuple(dict.fromkeys(f for b in BACKENDS.values() for f in b.device_files))
 
 
 def named(name: "str | Backend") -> Backend:

@@ -46,6 +46,11 @@ def _value(tp: Any, value: Any) -> Any:
         (item,) = typing.get_args(tp)
         return [_value(item, v) for v in value]
     if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:          # tuple[X, ...]: each item an X
+            return tuple(_value(args[0], v) for v in value)
+        if args and len(args) == len(value):                # tuple[A, B]: each item its own type
+            return tuple(_value(a, v) for a, v in zip(args, value))
         return tuple(value)
     if dataclasses.is_dataclass(tp):
         return from_data(tp, value)

@@ -3,7 +3,9 @@
 Every grader that runs a child on a GPU (a lone `grader submit`, each submission of a batch,
 other graders on the same machine) first takes that GPU's lane: an exclusive lock on a file
 named for the GPU, so two timings never share a GPU, whichever process started them. The GPU is
-named as the child's CUDA_VISIBLE_DEVICES names it (its first entry; "0" when unset).
+named as the child's visible-devices variable names it (the backend's visible_devices,
+CUDA_VISIBLE_DEVICES for CUDA: its first entry; "0" when unset). Without a backend, the GPU backend
+`--backend auto` picks (toolchain/gpuinfo.py's GPU).
 Compiles, child start-up and the parent's checks happen outside the lane.
 """
 
@@ -15,6 +17,9 @@ import re
 import tempfile
 import time
 from pathlib import Path
+
+from grader.core.backend import Backend
+from grader.toolchain import gpuinfo
 
 
 def lock_dir() -> Path:
@@ -28,20 +33,18 @@ def lock_dir() -> Path:
     return d
 
 
-def default_device() -> str:
+def default_device(backend: Backend | None = None) -> str:
     """The GPU a child uses when nothing is chosen: the first visible one."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    visible = os.environ.get((backend or gpuinfo.GPU).visible_devices, "").split(",")[0].strip()
     return visible or "0"
 
 
-def visible_devices() -> list[str]:
-    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (nvidia-smi's indices
-    when it is unset); one lane each."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+def visible_devices(backend: Backend | None = None) -> list[str]:
+    """The GPUs this process may use, as the backend's visible-devices variable names them (the
+    probe's indices when it is unset); one lane each."""
+    env = os.environ.get((backend or gpuinfo.GPU).visible_devices)
     if env is not None:
         return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    from grader.toolchain import gpuinfo
-
     return gpuinfo.indices() or ["0"]
 
 

@@ -29,6 +29,7 @@ import time
 from grader.core.contract import GuardMode, Job, Role
 from grader.core.results import CountersSummary, KernelCounters
 from grader.toolchain import tools
+from grader.run.sandbox import Worker
 
 # The metrics read, ncu's names, each once: KernelCounters' fields come from them (counters_of).
 METRICS = (
@@ -158,8 +159,6 @@ def profile_call(replay: Job, *, ncu: str, kernels: list[str], names: dict[str, 
     """The counters of the timed call's kernels (their device names; names: the student's for
     each), from a child of the measuring process's kind started under ncu; its log is written into
     a folder of ours and removed after."""
-    from grader.run.sandbox import Worker
-
     started = time.perf_counter()
     folder = tempfile.mkdtemp(prefix="grader-ncu-")
     log = os.path.join(folder, "counters.csv")

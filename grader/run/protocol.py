@@ -29,6 +29,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from grader.core.frames import decode, encode
+
 _PREFIX = struct.Struct("<II32s")
 MAX_HEADER = 16 << 20          # a recording (recorder.MAX_RECORDED_BYTES, in hex) fits
 TAMPERED = "something other than the grader wrote to its result channel (a frame failed authentication)"
@@ -42,8 +44,6 @@ class Frame:
     @property
     def data(self):
         """The typed frame the header holds (contract.py), or None for an unknown or malformed one."""
-        from grader.core.contract import decode
-
         return decode(self.header)
 
 
@@ -67,8 +67,6 @@ class Channel:
     def send(self, frame, payload: bytes | memoryview = b"", shared: tuple[int, int] | None = None) -> None:
         """Send a frame (a contract.py dataclass, or its header as a dict) and its payload, or
         where its payload lies in the shared area (offset, length)."""
-        from grader.core.contract import encode
-
         header = frame if isinstance(frame, dict) else encode(frame)
         if shared is not None:
             header = {**header, "shared": list(shared)}

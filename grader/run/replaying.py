@@ -6,14 +6,20 @@ device code alone (run/child/replay.py says why). run_worker runs a job the way 
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.contract import Job, OfflinePart, RecordedOp, Recording, ReplayPart, Role
+from grader.core.contract import (FatalFrame, Job, OfflinePart, RecordedOp, Recording, RecordingFrame, RefusedFrame,
+                                  ReplayPart, Role)
 from grader.core.limits import spread_threads
+from grader.run.child.recorder import NEEDS_GPU_EXIT
+from grader.run.child.replay import STREAM_KINDS, stream_op_problem
 from grader.run.sandbox import ChildRun, Worker
+from grader.toolchain.build import device_code, device_variables, uses_device_heap
+from grader.toolchain.outcome import demangle
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,6 @@ def needs_gpu(record: ChildRun) -> str:
     there as before), or the recorder could not load, or died. Each is a claim of the student's
     process, and believing it costs only a second recording, in the lane. A launcher that never
     returns, or piles up threads, or a recorder the parent killed, ends the same on the GPU."""
-    from grader.core.contract import FatalFrame
-    from grader.run.child.recorder import NEEDS_GPU_EXIT
-
     if record.timed_out or threads_ran_out(record):
         return ""
     if record.returncode == NEEDS_GPU_EXIT:
@@ -127,10 +130,6 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, plan: Repla
     """What the recorder recorded, refused or replayed in the measuring process, which never loads
     the submission's library (grader/run/child/replay.py) and runs nothing of its job until
     gate() has returned (the recorder gone: Worker.run's gate)."""
-    import secrets
-
-    from grader.core.contract import RecordingFrame, RefusedFrame
-
     recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
     out = ReplayRun(record)
     if recording is None and not record.blocked and not record.timed_out and threads_ran_out(record):
@@ -176,8 +175,6 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     returned is the one to judge."""
     backend = job.backend
     if backend.records_then_replays and job.library and job.role == Role.RUN:
-        from grader.toolchain.build import device_code, device_variables, uses_device_heap
-
         with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
                 Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
@@ -192,8 +189,6 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
 
 
 def _who(op: RecordedOp) -> str:
-    from grader.toolchain.outcome import demangle
-
     return demangle(op.kernel) if op.kernel else "a kernel"
 
 
@@ -202,7 +197,6 @@ def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[..., None], work
     measuring process starts: a thread's, one after the launcher returned, one on another stream,
     a copy to the host, an allocation past the cap (the addresses are the measuring process's to
     check, with the buffers' sizes)."""
-    from grader.run.child.replay import stream_op_problem
 
     what = op.call or op.kind
     if op.thread == "outside":
@@ -235,7 +229,6 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
             seen.add(cause or text)
             reasons.append(text)
 
-    from grader.run.child.replay import STREAM_KINDS
 
     every = [op for ops in recording.ops for op in ops] + list(recording.late)
     for op in every:

@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 import select
-import selectors
 import shutil
 import signal
 import subprocess
@@ -26,44 +25,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from grader.core import folders
-from grader.run import groups, protocol, spawn
+from grader.run import groups, protocol, spawn, streams
+from grader.run.streams import CappedOutput
 from grader.core import processes
-from grader.run.child.guard import Blocked, forged_report, parse_reports
+from grader.run.child.guard import Blocked, parse_reports
 from grader.core.backend import Backend
 
 if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/early.py)
     from grader.core.contract import Job
-
-
-class CappedOutput:
-    """Keeps the first and last `cap // 2` bytes of a stream and counts the rest."""
-
-    def __init__(self, cap: int):
-        self.half = max(cap // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    @property
-    def dropped(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
-
-    def text(self) -> str:
-        body = self.head.decode("utf-8", "replace")
-        if self.dropped:
-            body += f"\n[... {self.dropped} bytes dropped ...]\n"
-        return body + self.tail.decode("utf-8", "replace")
 
 
 @dataclass
@@ -84,17 +53,6 @@ class ChildRun:
     shared: object = None                                     # the shared area the payloads may view
 
 
-@dataclass
-class Collected:
-    """What Worker._collect read of a child, and how the reading ended."""
-
-    results: bytearray                 # the result channel's bytes
-    reports: bytearray                 # the guard's reports
-    timed_out: bool = False            # the deadline passed first
-    forged: bool = False               # bytes no grader wrote, on the result channel or the guard's pipe
-    left_early: bool = False           # the done frame was in: the child is left to exit (leave_when_done)
-
-
 class Worker:
     """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
@@ -104,7 +62,8 @@ class Worker:
 
     def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
                  torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None, gpu: bool = True):
-        """device: the GPU the child may see (a CUDA_VISIBLE_DEVICES entry); the parent's choice when None.
+        """device: the GPU the child may see (an entry of the backend's visible_devices variable,
+        CUDA_VISIBLE_DEVICES); the parent's choice when None.
         torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
         cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
         cores): its CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is
@@ -120,9 +79,9 @@ class Worker:
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
-        env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP}
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device
+        env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP or k in backend.environment}
+        if device is not None and backend.visible_devices:
+            env[backend.visible_devices] = device
         env["PYTHONPATH"] = os.pathsep.join(p for p in [spawn.package_parent(), spawn.numpy_parent(), env.get("PYTHONPATH", "")]
                                             if p)
         env["PYTHONUNBUFFERED"] = "1"
@@ -215,8 +174,8 @@ class Worker:
         job, start = self._hand_over(job, secret, gate)
         out, err = CappedOutput(self.output_cap), CappedOutput(self.output_cap)
         done = (lambda data: protocol.ends_with_done(data, secret)) if leave_when_done else None
-        got = self._collect(out, err, deadline=start + time_limit_s, on_sent=on_sent,
-                            check=protocol.StreamCheck(secret), done=done)
+        got = streams.ChildStreams(self.proc, self._read_fd, self._guard_fd, out, err).collect(
+            deadline=start + time_limit_s, on_sent=on_sent, check=protocol.StreamCheck(secret), done=done)
         shared_fd, self._shared_fd = self._shared_fd, None       # kept open past _finish for the payloads
         returncode = self._finish(kill=got.timed_out or got.forged, wait=not got.left_early)
         frames, problem = protocol.parse(got.results, secret)
@@ -261,59 +220,6 @@ class Worker:
         except BrokenPipeError:
             pass                                        # it died before the job: reported below
         return job, start
-
-    def _collect(self, out: CappedOutput, err: CappedOutput, *, deadline: float,
-                 on_sent: Callable[[], None] | None, check: protocol.StreamCheck,
-                 done: Callable[[bytearray], bool] | None = None) -> Collected:
-        """Read the result channel, the guard's reports, stdout and stderr until all four are closed
-        (the child has exited) or the deadline passes: what was read, and how it ended.
-
-        Stopping rule: every stream at its end, the deadline, or bytes no grader wrote on the result
-        channel (a forged frame: check) or the guard's pipe (forged_report); after those the child
-        is killed at once, and the verdict says the grader's descriptors were written to. Where
-        done is given, also the result channel's end once done(results) says its last frame is the
-        done frame: what the other streams hold by then is read, and collecting ends (left early).
-        select wakes at least every 0.5 s."""
-        proc = self.proc
-        results, reports = bytearray(), bytearray()
-        sel = selectors.DefaultSelector()
-        sel.register(self._read_fd, selectors.EVENT_READ, results)
-        sel.register(self._guard_fd, selectors.EVENT_READ, reports)
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        timed_out = False
-        open_streams = 4
-        try:
-            while open_streams:
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                    chunk = _read(key)
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        open_streams -= 1
-                        if key.data is results and on_sent is not None:
-                            on_sent()
-                        if key.data is results and done is not None and done(results):
-                            _drain(sel, reports)
-                            return Collected(results, reports, forged=forged_report(reports), left_early=True)
-                        continue
-                    if key.data is results:
-                        results += chunk
-                        if check.feed(results):
-                            return Collected(results, reports, forged=True)
-                    elif key.data is reports:
-                        if len(reports) < 1 << 16:
-                            reports += chunk
-                            if forged_report(reports):
-                                return Collected(results, reports, forged=True)
-                    else:
-                        key.data.feed(chunk)
-        finally:
-            sel.close()
-        return Collected(results, reports, timed_out=timed_out)
 
     def _close_shared(self) -> None:
         if self._shared_fd is not None:
@@ -416,23 +322,3 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.cancel()
-
-
-def _read(key: selectors.SelectorKey) -> bytes:
-    """What one of a child's streams holds now (b"" at its end)."""
-    return os.read(key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno(), 1 << 20)
-
-
-def _drain(sel: selectors.BaseSelector, reports: bytearray) -> None:
-    """Read what the streams still registered (the guard's reports, stdout, stderr: the result
-    channel has ended) hold now, without waiting for their end."""
-    while ready := sel.select(timeout=0):
-        for key, _ in ready:
-            chunk = _read(key)
-            if not chunk:
-                sel.unregister(key.fileobj)
-            elif key.data is reports:
-                if len(reports) < 1 << 16:
-                    reports += chunk
-            else:
-                key.data.feed(chunk)

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
 import os
 import resource
 import signal
 
+from grader.core.backend import BACKENDS
 from grader.core.limits import lowered, set_clamped
+from grader.core.locations import PACKAGE_DIR
 from grader.core.processes import set_death_signal
 
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH",
-             "NVIDIA_VISIBLE_DEVICES", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS")
+# What a child keeps of the grader's environment: these, and each backend's own (its device choice,
+# its toolkit's home: core/backend.py's Backend.environment).
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS",
+            *dict.fromkeys(name for b in BACKENDS.values() for name in b.environment))
 
 
 CLONE_NEWNET = 0x40000000
@@ -76,13 +81,9 @@ def process_limit() -> int:
 def numpy_parent() -> str:
     """The folder numpy is installed in: the child runs with -S (no site-packages: a faster start)
     and imports numpy for the stopping rule (core/stats.py)."""
-    import importlib.util
-
     spec = importlib.util.find_spec("numpy")
     return os.path.dirname(os.path.dirname(spec.origin)) if spec and spec.origin else ""
 
 
 def package_parent() -> str:
-    from grader.core.locations import PACKAGE_DIR
-
     return str(PACKAGE_DIR.parent)

@@ -1,15 +1,24 @@
 """What the parent knows about the GPU without creating a CUDA context: nvidia-smi, else the
-driver's device queries (through ctypes: never torch, whose import takes seconds)."""
+driver's device queries (through ctypes: never torch, whose import takes seconds).
+
+The probe is the GPU backend's (GPU: the one `--backend auto` picks where a GPU is visible); the
+variable that hides its devices, its device files, its driver library and its architectures' names
+are that Backend's fields (core/backend.py). tests/conftest.py decides "GPU present" through
+gpu_present(), as the grader does.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import subprocess
 import threading
 
 from grader.toolchain import tools
 from grader.core.backend import AUTO, CUDA, EMULATOR, Backend, named
+
+GPU = CUDA          # the backend `--backend auto` picks where a GPU is visible; this module probes its GPU
 
 _FIELDS = ("name", "compute_cap", "clocks.sm", "clocks.mem", "clocks.max.sm", "driver_version", "temperature.gpu")
 
@@ -124,14 +133,14 @@ def _read(lib: ctypes.CDLL, device: str | None) -> dict:
 
 
 def every_gpu_hidden() -> bool:
-    """CUDA_VISIBLE_DEVICES set to hide every GPU ("" or -1)."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    """The GPU backend's visible-devices variable (CUDA_VISIBLE_DEVICES) set to hide every GPU ("" or -1)."""
+    return os.environ.get(GPU.visible_devices, None) in ("", "-1")
 
 
 def device_file_present() -> bool:
-    """An NVIDIA device file, and not every GPU hidden: a stat, no driver call (a guess that the
-    probe confirms or not; grade/early.head_start acts on it)."""
-    return not every_gpu_hidden() and os.path.exists("/dev/nvidiactl")
+    """A device file of the GPU backend (/dev/nvidia*), and not every GPU hidden: a listing of /dev, no
+    driver call (a guess that the probe confirms or not; grade/early.head_start acts on it)."""
+    return not every_gpu_hidden() and any(glob.glob(glob.escape(f) + "*") for f in GPU.device_files)
 
 
 def probe() -> dict | None:
@@ -151,7 +160,7 @@ def probe() -> dict | None:
 def _driver_capability() -> tuple[int, int] | None:
     """The first visible device's compute capability from the CUDA driver; None without one."""
     try:
-        cu = ctypes.CDLL("libcuda.so.1")
+        cu = ctypes.CDLL(GPU.driver_library)
     except OSError:
         return None
     count, dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
@@ -169,12 +178,19 @@ def cuda_available() -> bool:
     return probe() is not None
 
 
+def gpu_present() -> bool:
+    """Whether this machine grades on a GPU: what `--backend auto` decides (resolve_backend), through
+    the same probe. tests/conftest.py and scripts/gpu-check ask this, so the tests see the GPU the
+    grader sees (no torch needed)."""
+    return resolve_backend(AUTO).on_gpu
+
+
 def resolve_backend(backend: str | Backend, *, has_gpu: bool | None = None) -> Backend:
     """The Backend a run uses: 'auto' is CUDA where a GPU is visible, else the emulator (the one
     place 'auto' is decided; has_gpu: a probe already made). A name or a Backend is taken as it is."""
     if backend != AUTO:
         return named(backend)
-    return CUDA if (cuda_available() if has_gpu is None else has_gpu) else EMULATOR
+    return GPU if (cuda_available() if has_gpu is None else has_gpu) else EMULATOR
 
 
 def arch(reading: dict | None = None) -> str:
@@ -182,11 +198,11 @@ def arch(reading: dict | None = None) -> str:
     cap = (reading if reading is not None else snapshot()).get("compute_cap")
     if cap:
         major, _, minor = cap.partition(".")
-        return f"sm_{major}{minor}"
+        return GPU.arch_of(major, minor)
     cap = _driver_capability()
     if cap is None:
         raise RuntimeError("no CUDA device visible: cannot tell its architecture")
-    return f"sm_{cap[0]}{cap[1]}"
+    return GPU.arch_of(*cap)
 
 
 def indices() -> list[str]:

@@ -18,6 +18,11 @@ from pathlib import Path
 
 from grader.core.errors import InfrastructureError
 
+try:
+    import nvidia  # the nvidia-cuda-* wheels install into this namespace package (0.1 ms to import)
+except ImportError:
+    nvidia = None
+
 CUDA_TOOLS = ("nvcc", "cuobjdump", "nvdisasm", "ncu")
 
 INSTALL_HINTS = {
@@ -31,10 +36,6 @@ INSTALL_HINTS = {
 
 
 def _in_wheels(name: str) -> str | None:
-    try:
-        import nvidia  # the nvidia-cuda-* wheels install into this namespace package
-    except ImportError:
-        return None
     for root in getattr(nvidia, "__path__", []):
         for candidate in sorted(Path(root).glob(f"*/bin/{name}")):
             if os.access(candidate, os.X_OK):
@@ -110,11 +111,8 @@ def toolchain_folders() -> tuple[str, ...]:
             found.append(os.path.realpath(home))
     nvcc = locate("nvcc")
     if nvcc and "/nvidia/" in os.path.realpath(nvcc):
-        try:
-            import nvidia  # the nvidia-cuda-* wheels: nvcc's headers and libraries lie in the sibling packages
-            found += [os.path.realpath(p) for p in getattr(nvidia, "__path__", [])]
-        except ImportError:
-            pass
+        # the nvidia-cuda-* wheels: nvcc's headers and libraries lie in the sibling packages
+        found += [os.path.realpath(p) for p in getattr(nvidia, "__path__", [])]
     ninja = locate("ninja")
     if ninja:
         found.append(os.path.realpath(ninja))

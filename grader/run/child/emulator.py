@@ -1,6 +1,6 @@
 """The CPU emulator's backend: the submission built with g++ against the shim, its buffers host
 pages, each input ending at an inaccessible page so that a read past it faults, and every output
-padded with guard words (the CUDA backend is backends.CudaBackend; both share backends.ChildBackend).
+padded with guard words (the CUDA backend is cuda.CudaBackend; both share backends.ChildBackend).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ refuse the read)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 import time
@@ -114,8 +115,6 @@ def confine(*, private: str, grader_package: str, gpu: tuple[str, ...] = (), ext
             extra_readable: tuple[str, ...] = ()) -> Confinement:
     """Apply the child's wall to this process (every thread it starts from now on). Never raises:
     where the kernel offers no Landlock, or a step fails, the Confinement says why."""
-    import ctypes
-
     start = time.perf_counter()
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)        # PR_SET_DUMPABLE 0: no process of its user reads its memory
     try:

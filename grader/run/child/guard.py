@@ -16,6 +16,8 @@ import os
 import time
 from dataclasses import dataclass
 
+from grader.core.backend import GPU_DEVICE_FILES
+
 ENFORCE, AUDIT, PROFILE, OFFLINE = 0, 1, 2, 3     # profile: enforce, and what Nsight Compute's injection needs;
 # offline: enforce, and no ioctl but a terminal's (the recorder without a GPU: no driver call gets through)
 
@@ -94,7 +96,7 @@ class Blocked:
     def _opens_the_gpu(self) -> bool:
         """An open of the driver's device files after the wall: the child's own context is made
         before it, so this is the submission asking for more (a stream or a context of its own)."""
-        return self.name in ("open", "openat") and self.path.startswith("/dev/nvidia")
+        return self.name in ("open", "openat") and self.path.startswith(GPU_DEVICE_FILES)
 
     def describe(self) -> str:
         where = f" ({self.path})" if self.path else ""
@@ -176,7 +178,7 @@ class Guard:
         code = self.lib.grader_guard_install(mode, report_fd, os.getpid())
         ms = round((time.perf_counter() - start) * 1000, 3)
         if code == 0:
-            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: ncu's socket and files)",
+            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: the profiler's socket and files)",
                                                          OFFLINE: " (no GPU: no driver call)"}
                                .get(mode, ""), length, ms)
         step = _STEPS.get(-code // 1000 * 1000, "install")

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import ctypes
 
-from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
-from grader.run.child.replay import (STREAM_KINDS, Param, Refused, call_spans, recording_stand_ins, relocate,
-                                     relocate_address, stream_op_problem, workspace_name, workspaces)
+from grader.run.child.backends import LaunchOutcome, Region
+from grader.run.child.cuda import CudaBackend
+from grader.run.child.replay import (call_outputs, call_sizes, call_spans, Param, recording_stand_ins,
+                                     Refused, relocate, relocate_address, STREAM_KINDS, stream_op_problem,
+                                     workspace_name, workspaces)
 from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
 
 CUDA_ERROR_INVALID_VALUE = 1
@@ -26,8 +28,8 @@ CUDA_ERROR_INVALID_VALUE = 1
 class Driver:
     """The few driver entry points the replay needs, declared once."""
 
-    def __init__(self) -> None:
-        lib = self.lib = ctypes.CDLL("libcuda.so.1")
+    def __init__(self, library: str) -> None:
+        lib = self.lib = ctypes.CDLL(library)           # the backend's driver_library
         vp, u, i, sz = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
         for name, args in (
                 ("cuModuleLoadData", [ctypes.POINTER(vp), vp]),
@@ -62,20 +64,20 @@ class _Kernel:
 class ReplayBackend(CudaBackend):
     @classmethod
     def from_job(cls, job):
-        from grader.run.child.replay import call_outputs, call_sizes
-
         every = job.cases + job.timed_cases + job.verify_cases + job.baseline_cases
         return cls(job.reference_library, part=job.replay, sizes=call_sizes(every), outputs=call_outputs(every),
-                   workspace_cap=job.limits.workspace_bytes)
+                   workspace_cap=job.limits.workspace_bytes, driver_library=job.backend.driver_library)
 
     def __init__(self, reference_lib: str, *, part: ReplayPart, sizes: dict[str, dict[str, int]],
-                 outputs: dict[str, set[str]] | None = None, workspace_cap: int = 256 << 20):
+                 outputs: dict[str, set[str]] | None = None, workspace_cap: int = 256 << 20,
+                 driver_library: str):
         """part: the recording and the device code (its fatbinaries' files are read now, before the
         wall; device_heap: its heap is poisoned and counted every call); sizes: for each call's key,
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
-        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate."""
+        call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate;
+        driver_library: the backend's driver, whose entry points the replay calls."""
         super().__init__(reference_lib, part.layout_seed)
-        self.driver = Driver()
+        self.driver = Driver(driver_library)
         self._images = []
         for path in part.device_code:
             with open(path, "rb") as f:

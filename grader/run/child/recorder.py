@@ -20,7 +20,8 @@ from __future__ import annotations
 import ctypes
 import time
 
-from grader.run.child.backends import CudaBackend, LaunchOutcome, Region
+from grader.run.child.backends import LaunchOutcome, Region
+from grader.run.child.cuda import CudaBackend
 from grader.run.child.replay import StandIns
 from grader.core.contract import Call, RecordedOp, Recording
 

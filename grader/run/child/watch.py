@@ -5,6 +5,8 @@ that stashes work in memory it was not given, or a launcher that does less on so
 
 from __future__ import annotations
 
+import ctypes
+
 from grader.run.child.backends import Region
 from grader.core.contract import CaseJob
 
@@ -70,8 +72,6 @@ class OutputSums:
         self.count[k] += 1
 
     def read(self) -> dict:
-        import ctypes
-
         if not self.backend.measures:
             return {}
         out: dict = {}

@@ -24,10 +24,10 @@ authenticated result channel and the parent decides.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import importlib
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -36,79 +36,17 @@ import traceback
 T0 = time.perf_counter()
 
 from grader.run import protocol  # noqa: E402
-from grader.core.limits import clamp  # noqa: E402
-from grader.core.contract import (CaseFrame, CaseJob, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
-                                  GuardMode, Job, Limits, RecordingFrame, RefusedFrame, Role)
+from grader.core import stats  # noqa: E402 - imports numpy only where the stopping rule first runs
+from grader.core.contract import (CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
+                                  Job, RecordingFrame, RefusedFrame, Role)
 from grader.core.backend import Backend, named  # noqa: E402
-from grader.core.locations import PACKAGE_DIR  # noqa: E402
-from grader.run.child import fswall, guard  # noqa: E402
-from grader.run.child.backends import Region, count_differences, libc  # noqa: E402
+from grader.run.child.backends import count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
-from grader.run.child.replay import Refused, reserve_window  # noqa: E402 - the measuring process refuses a recording
-
-NOBODY = 65534
-
-
-SHARED_FROM = 1 << 20       # payloads this large go through the shared area; smaller ones, the pipe
-
-
-class _Discard:
-    def send(self, *_args, **_kw) -> None:
-        pass
-
-
-class _Unheard:
-    """The counters' channel: ncu, its parent, may not pass the result descriptor on, and what
-    the process counts reaches the grader through ncu's log, not frames; a frame that cannot be
-    sent is dropped."""
-
-    def __init__(self, channel):
-        self.channel = channel
-
-    def send(self, *args, **kw) -> None:
-        try:
-            self.channel.send(*args, **kw)
-        except OSError:
-            pass
-
-
-class NullSender:
-    """The recorder's: it has no outputs to send (its buffers are stand-ins), only the recording."""
-
-    channel = _Discard()
-
-    def send(self, backend, frame, regions) -> None:
-        pass
-
-
-class Sender:
-    """Sends frames with outputs: their bytes (guards included, one output after another) copied
-    into the shared area where there is room, else in the frame's payload on the pipe."""
-
-    def __init__(self, channel: protocol.Channel, shared: protocol.SharedWriter | None):
-        self.channel, self.shared = channel, shared
-
-    def prepare(self, job: Job) -> None:
-        """Before the gate, outside the GPU's lane: the room for each timed set's outputs mapped and
-        populated now, where the preload has not done it already (the timing's last step mapped it:
-        most of the 0.09 s its outputs took of the measuring process's 0.33 s in the lane, on an
-        H100 host). It is page-locked when the outputs are sent, in the lane: registering host
-        memory maps it into the GPU's page tables, which a timing beside it would feel."""
-        if self.shared is not None and not self.shared.ahead():
-            map_ahead(self.shared, job.timed_output_bytes())
-
-    def send(self, backend, frame, regions: list[Region]) -> None:
-        total = sum(r.nbytes for r in regions)
-        room = self.shared.reserve(total) if self.shared is not None and total >= SHARED_FROM else None
-        if room is None:
-            self.channel.send(frame, b"".join(backend.read(r) for r in regions))
-            return
-        at, address = room
-        backend.pin_host(address, total)        # a timed output's copy through pinned memory: a 15th of the time
-        for r in regions:
-            backend.read_into(r, address)
-            address += r.nbytes
-        self.channel.send(frame, shared=(at, total))
+from grader.run.child.replay import Refused  # noqa: E402 - the measuring process refuses a recording
+from grader.run.child.sending import NullSender, Sender, Unheard, map_ahead  # noqa: E402
+from grader.run.child.floors import run_calibration  # noqa: E402
+from grader.run.child.timing import run_timing  # noqa: E402
+from grader.run.child.walls import Unwalled, behind_the_wall  # noqa: E402
 
 
 def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
@@ -203,80 +141,23 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
     if backend.on_gpu and gpu:
         # The device's primary context, created now rather than at the first check: the
         # reference library's runtime (and torch, where loaded) use this same context.
-        driver = ctypes.CDLL("libcuda.so.1")
+        driver = ctypes.CDLL(backend.driver_library)
         ctx, dev = ctypes.c_void_p(), ctypes.c_int()
         if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
             driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
         if with_torch:
-            import torch
+            import torch  # noqa: PLC0415 - only where a baseline is timed: its import takes 2 to 3.5 s
 
             torch.empty(1, device="cuda")
-    # Everything the grader imports later, imported now: after the wall nothing may be
-    # written (no .pyc), and after privileges are dropped the package may be unreadable.
-    import grader.run.child.timing  # noqa: F401
-    import grader.run.child.replay  # noqa: F401
+    # Everything the grader imports later is imported by now (this module's imports): after the wall
+    # nothing may be written (no .pyc), and after privileges are dropped the package may be unreadable.
     if gpu:
         numpy_import.join()
-        import grader.core.stats
         # The stopping rule run once on made-up rounds: whatever numpy loads on first use, it loads now.
-        grader.core.stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
+        stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
     for module in backend.child.modules():      # the classes its roles run (the recorder's, the replay's)
         importlib.import_module(module)
 
-
-def _vm_data_bytes() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def apply_limits(backend, limits: Limits) -> ChildSandbox:
-    """The device heap, the host-memory cap and the drop of privileges; what took effect.
-
-    The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
-    now plus the allowance: CUDA reserves far more address space than it uses, so a cap on
-    the address space itself would break it, and the grader's own baseline (torch, the CUDA
-    context) is not the submission's to pay for.
-    """
-    report = ChildSandbox()
-    backend.workspace_cap = limits.workspace_bytes          # what the launcher may cudaMalloc (the emulator's shim)
-    heap = limits.device_heap_bytes
-    if heap:
-        code = backend.set_device_heap(heap)
-        report.device_heap_bytes = heap if code == 0 else None
-    cap_mib = limits.host_memory_mib
-    base = _vm_data_bytes()
-    if cap_mib and base is not None:
-        cap = base + cap_mib * 1024 * 1024
-        try:
-            soft, _ = clamp(resource.RLIMIT_DATA, cap)
-            if soft < cap:
-                report.host_memory_lowered_to_mib = round((soft - base) / 2**20)
-            resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
-            report.host_memory_mib = cap_mib
-            report.host_memory_base_mib = round(base / 2**20)
-        except (ValueError, OSError) as exc:
-            report.host_memory_mib = None
-            report.host_memory_problem = str(exc)
-    if os.geteuid() == 0:
-        if limits.drop_privileges:
-            try:
-                os.setgroups([])
-                os.setresgid(NOBODY, NOBODY, NOBODY)
-                os.setresuid(NOBODY, NOBODY, NOBODY)
-                report.privileges = f"dropped from root to uid {NOBODY}"
-            except OSError as exc:
-                report.privileges = f"root (could not drop: {exc})"
-        else:
-            report.privileges = "root (drop_privileges is off)"
-    else:
-        report.privileges = f"unprivileged uid {os.geteuid()}"
-    return report
 
 
 def place_descriptors(fds: list[int]) -> dict[int, int]:
@@ -288,8 +169,6 @@ def place_descriptors(fds: list[int]) -> dict[int, int]:
     wrapper such as Nsight Compute may not have passed on) stays where it was, and so does one whose
     slot holds a descriptor not the grader's (a wrapper's injected library may have opened it
     before this process's main): that one is never closed."""
-    import fcntl
-
     def held(fd: int) -> bool:
         try:
             fcntl.fcntl(fd, fcntl.F_GETFD)
@@ -342,32 +221,12 @@ def main() -> int:
     job = Job.from_json(json.loads(line))
     channel = protocol.Channel(result_fd, bytes.fromhex(job.key))
     if job.role == Role.PROFILE:
-        channel = _Unheard(channel)
+        channel = Unheard(channel)
     t_job = time.perf_counter() - T0
-    shared_fd = placed.get(job.shared_fd, job.shared_fd)
-    sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
-    try:
-        files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
-        backend = _backend_for(job)
-        if job.role in (Role.RECORD, Role.PROFILE):     # the profile's outputs are nobody's to judge
-            sender = NullSender()
-        sandbox = _behind_the_wall(backend, job, guard_fd)
-    except Refused as refused:
-        channel.send(RefusedFrame([str(refused)]))
+    loaded = _load(job, channel, guard_fd, placed, (t_ready, t_job))
+    if loaded is None:
         return 0
-    except Unwalled as unwalled:            # said as the sandbox it had: the parent's verdict names the machine
-        channel.send(HelloFrame(job.backend.name, os.getpid(), time.perf_counter() - T0, t_ready, t_job,
-                                unwalled.sandbox))
-        channel.send(FatalFrame("load", f"not loaded: {unwalled} (limits.require_read_wall)"))
-        return 0
-    except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
-        channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
-        return 0
-    if isinstance(sender, Sender):
-        try:
-            sender.prepare(job)
-        except Exception:  # noqa: BLE001 - room not mapped ahead is mapped when the outputs are sent
-            pass
+    backend, files, sender, sandbox = loaded
     t_loaded = time.perf_counter() - T0
     if job.gated and sys.stdin.buffer.read(len(protocol.GO)) != protocol.GO:
         return 0                            # the parent ended before the recorder did: nothing runs
@@ -389,19 +248,42 @@ def main() -> int:
     return 0
 
 
+def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple[float, float]):
+    """The job's backend, its input files and its sender, behind the wall (walls.behind_the_wall):
+    (backend, files, sender, sandbox), or None once a frame saying why nothing was loaded is sent.
+    times: when the child was ready and when the job arrived, for the hello frame of a refusal."""
+    shared_fd = placed.get(job.shared_fd, job.shared_fd)
+    sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
+    try:
+        files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
+        backend = _backend_for(job)
+        if job.role in (Role.RECORD, Role.PROFILE):     # the profile's outputs are nobody's to judge
+            sender = NullSender()
+        sandbox = behind_the_wall(backend, job, guard_fd)
+    except Refused as refused:
+        channel.send(RefusedFrame([str(refused)]))
+        return None
+    except Unwalled as unwalled:            # said as the sandbox it had: the parent's verdict names the machine
+        channel.send(HelloFrame(job.backend.name, os.getpid(), time.perf_counter() - T0, *times, unwalled.sandbox))
+        channel.send(FatalFrame("load", f"not loaded: {unwalled} (limits.require_read_wall)"))
+        return None
+    except Exception as exc:  # noqa: BLE001 - any failure to load is reported, not raised
+        channel.send(FatalFrame("load", f"{type(exc).__name__}: {exc}"))
+        return None
+    if isinstance(sender, Sender):
+        try:
+            sender.prepare(job)
+        except Exception:  # noqa: BLE001 - room not mapped ahead is mapped when the outputs are sent
+            pass
+    return backend, files, sender, sandbox
+
+
 PRELOAD = b'{"preload"'
 _PRELOADED: list[ctypes.CDLL] = []         # kept loaded: the job's backend opens the same files again
 
 
 _AHEAD: list[protocol.SharedWriter] = []      # the shared area the preload mapped room in
 
-
-def map_ahead(shared: protocol.SharedWriter, sizes: list[int]) -> None:
-    """Room for sends of these sizes (those large enough for the shared area) mapped and populated
-    ahead in shared."""
-    for n in sizes:
-        if n >= SHARED_FROM:
-            shared.reserve_ahead(n)
 
 
 def _shared_room(fd: int, nbytes: int) -> protocol.SharedWriter | None:
@@ -459,88 +341,6 @@ def _backend_for(job: Job):
     return getattr(importlib.import_module(module), name).from_job(job)
 
 
-def _behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
-    """The limits, then the wall, then (only then) the submission's library or device code: what
-    took effect."""
-    wall = guard.Guard(job.guard_library)
-    if job.role == Role.RECORD:
-        reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
-    if job.offline:
-        if not job.offline.driver_stand_in:
-            raise RuntimeError("the recorder without a GPU was given no stand-in driver: it records on the GPU instead")
-        # Where a launcher looks for the driver (dlopen of libcuda.so.1, RTLD_NOLOAD or not), it finds
-        # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
-        # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
-        ctypes.CDLL(job.offline.driver_stand_in)
-    sandbox = apply_limits(backend, job.limits)
-    # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
-    # wall a .pyc write would be a blocked call, so a late import only reads.
-    sys.dont_write_bytecode = True
-    mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
-    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = _read_wall(job)
-    if job.limits.require_read_wall and not sandbox.reads_confined and job.role != Role.PROFILE:
-        # before any of the submission's code: nothing it could print or read here ever exists
-        raise Unwalled(sandbox)
-    if job.offline:
-        opened = gpu_files_open(job.backend.device_files)
-        if opened:
-            raise RuntimeError(f"the recorder without a GPU has the GPU's device files open ({', '.join(opened)}): "
-                               "it records on the GPU instead")
-        if mode == guard.ENFORCE:
-            mode = guard.OFFLINE             # and no driver call from now on: no ioctl but a terminal's
-    status = wall.install(mode=mode, report_fd=guard_fd)
-    sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
-    sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
-    sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
-    sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    t_load = time.perf_counter()
-    if job.library or job.role in (Role.REPLAY, Role.PROFILE):     # `grader calibrate` runs only the grader's own kernels
-        backend.load_submission(job.library)    # the measuring process may raise Refused (main sends it)
-    sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
-    if job.library:
-        sandbox.emulator_threads = backend.launch_threads()
-    return sandbox
-
-
-class Unwalled(Exception):
-    """The file-system wall did not go up and the rubric requires it: the submission is not loaded."""
-
-    def __init__(self, sandbox: ChildSandbox):
-        super().__init__(sandbox.reads_detail)
-        self.sandbox = sandbox
-
-
-def _read_wall(job: Job) -> tuple[bool, str, float]:
-    """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
-    before the submission's code. Not in the counters' process: it runs none of the submission's
-    host code (the recording's device code alone, as the measuring process does), and Nsight
-    Compute's injected library, which runs in it, failed behind the wall on the H100 (error 11)
-    even with its own folders readable; its seccomp filter (profile mode) stays."""
-    if job.role == Role.PROFILE:
-        return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
-                       "Compute's injected library fails behind it"), 0.0
-    gpu = job.backend.device_files if job.backend.on_gpu and not job.offline else ()
-    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu)
-    return done.confined, done.detail, done.ms
-
-
-def gpu_files_open(prefixes: tuple[str, ...]) -> list[str]:
-    """The GPU's device files this process holds open (the backend's device_files, /dev/nvidia* for
-    CUDA): none in the recorder without a GPU, before its wall goes up (a context made by anything
-    before it would outlive the wall)."""
-    found = []
-    try:
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith(prefixes):
-                found.append(target)
-    except OSError:
-        return ["/proc/self/fd unreadable"]
-    return sorted(set(found))
-
 
 def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Channel) -> DoneFrame | None:
     """Every check case, then the timing (or the verification cases); the done frame to send, or
@@ -558,8 +358,6 @@ def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Cha
             return None
     done = DoneFrame(checks_t=time.perf_counter() - T0)
     if job.timing is not None:
-        from grader.run.child.timing import run_calibration, run_timing
-
         try:
             sampled = (run_calibration if job.calibrate else run_timing)(backend, job, files, sender)
             done.sampled_t = sampled - T0 if sampled else None

@@ -1,0 +1,163 @@
+"""The child's limits and walls, put up between the grader's loads and the submission's: the
+device heap, the host-memory cap and the drop of privileges (apply_limits), then the file-system
+wall (fswall.py) and the seccomp filter (guard.py), and only then the submission's library or
+device code (behind_the_wall). The recorder without a GPU is checked here to hold none of its
+backend's device files before its wall goes up.
+
+Imports only core/ and run/ (its child modules: the walls, the guard, the replay's window).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import sys
+import time
+
+from grader.core.contract import ChildSandbox, GuardMode, Job, Limits, Role
+from grader.core.limits import clamp
+from grader.core.locations import PACKAGE_DIR
+from grader.run.child import fswall, guard
+from grader.run.child.backends import libc
+from grader.run.child.replay import reserve_window
+
+NOBODY = 65534
+
+
+def _vm_data_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def apply_limits(backend, limits: Limits) -> ChildSandbox:
+    """The device heap, the host-memory cap and the drop of privileges; what took effect.
+
+    The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
+    now plus the allowance: CUDA reserves far more address space than it uses, so a cap on
+    the address space itself would break it, and the grader's own baseline (torch, the CUDA
+    context) is not the submission's to pay for.
+    """
+    report = ChildSandbox()
+    backend.workspace_cap = limits.workspace_bytes          # what the launcher may cudaMalloc (the emulator's shim)
+    heap = limits.device_heap_bytes
+    if heap:
+        code = backend.set_device_heap(heap)
+        report.device_heap_bytes = heap if code == 0 else None
+    cap_mib = limits.host_memory_mib
+    base = _vm_data_bytes()
+    if cap_mib and base is not None:
+        cap = base + cap_mib * 1024 * 1024
+        try:
+            soft, _ = clamp(resource.RLIMIT_DATA, cap)
+            if soft < cap:
+                report.host_memory_lowered_to_mib = round((soft - base) / 2**20)
+            resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
+            report.host_memory_mib = cap_mib
+            report.host_memory_base_mib = round(base / 2**20)
+        except (ValueError, OSError) as exc:
+            report.host_memory_mib = None
+            report.host_memory_problem = str(exc)
+    if os.geteuid() == 0:
+        if limits.drop_privileges:
+            try:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+                report.privileges = f"dropped from root to uid {NOBODY}"
+            except OSError as exc:
+                report.privileges = f"root (could not drop: {exc})"
+        else:
+            report.privileges = "root (drop_privileges is off)"
+    else:
+        report.privileges = f"unprivileged uid {os.geteuid()}"
+    return report
+
+
+def behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
+    """The limits, then the wall, then (only then) the submission's library or device code: what
+    took effect."""
+    wall = guard.Guard(job.guard_library)
+    if job.role == Role.RECORD:
+        reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
+    if job.offline:
+        if not job.offline.driver_stand_in:
+            raise RuntimeError("the recorder without a GPU was given no stand-in driver: it records on the GPU instead")
+        # Where a launcher looks for the driver (dlopen of libcuda.so.1, RTLD_NOLOAD or not), it finds
+        # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
+        # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
+        ctypes.CDLL(job.offline.driver_stand_in)
+    sandbox = apply_limits(backend, job.limits)
+    # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
+    # wall a .pyc write would be a blocked call, so a late import only reads.
+    sys.dont_write_bytecode = True
+    mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
+    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = read_wall(job)
+    if job.limits.require_read_wall and not sandbox.reads_confined and job.role != Role.PROFILE:
+        # before any of the submission's code: nothing it could print or read here ever exists
+        raise Unwalled(sandbox)
+    if job.offline:
+        opened = gpu_files_open(job.backend.device_files)
+        if opened:
+            raise RuntimeError(f"the recorder without a GPU has the GPU's device files open ({', '.join(opened)}): "
+                               "it records on the GPU instead")
+        if mode == guard.ENFORCE:
+            mode = guard.OFFLINE             # and no driver call from now on: no ioctl but a terminal's
+    status = wall.install(mode=mode, report_fd=guard_fd)
+    sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
+    sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
+    sandbox.gpu_memory_free_bytes, sandbox.gpu_memory_total_bytes = backend.memory()
+    sandbox.rss_at_load_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    t_load = time.perf_counter()
+    if job.library or job.role in (Role.REPLAY, Role.PROFILE):     # `grader calibrate` runs only the grader's own kernels
+        backend.load_submission(job.library)    # the measuring process may raise Refused (main sends it)
+    sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
+    if job.library:
+        sandbox.emulator_threads = backend.launch_threads()
+    return sandbox
+
+
+class Unwalled(Exception):
+    """The file-system wall did not go up and the rubric requires it: the submission is not loaded."""
+
+    def __init__(self, sandbox: ChildSandbox):
+        super().__init__(sandbox.reads_detail)
+        self.sandbox = sandbox
+
+
+def read_wall(job: Job) -> tuple[bool, str, float]:
+    """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
+    before the submission's code. Not in the counters' process: it runs none of the submission's
+    host code (the recording's device code alone, as the measuring process does), and Nsight
+    Compute's injected library, which runs in it, failed behind the wall on the H100 (error 11)
+    even with its own folders readable; its seccomp filter (profile mode) stays."""
+    if job.role == Role.PROFILE:
+        return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
+                       "Compute's injected library fails behind it"), 0.0
+    gpu = job.backend.device_files if job.backend.on_gpu and not job.offline else ()
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu)
+    return done.confined, done.detail, done.ms
+
+
+def gpu_files_open(prefixes: tuple[str, ...]) -> list[str]:
+    """The GPU's device files this process holds open (the backend's device_files, /dev/nvidia* for
+    CUDA): none in the recorder without a GPU, before its wall goes up (a context made by anything
+    before it would outlive the wall)."""
+    found = []
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(prefixes):
+                found.append(target)
+    except OSError:
+        return ["/proc/self/fd unreadable"]
+    return sorted(set(found))

@@ -1,0 +1,193 @@
+"""A new GPU backend touches a known, short list of files (issue 62: the backend object owns every
+GPU-specific fact).
+
+Every fact that belongs to CUDA's GPU (the variable that picks its devices, the driver library, the
+device files, the disassemblers, the architectures' names and limits, the profiler) is a field of
+core/backend.py's Backend, and every other module asks the Backend it was handed. So a stand-in
+GPU backend ("rocm-like" below) with its own facts reaches them through the same code, and a scan
+of the package finds CUDA's names only in TOUCHED: the files a new backend changes, which
+docs/architecture.md's "Adding a backend" names too. The scan reads the code's strings, not its
+prose (docstrings, comments, help and doc_field texts), so explaining CUDA is free and assuming
+it is not.
+"""
+
+import ast
+import re
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from grader.core.backend import BACKENDS, Backend, ChildClasses, Disassembler, SmLimits, Toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "grader"
+
+# The files a new GPU backend touches (besides the modules of its own it adds: its child classes
+# under run/child/, its profiler's reader): at most 8, in docs/architecture.md's words too.
+TOUCHED = {
+    "grader/core/backend.py": "its Backend: every fact of its GPU as a field, and its entry in BACKENDS",
+    "grader/toolchain/tools.py": "where its tools are found, their install hints and version lines",
+    "grader/toolchain/gpuinfo.py": "its GPU's probe, where `--backend auto` should pick it",
+    "grader/toolchain/build.py": "its compiler's build (the device code it leaves, the defaults)",
+    "grader/toolchain/devicecode.py": "the reader of its device code's symbols (the statics a kernel keeps)",
+    "grader/toolchain/faults.py": "its compiler's own error lines, told apart from the student's",
+    "grader/toolchain/hostlibs.py": "the stand-in driver the recorder without a GPU loads",
+    "grader/run/profiling.py": "its profiler's command line and counters (or a reader of its own beside it)",
+}
+# Files that still name a CUDA fact and are to ask the backend instead (each with the field it
+# should read); the list may only shrink: a file here that no longer names one fails the test.
+PENDING = {
+    "grader/cli/review.py": "explain's default architecture and message: backend.default_arch, toolchain.compiler",
+    "grader/grade/children.py": "the architecture without a GPU reading: backend.default_arch",
+    "grader/grade/jobs.py": "child_job's arch default: backend.default_arch",
+}
+
+# The names that say CUDA: its device variable, driver, device files, management tool and library,
+# toolkit home, compiler, disassemblers, profiler, and an architecture ("sm_90", not a header's
+# "sm_20_atomic_functions.h").
+CUDA_NAMES = re.compile(r"CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_HOME|libcuda|libnvidia-ml|/dev/nvidia|"
+                        r"nvidia-smi|cuobjdump|nvdisasm|\bnvcc\b|\bncu\b|\bsm_\d+\b")
+
+
+def _prose(tree: ast.AST) -> set[int]:
+    """The string constants that are prose: docstrings, and the texts of help=, doc= and doc_field."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            texts = list(node.args) if name in ("doc_field", "_doc") else []
+            texts += [k.value for k in node.keywords if k.arg in ("help", "doc")]
+            found |= {id(c) for t in texts for c in ast.walk(t)}
+    return found
+
+
+def cuda_names(root: Path) -> dict[str, list[str]]:
+    """Each module under root/grader whose code (not its prose) names a CUDA fact: path -> 'line: name'."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        prose = _prose(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+                for name in sorted(set(CUDA_NAMES.findall(node.value))):
+                    found.setdefault(path.relative_to(root).as_posix(), []).append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_a_new_backend_touches_at_most_eight_files():
+    assert len(TOUCHED) <= 8
+
+
+def test_cuda_is_named_only_in_the_files_a_new_backend_touches():
+    found = cuda_names(ROOT)
+    elsewhere = {f: names for f, names in found.items() if f not in TOUCHED and f not in PENDING}
+    assert elsewhere == {}, "these modules assume CUDA: ask the Backend they are handed (core/backend.py)"
+    # (a file not in this tree is not counted: the build's and the command line's modules were being split)
+    gone = sorted(f for f in [*TOUCHED, *PENDING] if f not in found and (ROOT / f).exists())
+    assert gone == [], "no longer names a CUDA fact: take it off TOUCHED or PENDING (and docs/architecture.md)"
+
+
+def test_the_scan_finds_a_cuda_name_planted_in_a_copy_and_lets_prose_be(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "grader" / "verdict" / "planted.py"
+    planted.write_text('"""Reads CUDA_VISIBLE_DEVICES, as nvcc and sm_90 do (prose: not counted)."""\n'
+                       "import os\n\n"
+                       "# the first GPU of /dev/nvidia0 (a comment: not counted)\n"
+                       'DEVICE = os.environ.get("CUDA_VISIBLE_DEVICES", "0")\n'
+                       'ARCH = f"sm_{9}0" if DEVICE else "sm_90"\n'
+                       'HEADER = "sm_20_atomic_functions.h"\n')
+    found = cuda_names(tmp_path)
+    assert found["grader/verdict/planted.py"] == ["5: CUDA_VISIBLE_DEVICES", "6: sm_90"]
+    assert {f: n for f, n in found.items() if f != "grader/verdict/planted.py"} == cuda_names(ROOT)
+
+
+def _touched_in_the_docs() -> set[str]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Adding a backend", 1)[1].split("\n## ", 1)[0]
+    listed = section.split("It touches these files", 1)[1].split("\n\n", 1)[0]
+    return {"grader/" + p for p in re.findall(r"`([a-z_/]+\.py)`", listed) if not p.startswith("tests/")}
+
+
+def test_the_docs_name_the_same_files():
+    assert _touched_in_the_docs() == set(TOUCHED)
+
+
+# The stand-in: a GPU with its own device variable, driver, device files, disassemblers and
+# architectures; nothing of it is CUDA's.
+ROCM_LIKE = Backend(
+    "rocm-like", about="a stand-in GPU backend",
+    toolchain=Toolchain(compiler="hipcc", flags=("-O3", "--offload-arch={arch}", "-fPIC"),
+                        reference_flags=("-O3", "--offload-arch={arch}", "-fPIC"), library_flags=("-fPIC",),
+                        alone_flags=("-fsyntax-only",), device_code="hsaco", profiler="rocprof",
+                        disassembler=Disassembler(extract=("roc-obj", "-d", "{object}"), extracted="*.hsaco",
+                                                  listing=("llvm-objdump", "-d", "-l", "{file}"),
+                                                  install="install ROCm's llvm tools")),
+    child=ChildClasses(run="test_replay:_Fake"), on_gpu=True, times=True,
+    device_files=("/dev/kfd", "/dev/dri/renderD"), visible_devices="ROCR_VISIBLE_DEVICES",
+    environment=("ROCR_VISIBLE_DEVICES", "ROCM_PATH"), driver_library="libhsa-runtime64.so.1",
+    default_arch="gfx942", arch_name="gfx{major}{minor}2",
+    architectures=(("gfx942", SmLimits(max_warps=32, max_blocks=32, sms=304, warp=64)),))
+
+
+def test_a_gpu_backend_without_device_files_or_a_device_variable_is_refused_at_definition():
+    """The recorder without a GPU is checked to hold none of its backend's device files: with none
+    named, another vendor's GPU would pass that check without anything being checked."""
+    fields = dict(name="other", about="x", toolchain=ROCM_LIKE.toolchain, child=ROCM_LIKE.child, on_gpu=True)
+    with pytest.raises(ValueError, match="names no device_files"):
+        Backend(**fields, visible_devices="OTHER_VISIBLE_DEVICES")
+    with pytest.raises(ValueError, match="names no visible_devices"):
+        Backend(**fields, device_files=("/dev/other",))
+    assert Backend(name="cpu-like", about="x", toolchain=ROCM_LIKE.toolchain, child=ROCM_LIKE.child).device_files == ()
+    assert all(b.device_files and b.visible_devices and b.driver_library for b in BACKENDS.values() if b.on_gpu)
+
+
+def test_the_stand_ins_facts_are_what_the_lanes_the_child_and_the_architecture_read(monkeypatch):
+    from grader.run import lanes, spawn
+
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "3,1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert lanes.default_device(ROCM_LIKE) == "3" and lanes.visible_devices(ROCM_LIKE) == ["3", "1"]
+    assert "ROCR_VISIBLE_DEVICES" not in spawn.ENV_KEEP           # kept for its own children (sandbox.Worker)
+    assert ROCM_LIKE.arch_of(9, 4) == "gfx942" and ROCM_LIKE.limits("gfx942").warp == 64
+    assert ROCM_LIKE.limits("sm_90") is None and ROCM_LIKE.target("gfx942") == "gfx942"
+
+
+def test_the_recorders_check_reads_the_backends_device_files(tmp_path):
+    from grader.run.child.walls import gpu_files_open
+
+    held = tmp_path / "kfd"
+    with open(held, "w"):
+        assert gpu_files_open((str(held),)) == [str(held)]
+        assert gpu_files_open((str(tmp_path / "other"),)) == []
+
+
+def _tool(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {folder / 'ran'}\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_the_disassembly_runs_the_backends_own_tools_with_their_arguments(tmp_path, monkeypatch):
+    from grader.analysis import sass
+
+    _tool(tmp_path, "roc-obj", "echo code > kernels.hsaco")
+    _tool(tmp_path, "llvm-objdump", "exit 0")
+    monkeypatch.setattr(sass, "locate", lambda name: "/bin/true" if name == "objdump" else
+                        str(tmp_path / name) if (tmp_path / name).exists() else None)
+    obj = tmp_path / "main.o"
+    obj.write_bytes(b"o")
+    assert sass.analyse(obj, launcher=None, default_kernel="k", resources=[], backend=ROCM_LIKE) == []
+    ran = (tmp_path / "ran").read_text().splitlines()
+    assert ran[0] == f"{tmp_path / 'roc-obj'} -d {obj}"
+    assert ran[1].startswith(f"{tmp_path / 'llvm-objdump'} -d -l ") and ran[1].endswith("/kernels.hsaco")
+    (tmp_path / "llvm-objdump").unlink()
+    (tmp_path / "sass.json").unlink()
+    said = sass.analyse(obj, launcher=None, default_kernel="k", resources=[], backend=ROCM_LIKE)
+    assert said == "the GPU code's disassemblers (roc-obj, llvm-objdump) are not installed: install ROCm's llvm tools"
