@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import sys
 
+from grader.grade.early import head_start
+
 
 def main() -> None:
-    from grader.grade.early import head_start
-
     head_start(sys.argv[1:])
-    from grader.cli import main as cli_main
+    from grader.cli import main as cli_main  # lazy: after the head start, which click and the rubrics would delay
 
     cli_main()

@@ -386,7 +386,7 @@ def test_every_command_fits_an_80_column_terminal(tmp_path, monkeypatch):
 def test_a_wrapped_line_never_splits_an_index():
     from rich.markup import escape
 
-    from grader.cli.common import fitted
+    from grader.cli.screen import fitted
 
     line = ("  x chain 101x97 (biasGeluFused + addResidual): first bad element chain[row 0][col 2]: got -0.750015259, "
             "want -0.750000399; 8766 of 9797 wrong")

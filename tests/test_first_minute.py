@@ -58,7 +58,7 @@ def test_the_harness_errors_behind_a_missing_brace_are_counted_not_shown(tmp_pat
 def test_the_text_output_fits_the_terminal_and_indents_what_it_wraps(width):
     """Prose wrapped at spaces to the width, continuation lines indented past their line's own
     indent; source lines, map rows and table rows left whole."""
-    from grader.cli.common import fitted
+    from grader.cli.screen import fitted
 
     advice = "  " + " ".join(["Load and store float4 (16 bytes) from your own launcher when cols is a multiple of 4"] * 4)
     source = "    " + "x" * (width + 30)

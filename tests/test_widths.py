@@ -96,7 +96,7 @@ def test_the_class_table_on_a_gpu_keeps_its_columns_at_80(monkeypatch, capsys):
     folded, nothing cut with an ellipsis."""
     from grader.batch.grading import Graded
     from grader.batch.inputs import Entry
-    from grader.cli.common import print_table
+    from grader.cli.screen import print_table
     from grader.cli.instructor import class_rows
     from grader.core.results import DiagnosisEntry, Result
 

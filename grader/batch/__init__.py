@@ -1,34 +1,27 @@
 """Grading a class as an instructor does: find each student's submission (inputs), grade them
 with resume (grading, store), and write the class's tables (outputs), the class report
 (classreport), a sample folder against its manifest (manifest), on Slurm (slurm, merge). It
-imports every layer below it (grade, report, platforms and theirs); only the CLI imports it."""
+imports every layer below it (grade, report, platforms and theirs); only the CLI and the course
+server (grader/serve) import it."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grader.core.backend import AUTO, Backend
+from grader.batch.request import ClassRequest
+from grader.batch.classreport import write_class_report
+from grader.batch.grading import BatchOutcome, Graded, class_machine, grade_entries
+from grader.batch.inputs import Entry, find_submissions
+from grader.batch.merge import merge_reports
+from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.store import holding
 
 if TYPE_CHECKING:
-    from grader.batch.grading import BatchOutcome, Progress, Said
-    from grader.batch.inputs import Entry
-    from grader.batch.request import ClassRequest
+    from grader.batch.grading import Progress, Said
     from grader.exercises.rubric import Rubric
-
-# Imported when first asked for: the CLI imports this package for its options (batch/slurm.py's
-# SlurmOptions) at every command's start, `grader submit`'s too, and grading a class needs numpy and
-# the whole pipeline.
-_LAZY = {"BatchOutcome": "grader.batch.grading", "Graded": "grader.batch.grading", "Entry": "grader.batch.inputs",
-         "find_submissions": "grader.batch.inputs", "merge_reports": "grader.batch.merge"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BatchOutcome", "Entry", "Graded", "find_submissions", "grade_class", "grade_folder", "merge_reports"]
@@ -38,8 +31,6 @@ def grade_folder(directory: Path, *, rubric: "Rubric", backend: str | Backend = 
                  progress: "Progress | None" = None, **choices) -> "BatchOutcome":
     """grade_class on the ClassRequest these make (choices: ClassRequest's other fields), for a
     script or a test."""
-    from grader.batch.request import ClassRequest
-
     return grade_class(ClassRequest(directory, rubric, backend, **choices), progress=progress)
 
 
@@ -55,12 +46,6 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
     for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
     progress lines as they come (grading.grade_entries)."""
-    from grader.batch.classreport import write_class_report
-    from grader.batch.grading import class_machine, grade_entries
-    from grader.batch.inputs import find_submissions
-    from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
-    from grader.batch.store import holding
-
     k, n = request.shard
     if entries is None:
         entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)

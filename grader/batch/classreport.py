@@ -20,6 +20,7 @@ from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome, Tier
+import re
 
 BIN = 0.05          # histogram bin width, in fractions of the floor
 
@@ -65,8 +66,6 @@ class ClassSummary:
 def css_class(outcome: str) -> str:
     """An outcome as an HTML class name: gold, incorrect, correct-untimed, did-not-compile (its
     letters and digits, runs of anything else one hyphen)."""
-    import re
-
     return re.sub(r"[^a-z0-9]+", "-", outcome.lower()).strip("-") or "none"
 
 

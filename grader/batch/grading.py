@@ -26,6 +26,14 @@ from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
+from grader.batch.store import STORE_NAME, ResultStore
+from grader.exercises.pool import class_store
+from grader.batch.store import rubric_bytes
+from grader.batch.store import grade_key
+from grader.grade import pipeline
+from grader.grade.request import GradeOptions, GradeRequest
+import json
+from grader.core.results import result_from_json
 
 if TYPE_CHECKING:
     from grader.batch.insights import ClassInsights
@@ -108,8 +116,6 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
     submissions not yet started are not graded, and the outcome says interrupted. With
     request.counters, a kept result without counters is graded again for them. said(entry, line) hears
     each grade's progress lines (core/progress.py: a line that starts a phase names it)."""
-    from grader.batch.store import STORE_NAME, ResultStore
-
     backend, jobs, report_dir = machine.backend, request.jobs or 1, request.report_dir
     run = _ClassRun(request.rubric, machine, report_dir, jobs,
                     ResultStore(report_dir / STORE_NAME) if report_dir is not None else None,
@@ -131,7 +137,6 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
         sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
     try:
         if backend.private_cases and any(e.source is not None and not e.problem for e in entries):
-            from grader.exercises.pool import class_store
 
             run.shared = class_store(request.rubric)
         if pool is None:
@@ -153,9 +158,8 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
             sys.setswitchinterval(switch_interval)
         if run.shared is not None:
             run.shared.close()
-        from grader.grade.pipeline import keep_cache_in_bounds
 
-        keep_cache_in_bounds(request.rubric)            # what the grades' own prunes, a minute apart, left over
+        pipeline.keep_cache_in_bounds(request.rubric)            # what the grades' own prunes, a minute apart, left over
     outcome.not_reached = len(entries) - len(done_by_index)
     # The whole class, always: a student an interruption left ungraded is the earlier run's result where
     # one is kept for the same file, else a row saying so (the CSVs held only the students done in this run).
@@ -188,14 +192,10 @@ class _ClassRun:
     @functools.cached_property
     def rubric_text(self) -> bytes | None:
         """The rubric's text, for the store's keys: read once for the class, not once a student."""
-        from grader.batch.store import rubric_bytes
-
         return rubric_bytes(self.rubric)
 
     def key(self, entry: Entry) -> str:
         """The store's key of an entry's source (the bytes read at the listing)."""
-        from grader.batch.store import grade_key
-
         assert entry.source is not None
         return grade_key(entry.source, self.rubric_text, self.backend)
 
@@ -226,8 +226,6 @@ class _ClassRun:
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
                 self.deliver(entry, kept)                           # emptied, broken, removed: written again
             return Graded(entry, kept, reused=True)
-        from grader.grade.pipeline import grade
-        from grader.grade.request import GradeOptions, GradeRequest
 
         options = GradeOptions(
             device=self.machine.device(index),
@@ -235,7 +233,7 @@ class _ClassRun:
             emulator_threads=max(1, usable_cores() // self.jobs) if not self.backend.on_gpu and self.jobs > 1 else 0,
             counters=self.counters, cache_prune_every_s=CACHE_PRUNE_EVERY_S)
         said = self.said
-        result = grade(GradeRequest(entry.source.path, self.rubric, self.machine, options, source=entry.source),
+        result = pipeline.grade(GradeRequest(entry.source.path, self.rubric, self.machine, options, source=entry.source),
                        inputs=self.shared, progress=(lambda line: said(entry, line)) if said is not None else None)
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
@@ -257,9 +255,7 @@ class _ClassRun:
 def _reports_intact(folder: Path) -> bool:
     """Whether a kept result's report folder still holds its report and a result.json that reads
     as a result (the folder's files are read as untrusted: anything else, and they are rewritten)."""
-    import json
 
-    from grader.core.results import result_from_json
 
     try:
         result_from_json(json.loads((folder / "result.json").read_bytes().decode("utf-8")))

@@ -15,6 +15,13 @@ from grader.core.results import STATUSES, Result
 from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
 from grader.run.groups import leftover_processes
 from grader.core.outcomes import Outcome, Tier
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from grader.exercises.pool import class_store
+from grader.grade.machine import decide
+from grader.batch.grading import default_jobs
+from grader.grade.pipeline import grade
+from grader.grade.request import GradeOptions, GradeRequest
+from grader.run.groups import collecting
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
@@ -175,15 +182,11 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
     builds overlap, each GPU timing waits for its lane); by default the batch's number on a GPU and
     one on the emulator, whose grades take every core. Each is judged once it and its twin (an
     attack's honest kernel, graded in the same run) are graded, and said then."""
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-    from grader.exercises.pool import class_store
-    from grader.grade.machine import decide
 
     machine = decide(backend)                   # once, for every sample
     concrete = machine.backend
     if jobs is None:
-        from grader.batch.grading import default_jobs
 
         jobs = default_jobs(concrete) if concrete.on_gpu else 1
     # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
@@ -237,10 +240,6 @@ class _Graded:
 
 def _grade_sample(directory: Path, exp, rubric: Rubric, machine, shared) -> _Graded:
     """Grade one sample as its manifest entry says (its limits, its generated file)."""
-    from grader.grade.pipeline import grade
-    from grader.grade.request import GradeOptions, GradeRequest
-    from grader.run.groups import collecting
-
     r = rubric
     if exp.time_limit_s is not None:
         r = dataclasses.replace(r, limits=dataclasses.replace(r.limits, time_limit_s=exp.time_limit_s))

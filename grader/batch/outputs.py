@@ -14,6 +14,10 @@ from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
+from grader.platforms.scoring import max_points, score
+from grader.platforms import gradescope, junit
+from grader.platforms.delivery import GRADESCOPE_FILE
+from grader.report.files import render_markdown
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
@@ -96,8 +100,6 @@ def write_summary(graded: list[Graded], path: Path) -> None:
 
 def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     """Points per student by the rubric's `points` section (a missing submission scores 0)."""
-    from grader.platforms.scoring import max_points, score
-
     rows = []
     for g in graded:
         if g.result is None:
@@ -118,11 +120,6 @@ def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Pat
     results.json (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student.
     A batch's own grades wrote theirs as they were delivered (platforms/delivery.py): it passes
     per_student=False; a merge or an export from a store, which deliver nothing, write them here."""
-    from grader.platforms import gradescope, junit
-    from grader.platforms.delivery import GRADESCOPE_FILE
-    from grader.platforms.scoring import score
-    from grader.report.files import render_markdown
-
     done = [g for g in graded if g.result is not None]
     suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]
     atomic.replace_bytes(report_dir / "junit.xml", junit.document(suites))

@@ -30,6 +30,10 @@ from grader.core.outcomes import Outcome
 
 from grader.batch.request import ClassRequest
 from grader.batch.cluster import CLUSTERS, WANT_CPUS, WANT_MEM_MB, SlurmOptions  # noqa: F401 - SlurmOptions for callers
+from grader.batch import grade_folder
+from grader.exercises.rubric import load_rubric
+from grader.toolchain.gpuinfo import resolve_backend
+import re
 
 
 # Reasons a pending job can never start without someone changing the cluster or the request.
@@ -70,9 +74,6 @@ class SlurmOutcome:
 def run_shard(task: ShardTask) -> int:
     """One array task: its shard of the class, graded into its own report folder. Returns how many
     students it wrote."""
-    from grader.batch import grade_folder
-    from grader.exercises.rubric import load_rubric
-
     outcome = grade_folder(Path(task.directory), rubric=load_rubric(task.rubric_path), backend=task.backend,
                            report_dir=Path(task.report_dir), file_name=task.file_name,
                            roster=Path(task.roster) if task.roster else None, jobs=task.jobs, shard=task.shard,
@@ -154,8 +155,6 @@ def grade_on_slurm(request: ClassRequest, *, options: SlurmOptions, submitted=No
     invalid account) cancels the array at once and raises InfrastructureError with Slurm's reason;
     Ctrl-C cancels the array (scancel) and merges what finished. request.report_dir is required: a
     folder every node can write (the shards go there, then the merged class)."""
-    from grader.toolchain.gpuinfo import resolve_backend
-
     backend, rubric = request.backend, request.rubric
 
     # "auto" on a cluster means what the array asks for: its GPU nodes where --gres asks for a GPU,
@@ -338,8 +337,6 @@ def _down_nodes() -> str:
 def _error_line(log: Path) -> str:
     """The last line of a task's error log that names an exception (`ImportError: cannot import name
     ...`), or "": a failure is summarised with what went wrong, not only where its log is."""
-    import re
-
     try:
         with open(log, "rb") as f:
             f.seek(0, os.SEEK_END)

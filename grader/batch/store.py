@@ -27,6 +27,7 @@ from grader.core.results import Result, result_from_json
 from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
+from grader.core import atomic
 
 STORE_NAME = "results.jsonl"
 LOCK_NAME = ".grader-batch.lock"
@@ -69,11 +70,12 @@ def rubric_bytes(rubric: Rubric) -> bytes | None:
 
 
 def grade_key(source: SourceFile, rubric: Rubric | bytes | None, backend: str) -> str:
-    """A submission's key: the bytes read of it (the Entry's source, never the path read again),
-    the rubric's text (a Rubric, or its rubric_bytes), the backend and the grader's version, hashed."""
+    """A submission's key: the digest of the bytes read of it (the Entry's source, hashed once when
+    it was read; never the path read again), the rubric's text (a Rubric, or its rubric_bytes), the
+    backend and the grader's version, hashed."""
     text = rubric_bytes(rubric) if isinstance(rubric, Rubric) else rubric
     h = hashlib.sha256()
-    h.update(source.data)
+    h.update(source.sha256.encode())
     h.update(b"\0" + text if text is not None else b"\0")
     h.update(f"\0{backend}\0{__version__}".encode())
     return h.hexdigest()
@@ -104,8 +106,6 @@ class ResultStore:
         """results.jsonl rewritten with one line a student, the current one (a later line for a student
         replaces an earlier one: after three runs of six students it held 18 lines, none saying which
         was current). Atomic: a reader sees the old file or the new one."""
-        from grader.core import atomic
-
         with self._lock:
             lines = [json.dumps({"student": s, "file": str(f), "key": k, "result": r.to_json()}) + "\n"
                      for s, (k, f, r) in sorted(self._kept.items())]

@@ -1,5 +1,5 @@
 """The `grader` command: a thin click layer over the library, its commands by who runs them
-(student.py, instructor.py, machine.py).
+(student.py, review.py, instructor.py, machine.py, serve.py).
 
 Exit codes: 0 graded and correct; 1 graded and incorrect; 2 usage or rubric
 error; 3 not gradable (compile error, rejected, crashed, timeout);
@@ -21,12 +21,15 @@ import click
 from grader import __version__
 from grader.cli import student
 from grader.core.errors import Exit
+import importlib
+from grader.core.locations import rubrics_dir
+from grader.core import processes
 
 
 # Where each command lives, in the order `grader --help` lists them: a command's module is imported
 # when it runs (or --help lists it), so `grader submit` imports none of the instructor's or the
 # machine's commands (nor the batch they reach).
-WHERE = {"submit": "student", "history": "student", "explain": "student", "batch": "instructor",
+WHERE = {"submit": "student", "history": "review", "explain": "review", "batch": "instructor",
          "merge": "instructor", "samples": "instructor", "cache": "machine", "exercises": "machine",
          "calibrate": "machine", "rubric-keys": "machine", "serve": "serve"}
 
@@ -40,7 +43,6 @@ class _Commands(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in WHERE:
             return super().get_command(ctx, name)       # a command added with cli.command() or add_command()
-        import importlib
 
         module = importlib.import_module(f"grader.cli.{WHERE[name]}")
         command = next(c for c in module.COMMANDS if c.name == name)
@@ -56,8 +58,6 @@ def cli() -> None:
 
 def _exercises_named() -> str:
     """The exercises this install has, by their rubrics' file names (a glob: no YAML is read at start)."""
-    from grader.core.locations import rubrics_dir
-
     names = sorted(p.stem for p in rubrics_dir().glob("*.yaml"))
     return f" Exercises here: {', '.join(names)} (`grader exercises` says what each asks for)." if names else ""
 
@@ -111,8 +111,6 @@ def _end_if_still_running() -> None:
 
 
 def _end_now(why: str) -> None:
-    from grader.core import processes
-
     processes.end_all()
     os.write(2, f"grader: interrupted; {why}: ended now, nothing unfinished was kept.\n".encode())
     os._exit(Exit.INTERRUPTED)

@@ -10,11 +10,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.batch.cluster import SlurmOptions
-from grader.cli.common import SectionedCommand, err_console, fail, options_from, terminal_width
+from grader.cli.common import SectionedCommand, fail, options_from
+from grader.cli.screen import err_console, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
 from grader.core.outcomes import Outcome
+from grader.batch import find_submissions, grade_class
+from grader.batch.request import ClassRequest
+from grader.exercises import choose, exercise_for_class
+from grader.batch.classreport import class_insights
+from grader.batch.insights import markdown, terminal_lines
+from grader.platforms import github as gh
+from grader.batch.outputs import summary_row
+from grader.cli.screen import print_table
+from grader.batch.outputs import identical_text
+from grader.batch.slurm import grade_on_slurm
+from grader.batch import merge_reports
+import json
+from grader.batch.manifest import run_samples
 
 SLURM_SECTION = "Slurm options (with --slurm)"
 
@@ -66,16 +80,12 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     interrupted (the summary so far is written), 2 on a usage error such as a folder without
     submissions.
     """
-    from grader.batch import find_submissions, grade_class
-    from grader.batch.request import ClassRequest
-    from grader.exercises import choose, exercise_for_class
-
     err = err_console()
     try:
         entries = find_submissions(directory, file_name=file_name, roster=roster)
         if not entries:
             raise UsageError(f"{directory} holds no .cu files and no student folders")
-        picked = None if rubric_path or exercise else exercise_for_class([e.path for e in entries if e.path])
+        picked = None if rubric_path or exercise else exercise_for_class([e.source for e in entries if e.source])
         rubric = picked or choose(rubric_path=rubric_path, exercise=exercise)
         if picked is not None:
             err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
@@ -86,7 +96,7 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
             _batch_on_slurm(request, options=slurm_options, err=err)
             return
         with _BatchProgress(err) as progress:
-            outcome = grade_class(request, progress=progress)
+            outcome = grade_class(request, progress=progress, entries=entries)     # the class listed and read once
     except GraderError as exc:
         fail(exc)
     _print_class(outcome, report_dir, err)
@@ -96,10 +106,6 @@ def _say_insights(outcome, err) -> None:
     """What made the slow kernels slow, in a few lines (batch/insights.py), and in the GitHub job
     summary where the batch runs in GitHub Actions: the insights the class report was written with,
     gathered here only where no report was written."""
-    from grader.batch.classreport import class_insights
-    from grader.batch.insights import markdown, terminal_lines
-    from grader.platforms import github as gh
-
     insights = outcome.insights if outcome.insights is not None else class_insights(outcome.graded)
     for line in terminal_lines(insights, width=min(terminal_width(sys.stderr) or 80, 120)):
         err.print(line, markup=False)
@@ -114,8 +120,6 @@ def class_rows(outcome) -> tuple[list[str], list[list[str]], str]:
     does (each file is <student>.cu, or every file has one name: the caption names it), fraction
     where no row has one (the emulator times nothing: the caption says so); a diagnosis's codes are
     separated by ", " so that they wrap between codes. summary.csv has every column."""
-    from grader.batch.outputs import summary_row
-
     rows = [(g, summary_row(g)) for g in outcome.graded]
     files = {row["file"] for _, row in rows if row["file"]}
     own = all(not row["file"] or row["file"] == f"{row['student']}.cu" for _, row in rows)
@@ -138,11 +142,8 @@ def class_rows(outcome) -> tuple[list[str], list[list[str]], str]:
 
 def _print_class(outcome, report_dir: Path | None, err) -> None:
     """The class's table, where its files went, and the exit status for what could not be graded."""
-    from grader.cli.common import print_table
-
     columns, rows, caption = class_rows(outcome)
     print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))
-    from grader.batch.outputs import identical_text
 
     for g in outcome.graded:
         if g.entry.identical_to:
@@ -165,8 +166,6 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
 
 
 def _batch_on_slurm(request, *, options, err) -> None:
-    from grader.batch.slurm import grade_on_slurm
-
     report_dir = request.report_dir
     if report_dir is None:
         raise UsageError("--slurm needs --report-dir: a folder every node can write (the shards go there, then "
@@ -221,9 +220,6 @@ def _shard(value: str) -> tuple[int, int]:
 def merge(out: Path, folders: tuple[Path, ...], exercise: str | None, rubric_path: Path | None) -> None:
     """Combine the --report-dir FOLDERS of `grader batch --shard` runs into OUT: one summary.csv,
     gradebook.csv, junit.xml and a Gradescope export per student."""
-    from grader.batch import merge_reports
-    from grader.exercises import choose
-
     try:
         graded = merge_reports(list(folders), out=out, rubric=choose(rubric_path=rubric_path, exercise=exercise)).graded
     except GraderError as exc:
@@ -312,11 +308,6 @@ def sample_rows(outcomes) -> tuple[list[str], list[list[str]], str]:
 def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Path | None, only: tuple[str, ...],
             json_out: Path | None, jobs: int | None) -> None:
     """Grade every sample in DIRECTORY and check it gets the outcome its manifest.yaml expects."""
-    import json
-
-    from grader.batch.manifest import run_samples
-    from grader.exercises import choose
-
     err = err_console()
     try:
         rubric = choose(rubric_path=rubric_path, exercise=exercise, folder=directory)
@@ -324,7 +315,6 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
                                progress=lambda f: err.print(f"[dim]grader: {f}[/dim]"))
     except GraderError as exc:
         fail(exc)
-    from grader.cli.common import print_table
 
     columns, rows, caption = sample_rows(outcomes)
     print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))

@@ -6,8 +6,15 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import echo_fitted, fail
+from grader.cli.common import fail
+from grader.cli.screen import echo_fitted
 from grader.core.errors import GraderError
+from grader.toolchain import cache as build_cache
+from grader.exercises import choose, exercise_files
+from grader.core.backend import CUDA
+from grader.grade.calibration import calibrate as run, render, write_json
+from grader.exercises import load_all, load_exercise
+from grader.exercises.rubric import describe
 
 
 @click.command()
@@ -18,9 +25,6 @@ from grader.core.errors import GraderError
               help="Rubric whose limits.cache_max_mib is the default cap.")
 def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
     """Show the build cache's size; with --prune, shrink it to its cap."""
-    from grader.toolchain import cache as build_cache
-    from grader.exercises import choose
-
     try:
         limit = (max_mib << 20) if max_mib is not None else build_cache.max_bytes(
             choose(rubric_path=rubric_path).limits.cache_max_mib)
@@ -36,8 +40,6 @@ def cache(prune: bool, max_mib: int | None, rubric_path: Path | None) -> None:
 @click.command()
 def exercises() -> None:
     """List the exercises: each one's kernel, launcher, dimensions and tensors."""
-    from grader.exercises import exercise_files, load_all
-
     try:
         found = load_all()
     except GraderError as exc:
@@ -66,10 +68,6 @@ def exercises() -> None:
               help="Also write the tables as JSON here (docs/figures/ keeps them: docs/figures.md).")
 def calibrate(names: tuple[str, ...], json_out: Path | None) -> None:
     """Time the lessons' own reference kernels and the copies on this GPU: where the tier lines sit."""
-    from grader.core.backend import CUDA
-    from grader.grade.calibration import calibrate as run, render, write_json
-    from grader.exercises import load_all, load_exercise
-
     try:
         rubrics = [load_exercise(n) for n in names] or [r for r in load_all().values() if r.calibrate.runs]
         done = []
@@ -85,8 +83,6 @@ def calibrate(names: tuple[str, ...], json_out: Path | None) -> None:
 @click.command("rubric-keys")
 def rubric_keys() -> None:
     """List every rubric key with its default and what it means."""
-    from grader.exercises.rubric import describe
-
     for key, default, doc in describe():
         click.echo(f"{key}\n    {doc}" + (f"\n    default: {default}" if default else ""))
 

@@ -63,8 +63,12 @@ def _deadline(value: str | None) -> float | None:
               help="Uploads after this time are late: kept and marked late, or refused with --late refuse.")
 @click.option("--late", type=click.Choice(["keep", "refuse"]), default="keep", show_default=True,
               help="What a late upload gets.")
+@click.option("--leaderboard", is_flag=True,
+              help="Show a leaderboard of the best correct grades under aliases the students choose (a student "
+                   "without an alias is not on it).")
 def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | None, keyfile: Path | None,
-          backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str) -> None:
+          backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str,
+          leaderboard: bool) -> None:
     """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
     from grader.exercises import load_exercise
     from grader.serve.app import Settings, run_server
@@ -74,7 +78,8 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
         load_exercise(exercise)
         if (certfile is None) != (keyfile is None):
             raise UsageError("TLS needs both --certfile and --keyfile")
-        settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late))
+        settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late),
+                            leaderboard=leaderboard)
     except GraderError as exc:
         fail(exc)
     run_server(settings, host=host, port=port, certfile=certfile, keyfile=keyfile)

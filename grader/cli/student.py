@@ -1,19 +1,29 @@
-"""The student's commands: `grader submit` (with --watch), `grader history`, `grader explain`."""
+"""The student's grade: `grader submit` (with --watch, or --server). `grader history` and `grader
+explain` are in review.py."""
 
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 import click
 
-from grader.cli.common import FORMATS, LazyErrConsole, err_console, fail, fitted, terminal_width
+from grader.cli.common import FORMATS, LazyErrConsole, fail
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
-from grader.core.outcomes import Outcome
+from grader.core.handin import read_file
+from grader.core.processes import age_s
+from grader.exercises import choose, load_exercise
+from grader.grade.machine import decide, start_ahead
+from grader.grade.request import GradeOptions, GradeRequest
+from grader.platforms import github as gh
+
+# What stays imported inside the functions below, each with its reason: the pipeline (numpy, the
+# verdict) and the reports (jinja2) after the children have started (start_ahead: on the H100 host
+# they then overlap the measuring process's CUDA context, the longest wait of a warm grade), rich
+# at the first line printed (25 to 60 ms, none printed with -q on the way to the grade), watchfiles
+# for --watch and the server's client for --server only.
 
 
 @click.command()
@@ -87,9 +97,9 @@ class SubmitOptions:
 def _watch(file: Path, once: SubmitOptions) -> None:
     """Grade, then wait for FILE to be saved again (watchfiles: the folder is watched, so an editor
     that saves by renaming a new file over it is seen too), redraw, grade again."""
-    from watchfiles import watch
+    from rich.console import Console  # lazy: rich's import (see the top)
+    from watchfiles import watch  # lazy: --watch only
 
-    from rich.console import Console
     out = Console(highlight=False, soft_wrap=True)
     target = file.resolve()
 
@@ -140,9 +150,7 @@ def _submit_once(file: Path, once: SubmitOptions):
             result, rubric = _graded_here(file, once, progress)
     except GraderError as exc:
         fail(exc)
-    from grader.platforms import github as gh
-    from grader.platforms.delivery import Delivery, deliver
-    from grader.report.files import default_report_dir
+    from grader.platforms.delivery import Delivery, default_report_dir, deliver  # lazy: jinja2, after the grade
 
     folder = None if once.no_report else (once.report_dir or default_report_dir(file))
     done = deliver(result, rubric, to=Delivery(
@@ -156,11 +164,6 @@ def _submit_once(file: Path, once: SubmitOptions):
 def _graded_here(file: Path, once: SubmitOptions, progress):
     """FILE read once (the exercise's choice and the grade take those bytes), the machine decided
     once (grade/machine.py) and its children started before the pipeline's imports, then graded."""
-    from grader.core.handin import read_file
-    from grader.core.processes import age_s
-    from grader.exercises import choose
-    from grader.grade.machine import decide, start_ahead
-
     source = read_file(file)
     rubric = choose(rubric_path=once.rubric_path, exercise=once.exercise, file=source)
     to_early = age_s()
@@ -168,8 +171,7 @@ def _graded_here(file: Path, once: SubmitOptions, progress):
     # (and rich's): they overlap them (grade/early.py).
     machine = start_ahead(decide(once.backend), rubric=rubric)
     try:
-        from grader.grade.pipeline import grade
-        from grader.grade.request import GradeOptions, GradeRequest
+        from grader.grade.pipeline import grade  # lazy: after start_ahead (see the top)
 
         to_grade = age_s()
         # Where the command's own start went (the interpreter, its imports, the exercise's choice,
@@ -191,8 +193,7 @@ def _graded_here(file: Path, once: SubmitOptions, progress):
 def _graded_remotely(file: Path, once: SubmitOptions, progress):
     """FILE graded by the course's server (grader/serve/client.py): the same Result a local grade
     gives, and the rubric it names, for the reports."""
-    from grader.exercises import load_exercise
-    from grader.serve.client import submit_remote, token_from_environment
+    from grader.serve.client import submit_remote, token_from_environment  # lazy: --server only
 
     token = token_from_environment()
     if not token:
@@ -218,7 +219,7 @@ def _say_delivered(done, folder: Path | None, err: LazyErrConsole, once: SubmitO
 def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> None:
     """The --format document on stdout, or the terminal summary (ending with the report's path),
     with what changed since the last attempt."""
-    from grader.report.files import render_text
+    from grader.report.files import render_text  # lazy: jinja2, after the grade
 
     said, html = done.change, done.html
     if done.document is not None:
@@ -226,7 +227,10 @@ def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> No
         if html is not None and not once.quiet:
             err.print(f"grader: report: {html}")        # the document is stdout's: the path on stderr
     else:
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich's import (see the top)
+
+        from grader.cli.screen import fitted  # lazy: rich's import (see the top)
+
         out = Console(highlight=False, soft_wrap=True)
         text = render_text(result, rubric, colour=out.color_system is not None, report=html)
         lines = fitted(text.rstrip("\n"), out.width)
@@ -242,93 +246,4 @@ def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> No
         err.print(f"grader: {said}")
 
 
-@click.command()
-@click.argument("file", type=click.Path(path_type=Path))
-@click.option("--clear", is_flag=True, help="Forget FILE's attempts.")
-def history(file: Path, clear: bool) -> None:
-    """List FILE's attempts (every `grader submit` of it): when, outcome, fraction, tier, what was named."""
-    from grader.report import history as attempts_of
-
-    if clear:
-        n = attempts_of.clear(file)
-        click.echo(f"grader: forgot {n} attempt(s) of {file}")
-        return
-    rows = attempts_of.attempts(file)
-    if not rows:
-        click.echo(f"grader: no attempts of {file} yet (`grader submit {file}` grades it)")
-        return
-    from rich.markup import escape
-
-    from grader.cli.common import print_table
-
-    print_table(["#", "when", "outcome", "fraction", "tier", "named"],
-                [[str(i), time.strftime("%Y-%m-%d %H:%M", time.localtime(a.time)), a.outcome,
-                  f"{a.fraction:.3f}" if a.fraction is not None else "-", a.tier or "-",
-                  escape(", ".join(a.diagnoses + a.findings) or a.reason or "-")] for i, a in enumerate(rows, 1)],
-                steady=("#", "when", "fraction"), last=("named",))
-
-
-@click.command()
-@click.argument("file", type=click.Path(path_type=Path))
-@click.option("--exercise", default=None, metavar="NAME",
-              help="The exercise whose findings to apply (default: the one whose kernel FILE defines).")
-@click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="A rubric YAML instead of a named exercise.")
-@click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
-@click.option("--counters", is_flag=True,
-              help="On a GPU, also grade FILE and read the hardware's counters on its timed call (Nsight Compute: "
-                   "DRAM throughput, sectors per request, occupancy) and their findings; a correct kernel only.")
-def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: str | None, counters: bool) -> None:
-    """Show what FILE's compiled code does that costs it: findings and the annotated SASS (nothing is
-    run); with --counters, also what the GPU's counters measured when it ran."""
-    from grader.toolchain import gpuinfo
-    from grader.analysis.explain import explain_submission, render
-    from grader.core.backend import CUDA
-    from grader.core.errors import InfrastructureError
-    from grader.exercises import choose
-    from grader.grade.machine import decide
-
-    counted = ""
-    try:
-        if not file.is_file():                  # said in one line, as submit says it
-            raise UsageError(f"{file}: no such file" if not file.exists() else f"{file}: a folder, not a .cu file")
-        rubric = choose(rubric_path=rubric_path, exercise=exercise, file=file)
-        machine = decide(CUDA) if arch is None or counters else None      # the GPU probed once, if at all
-        reading = machine.reading if machine is not None else None
-        if counters and reading is None:
-            raise InfrastructureError("--counters reads an NVIDIA GPU's counters and none is visible here: run on a GPU "
-                                      "machine (without --counters, explain needs only nvcc).")
-        target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
-        ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
-        if counters and not ex.problem:
-            counted = _counted(file, rubric, machine)
-    except GraderError as exc:
-        fail(exc)
-    text = render(ex, file.name) + counted
-    width = terminal_width()
-    if width is not None:                   # its prose wrapped to the terminal; SASS and source left whole
-        from rich.markup import escape
-
-        text = "\n".join(piece.plain for piece in fitted(escape(text.rstrip("\n")), width)) + "\n"
-    click.echo(text, nl=False)
-    sys.exit(Exit.NOT_GRADABLE if ex.problem else Exit.CORRECT)
-
-
-def _counted(file: Path, rubric, machine) -> str:
-    """explain --counters: FILE graded on machine's GPU with the counters' pass, said as render_counters says it."""
-    from grader.analysis.explain import render_counters
-    from grader.grade.pipeline import grade
-    from grader.grade.request import GradeOptions, GradeRequest
-
-    r = grade(GradeRequest(file, rubric, machine, GradeOptions(counters=True)),
-              progress=lambda msg: err_console().print(f"[dim]grader: {msg}[/dim]"))
-    if r.status != Outcome.GRADED:
-        graded = f"{Outcome(r.status).text}: {(r.message.strip().splitlines() or [''])[0]}"
-    elif not r.correct:
-        graded = "graded incorrect: the counters are read for a correct kernel; `grader submit` says what is wrong"
-    else:
-        graded = f"graded correct, fraction {r.fraction:.3f}" if r.fraction is not None else "graded correct"
-    return render_counters(r.counters, r.findings, graded)
-
-
-COMMANDS = [submit, history, explain]
+COMMANDS = [submit]

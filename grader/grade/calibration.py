@@ -22,6 +22,13 @@ from grader.exercises import load_reference
 from grader.exercises.plan import buffer_of, case_job, timed_cases
 from grader.exercises.rubric import Rubric, dims_values
 from grader.core.stats import median
+from grader.toolchain.build import build_guard, build_reference
+from grader.core.locations import cache_root
+from grader.exercises import casefiles, data
+from grader.grade.jobs import child_limits
+from grader.run.sandbox import Worker
+import json
+from grader.core.typed import from_data
 
 
 @dataclass
@@ -49,12 +56,6 @@ class Calibration:
 def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) -> Calibration:
     """Time the exercise's calibration runs and the copies on a GPU with backend (one that times);
     InfrastructureError without one."""
-    from grader.toolchain.build import build_guard, build_reference
-    from grader.core.locations import cache_root
-    from grader.exercises import casefiles, data
-    from grader.grade.jobs import child_limits
-    from grader.run.sandbox import Worker
-
     reading = gpuinfo.probe()
     if reading is None:
         raise InfrastructureError("grader calibrate times kernels on an NVIDIA GPU and none is visible here")
@@ -120,18 +121,12 @@ def _rows(rubric: Rubric, frame: CalibrationFrame, copy_bytes: int, values: dict
 
 def write_json(calibrations: list[Calibration], path: Path) -> None:
     """The tables as JSON (`grader calibrate --json-out`): what docs/figures.md restates."""
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"kind": "calibrate", "calibrations": [dataclasses.asdict(c) for c in calibrations]},
                                indent=1))
 
 
 def read_json(path: Path) -> list[Calibration]:
-    import json
-
-    from grader.core.typed import from_data
-
     return [from_data(Calibration, c) for c in json.loads(path.read_text(encoding="utf-8"))["calibrations"]]
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from grader.core.errors import InfrastructureError
+from grader.core.locations import cache_root
 from grader.core.contract import Job
 from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
@@ -32,13 +33,15 @@ from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_driver_stand_in, build_guard, build_reference
 from grader.toolchain.outcome import BuildResult
+from grader import verdict
+from grader.run import profiling
+from grader.toolchain import tools
+from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
 
 
 
 def _answers(case, rubric: Rubric, exercise, drawn, store):
     """One case's float64 answers (verdict.expected_for), from its inputs once they are drawn."""
-    from grader import verdict
-
     return verdict.expected_for(case, rubric, exercise, drawn.result(), store.folder_for(case), keep=store.keep)
 
 
@@ -100,10 +103,10 @@ class GradeRun:
         if self.children is not None:
             self.worker, self.recorder = self.children.worker, self.children.recorder
             self.device = self.children.device or self.device
-        # Imported only now, with the child already starting: numpy's import overlaps its start-up.
-        from grader.core.locations import cache_root
-        from grader.exercises import casefiles
-        from grader.exercises.pool import Store
+        # lazy: imported only now, with the child already starting (the emulator's are not started
+        # ahead): numpy's import (exercises.pool's) overlaps its start-up.
+        from grader.exercises import casefiles  # lazy: as above
+        from grader.exercises.pool import Store  # lazy: as above
 
         exercise = load_reference(rubric)
         if self.worker is None:
@@ -214,9 +217,6 @@ class GradeRun:
     def counters(self, children: Children, *, launches, model_bytes: int | None) -> CountersSummary:
         """The counters' pass (run/profiling.py) over the timed call the measuring process replayed,
         in the GPU's lane again: what the hardware counted, or why nothing was."""
-        from grader.run.profiling import call_kernels, profile_call
-        from grader.toolchain import tools
-
         replay = children.replay
         if not self.backend.on_gpu or not self.backend.toolchain.profiler or replay is None or not replay.timed_cases:
             return CountersSummary(problem="the counters are read on a GPU, from the timed call of a timed grade.")
@@ -224,12 +224,12 @@ class GradeRun:
         if ncu is None:
             return CountersSummary(problem=f"{self.backend.toolchain.profiler} was not found: "
                                            f"{tools.INSTALL_HINTS.get(self.backend.toolchain.profiler, 'install it')}.")
-        kernels = call_kernels(replay.replay.recording, replay.timed_cases[0].launch.key)
+        kernels = profiling.call_kernels(replay.replay.recording, replay.timed_cases[0].launch.key)
         names = {lc.mangled: lc.kernel for lc in launches}
         self.say(Said("reading the hardware's counters (Nsight Compute)", Phase.COUNTERS))
         try:
             with lanes.gpu_lane(self.device):
-                return profile_call(replay, ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,
+                return profiling.profile_call(replay, ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,
                                     output_cap=self.rubric.limits.output_cap_bytes,
                                     time_limit_s=max(60.0, self.rubric.limits.time_limit_s), device=self.device)
         except Exception as exc:  # noqa: BLE001 - the counters never fail a grade: said, not raised
@@ -258,8 +258,6 @@ class GradeRun:
 
 
 def _device_code(build: BuildResult, stand_in: Future) -> DeviceCode:
-    from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
-
     fatbins = device_code(build.library)
     return DeviceCode([str(p) for p in fatbins], device_variables(build.object), uses_device_heap(build.object),
                       kernel_parameters(fatbins), stand_in.result())

@@ -21,9 +21,13 @@ from __future__ import annotations
 import atexit
 from dataclasses import dataclass
 
-from grader.core.backend import AUTO, Backend, named
+from grader.core.backend import AUTO, BACKENDS, Backend, named
+from grader.core.errors import UsageError
+from grader.core.processes import age_s, close_to_children
 from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S, spread_threads
 from grader.run.sandbox import Worker
+from grader.run import lanes
+from grader.toolchain import gpuinfo
 
 
 @dataclass
@@ -108,13 +112,9 @@ def head_start(argv: list[str]) -> bool:
     for the emulator or for help. Started as a rubric with the default limits and no PyTorch
     baseline would start it, on the first visible GPU; whether it was started. Never fails: a
     process that cannot start is the grade's to start again, and report."""
-    from grader.toolchain import gpuinfo
-
     backend = head_start_backend(argv, gpu_present=gpuinfo.device_file_present())
     if backend is None:
         return False
-    from grader.core.processes import age_s, close_to_children
-    from grader.run import lanes
 
     close_to_children()             # as start_children does, before any child of this grade starts
     spec = MeasurerSpec(backend=backend, output_cap=OUTPUT_CAP_BYTES, cpu_limit_s=TIME_LIMIT_S,
@@ -142,8 +142,6 @@ def head_start_backend(argv: list[str], *, gpu_present: bool) -> Backend | None:
             requested = a.partition("=")[2]
         elif a == "--backend" and i + 1 < len(args):
             requested = args[i + 1]
-    from grader.core.backend import BACKENDS
-    from grader.core.errors import UsageError
 
     # A guess, not the decision (grade/machine.decide makes that once): "auto" with a device file
     # present is the backend that records then replays, if any does.

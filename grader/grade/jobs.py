@@ -19,6 +19,9 @@ from grader.exercises import Reference, load_reference
 from grader.exercises import casefiles
 from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
 from grader.exercises.rubric import Rubric, dims_values
+from grader.exercises import data
+from grader.core.locations import cache_root
+from grader.exercises.pool import Store
 
 
 def baseline_cases_for(rubric: Rubric, backend: Backend) -> list[Case]:
@@ -45,8 +48,6 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
 def _materialize(rubric: Rubric, exercise: Reference, case: Case, folder: Path):
     """data.materialize, imported in the drawing thread: numpy's import off the grade's way to its
     children (the main thread builds, then waits on them)."""
-    from grader.exercises import data
-
     return data.materialize(rubric, exercise, case, folder)
 
 
@@ -59,9 +60,6 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
     them in the background instead). store (exercises/pool.Store): where the cases lie, and the
     run's secret; by default the shared cache and the rubric's seeds. cases: the run's plan where
     the caller made it (run_cases with the store's secret), else made here."""
-    from grader.core.locations import cache_root
-    from grader.exercises.pool import Store
-
     store = store or Store(cache_root())
     exercise = load_reference(rubric)
     every = cases if cases is not None else run_cases(rubric, timed=backend.times, secret=store.secret)

@@ -28,6 +28,13 @@ from grader.run.sandbox import Worker
 from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
 from grader.core.outcomes import Outcome
+import resource
+from grader.core.locations import cache_root
+from grader.toolchain import cache
+from grader.core.limits import lowered
+from grader.toolchain import tools
+from grader.analysis import sass
+from grader.analysis import findings, launches
 
 if TYPE_CHECKING:
     from grader.verdict import Verdict
@@ -127,8 +134,6 @@ def _machine_limit(exc: Exception) -> str | None:
     """What to do about an error that is the machine's (a limit, a full or read-only disk), or
     None for one that is a bug of ours. Python says a thread it could not start (EAGAIN at the
     process limit, which counts threads) as RuntimeError("can't start new thread")."""
-    import resource
-
     def soft(which: int) -> str:
         value = resource.getrlimit(which)[0]
         return "unlimited" if value == resource.RLIM_INFINITY else str(value)
@@ -175,8 +180,6 @@ def _machine_limit(exc: Exception) -> str | None:
 
 
 def _in_cache(path: str) -> bool:
-    from grader.core.locations import cache_root
-
     try:
         root = str(cache_root())
     except OSError:
@@ -192,8 +195,6 @@ GRADE_ADDRESS_SPACE_KIB = 2_000_000
 def _memory_limit() -> str | None:
     """The memory limit this grader inherited, said with its value and the fix, where one is set
     (`ulimit -v`, RLIMIT_AS; or RLIMIT_DATA, `ulimit -d`); None where memory is unlimited."""
-    import resource
-
     for which, flag, what in ((resource.RLIMIT_AS, "-v", "address-space"), (resource.RLIMIT_DATA, "-d", "data")):
         value = resource.getrlimit(which)[0]
         if value != resource.RLIM_INFINITY:
@@ -214,8 +215,6 @@ def cpu_limit_too_short(rubric: Rubric) -> str | None:
     too) is shorter than a child's time limit and its start: said with its value and the fix, before
     anything runs (at `ulimit -t 3` the grader itself was killed mid-grade; a child killed by it would
     read as the student's crash)."""
-    import resource
-
     soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
     need = int(rubric.limits.time_limit_s) + 30
     if soft == resource.RLIM_INFINITY or soft >= need:
@@ -227,8 +226,6 @@ def cpu_limit_too_short(rubric: Rubric) -> str | None:
 
 def _no_room(exc: OSError) -> str:
     """What to do when the grader cannot write its own files: a file-size limit, a full disk."""
-    import resource
-
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
     why = (f"the file-size limit this grader inherited ({limit} bytes: `ulimit -f`)" if exc.errno == errno.EFBIG
            else "the disk (or its quota)")
@@ -240,8 +237,6 @@ def _no_room(exc: OSError) -> str:
 def keep_cache_in_bounds(rubric: Rubric, *, at_most_every_s: float = 0.0) -> None:
     """Prune the build cache to its cap (least recently used first), where it grew since the last
     prune and that was at least at_most_every_s ago; never fails a grade."""
-    from grader.toolchain import cache
-
     try:
         cache.prune_if_grown(limit_bytes=cache.max_bytes(rubric.limits.cache_max_mib), at_most_every_s=at_most_every_s)
     except OSError:
@@ -299,7 +294,7 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         reading_wait_s = time.perf_counter() - waited
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
                                 before=reading if backend.on_gpu else None, after=after, compiler=build.compiler)
-        from grader.analysis import launches      # imported after the children: off a warm grade's way to them
+        from grader.analysis import launches      # lazy: after the children, off a warm grade's way to them
 
         log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
                                              {c.name for c in prepared.cases if c.timed})
@@ -357,10 +352,6 @@ def take_verdict(result: Result, v: Verdict) -> None:
 
 def _lowered_limits(rubric: Rubric, worker: Worker, reported: SandboxSummary | None) -> dict:
     """The grader's limits an inherited hard limit lowered (each only stricter: grader/core/limits.py)."""
-    import resource
-
-    from grader.core.limits import lowered
-
     found = {**lowered({resource.RLIMIT_AS: rubric.limits.build_memory_mib << 20}), **worker.lowered}
     if reported is not None and reported.host_memory_lowered_to_mib is not None:   # the child's own cap
         found["private memory (the child)"] = {"wanted_mib": rubric.limits.host_memory_mib,
@@ -376,8 +367,6 @@ def _refused_by_replay(reasons: list[str], p: Path) -> Stop:
 
 def _no_gpu_code(backend: Backend) -> str:
     """Why a graded run has no compiled GPU code to read."""
-    from grader.toolchain import tools
-
     checker = backend.checked_by or backend
     if tools.locate(checker.toolchain.compiler) is None:
         return (f"{checker.toolchain.compiler} is not installed here, so only the {backend.name} build of the file "
@@ -386,8 +375,6 @@ def _no_gpu_code(backend: Backend) -> str:
 
 
 def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
-    from grader.analysis import sass
-
     return sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                         default_kernel=rubric.kernel.name, resources=build.resources)
 
@@ -395,8 +382,6 @@ def _analyse_sass(build: BuildResult, sub: Submission, rubric: Rubric):
 def _findings(kernels, result: Result, rubric: Rubric, arch: str) -> tuple[SassSummary, list]:
     """What the compiled code shows (kernels: analysis.sass's, or why there are none) and the
     rubric's findings from it, with this run's launches and timing."""
-    from grader.analysis import findings, launches
-
     if isinstance(kernels, str):
         return SassSummary(unavailable=kernels), []
     kernels = findings.with_launches(kernels, result.launches, launches.sm_count(arch, result.device.sms))

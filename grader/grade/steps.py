@@ -11,7 +11,6 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
+from grader.platforms import junit
+from grader.platforms import classroom
+from grader.platforms.scoring import score
+from grader.platforms import gradescope
+from grader.platforms import prairielearn
 
 if TYPE_CHECKING:                   # the CLI's options read FORMATS before any grade: the writers import late
     from grader.report.files import Rendered
@@ -18,30 +23,19 @@ def _markdown(rendered: Rendered) -> str:
 
 
 def _junit(rendered: Rendered) -> str:
-    from grader.platforms import junit
-
     return junit.document([junit.testsuite(rendered.result)]).decode()
 
 
 def _classroom(rendered: Rendered) -> str:
-    from grader.platforms import classroom
-    from grader.platforms.scoring import score
-
     return classroom.output_line(rendered.result, score(rendered.result, rendered.rubric)) + "\n"
 
 
 def _gradescope(rendered: Rendered) -> str:
-    from grader.platforms import gradescope
-    from grader.platforms.scoring import score
-
     result = rendered.result
     return json.dumps(gradescope.results(result, score(result, rendered.rubric), rendered.markdown), indent=1) + "\n"
 
 
 def _prairielearn(rendered: Rendered) -> str:
-    from grader.platforms import prairielearn
-    from grader.platforms.scoring import score
-
     return json.dumps(prairielearn.results(rendered.result, score(rendered.result, rendered.rubric)), indent=1) + "\n"
 
 
