@@ -121,3 +121,18 @@ def test_tokens_are_stored_hashed_and_revocable(store, tmp_path):
     with pytest.raises(Exception, match="identifier"):
         again.issue("../etc")
     again.close()
+
+
+def test_the_leaderboard_shows_chosen_aliases_only_best_first(store):
+    ids = {s: store.accept(s, "k.cu", SRC, Rules()).id for s in ("ann", "bob", "cy", "dee")}
+    store.claim_wave()
+    finish(store, ids["ann"], correct=True, fraction=0.8, tier="silver")
+    finish(store, ids["bob"], correct=True, fraction=0.95, tier="gold")
+    finish(store, ids["cy"], correct=False)
+    finish(store, ids["dee"], correct=True, fraction=0.99, tier="gold")
+    assert store.set_alias("ann", "  fast  ann ") == "" and store.alias("ann") == "fast ann"
+    assert store.set_alias("bob", "Fast Ann") != ""                # taken (letter case aside)
+    assert store.set_alias("bob", "<script>") != ""                # not an alias
+    assert store.set_alias("bob", "b0b") == "" and store.set_alias("cy", "cy") == ""
+    assert [(r["alias"], r["outcome"]) for r in store.leaderboard()] == [("b0b", "gold"), ("fast ann", "silver")]
+    assert store.set_alias("bob", "") == "" and [r["alias"] for r in store.leaderboard()] == ["fast ann"]

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def wait_done(server: Server, token: str, upload_id: str, timeout: float = 240) 
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     people = tokens(folder, "ann", "bob", "cy", "dee")
-    server = Server(folder, "--per-hour", "3", "--max-kb", "64").start()
+    server = Server(folder, "--per-hour", "3", "--max-kb", "64", "--leaderboard").start()
     yield server, people
     server.stop()
 
@@ -167,16 +168,25 @@ def test_no_token_reaches_the_servers_log(course):
 def comparable(doc: dict) -> dict:
     """A result.json minus what differs from one run of the same file to the next: the wall times
     (seconds, phases, the build's times, the sandbox's set-up times: its keys in _ms and _s), the
-    memory measured (the sandbox's keys in _mib), and where the file lay (submission.path)."""
+    memory measured (the sandbox's keys in _mib), the emulator's threads (the cores shared among the
+    grades in flight then: sandbox.emulator_threads), and where the file lay (submission.path)."""
     doc = json.loads(json.dumps(doc))
     doc.pop("seconds"), doc.pop("phases")
     doc["submission"].pop("path")
     for key in ("seconds", "cached", "compile_s", "link_s"):
         (doc.get("build") or {}).pop(key, None)
     sandbox = doc.get("sandbox") or {}
-    for key in [k for k in sandbox if k.endswith(("_ms", "_s", "_mib"))]:
+    for key in [k for k in sandbox if k.endswith(("_ms", "_s", "_mib")) or k == "emulator_threads"]:
         sandbox.pop(key)
     return doc
+
+
+def differences(a, b, at: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b)) for d in differences(a.get(k), b.get(k), f"{at}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{at}[{i}]")]
+    return [] if a == b else [f"{at}: {a!r} != {b!r}"]
 
 
 def test_submit_remote_returns_the_result_json_a_local_grade_writes(course, tmp_path):
@@ -197,7 +207,8 @@ def test_submit_remote_returns_the_result_json_a_local_grade_writes(course, tmp_
                              "ORDER BY seq DESC LIMIT 1").fetchone()
     assert remote.to_json() == json.loads(text)                    # what the server stored, as it stored it
     local = grade_submission(CORRECT, rubric=load_exercise(EXERCISE), backend="emulator")
-    assert remote.correct and comparable(remote.to_json()) == comparable(local.to_json())
+    mine, theirs = comparable(remote.to_json()), comparable(local.to_json())
+    assert remote.correct and mine == theirs, differences(mine, theirs)
     with pytest.raises(ServerRefused, match="GRADER_TOKEN"):
         submit_remote(CHEAP, server=server.url, token="wrong", exercise=None, progress=None)
 
@@ -416,3 +427,30 @@ def test_grader_submit_server_end_to_end_writes_the_servers_result_json(course, 
                              "ORDER BY seq DESC LIMIT 1").fetchone()
     assert json.loads((tmp_path / "r" / "result.json").read_text()) == json.loads(text)
     assert all(len(line) <= 80 for line in proc.stderr.splitlines() if line.startswith("grader: queued"))
+
+
+def page_text(server: Server, path: str, token: str, data: dict | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(server.url + path, headers={"Authorization": f"Bearer {token}"},
+                                 data=urllib.parse.urlencode(data).encode() if data is not None else None)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_an_alias_is_set_through_the_pages_form_and_its_csrf_token(course):
+    import re
+
+    server, people = course
+    status, html = page_text(server, "/", people["bob"])
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', html).group(1)
+    assert page_text(server, "/alias", people["bob"], {"csrf": "forged", "alias": "x1"})[0] == 403
+    status, html = page_text(server, "/alias", people["bob"], {"csrf": token, "alias": "<b>bob</b>"})
+    assert status == 400 and "an alias is" in html and "<b>bob</b>" not in html       # refused, and escaped
+    assert page_text(server, "/alias", people["bob"], {"csrf": token, "alias": "quick bob"})[0] == 200   # redirected
+    status, html = page_text(server, "/leaderboard", people["ann"])
+    assert status == 200 and 'id="leaderboard"' in html
+    rows = {r["student"]: r for r in call(server, "/api/class", people["@instructor"])[2]["students"]}
+    correct = rows.get("bob", {}).get("best") in ("correct", "gold", "silver", "below")    # only a correct grade is on it
+    assert ("quick bob" in html) == correct and "bob<" not in html.replace("quick bob", "")   # the alias, never the id

@@ -61,6 +61,7 @@ class Settings:
     jobs: int | None = None
     rules: Rules = field(default_factory=Rules)
     worker: bool = True                # start (and keep) the grading worker
+    leaderboard: bool = False          # the best fractions under the aliases students choose (/leaderboard)
 
 
 class Fanout:
@@ -390,10 +391,11 @@ def create_app(settings: Settings) -> Starlette:
         if person is None:
             return page("login.html.j2")
         if person[1]:
-            return page("class.html.j2", rows=class_rows(), csrf=csrf(request))
+            return page("class.html.j2", rows=class_rows(), csrf=csrf(request), leaderboard=settings.leaderboard)
         return student_page(request, person[0], own=True)
 
-    def student_page(request: Request, student: str, *, own: bool) -> HTMLResponse:
+    def student_page(request: Request, student: str, *, own: bool, alias_problem: str = "",
+                     status: int = 200) -> HTMLResponse:
         rows = store().attempts(student)
         top = best(rows)
         attempts = [{"id": r["id"], "file": r["name"], "state": r["state"], "late": bool(r["late"]),
@@ -401,7 +403,8 @@ def create_app(settings: Settings) -> Starlette:
                      "outcome": outcome_word(r) if r["state"] == DONE else r["state"],
                      "fraction": f"{r['fraction']:.3f}" if r["fraction"] is not None else "",
                      "tier": r["tier"] or ""} for r in rows]
-        return page("student.html.j2", student=student, own=own, attempts=attempts, csrf=csrf(request),
+        return page("student.html.j2", status, alias_problem=alias_problem, student=student, own=own, attempts=attempts, csrf=csrf(request),
+                    leaderboard=settings.leaderboard, alias=store().alias(student) if settings.leaderboard else "",
                     best=(outcome_word(top) if top is not None else None),
                     best_fraction=(f"{top['fraction']:.3f}" if top is not None and top["fraction"] is not None else ""))
 
@@ -431,6 +434,25 @@ def create_app(settings: Settings) -> Starlette:
         response = await take_upload(request, person[0], check_csrf=True)
         if "application/json" in request.headers.get("accept", "") or response.status_code != 202:
             return response
+        return RedirectResponse("/", 303)
+
+    async def leaderboard(request: Request):
+        person = who(request)
+        if person is None or not settings.leaderboard:
+            return not_found()
+        return page("leaderboard.html.j2", board=store().leaderboard())
+
+    async def set_alias(request: Request):
+        person = who(request)
+        if person is None or person[1] or not settings.leaderboard:
+            return not_found()
+        form = await request.form(max_files=0, max_fields=4, max_part_size=4096)
+        if not hmac.compare_digest(str(form.get("csrf", "")), csrf(request)):
+            return JSONResponse({"error": "this form is stale or was not sent from the course's page: reload the "
+                                          "page"}, 403)
+        problem = await asyncio.to_thread(store().set_alias, person[0], str(form.get("alias", "")))
+        if problem:
+            return student_page(request, person[0], own=True, alias_problem=problem, status=400)
         return RedirectResponse("/", 303)
 
     async def report(request: Request):
@@ -491,6 +513,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/", home), Route("/login", login, methods=["POST"]), Route("/logout", logout, methods=["POST"]),
         Route("/upload", web_upload, methods=["POST"]), Route("/serve.js", script),
         Route("/submissions/{id}/report", report), Route("/students/{student:path}", student_history),
+        Route("/leaderboard", leaderboard), Route("/alias", set_alias, methods=["POST"]),
         Route("/class/", class_report), Route("/class/{student}/report.html", class_student_report),
         Route("/api/submissions", api_submit, methods=["POST"]), Route("/api/submissions/{id}", api_status),
         Route("/api/submissions/{id}/events", api_events), Route("/api/class", api_class),

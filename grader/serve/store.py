@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import sqlite3
 import threading
@@ -36,6 +37,7 @@ STORE_NAME = "grader.sqlite"
 INSTRUCTOR = "@instructor"      # the identifier `grader serve tokens` prints beside the instructor's token
 QUEUED, GRADING, DONE, REPLACED = "queued", "grading", "done", "replaced"
 HOUR_S = 3600.0
+ALIAS = re.compile(r"[\w -]{2,24}")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT, upload
                                    student TEXT NOT NULL, kind TEXT NOT NULL, data TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS events_upload ON events(upload, seq);
 CREATE TABLE IF NOT EXISTS served (student TEXT PRIMARY KEY, turn INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS aliases (student TEXT PRIMARY KEY, alias TEXT UNIQUE NOT NULL COLLATE NOCASE);
 """
 
 
@@ -227,6 +230,8 @@ class Store:
         flight, the student served least recently first, marked `grading` (and each student's turn
         taken) in one transaction; at most limit of them (None: every claimable one)."""
         now = time.time() if now is None else now
+        if not self.query("SELECT 1 FROM uploads WHERE state = ? LIMIT 1", (QUEUED,)):
+            return []                         # an idle worker's look takes no write lock
         with self.transaction() as db:
             rows = db.execute(_CLAIMABLE).fetchall()
             chosen, seen = [], set()
@@ -287,6 +292,38 @@ class Store:
             row = db.execute("SELECT student FROM uploads WHERE id = ?", (upload_id,)).fetchone()
             if row is not None:
                 _event(db, upload_id, row["student"], kind, data)
+
+    # --- the leaderboard ----------------------------------------------------------------------------
+
+    def set_alias(self, student: str, alias: str) -> str:
+        """The alias student chose for the leaderboard ("" removes them from it); "" when it was
+        taken, else a sentence saying what is wrong with it."""
+        alias = " ".join(alias.split())
+        with self.transaction() as db:
+            if not alias:
+                db.execute("DELETE FROM aliases WHERE student = ?", (student,))
+                return ""
+            if not ALIAS.fullmatch(alias):
+                return "an alias is 2 to 24 letters, digits, spaces, '_' or '-'"
+            taken = db.execute("SELECT student FROM aliases WHERE alias = ?", (alias,)).fetchone()
+            if taken is not None and taken["student"] != student:
+                return f"{alias!r} is someone else's alias: choose another"
+            db.execute("INSERT OR REPLACE INTO aliases VALUES (?, ?)", (student, alias))
+        return ""
+
+    def alias(self, student: str) -> str:
+        rows = self.query("SELECT alias FROM aliases WHERE student = ?", (student,))
+        return rows[0]["alias"] if rows else ""
+
+    def leaderboard(self) -> list[dict]:
+        """Each student who chose an alias, by their best grade (rank), the best first: alias,
+        outcome, fraction. No identifier leaves the store."""
+        board = []
+        for r in self.query("SELECT student, alias FROM aliases"):
+            top = best(self.attempts(r["student"]))
+            if top is not None and top["status"] == Outcome.GRADED and top["correct"]:
+                board.append((rank(top), {"alias": r["alias"], "outcome": outcome_word(top), "fraction": top["fraction"]}))
+        return [row for _rank, row in sorted(board, key=lambda x: x[0], reverse=True)]
 
     # --- reading ----------------------------------------------------------------------------------
 
