@@ -136,3 +136,32 @@ def test_the_leaderboard_shows_chosen_aliases_only_best_first(store):
     assert store.set_alias("bob", "b0b") == "" and store.set_alias("cy", "cy") == ""
     assert [(r["alias"], r["outcome"]) for r in store.leaderboard()] == [("b0b", "gold"), ("fast ann", "silver")]
     assert store.set_alias("bob", "") == "" and [r["alias"] for r in store.leaderboard()] == ["fast ann"]
+
+
+def test_a_machine_fault_is_graded_again_a_bounded_number_of_times_then_shown_as_the_machines(store, tmp_path):
+    """The worker's end of a grade (worker._keep): an infrastructure_error is queued again until
+    MAX_TRIES grades were made, then stored as the result (the machine's fault, said so)."""
+    from grader.batch.grading import Graded
+    from grader.batch.inputs import Entry
+    from grader.core.outcomes import Outcome
+    from grader.core.results import Result
+    from grader.serve import worker
+
+    up = store.accept("ann", "k.cu", SRC, Rules())
+    r = Result(exercise="x", submission={"path": "k.cu", "sha256": None}, backend="emulator",
+               status=Outcome.GRADED, grader_version="t")
+    r.stop(Outcome.INFRASTRUCTURE_ERROR, "no space left on device")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(r.to_json()))
+    (folder / "report.md").write_text("# r")
+    (folder / "report.html").write_text("<p>r</p>")
+    for attempt in range(1, worker.MAX_TRIES + 1):
+        (claimed,) = store.claim_wave()
+        assert claimed.tries == attempt
+        worker._keep(store, Graded(Entry(up.id, None), r), claimed, folder)
+        state = store.upload(up.id)["state"]
+        assert state == (QUEUED if attempt < worker.MAX_TRIES else DONE), (attempt, state)
+    assert store.upload(up.id)["status"] == "infrastructure_error"
+    agains = [json.loads(e["data"]).get("again", "") for e in store.events(upload=up.id) if e["kind"] == "phase"]
+    assert sum("no space left on device" in a for a in agains) == worker.MAX_TRIES - 1
