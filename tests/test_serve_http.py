@@ -65,8 +65,7 @@ class Server:
 
     def pid(self) -> int:
         """The server's own process id (timeout's child)."""
-        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout.split()
-        return int(out[0])
+        return int(Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()[0])
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
