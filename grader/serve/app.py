@@ -40,6 +40,7 @@ FANOUT_S = 0.1              # how often the fan-out reads new events
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
 WORKER_RESTART_S = 1.0      # the wait before a dead worker is started again
 FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (boundaries, headers, fields)
+SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
             "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -213,9 +214,10 @@ def create_app(settings: Settings) -> Starlette:
 
     # --- uploads ------------------------------------------------------------------------------------
 
-    async def bounded_form(request: Request):
-        """The multipart form, its body read at most to the size limit (413 beyond it)."""
-        limit = settings.rules.max_bytes + FORM_OVERHEAD
+    async def bounded_form(request: Request, limit: int | None = None):
+        """The form (multipart or urlencoded), its body read at most to limit bytes (None: the
+        upload's size limit and a form's overhead); None where the body is longer."""
+        limit = settings.rules.max_bytes + FORM_OVERHEAD if limit is None else limit
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             return None
@@ -409,7 +411,7 @@ def create_app(settings: Settings) -> Starlette:
                     best_fraction=(f"{top['fraction']:.3f}" if top is not None and top["fraction"] is not None else ""))
 
     async def login(request: Request):
-        form = await request.form(max_files=0, max_fields=4, max_part_size=4096)
+        form = await bounded_form(request, SMALL_FORM) or {}
         token = str(form.get("token", "")).strip()
         if not token or store().who(token) is None:
             return page("login.html.j2", 401, error="That token is not valid here: paste the token your instructor "
@@ -420,7 +422,7 @@ def create_app(settings: Settings) -> Starlette:
         return response
 
     async def logout(request: Request):
-        form = await request.form(max_files=0, max_fields=4, max_part_size=4096)
+        form = await bounded_form(request, SMALL_FORM) or {}
         if not hmac.compare_digest(str(form.get("csrf", "")), csrf(request)):
             return JSONResponse({"error": "this form is stale: reload the page"}, 403)
         response = RedirectResponse("/", 303)
@@ -446,7 +448,7 @@ def create_app(settings: Settings) -> Starlette:
         person = who(request)
         if person is None or person[1] or not settings.leaderboard:
             return not_found()
-        form = await request.form(max_files=0, max_fields=4, max_part_size=4096)
+        form = await bounded_form(request, SMALL_FORM) or {}
         if not hmac.compare_digest(str(form.get("csrf", "")), csrf(request)):
             return JSONResponse({"error": "this form is stale or was not sent from the course's page: reload the "
                                           "page"}, 403)
