@@ -157,6 +157,10 @@ CORRECT = [
     "        b[c % 256] = bias[c];\n    }\n    __syncthreads();\n"
     "    if (col < cols) out[row * cols + col] = x[row * cols + col] + b[col % 256];\n",
     "    const size_t j = blockIdx.y * blockDim.x + threadIdx.x;\n    if (j < n) out[j] = x[j];\n",
+    "    float v = idx < n ? x[idx] : 0.0f;\n"
+    "    for (int s = 1; s <= warpSize / 2; s *= 2) v += __shfl_xor_sync(0xffffffffu, v, s);\n"
+    "    for (int s = 1; s <= warpSize; s <<= 1) v += __shfl_xor_sync(0xffffffffu, v, s % 32);\n"
+    "    if (idx < n) out[idx] = v;\n",
 ]
 
 

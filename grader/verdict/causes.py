@@ -143,13 +143,32 @@ def _index_names(body: str, roots: str = r"\b(?:threadIdx|blockIdx)\.[xyz]\b") -
     return names
 
 
+def _addressing(body: str) -> set[str]:
+    """Names that take part in an address: inside a subscript or added to a pointer, or assigned
+    into a name that does (to a fixed point)."""
+    names = {w for k in re.findall(r"\[([^\[\];]*)\]", body) for w in re.findall(r"[A-Za-z_]\w*", k)}
+    names |= {w for e in re.findall(r"\b[A-Za-z_]\w*\s*\+\s*([^;,)]*)", body) for w in re.findall(r"[A-Za-z_]\w*", e)}
+    assigned = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*)", body)]
+    changed = True
+    while changed:
+        changed = False
+        for name, expr in assigned:
+            if name in names:
+                new = set(re.findall(r"[A-Za-z_]\w*", expr)) - names
+                if new:
+                    names |= new
+                    changed = True
+    return names
+
+
 def guard_off_by_one(sub: Submission) -> list[Cause]:
     """Every bounds check in device code one past the end (guard_past_end) or one short
-    (guard_stops_short) of a size, where the index compared is a thread's index or a loop's."""
+    (guard_stops_short) of a size, where the index compared is a thread's index or a loop's that
+    takes part in an address (a loop's counter of shuffle steps is no index)."""
     found: list[Cause] = []
     seen: set[int] = set()
     for start, body in _body_lines(sub):
-        indices = _index_names(body)
+        indices = _index_names(body) & _addressing(body)
         for pattern, direction, fix in _GUARDS:
             for m in pattern.finditer(body):
                 i, n = m.group("i"), re.sub(r"\s+", " ", m.group("n")).strip()
