@@ -165,3 +165,25 @@ def test_a_machine_fault_is_graded_again_a_bounded_number_of_times_then_shown_as
     assert store.upload(up.id)["status"] == "infrastructure_error"
     agains = [json.loads(e["data"]).get("again", "") for e in store.events(upload=up.id) if e["kind"] == "phase"]
     assert sum("no space left on device" in a for a in agains) == worker.MAX_TRIES - 1
+
+
+@pytest.mark.slow
+def test_with_slurm_a_wave_is_graded_by_a_job_array_and_stored(tmp_path):
+    """`grader serve --slurm`: the worker grades a wave as `grader batch --slurm` grades a class
+    (here submitit's local executor, as tests/test_slurm.py drives the batch's)."""
+    from conftest import SUBMISSIONS
+    from grader.batch.cluster import SlurmOptions
+    from grader.serve import worker
+
+    store = Store(tmp_path)
+    up = store.accept("ann", "mine.cu", (SUBMISSIONS / "compile_error.cu").read_bytes(), Rules())
+    worker.run(tmp_path, worker.Grading("bias_gelu_fused", "emulator", slurm=SlurmOptions(cluster="local", tasks=1,
+                                                                                         gres=None)), once=True)
+    row = store.upload(up.id)
+    assert row["state"] == DONE and row["status"] == "compile_error"
+    doc = json.loads(row["result"])
+    assert doc["status"] == "compile_error" and doc["submission"]["path"].endswith("/mine.cu")    # its own name
+    phases = [json.loads(e["data"]).get("phase") for e in store.events(upload=up.id)]
+    assert phases[:2] == ["queued", "cluster"] and store.events(upload=up.id)[-1]["kind"] == "done"
+    assert not list((tmp_path / ".grader-serve").glob("wave-*"))          # the wave's staging is gone
+    store.close()

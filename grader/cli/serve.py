@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from grader.cli.common import fail
+from grader.batch.cluster import SlurmOptions
+from grader.cli.common import SectionedCommand, fail, options_from
 from grader.core.backend import CHOICES
 from grader.core.errors import GraderError, UsageError
 
@@ -41,7 +42,14 @@ def _deadline(value: str | None) -> float | None:
         raise click.BadParameter(f"{value!r} is no ISO 8601 time (e.g. 2026-12-07T23:59 or 2026-12-07T23:59+01:00)")
 
 
-@serve.command()
+SLURM_SECTION = "Slurm options (with --slurm)"
+
+
+class _SlurmFlag(click.Option):
+    section = SLURM_SECTION
+
+
+@serve.command(cls=SectionedCommand)
 @click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--exercise", required=True, metavar="NAME", help="The exercise the course grades (`grader exercises`).")
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -66,9 +74,13 @@ def _deadline(value: str | None) -> float | None:
 @click.option("--leaderboard", is_flag=True,
               help="Show a leaderboard of the best correct grades under aliases the students choose (a student "
                    "without an alias is not on it).")
+@click.option("--slurm", is_flag=True, cls=_SlurmFlag,
+              help="Grade each wave of uploads as `grader batch --slurm` grades a class: a job array through "
+                   "submitit (FOLDER must be on a filesystem every node sees).")
+@options_from(SlurmOptions, into="slurm_options", section=SLURM_SECTION)
 def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | None, keyfile: Path | None,
           backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str,
-          leaderboard: bool) -> None:
+          leaderboard: bool, slurm: bool, slurm_options: SlurmOptions) -> None:
     """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
     from grader.exercises import load_exercise
     from grader.serve.app import Settings, run_server
@@ -79,7 +91,7 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
         if (certfile is None) != (keyfile is None):
             raise UsageError("TLS needs both --certfile and --keyfile")
         settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late),
-                            leaderboard=leaderboard)
+                            leaderboard=leaderboard, slurm=slurm_options if slurm else None)
     except GraderError as exc:
         fail(exc)
     run_server(settings, host=host, port=port, certfile=certfile, keyfile=keyfile)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -63,6 +64,7 @@ class Settings:
     rules: Rules = field(default_factory=Rules)
     worker: bool = True                # start (and keep) the grading worker
     leaderboard: bool = False          # the best fractions under the aliases students choose (/leaderboard)
+    slurm: object | None = None        # batch/cluster.SlurmOptions: each wave graded by a Slurm job array
 
 
 class Fanout:
@@ -118,7 +120,8 @@ class WorkerKeeper:
     def command(self) -> list[str]:
         s = self.settings
         return [sys.executable, "-m", "grader.serve.worker", str(s.folder), "--exercise", s.exercise, "--backend",
-                s.backend, "--parent", str(os.getpid())] + (["--jobs", str(s.jobs)] if s.jobs else [])
+                s.backend, "--parent", str(os.getpid())] + (["--jobs", str(s.jobs)] if s.jobs else []) + (
+                ["--slurm", json.dumps(dataclasses.asdict(s.slurm))] if s.slurm is not None else [])
 
     def start(self) -> None:
         # Its own session: a Ctrl-C at the server's terminal stops the server, which then ends it.

@@ -139,6 +139,8 @@ def _said(event: dict) -> str | None:
         place = event.get("place")
         again = f" again ({event['again']})" if event.get("again") else ""
         return f"queued{again}: {_ordinal(place)} in line" if isinstance(place, int) else f"queued{again}"
+    if phase == "cluster":
+        return "sent to the cluster (Slurm)"
     return str(phase) if phase else None
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.serve.store import Claimed, Store
@@ -63,10 +65,15 @@ def _entry(claimed: Claimed, staging: Path):
     return Entry(claimed.id, source.path, source=source)
 
 
-def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Path) -> None:
+def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Path, slurm=None) -> None:
     """Grade a wave of claimed uploads as a class (grade_entries, on the machine and with the
-    request's jobs decided once: batch/grading.class_machine), storing each result as its grade ends."""
+    request's jobs decided once: batch/grading.class_machine), storing each result as its grade ends;
+    with slurm (batch/cluster.SlurmOptions), as `grader batch --slurm` grades a class instead."""
     import dataclasses
+
+    if slurm is not None:
+        _grade_wave_on_slurm(store, wave, request=request, work=work, options=slurm)
+        return
 
     from grader.batch.grading import grade_entries
     from grader.core.progress import phase_of
@@ -96,6 +103,35 @@ def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Pat
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Path, options) -> None:
+    """The wave as a class folder (<upload id>/<its file name>: each upload's bytes) graded by a job
+    array (batch/slurm.grade_on_slurm; the course folder must be one every node sees), each result
+    stored when the array is done. No phase comes back from the nodes: the watchers hear "cluster"."""
+    import dataclasses
+
+    from grader.batch.slurm import grade_on_slurm
+
+    staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
+    try:
+        folder = staging / "in"
+        folder.mkdir()
+        for c in wave:
+            (folder / c.id).mkdir()
+            (folder / c.id / staged_name(c.name)).write_bytes(c.data)
+            store.add_event(c.id, "phase", {"phase": "cluster"})
+        by_id = {c.id: c for c in wave}
+        outcome = grade_on_slurm(dataclasses.replace(request, directory=folder, report_dir=staging / "out"),
+                                 options=options)
+        for g in outcome.graded:                # each student's reports are in its shard's folder
+            found = [p for p in (staging / "out" / "shards").glob(f"*/{g.entry.student}") if (p / "result.json").is_file()]
+            if g.entry.student in by_id and found:
+                _keep(store, g, by_id.pop(g.entry.student), found[0])
+        for c in by_id.values():                # a task that failed: the machine's, graded again
+            store.retry(c.id, "its Slurm task did not finish") if c.tries < MAX_TRIES else None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
     """One grade's end: its result and reports stored (the upload done), or, where the machine
     failed it and tries are left, the upload queued again."""
@@ -114,8 +150,18 @@ def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
                  report_html=(folder / "report.html").read_text(encoding="utf-8"))
 
 
-def run(folder: Path, *, exercise: str, backend: str = "auto", jobs: int | None = None, once: bool = False,
-        parent: int | None = None) -> None:
+@dataclass(frozen=True)
+class Grading:
+    """How the worker grades (`grader serve`'s options): the exercise, the backend and the jobs as
+    `grader batch` takes them, and, with slurm (batch/cluster.SlurmOptions), each wave a job array."""
+
+    exercise: str
+    backend: str = "auto"
+    jobs: int | None = None
+    slurm: object | None = None
+
+
+def run(folder: Path, grading: Grading, *, once: bool = False, parent: int | None = None) -> None:
     """The worker's loop (once: until the queue is empty, for a test; parent: the server's process
     id, whose end ends the worker)."""
     from grader.batch.grading import class_machine
@@ -133,8 +179,10 @@ def run(folder: Path, *, exercise: str, backend: str = "auto", jobs: int | None 
     os.ftruncate(lock, 0)
     os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
     store = Store(folder)
-    # The backend ("auto" resolved), the GPUs and the jobs decided once, as a batch decides them for a class.
-    machine, request = class_machine(ClassRequest(folder, load_exercise(exercise), backend, jobs=jobs))
+    # The backend ("auto" resolved), the GPUs and the jobs decided once, as a batch decides them for a class
+    # (on Slurm, grade_on_slurm decides the backend by what the array asks for, as `grader batch --slurm`).
+    request = ClassRequest(folder, load_exercise(grading.exercise), grading.backend, jobs=grading.jobs)
+    machine, request = class_machine(request) if grading.slurm is None else (None, request)
     work = folder / ".grader-serve"
     work.mkdir(mode=0o700, exist_ok=True)
     for old in work.glob("wave-*"):           # a dead worker's staging
@@ -150,7 +198,7 @@ def run(folder: Path, *, exercise: str, backend: str = "auto", jobs: int | None 
                 return
             time.sleep(POLL_S)
             continue
-        grade_wave(store, wave, request=request, machine=machine, work=work)
+        grade_wave(store, wave, request=request, machine=machine, work=work, slurm=grading.slurm)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,11 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--parent", type=int, default=None)
+    parser.add_argument("--slurm", default=None, help="batch/cluster.SlurmOptions as JSON")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    slurm = None
+    if args.slurm is not None:
+        from grader.batch.cluster import SlurmOptions
+
+        slurm = SlurmOptions(**json.loads(args.slurm))
     try:
-        run(args.folder, exercise=args.exercise, backend=args.backend, jobs=args.jobs, once=args.once,
-            parent=args.parent)
+        run(args.folder, Grading(args.exercise, args.backend, args.jobs, slurm), once=args.once, parent=args.parent)
     except KeyboardInterrupt:
         from grader.core import processes
 
