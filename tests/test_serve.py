@@ -187,3 +187,13 @@ def test_with_slurm_a_wave_is_graded_by_a_job_array_and_stored(tmp_path):
     assert phases[:2] == ["queued", "cluster"] and store.events(upload=up.id)[-1]["kind"] == "done"
     assert not list((tmp_path / ".grader-serve").glob("wave-*"))          # the wave's staging is gone
     store.close()
+
+
+def test_a_course_folder_serves_one_exercise(tmp_path):
+    from click.testing import CliRunner
+
+    from grader.cli import cli
+
+    Store(tmp_path).set_setting("exercise", "bias_gelu_fused")
+    r = CliRunner().invoke(cli, ["serve", str(tmp_path), "--exercise", "rope_half_split"])
+    assert r.exit_code == 2 and "is the course of bias_gelu_fused" in r.output

@@ -84,10 +84,14 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
     """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
     from grader.exercises import load_exercise
     from grader.serve.app import Settings, run_server
-    from grader.serve.store import Rules
+    from grader.serve.store import STORE_NAME, Rules, Store
 
     try:
         load_exercise(exercise)
+        served = Store(folder).setting("exercise") if (folder / STORE_NAME).exists() else None
+        if served is not None and served != exercise:
+            raise UsageError(f"{folder} is the course of {served} (its store holds that exercise's uploads and "
+                             f"results): serve {exercise} from another folder, or pass --exercise {served}")
         if (certfile is None) != (keyfile is None):
             raise UsageError("TLS needs both --certfile and --keyfile")
         settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late),

@@ -330,9 +330,8 @@ def create_app(settings: Settings) -> Starlette:
                     if r["seq"] <= sent:
                         continue
                     sent = r["seq"]
-                    if upload is None:
-                        if r["kind"] == "done":
-                            yield f"event: student\ndata: {json.dumps(class_row_after(r))}\n\n"
+                    if upload is None:          # the class page: the student's row, at each step of a grade
+                        yield f"event: student\ndata: {json.dumps(class_row_after(r))}\n\n"
                         continue
                     yield sse(r)
                     if r["kind"] == "done":
@@ -362,7 +361,7 @@ def create_app(settings: Settings) -> Starlette:
     rows_after: dict[int, dict] = {}
 
     def class_row_after(event) -> dict:
-        """A student's row as of a done event, made once for every class page watching."""
+        """A student's row as of an event, made once for every class page watching."""
         if event["seq"] not in rows_after:
             if len(rows_after) > 1000:
                 rows_after.clear()
