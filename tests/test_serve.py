@@ -197,3 +197,21 @@ def test_a_course_folder_serves_one_exercise(tmp_path):
     Store(tmp_path).set_setting("exercise", "bias_gelu_fused")
     r = CliRunner().invoke(cli, ["serve", str(tmp_path), "--exercise", "rope_half_split"])
     assert r.exit_code == 2 and "is the course of bias_gelu_fused" in r.output
+
+
+def test_an_upload_whose_grade_never_comes_back_is_at_last_the_machines(store):
+    """No upload stays `grading`: a grade that returned nothing (a Slurm task that died) is queued
+    again, and after MAX_TRIES stored as an infrastructure_error saying why."""
+    from grader.batch.request import ClassRequest
+    from grader.exercises import load_exercise
+    from grader.serve import worker
+
+    up = store.accept("ann", "k.cu", SRC, Rules())
+    request = ClassRequest(store.folder, load_exercise("bias_gelu_fused"), "emulator")
+    for attempt in range(worker.MAX_TRIES):
+        (claimed,) = store.claim_wave()
+        worker._not_graded(store, claimed, request, "its Slurm task did not finish")
+    row = store.upload(up.id)
+    doc = json.loads(row["result"])
+    assert row["state"] == DONE and doc["status"] == "infrastructure_error"
+    assert "after 3 tries: its Slurm task did not finish" in doc["message"] and doc["submission"]["path"] == "k.cu"

@@ -127,9 +127,36 @@ def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Pa
             if g.entry.student in by_id and found:
                 _keep(store, g, by_id.pop(g.entry.student), found[0])
         for c in by_id.values():                # a task that failed: the machine's, graded again
-            store.retry(c.id, "its Slurm task did not finish") if c.tries < MAX_TRIES else None
+            _not_graded(store, c, request, "its Slurm task did not finish (the array's logs are in the wave's "
+                        "report folder, removed with it: `grader batch --slurm` on the same file says more)")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
+    """An upload whose grade never came back: queued again while tries are left, else stored as the
+    machine's fault (a result.json of status infrastructure_error saying why, and its reports), so
+    that no upload stays `grading`."""
+    if claimed.tries < MAX_TRIES:
+        store.retry(claimed.id, why)
+        return
+    from grader import __version__
+    from grader.core.outcomes import Outcome
+    from grader.core.results import Result
+    from grader.report.files import render_html, render_json, render_markdown
+
+    rubric = request.rubric if request is not None else None
+    failed = Result(exercise=rubric.exercise if rubric is not None else store.setting("exercise") or "",
+                    submission={"path": claimed.name, "sha256": claimed.sha256},
+                    backend=str(request.backend) if request is not None else "", status=Outcome.INFRASTRUCTURE_ERROR,
+                    grader_version=__version__, message=f"the course server could not grade this upload after "
+                                                        f"{claimed.tries} tries: {why}")
+    if rubric is None:
+        from grader.exercises import load_exercise
+
+        rubric = load_exercise(failed.exercise)
+    store.finish(claimed.id, result=render_json(failed), report_md=render_markdown(failed, rubric),
+                 report_html=render_html(failed, rubric))
 
 
 def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
@@ -139,7 +166,7 @@ def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
 
     r = g.result
     if r is None:                            # no grade (the batch's entry problem): the machine's doing
-        store.retry(claimed.id, g.entry.detail or "not graded") if claimed.tries < MAX_TRIES else None
+        _not_graded(store, claimed, None, g.entry.detail or "not graded")
         return
     if r.status == Outcome.INFRASTRUCTURE_ERROR and claimed.tries < MAX_TRIES:
         store.retry(claimed.id, f"the machine failed the grade ({(r.message.strip().splitlines() or [''])[0][:200]}); "
