@@ -60,7 +60,7 @@ def test_links_out_of_a_students_folder_are_refused_naming_link_and_target(tmp_p
     (cls / "hal" / "src" / "kernel.txt").write_text(OTHER)
     (cls / "hal" / "kernel.cu").symlink_to("src/kernel.txt")                     # a link of the student's own
     found = _by_student(cls)
-    assert found["alice"].problem == "" and found["hal"].problem == ""
+    assert found["alice"].problem is None and found["hal"].problem is None
     bob = found["bob"]
     assert bob.problem == "linked" and "../alice/kernel.cu" in bob.detail and "outside bob/" in bob.detail
     assert found["carol"].problem == "linked" and str(outside["fifo"]) in found["carol"].detail
@@ -82,12 +82,12 @@ def test_flat_files_may_not_link_out_of_the_class_or_onto_a_classmate(tmp_path, 
     (cls / ".kept" / "fred.cu").write_text(OTHER)
     (cls / "fred.cu").symlink_to(".kept/fred.cu")       # no student's folder (hidden): the instructor's own layout
     found = _by_student(cls)
-    assert found["alice"].problem == ""
+    assert found["alice"].problem is None
     assert found["bob"].problem == "linked" and "alice's file" in found["bob"].detail
     assert found["carol"].problem == "linked" and "outside the class folder" in found["carol"].detail
     assert found["dora"].problem == "linked"
     assert found["eve"].problem == "linked" and "shared's file" in found["eve"].detail
-    assert found["fred"].problem == "" and ".kept" not in found
+    assert found["fred"].problem is None and ".kept" not in found
 
 
 def test_identical_submissions_are_named_for_each_student(tmp_path):

@@ -169,7 +169,7 @@ def test_a_hard_link_to_a_classmates_file_is_linked_for_both_naming_both(tmp_pat
     assert bob.problem == alice.problem == "linked"
     assert "bob/kernel.cu" in bob.detail and "alice's alice/kernel.cu" in bob.detail and "hard links" in bob.detail
     assert "bob's bob/kernel.cu" in alice.detail
-    assert bob.source is None and alice.source is None and carol.problem == "" and carol.source is not None
+    assert bob.source is None and alice.source is None and carol.problem is None and carol.source is not None
     with pytest.raises(PermissionError):
         bob.path.read_bytes()                                     # nothing can read it through the entry
 
@@ -207,12 +207,12 @@ def test_a_hard_link_to_a_root_only_file_outside_the_class_is_refused_and_never_
     bob = found["bob"]
     assert bob.problem == "linked" and "a hard link to a file outside the class" in bob.detail
     assert "bob/kernel.cu" in bob.detail and bob.source is None
-    assert found["alice"].problem == "" and found["alice"].source.data == BOB.encode()
+    assert found["alice"].problem is None and found["alice"].source.data == BOB.encode()
     monkeypatch.setattr(pipeline, "grade", grade)
     out = tmp_path / "out"
     outcome = grade_folder(cls, rubric=load_rubric(), backend="emulator", report_dir=out, jobs=1)
     assert graded == [BOB.encode()]                                   # alice's grade, the only one asked for
-    assert [g.entry.problem for g in outcome.graded] == ["", "linked"]
+    assert [g.entry.problem for g in outcome.graded] == [None, "linked"]
     assert not any(SECRET.encode() in data for data in reads)
     assert SECRET.encode() not in _everything_under(out)
 
@@ -231,5 +231,5 @@ def test_the_exercise_is_chosen_from_the_bytes_the_listing_read(tmp_path):
     (cls / "carol" / "kernel.cu").symlink_to(tmp_path / "pipe")
     entries = find_submissions(cls)
     (cls / "alice" / "kernel.cu").write_text("__global__ void ropeHalfSplit(const float* in) {}\n")
-    assert [e.problem for e in entries] == ["", "linked"]
+    assert [e.problem for e in entries] == [None, "linked"]
     assert exercise_for_class([e.path for e in entries if e.path]).exercise == "bias_gelu_fused"

@@ -83,7 +83,7 @@ def test_the_class_page_has_valid_class_names_and_counts_only_timed_kernels_as_s
     page = (batch.out / "class.html").read_text()
     names = re.findall(r'class="([^"]*)"', page)
     assert names and all(re.fullmatch(r"[A-Za-z0-9_ -]*", n) for n in names), sorted(set(names))
-    assert 'class="did-not-compile"' in page and 'class="correct-untimed"' in page
+    assert 'class="compile-error"' in page and 'class="correct"' in page
     # missing_guard's kernel has a speed finding, but it is incorrect (and nothing is timed here)
     doc = json.loads((batch.out / "missing_guard" / "result.json").read_text())
     assert doc["correct"] is False and doc["findings"]

@@ -19,7 +19,7 @@ from grader.batch.insights import INSIGHTS_NAME, ClassInsights, gather, write_in
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
 from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Outcome, Tier
+from grader.core.outcomes import Tier
 import re
 
 BIN = 0.05          # histogram bin width, in fractions of the floor
@@ -43,7 +43,7 @@ class StudentRow:
     report: str                  # the student's report.html, relative to class.html, as a URL ("" when none)
 
 
-OUTCOME_ORDER = [*Tier, "correct, untimed", "incorrect"]     # the tiers, then the rows beside them
+OUTCOME_ORDER = [*Tier, "correct", "incorrect"]     # the tiers, then the rows beside them
 
 
 @dataclass
@@ -64,7 +64,7 @@ class ClassSummary:
 
 
 def css_class(outcome: str) -> str:
-    """An outcome as an HTML class name: gold, incorrect, correct-untimed, did-not-compile (its
+    """An outcome as an HTML class name: gold, incorrect, correct, compile-error (its
     letters and digits, runs of anything else one hyphen)."""
     return re.sub(r"[^a-z0-9]+", "-", outcome.lower()).strip("-") or "none"
 
@@ -100,13 +100,12 @@ def summarise(graded: list[Graded], rubric: Rubric, folder: Path | None = None) 
             not_graded.append((who, g.entry.problem, first_line(g.entry.detail)))
             rows.append(_row(g, g.entry.problem, folder))
             continue
-        if r.status != Outcome.GRADED:
-            outcomes[Outcome(r.status).text] += 1
-            not_graded.append((who, Outcome(r.status).text, first_line(r.message)))
-            rows.append(_row(g, Outcome(r.status).text, folder))
-            continue
-        outcome = r.tier if r.correct and r.tier else ("correct, untimed" if r.correct else "incorrect")
+        outcome = r.word
         outcomes[outcome] += 1
+        if not r.graded:
+            not_graded.append((who, outcome, first_line(r.message)))
+            rows.append(_row(g, outcome, folder))
+            continue
         rows.append(_row(g, outcome, folder))
         if r.fraction is not None and r.correct:          # an incorrect kernel's speed means nothing
             fractions.append((r.fraction, who))

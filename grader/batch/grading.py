@@ -20,7 +20,7 @@ from grader.core import processes
 from grader.core.backend import Backend
 from grader.grade.machine import Machine, decide
 from grader.platforms.delivery import GRADESCOPE_FILE, Delivery, deliver
-from grader.batch.inputs import Entry
+from grader.batch.inputs import Entry, Problem
 from grader.core.limits import usable_cores
 from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
@@ -56,7 +56,7 @@ class BatchOutcome:
     @property
     def infrastructure_failures(self) -> list[Graded]:
         """The students the machine failed: a result saying so, or an entry (a class folder gone)."""
-        return [g for g in self.graded if (g.result.status if g.result is not None else g.entry.problem) == Outcome.INFRASTRUCTURE_ERROR]
+        return [g for g in self.graded if g.result is not None and g.result.status == Outcome.INFRASTRUCTURE_ERROR]
 
 
 Progress = Callable[[Graded, int, int], None]     # (the one just done, how many done, how many in all)
@@ -207,7 +207,7 @@ class _ClassRun:
                 return Graded(entry, kept, reused=True)
         if entry.problem:
             return Graded(entry, None)
-        return Graded(dataclasses.replace(entry, problem="not_graded", detail="not graded in this run (it was "
+        return Graded(dataclasses.replace(entry, problem=Problem.NOT_GRADED, detail="not graded in this run (it was "
                                           "interrupted first): run the same command again to grade it"), None)
 
     def one(self, index: int, entry: Entry) -> Graded | None:

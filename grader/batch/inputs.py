@@ -35,10 +35,21 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from grader.core.errors import UsageError
 from grader.core.handin import SourceFile, Unread, held, read_beneath
+
+
+class Problem(StrEnum):
+    """Why a student has no submission to grade (a row of the class, never a grade's Outcome)."""
+
+    MISSING = "missing"              # no .cu file (or not the one --file-name names), or gone since the listing
+    AMBIGUOUS = "ambiguous"          # several .cu files and no --file-name
+    UNREADABLE = "unreadable"        # not a regular file, or not opened
+    LINKED = "linked"                # a link on the way, or a file with more than one name
+    NOT_GRADED = "not_graded"        # the batch was interrupted before it
 
 
 @dataclass(frozen=True)
@@ -47,10 +58,14 @@ class Entry:
 
     student: str                 # the roster's identifier, else the folder's or the file's name
     path: Path | None            # the file as listed: reads as source's bytes, or, not read, raises (handin.HeldPath)
-    problem: str = ""            # "missing", "ambiguous", "unreadable" or "linked"; "" when path is the submission
+    problem: Problem | None = None   # why path is no submission to grade; None when it is
     detail: str = ""
     identical_to: tuple[str, ...] = ()     # the other students who handed in the same bytes, as student/file
     source: SourceFile | None = None       # the file as read, once, at the listing (where it was read)
+
+    def __post_init__(self) -> None:
+        if self.problem is not None and not isinstance(self.problem, Problem):
+            object.__setattr__(self, "problem", Problem(self.problem) if self.problem else None)
 
     @property
     def sha256(self) -> str:
@@ -88,21 +103,21 @@ def _cu_files(folder: Path) -> list[Path]:
 
 def _in_folder(folder: Path, student: str, file_name: str | None) -> Entry:
     if folder.is_symlink():
-        return Entry(student, None, "linked", _link_problem(folder, folder, folder.parent))
+        return Entry(student, None, Problem.LINKED, _link_problem(folder, folder, folder.parent))
     if file_name:
         named = [p for p in _cu_files(folder) if p.name == file_name] if not (folder / file_name).is_file() \
             else [folder / file_name]
         if not named:
-            return Entry(student, None, "missing", f"{folder.name}/ holds no {file_name}")
+            return Entry(student, None, Problem.MISSING, f"{folder.name}/ holds no {file_name}")
         if len(named) > 1:
-            return Entry(student, None, "ambiguous", f"{folder.name}/ holds {len(named)} files named {file_name}: "
+            return Entry(student, None, Problem.AMBIGUOUS, f"{folder.name}/ holds {len(named)} files named {file_name}: "
                          + ", ".join(str(p.relative_to(folder)) for p in named))
         return _readable(student, named[0], folder)
     files = _cu_files(folder)
     if not files:
-        return Entry(student, None, "missing", f"{folder.name}/ holds no .cu file")
+        return Entry(student, None, Problem.MISSING, f"{folder.name}/ holds no .cu file")
     if len(files) > 1:
-        return Entry(student, None, "ambiguous", f"{folder.name}/ holds {len(files)} .cu files ("
+        return Entry(student, None, Problem.AMBIGUOUS, f"{folder.name}/ holds {len(files)} .cu files ("
                      + ", ".join(str(p.relative_to(folder)) for p in files[:5])
                      + "): name the submission with --file")
     return _readable(student, files[0], folder)
@@ -113,7 +128,7 @@ def _readable(student: str, path: Path, own: Path) -> Entry:
     link leads out of own; read later, once, by _read_all."""
     linked = _link_problem(path, own, own.parent)
     if linked:
-        return Entry(student, path, "linked", linked)
+        return Entry(student, path, Problem.LINKED, linked)
     return Entry(student, path)
 
 
@@ -124,7 +139,7 @@ def _flat(path: Path, directory: Path) -> Entry:
         return _readable(path.stem, path, path)
     real = Path(os.path.realpath(path))
     if not real.is_relative_to(Path(os.path.realpath(directory))):
-        return Entry(path.stem, path, "linked", f"{path.name} is a link to {os.readlink(path)} ({real}), outside "
+        return Entry(path.stem, path, Problem.LINKED, f"{path.name} is a link to {os.readlink(path)} ({real}), outside "
                      f"the class folder {directory}: a submission is a file of the student's own")
     return _readable(path.stem, path, real)
 
@@ -145,7 +160,7 @@ def _other_students(entries: list[Entry], directory: Path) -> list[Entry]:
             owner = owners.get(real) or next((name for f, name in folders.items()
                                               if real.is_relative_to(f) and name != e.student), None)
             if owner is not None and owner != e.student:
-                e = dataclasses.replace(e, problem="linked", detail=f"{e.path.relative_to(directory)} is a link to "
+                e = dataclasses.replace(e, problem=Problem.LINKED, detail=f"{e.path.relative_to(directory)} is a link to "
                                         f"{os.readlink(e.path)}, {owner}'s file: a submission is a file of the "
                                         "student's own")
         out.append(e)
@@ -184,9 +199,9 @@ def _read_one(e: Entry, directory: Path, class_fd: int) -> tuple[Entry, tuple[in
             if own is not None else class_fd
     except OSError as exc:
         if _is_link(own, class_fd):
-            return _unread(e, "linked", f"{own}/ turned into a link after the class was listed: a student's folder "
+            return _unread(e, Problem.LINKED, f"{own}/ turned into a link after the class was listed: a student's folder "
                            "must be their own, and nothing in it was read"), None, 1
-        return _unread(e, "missing" if exc.errno == errno.ENOENT else "unreadable",
+        return _unread(e, Problem.MISSING if exc.errno == errno.ENOENT else Problem.UNREADABLE,
                        f"{own}/: {exc.strerror or exc}"), None, 1
     try:
         got = read_beneath(fd, str(inside), e.path)
@@ -209,7 +224,7 @@ def _relative(why: str, directory: Path) -> str:
     return why.replace(str(directory) + os.sep, "", 1)
 
 
-def _unread(e: Entry, problem: str, detail: str) -> Entry:
+def _unread(e: Entry, problem: Problem | str, detail: str) -> Entry:
     """e refused or not read: no source, and a path that says why when something tries to read it."""
     return dataclasses.replace(e, problem=problem, detail=detail, source=None,
                                path=held(e.path, None, detail) if e.path is not None else None)
@@ -229,18 +244,18 @@ def _one_file_each(read: list[tuple[Entry, tuple[int, int] | None, int]], direct
         others = [o for o in by_identity.get(identity, []) if o.student != e.student] if identity else []
         if others:
             shown = ", ".join(f"{o.student}'s {_shown(o, directory)}" for o in others)
-            out.append(_unread(e, "linked", f"{_shown(e, directory)} is the same file as {shown} ("
+            out.append(_unread(e, Problem.LINKED, f"{_shown(e, directory)} is the same file as {shown} ("
                                + ("hard links" if names > 1 else "each leads to it") + "): a submission is a file of "
                                "the student's own, so none of them is graded; hand in a copy"))
         elif identity is not None and names > 1:
             inside = _names_in_class(directory, identity)
             shown = _shown(e, directory)
             if names > len(inside):
-                out.append(_unread(e, "linked", f"{shown} is a hard link to a file outside the class ({names} names, "
+                out.append(_unread(e, Problem.LINKED, f"{shown} is a hard link to a file outside the class ({names} names, "
                                    f"{names - len(inside)} outside {directory}): it was not read (the grader may run "
                                    "as root); hand in a copy of the file, not a link"))
             else:
-                out.append(_unread(e, "linked", f"{shown} is a hard link ({names} names: {', '.join(inside)}): a "
+                out.append(_unread(e, Problem.LINKED, f"{shown} is a hard link ({names} names: {', '.join(inside)}): a "
                                    "submission is a file of one name, the student's own; hand in a copy"))
         else:
             out.append(e)
@@ -324,7 +339,7 @@ def _found(directory: Path, *, file_name: str | None, roster: Path | None) -> li
             entries.remove(flat)
             entries.append(dataclasses.replace(flat, student=ident))
         else:
-            entries.append(Entry(ident, None, "missing", f"no folder or file for {user or ident} in {directory}"))
+            entries.append(Entry(ident, None, Problem.MISSING, f"no folder or file for {user or ident} in {directory}"))
     for name, e in by_folder.items():            # folders the roster does not name are still graded
         if name not in claimed:
             entries.append(dataclasses.replace(e, detail=(e.detail + "; " if e.detail else "") + "not on the roster"))

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
-from grader.batch.inputs import Entry
+from grader.batch.inputs import Entry, Problem
 from grader.batch.insights import ClassInsights
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.batch.store import STORE_NAME, ResultStore
 from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
 
-_PROBLEMS = ("missing", "ambiguous", "unreadable")
+_PROBLEMS = (Problem.MISSING, Problem.AMBIGUOUS, Problem.UNREADABLE)
 
 
 def read_shard(folder: Path) -> dict[str, Graded]:

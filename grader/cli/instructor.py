@@ -15,7 +15,7 @@ from grader.cli.screen import err_console, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
-from grader.core.outcomes import Outcome
+from grader.core.outcomes import outcome_word
 from grader.batch import find_submissions, grade_class
 from grader.batch.request import ClassRequest
 from grader.exercises import choose, exercise_for_class
@@ -258,16 +258,6 @@ class _BatchProgress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.__exit__(*exc)
-
-
-def outcome_word(status: str, correct: bool | None, tier: str | None) -> str:
-    """A grade in one word, as class.html's outcome: the tier of a correct timed kernel, else
-    correct or incorrect, else the status (compile_error, rejected, ...)."""
-    if status != Outcome.GRADED:
-        return status
-    if correct and tier:
-        return tier
-    return {True: "correct", False: "incorrect"}.get(correct, "-")
 
 
 def sample_rows(outcomes) -> tuple[list[str], list[list[str]], str]:

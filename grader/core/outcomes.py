@@ -43,3 +43,19 @@ class Tier(StrEnum):
     SILVER = "silver"
     BELOW = "below"
 
+
+def outcome_word(status: str | None, correct: bool | None, tier: str | None = None) -> str:
+    """A grade in one word, the one place it is worked out (Result.word, a batch's table and class
+    page, a file's history, the course server's pages): the tier of a correct timed kernel (tier
+    None: not asked for), else correct or incorrect, else why it was not graded, as result.json's
+    status says it (compile_error, timeout, ...: one word, as a table's column holds it)."""
+    if status is None:
+        return "-"
+    if status != Outcome.GRADED:
+        # why it was not graded: an Outcome, or a batch's row without a grade (its Entry's Problem:
+        # missing, linked, ...)
+        return str(status)
+    if correct and tier:
+        return str(tier)
+    return {True: "correct", False: "incorrect"}.get(correct, "-")
+

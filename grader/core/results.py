@@ -12,7 +12,7 @@ from typing import Any
 from grader.core.contract import ChildSandbox
 from grader.core.errors import Exit
 from grader.core.typed import from_data
-from grader.core.outcomes import Outcome, Tier
+from grader.core.outcomes import Outcome, Tier, outcome_word
 
 SCHEMA = "grader.result/2"    # 2: the parts typed (sass out of build, device.compiler, null when not reached)
 STATUSES = tuple(Outcome)       # the outcomes a Result may have (grader/core/outcomes.py)
@@ -342,6 +342,26 @@ class Result:
     maps: list[MistakeMap] = field(default_factory=list)   # where each failed check's output went wrong
     seconds: float = 0.0                    # the whole grade's wall time
     schema: str = SCHEMA                    # grader.result/2
+
+    @property
+    def graded(self) -> bool:
+        """The checks ran (correct or not): the grade did not end before them."""
+        return self.status == Outcome.GRADED
+
+    @property
+    def word(self) -> str:
+        """The grade in one word (core/outcomes.outcome_word): the tier, correct, incorrect, or why not graded."""
+        return outcome_word(self.status, self.correct, self.tier)
+
+    @property
+    def status_text(self) -> str:
+        """The status in words: graded, did not compile, timed out, ..."""
+        return Outcome(self.status).text
+
+    @property
+    def compile_errors(self) -> list:
+        """The compiler's messages of a grade that ended at the build (none for any other)."""
+        return self.build.messages if self.status == Outcome.COMPILE_ERROR and self.build is not None else []
 
     def stop(self, status: Outcome, message: str) -> None:
         """Mark this result as not graded (compile error, rejected, crashed, timeout...), saying why."""

@@ -12,7 +12,7 @@ from grader.core import atomic
 from grader.toolchain.render import render
 from grader.core.results import LEGEND_TEXT, MapGrid, MistakeMap, Result
 from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Outcome, Tier
+from grader.core.outcomes import Tier
 
 
 @dataclass
@@ -188,7 +188,7 @@ def shown_message(result: Result) -> str:
 
 def _context(result: Result, rubric: Rubric, attempts: list | None = None, views: list[MapView] | None = None) -> dict:
     """What every template reads; views: the maps' views where the caller drew them already."""
-    return {"r": result, "rubric": rubric, "status_text": Outcome(result.status).text, "chart": chart(result, rubric),
+    return {"r": result, "rubric": rubric, "chart": chart(result, rubric),
             "notices": notices(result), "message": shown_message(result),
             "maps": views if views is not None else [map_view(m) for m in result.maps], "legend": LEGEND_TEXT,
             "right": RIGHT, "shades": SHADES, "attempts": attempts_chart(attempts or []), "standalone": False,

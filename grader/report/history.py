@@ -17,7 +17,7 @@ from pathlib import Path
 
 from grader.core import jsonlines
 from grader.core.results import Result
-from grader.core.outcomes import Outcome
+from grader.core.outcomes import Outcome, outcome_word
 from grader.core.locations import cache_root
 
 FILE_NAME = "attempts.jsonl"
@@ -51,9 +51,7 @@ class Attempt:
     @property
     def outcome(self) -> str:
         """correct, incorrect, or the status when it was not graded."""
-        if self.status != Outcome.GRADED:
-            return self.status
-        return "correct" if self.correct else "incorrect"
+        return outcome_word(self.status, self.correct)
 
 
 def store_path() -> Path:
