@@ -235,12 +235,12 @@ def _unseen(code: str, backend: Backend, sub: Submission) -> str:
         return ("This run's outputs came out right, but nothing orders those threads: another run, or another GPU, "
                 "can lose the race and fail")
     if code == "race_lost_update" and spreads_over_cores(sub):
-        return ("The emulator ran the blocks on a few cores and no addition happened to be lost in this run: a GPU "
-                "runs thousands of threads at once, and its grade can differ")
+        return ("The emulator ran the blocks on a few cores and lost no addition this time: a GPU runs thousands of "
+                "threads at once, and its grade can differ")
     if code == "race_lost_update":
-        return ("The emulator runs device code that adds into memory on one thread, in order, so no addition was "
-                "lost here and every check passed: a GPU runs the threads at once, and its grade can differ")
-    return ("The emulator ran the threads in order and in reverse, and each read came after its write: a GPU gives "
+        return ("The emulator adds on one thread, in order, so it cannot lose one: a GPU runs the threads at once, "
+                "and its grade can differ")
+    return ("The emulator ran the threads in order and in reverse, and each read came after its write: a GPU keeps "
             "no such order, and its grade can differ")
 
 

@@ -385,9 +385,9 @@ def lost_update(sub: Submission) -> Cause | None:
             line = _line_of(sub.code, pos)
             name = m.group("p") or m.group("p2")
             return Cause("race_lost_update", line,
-                         f"line {line}: `{_quoted(sub, line)}` adds into {name}[{k.strip()}] with a plain "
-                         f"read-modify-write, and several threads share that element: two threads read the same "
-                         f"old value and one addition is lost. Use atomicAdd(&{name}[{k.strip()}], ...)")
+                         f"line {line}: `{_quoted(sub, line)}` adds into {name}[{k.strip()}], an element several "
+                         f"threads share, with a plain read-modify-write: two threads read the same old value and "
+                         f"one addition is lost. Use atomicAdd(&{name}[{k.strip()}], ...)")
     return None
 
 
