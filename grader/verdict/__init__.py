@@ -160,9 +160,9 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
 
 
 def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
-    """An exercise's modelled mistake that is a bound (gelu_sum's missing_last_slice: r < R - 1)
-    with the line of the guard that carries it: a guard off by one whose right comparison the
-    rubric's advice for that mistake writes out (r < R)."""
+    """An exercise's modelled mistake that is a bound (a sum's loop stopping at r < R - 1) with the
+    line of the guard that carries it: a guard off by one whose right comparison the rubric's
+    advice for that mistake writes out (r < R)."""
     modelled = [d for d in found if d.code in judging.rubric.mistakes]
     if not modelled:
         return found
