@@ -11,7 +11,10 @@ import click
 from grader.batch.cluster import SlurmOptions
 from grader.cli.common import SectionedCommand, fail, options_from
 from grader.core.backend import CHOICES
+from grader.batch.inputs import read_roster
 from grader.core.errors import GraderError, UsageError
+from grader.exercises import load_exercise
+from grader.serve.store import INSTRUCTOR, STORE_NAME, Rules, Store
 
 
 class _ServeGroup(click.Group):
@@ -82,9 +85,7 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
           backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str,
           leaderboard: bool, slurm: bool, slurm_options: SlurmOptions) -> None:
     """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
-    from grader.exercises import load_exercise
-    from grader.serve.app import Settings, run_server
-    from grader.serve.store import STORE_NAME, Rules, Store
+    from grader.serve.app import Settings, run_server    # starlette and uvicorn: only where a server starts
 
     try:
         load_exercise(exercise)
@@ -108,9 +109,6 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
 def tokens(roster: Path, folder: Path) -> None:
     """Print `identifier,token` for each student of ROSTER and the instructor (its identifier
     @instructor); a student's earlier token stops working. Only hashes are stored: keep the output."""
-    from grader.batch.inputs import read_roster
-    from grader.serve.store import INSTRUCTOR, Store
-
     try:
         students = [ident for ident, _user in read_roster(roster)]
         if not students:
@@ -129,8 +127,6 @@ def tokens(roster: Path, folder: Path) -> None:
               help="The course's folder.")
 def revoke(identifier: str, folder: Path) -> None:
     """Revoke IDENTIFIER's token (a student's, or @instructor)."""
-    from grader.serve.store import Store
-
     try:
         n = Store(folder).revoke(identifier)
     except GraderError as exc:
@@ -151,7 +147,7 @@ def export(folder: Path, out: Path, include_late: bool) -> None:
     """Write gradebook.csv, summary.csv, class.html, insights.json, junit.xml and each student's
     reports into OUT from the store, as `grader batch` writes them: each student's latest graded
     upload."""
-    from grader.serve.export import export_class
+    from grader.serve.export import export_class     # the batch's writers: only where a class is exported
 
     try:
         n = export_class(folder, out=out, include_late=include_late)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from grader.core.errors import GraderError, InfrastructureError, UsageError
+from grader.core.handin import read_file
 from grader.core.results import Result, result_from_json
 
 TOKEN_ENV = "GRADER_TOKEN"
@@ -31,10 +32,8 @@ WAIT_S = 3600.0                # the longest a grade is waited for (the queue an
 class ServerUnreachable(InfrastructureError):
     """The server did not answer (wrong URL, down, a network between)."""
 
-
 class ServerRefused(UsageError):
     """The server answered and would not take or show the upload: the message says what to do."""
-
     def __init__(self, message: str, status: int, retry_after_s: int | None = None):
         super().__init__(message)
         self.status, self.retry_after_s = status, retry_after_s
@@ -149,8 +148,6 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     """Upload file's bytes to the course server, report its place and phases through progress, and
     return the Result the server stored (its result.json). GraderError subclasses where it cannot:
     ServerUnreachable (no answer), ServerRefused (401 token, 429 cap, 413 size, 403 deadline)."""
-    from grader.core.handin import read_file
-
     source = read_file(Path(file))                   # UsageError: missing, a folder, a link
     say = progress or (lambda _line: None)
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}

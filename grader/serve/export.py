@@ -13,9 +13,16 @@ import hashlib
 import json
 from pathlib import Path
 
+from grader.batch.classreport import write_class_report
+from grader.batch.grading import Graded
+from grader.batch.inputs import Entry
+from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
 from grader.core import atomic
 from grader.core.errors import UsageError
+from grader.core.handin import SourceFile, held
 from grader.core.outcomes import Outcome
+from grader.core.results import result_from_json
+from grader.exercises import load_exercise
 from grader.serve.store import DONE, INSTRUCTOR, Store
 
 
@@ -33,11 +40,6 @@ def graded_rows(store: Store, *, include_late: bool = False) -> list[tuple]:
     """The class as the batch's Graded rows, each with its upload's id (None: no upload): each
     student's latest graded upload (none of the machine's failures), as an Entry holding the
     upload's bytes and its Result."""
-    from grader.batch.grading import Graded
-    from grader.batch.inputs import Entry
-    from grader.core.handin import SourceFile, held
-    from grader.core.results import result_from_json
-
     latest = chosen(store, include_late=include_late)
     rows = []
     for student in sorted(set(store.students()) | set(latest)):
@@ -55,10 +57,6 @@ def graded_rows(store: Store, *, include_late: bool = False) -> list[tuple]:
 def export_class(folder: Path, *, out: Path, include_late: bool = False) -> int:
     """Write the class's files into out (gradebook.csv, summary.csv, junit.xml, class.html,
     insights.json, each student's reports and Gradescope results.json); how many students."""
-    from grader.batch.classreport import write_class_report
-    from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
-    from grader.exercises import load_exercise
-
     store = Store(Path(folder))
     exercise = store.setting("exercise")
     if exercise is None:

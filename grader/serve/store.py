@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Iterator
 
 from grader.core.errors import UsageError
-from grader.core.outcomes import Outcome, Tier
+from grader.core.outcomes import Outcome
+from grader.serve.grades import DONE, GRADING, QUEUED, REPLACED, best, outcome_word, rank, summary
 
 STORE_NAME = "grader.sqlite"
 INSTRUCTOR = "@instructor"      # the identifier `grader serve tokens` prints beside the instructor's token
-QUEUED, GRADING, DONE, REPLACED = "queued", "grading", "done", "replaced"
 HOUR_S = 3600.0
 ALIAS = re.compile(r"[\w -]{2,24}")
 
@@ -345,6 +345,9 @@ class Store:
     def all_uploads(self) -> list[sqlite3.Row]:
         return self.query(f"SELECT {_COLUMNS} FROM uploads ORDER BY seq")
 
+    def report_html(self, upload_id: str) -> str:
+        return self.query("SELECT report_html FROM uploads WHERE id = ?", (upload_id,))[0]["report_html"]
+
     def data(self, upload_id: str) -> bytes:
         return bytes(self.query("SELECT data FROM uploads WHERE id = ?", (upload_id,))[0]["data"])
 
@@ -384,44 +387,6 @@ def _place(db: sqlite3.Connection, upload_id: str) -> int:
 def _event(db: sqlite3.Connection, upload_id: str, student: str, kind: str, data: dict) -> None:
     db.execute("INSERT INTO events (upload, student, kind, data, at) VALUES (?, ?, ?, ?, ?)",
                (upload_id, student, kind, json.dumps(data), time.time()))
-
-
-def summary(doc: dict) -> dict:
-    """What a watcher is told of a finished grade: its outcome, not the whole document."""
-    return {"state": DONE, "status": doc.get("status"), "correct": doc.get("correct"), "fraction": doc.get("fraction"),
-            "tier": doc.get("tier")}
-
-
-# A grade's rank for "the best so far": a correct timed kernel by its tier and fraction, then a
-# correct untimed one, an incorrect one, one not graded; never the machine's fault.
-_TIER_RANK = {Tier.GOLD: 3, Tier.SILVER: 2, Tier.BELOW: 1}
-
-
-def rank(row) -> tuple:
-    if row["state"] != DONE or row["status"] in (None, Outcome.INFRASTRUCTURE_ERROR):
-        return (-1,)
-    if row["status"] != Outcome.GRADED:
-        return (0,)
-    if not row["correct"]:
-        return (1,)
-    return (2, _TIER_RANK.get(row["tier"] or "", 0), row["fraction"] or 0.0)
-
-
-def best(rows) -> sqlite3.Row | None:
-    """The best of a student's uploads (rank), None before any is graded."""
-    done = [r for r in rows if rank(r) >= (0,)]
-    return max(done, key=rank) if done else None
-
-
-def outcome_word(row) -> str:
-    """A grade in one word, as the class's table says it (as cli/instructor.outcome_word, a layer
-    above this one, says a Result's): the tier of a correct timed kernel, else correct or
-    incorrect, else the status."""
-    if row["status"] != Outcome.GRADED:
-        return row["status"] or "-"
-    if row["correct"] and row["tier"]:
-        return row["tier"]
-    return {1: "correct", 0: "incorrect"}.get(row["correct"], "-")
 
 
 def open_store(folder: Path) -> Store:

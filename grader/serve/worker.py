@@ -19,7 +19,9 @@ grades in all; the last one's result is stored, saying it was the machine's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -31,6 +33,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import __version__
+from grader.batch.cluster import SlurmOptions
+from grader.batch.grading import class_machine, grade_entries
+from grader.batch.inputs import Entry
+from grader.batch.request import ClassRequest
+from grader.batch.slurm import grade_on_slurm
+from grader.core import processes
+from grader.core.handin import SourceFile, held
+from grader.core.outcomes import Outcome
+from grader.core.progress import phase_of
+from grader.core.results import Result
+from grader.exercises import load_exercise
+from grader.report.files import render_html, render_json, render_markdown
 from grader.serve.store import Claimed, Store
 
 WORKER_LOCK = ".grader-worker.lock"
@@ -51,10 +66,6 @@ def _entry(claimed: Claimed, staging: Path):
     """The upload as the batch's Entry: its bytes (as stored) written into a private folder the
     worker made, and held (core/handin.held: the grade reads the bytes, never the file again).
     The Entry's student is the upload's id, so its reports land in <wave>/<id>/."""
-    import hashlib
-
-    from grader.batch.inputs import Entry
-    from grader.core.handin import SourceFile, held
 
     folder = staging / claimed.id
     folder.mkdir(mode=0o700)
@@ -69,14 +80,10 @@ def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Pat
     """Grade a wave of claimed uploads as a class (grade_entries, on the machine and with the
     request's jobs decided once: batch/grading.class_machine), storing each result as its grade ends;
     with slurm (batch/cluster.SlurmOptions), as `grader batch --slurm` grades a class instead."""
-    import dataclasses
-
     if slurm is not None:
         _grade_wave_on_slurm(store, wave, request=request, work=work, options=slurm)
         return
 
-    from grader.batch.grading import grade_entries
-    from grader.core.progress import phase_of
 
     staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
     try:
@@ -107,9 +114,6 @@ def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Pa
     """The wave as a class folder (<upload id>/<its file name>: each upload's bytes) graded by a job
     array (batch/slurm.grade_on_slurm; the course folder must be one every node sees), each result
     stored when the array is done. No phase comes back from the nodes: the watchers hear "cluster"."""
-    import dataclasses
-
-    from grader.batch.slurm import grade_on_slurm
 
     staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
     try:
@@ -140,10 +144,6 @@ def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
     if claimed.tries < MAX_TRIES:
         store.retry(claimed.id, why)
         return
-    from grader import __version__
-    from grader.core.outcomes import Outcome
-    from grader.core.results import Result
-    from grader.report.files import render_html, render_json, render_markdown
 
     rubric = request.rubric if request is not None else None
     failed = Result(exercise=rubric.exercise if rubric is not None else store.setting("exercise") or "",
@@ -152,7 +152,6 @@ def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
                     grader_version=__version__, message=f"the course server could not grade this upload after "
                                                         f"{claimed.tries} tries: {why}")
     if rubric is None:
-        from grader.exercises import load_exercise
 
         rubric = load_exercise(failed.exercise)
     store.finish(claimed.id, result=render_json(failed), report_md=render_markdown(failed, rubric),
@@ -162,8 +161,6 @@ def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
 def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
     """One grade's end: its result and reports stored (the upload done), or, where the machine
     failed it and tries are left, the upload queued again."""
-    from grader.core.outcomes import Outcome
-
     r = g.result
     if r is None:                            # no grade (the batch's entry problem): the machine's doing
         _not_graded(store, claimed, None, g.entry.detail or "not graded")
@@ -181,7 +178,6 @@ def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
 class Grading:
     """How the worker grades (`grader serve`'s options): the exercise, the backend and the jobs as
     `grader batch` takes them, and, with slurm (batch/cluster.SlurmOptions), each wave a job array."""
-
     exercise: str
     backend: str = "auto"
     jobs: int | None = None
@@ -191,11 +187,6 @@ class Grading:
 def run(folder: Path, grading: Grading, *, once: bool = False, parent: int | None = None) -> None:
     """The worker's loop (once: until the queue is empty, for a test; parent: the server's process
     id, whose end ends the worker)."""
-    from grader.batch.grading import class_machine
-    from grader.batch.request import ClassRequest
-    from grader.core import processes
-    from grader.exercises import load_exercise
-
     folder = Path(folder)
     if parent is not None:
         processes.set_death_signal(signal.SIGKILL)      # the server's end is ours, even by kill -9
@@ -241,13 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     slurm = None
     if args.slurm is not None:
-        from grader.batch.cluster import SlurmOptions
 
         slurm = SlurmOptions(**json.loads(args.slurm))
     try:
         run(args.folder, Grading(args.exercise, args.backend, args.jobs, slurm), once=args.once, parent=args.parent)
     except KeyboardInterrupt:
-        from grader.core import processes
 
         processes.end_all()
         return 130

@@ -1,0 +1,293 @@
+"""A running course server's state and what its handlers (app.py) share: the settings, the store,
+who asks (a bearer token, or the page's cookie) and the page's CSRF token, the pages' rendering,
+an upload's bounded form, the event streams and the events' fan-out, the class's rows.
+
+The fan-out: one task reads the store's new events every FANOUT_S and puts each into the queues of
+the connections watching its upload (and the instructor's class page), so many watchers cost one
+query a tick, not one each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
+
+from grader.serve.store import DONE, QUEUED, Accepted, Rules, Store, best, outcome_word, token_hash
+
+COOKIE = "grader_session"
+FANOUT_S = 0.1              # how often the fan-out reads new events
+KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
+FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (boundaries, headers, fields)
+SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
+
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
+            "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+STALE_FORM = "this form is stale or was not sent from the course's page: reload the page"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `grader serve` was asked."""
+
+    folder: Path
+    exercise: str
+    backend: str = "auto"
+    jobs: int | None = None
+    rules: Rules = field(default_factory=Rules)
+    worker: bool = True                # start (and keep) the grading worker
+    leaderboard: bool = False          # the best fractions under the aliases students choose (/leaderboard)
+    slurm: object | None = None        # batch/cluster.SlurmOptions: each wave graded by a Slurm job array
+
+
+class Fanout:
+    """New events from the store, to the queues watching them (one reader for every watcher)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.cursor = store.last_event()
+        self.uploads: dict[str, set[asyncio.Queue]] = {}
+        self.everyone: set[asyncio.Queue] = set()        # the instructor's class pages
+
+    def watch(self, upload: str | None) -> asyncio.Queue:
+        q: asyncio.Queue = asyncio.Queue()
+        (self.everyone if upload is None else self.uploads.setdefault(upload, set())).add(q)
+        return q
+
+    def unwatch(self, upload: str | None, q: asyncio.Queue) -> None:
+        if upload is None:
+            self.everyone.discard(q)
+            return
+        watchers = self.uploads.get(upload)
+        if watchers is not None:
+            watchers.discard(q)
+            if not watchers:
+                del self.uploads[upload]
+
+    def tick(self) -> None:
+        for r in self.store.events(after=self.cursor, limit=10000):
+            self.cursor = r["seq"]
+            for q in self.uploads.get(r["upload"], ()):
+                q.put_nowait(r)
+            for q in self.everyone:
+                q.put_nowait(r)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(FANOUT_S)
+            if self.uploads or self.everyone:
+                self.tick()
+            else:
+                self.cursor = self.store.last_event()
+
+
+def unauthorised() -> JSONResponse:
+    return JSONResponse({"error": "no valid token: send `Authorization: Bearer TOKEN` with the token your "
+                                  "instructor gave you (GRADER_TOKEN for `grader submit --server`)"}, 401,
+                        headers={"WWW-Authenticate": "Bearer"})
+
+
+def not_found() -> JSONResponse:
+    return JSONResponse({"error": "no such submission"}, 404)
+
+
+def sse(r) -> str:
+    return f"id: {r['seq']}\nevent: {r['kind']}\ndata: {r['data']}\n\n"
+
+
+class Course:
+    """The course being served: its settings, store, secret (for the CSRF tokens), fan-out and
+    pages, and the helpers every handler uses."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.store = Store(settings.folder)
+        self.store.set_setting("exercise", settings.exercise)
+        self.secret = self.store.setting("secret", make=lambda: os.urandom(32).hex()).encode()
+        self.fanout = Fanout(self.store)
+        self.templates = Environment(loader=PackageLoader("grader.serve", "templates"),
+                                     autoescape=select_autoescape(default=True, default_for_string=True))
+        self._rows_after: dict[int, dict] = {}
+
+    # --- who asks ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def session_token(request: Request, *, bearer_only: bool = False) -> str | None:
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        return None if bearer_only else request.cookies.get(COOKIE)
+
+    def who(self, request: Request, *, bearer_only: bool = False) -> tuple[str, bool] | None:
+        """(student, is the instructor) of the request's token, None without a live one."""
+        token = self.session_token(request, bearer_only=bearer_only)
+        return self.store.who(token) if token else None
+
+    def csrf(self, request: Request) -> str:
+        """The page's form token: an HMAC of the session's token under the store's secret."""
+        token = self.session_token(request) or ""
+        return hmac.new(self.secret, token_hash(token).encode(), hashlib.sha256).hexdigest()
+
+    def csrf_ok(self, request: Request, form) -> bool:
+        return hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request))
+
+    def visible(self, upload_id: str, person: tuple[str, bool]):
+        """The upload's row where the person may see it (a student: their own), else None."""
+        student, instructor = person
+        return self.store.upload(upload_id, None if instructor else student)
+
+    def page(self, name: str, status: int = 200, **context) -> HTMLResponse:
+        html = self.templates.get_template(name).render(exercise=self.settings.exercise, **context)
+        return HTMLResponse(html, status, headers={"Content-Security-Policy": PAGE_CSP, "X-Frame-Options": "DENY",
+                                                    "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+    # --- uploads ----------------------------------------------------------------------------------
+
+    async def bounded_form(self, request: Request, limit: int | None = None):
+        """The form (multipart or urlencoded), its body read at most to limit bytes (None: the
+        upload's size limit and a form's overhead); None where the body is longer."""
+        rules = self.settings.rules
+        limit = rules.max_bytes + FORM_OVERHEAD if limit is None else limit
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            return None
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                return None
+        done = False
+
+        async def receive():
+            nonlocal done
+            if done:
+                return {"type": "http.disconnect"}
+            done = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        return await Request(request.scope, receive).form(max_files=1, max_fields=8, max_part_size=rules.max_bytes + 1)
+
+    async def take_upload(self, request: Request, student: str, *, check_csrf: bool = False) -> JSONResponse:
+        """The upload of a multipart form's `file`, accepted into the queue or refused; with
+        check_csrf (the page's form), its CSRF token checked before anything is kept."""
+        rules, exercise = self.settings.rules, self.settings.exercise
+        try:
+            form = await self.bounded_form(request)
+        except Exception as exc:  # noqa: BLE001 - a malformed body is the sender's: said, not raised
+            return JSONResponse({"error": f"not a multipart form with a field `file` ({exc})"}, 400)
+        if form is None:
+            return JSONResponse({"error": f"the upload is larger than this course takes ({rules.max_bytes} bytes): "
+                                          "send the kernel's .cu file only"}, 413)
+        if check_csrf and not self.csrf_ok(request, form):
+            return JSONResponse({"error": STALE_FORM}, 403)
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            return JSONResponse({"error": "no file: send the kernel as the multipart field `file`"}, 400)
+        asked = form.get("exercise")
+        if asked and asked != exercise:
+            return JSONResponse({"error": f"this server grades {exercise}, not {asked}: leave out --exercise, or "
+                                          "submit to the server of that exercise"}, 400)
+        data = await upload.read()
+        got = await asyncio.to_thread(self.store.accept, student, upload.filename or "kernel.cu", data, rules)
+        if not isinstance(got, Accepted):
+            headers = {"Retry-After": str(got.retry_after_s)} if got.retry_after_s is not None else None
+            return JSONResponse({"error": got.message}, got.status, headers=headers)
+        return JSONResponse({"id": got.id, "place": got.place, "late": got.late, "replaced": list(got.replaced)}, 202)
+
+    def status_doc(self, row) -> dict:
+        """GET /api/submissions/{id}: the upload's state, its place while queued, its result once graded."""
+        doc = {"id": row["id"], "student": row["student"], "file": row["name"], "state": row["state"],
+               "late": bool(row["late"]), "received": row["received"], "tries": row["tries"]}
+        if row["state"] == QUEUED:
+            doc["place"] = self.store.place(row["id"])
+        if row["state"] == DONE:
+            doc["result"] = json.loads(row["result"])
+        return doc
+
+    # --- event streams ----------------------------------------------------------------------------
+
+    def stream(self, upload: str | None) -> StreamingResponse:
+        """Server-sent events: an upload's (what it had so far, then each new one, ending with its
+        done event), or, upload None, the class's rows as its grades go (the instructor's page)."""
+        return StreamingResponse(self._events(upload), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    async def _events(self, upload: str | None):
+        q = self.fanout.watch(upload)
+        try:
+            sent = self.fanout.cursor if upload is None else 0
+            if upload is None:
+                yield ": watching the class\n\n"
+            for r in self.store.events(upload=upload) if upload is not None else ():
+                sent = r["seq"]
+                yield sse(r)
+                if r["kind"] == "done":
+                    return
+            while True:
+                try:
+                    r = await asyncio.wait_for(q.get(), KEEPALIVE_S)
+                except asyncio.TimeoutError:
+                    yield ": still here\n\n"
+                    continue
+                if r["seq"] <= sent:
+                    continue
+                sent = r["seq"]
+                if upload is None:          # the class page: the student's row, at each step of a grade
+                    yield f"event: student\ndata: {json.dumps(self.class_row_after(r))}\n\n"
+                    continue
+                yield sse(r)
+                if r["kind"] == "done":
+                    return
+        finally:
+            self.fanout.unwatch(upload, q)
+
+    # --- the class and a student's page -----------------------------------------------------------
+
+    def class_row(self, student: str) -> dict:
+        rows = self.store.attempts(student)
+        top = best(rows)
+        latest = rows[0] if rows else None
+        return {"student": student, "attempts": len(rows),
+                "best": outcome_word(top) if top is not None else "-",
+                "fraction": top["fraction"] if top is not None and top["correct"] else None,
+                "tier": top["tier"] if top is not None and top["correct"] else None,
+                "latest": (outcome_word(latest) if latest["state"] == DONE else latest["state"]) if latest else "-",
+                "late": any(r["late"] for r in rows)}
+
+    def class_row_after(self, event) -> dict:
+        """A student's row as of an event, made once for every class page watching."""
+        if event["seq"] not in self._rows_after:
+            if len(self._rows_after) > 1000:
+                self._rows_after.clear()
+            self._rows_after[event["seq"]] = self.class_row(event["student"])
+        return self._rows_after[event["seq"]]
+
+    def class_rows(self) -> list[dict]:
+        students = sorted(set(self.store.students()) | {r["student"] for r in self.store.all_uploads()})
+        return [self.class_row(s) for s in students]
+
+    def student_page(self, request: Request, student: str, *, own: bool, alias_problem: str = "",
+                     status: int = 200) -> HTMLResponse:
+        rows = self.store.attempts(student)
+        top = best(rows)
+        attempts = [{"id": r["id"], "file": r["name"], "state": r["state"], "late": bool(r["late"]),
+                     "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["received"])),
+                     "outcome": outcome_word(r) if r["state"] == DONE else r["state"],
+                     "fraction": f"{r['fraction']:.3f}" if r["fraction"] is not None else "",
+                     "tier": r["tier"] or ""} for r in rows]
+        board = self.settings.leaderboard
+        return self.page("student.html.j2", status, alias_problem=alias_problem, student=student, own=own,
+                         attempts=attempts, csrf=self.csrf(request), leaderboard=board,
+                         alias=self.store.alias(student) if board else "",
+                         best=(outcome_word(top) if top is not None else None),
+                         best_fraction=(f"{top['fraction']:.3f}" if top is not None and top["fraction"] is not None
+                                        else ""))
