@@ -51,7 +51,7 @@ def test_a_stand_in_third_backend_builds_with_its_own_toolchain_and_reaches_the_
 
     from grader.exercises import load_exercise
     from grader.core.source import read_submission
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
     from grader.run.child import worker
     from grader.toolchain import build, tools
     from grader.toolchain.outcome import BuildResult

@@ -30,7 +30,7 @@ def _outputs(name, rubric, backend):
     from grader.toolchain import gpuinfo
 
     from grader.core.backend import named
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
 
     sub = read_submission(SUBMISSIONS / name, rubric.kernel.launcher_name)
     arch = gpuinfo.arch()
@@ -138,7 +138,7 @@ def _record_both_ways(folder, name):
     import dataclasses
 
     from grader.core.contract import OfflinePart, RecordingFrame
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
     from grader.run.replaying import needs_gpu, record, recording_refusals
     from grader.run.sandbox import Worker
     from grader.toolchain import gpuinfo

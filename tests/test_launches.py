@@ -75,7 +75,7 @@ def test_a_launch_fact_a_kernel_lacks_holds_no_rule(rubric):
 
 def _emulated_log(path, rubric, n_cases=3):
     """The launch logs the emulator's child sends for the first checks, resolved."""
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     gpu = build_submission(sub, rubric, backend=CUDA, arch="sm_90")

@@ -298,19 +298,19 @@ def test_an_extension_module_the_loader_cannot_map_is_the_machines_memory(monkey
     """Under `ulimit -v 600000` the address space ran out as often in the loader's mmap, importing
     numpy's random module (ImportError: failed to map segment), as in an allocation (MemoryError):
     the same limit, named; never an internal error (.ci/run at 3734d17)."""
-    from grader.grade import children, pipeline
+    from grader.grade import children, faults
 
     def unmapped(self, shared):
         raise ImportError(said)
 
     monkeypatch.setattr(children.GradeRun, "start", unmapped)
-    monkeypatch.setattr(pipeline, "_memory_limit", lambda: "the address-space limit (`ulimit -v`, now 600000 KiB)")
+    monkeypatch.setattr(faults, "memory_limit", lambda: "the address-space limit (`ulimit -v`, now 600000 KiB)")
     result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"), backend="emulator")
     assert result.status == "infrastructure_error" and result.message.startswith("the address-space limit")
-    monkeypatch.setattr(pipeline, "_memory_limit", lambda: None)
+    monkeypatch.setattr(faults, "memory_limit", lambda: None)
     result = grade_submission(SUBMISSIONS / "scalar_2d.cu", rubric=load_exercise("bias_gelu_fused"), backend="emulator")
     assert "ran out of memory" in result.message and "internal error" not in result.message
-    assert pipeline._machine_limit(ImportError("No module named 'numpy'")) is None      # a missing module is ours
+    assert faults.machine_limit(ImportError("No module named 'numpy'")) is None      # a missing module is ours
 
 
 def test_an_open_files_limit_too_low_says_which_and_how_far_to_raise_it(tmp_path):
@@ -428,12 +428,12 @@ def test_the_memory_advice_names_a_figure_above_the_limit_set(monkeypatch, kib, 
     2000000, the value already set or below it; it now names a figure above the limit set."""
     import re
 
-    from grader.grade import pipeline
+    from grader.grade import faults
 
     real = resource.getrlimit
     monkeypatch.setattr(resource, "getrlimit", lambda w: (kib * 1024, resource.RLIM_INFINITY) if w == which
                         else (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
                         if w in (resource.RLIMIT_AS, resource.RLIMIT_DATA) else real(w))
-    said = pipeline._memory_limit()
+    said = faults.memory_limit()
     assert f"`ulimit {flag}`, now {kib} KiB" in said
     assert int(re.search(r"or at least (\d+)\)", said).group(1)) > kib, said

@@ -42,7 +42,7 @@ def launcher(body: str, launch: str = LAUNCH, extra: str = "") -> str:
 
 def record_offline(rubric, write_cu, text: str, name: str = "offline.cu") -> tuple[ChildRun, object]:
     """Build text for the GPU and record its launcher without one: the run and its recording."""
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
 
     path = write_cu(text, name)
     sub = read_submission(path, rubric.kernel.launcher_name, rubric.kernel.signature)

@@ -159,7 +159,7 @@ def test_the_measurer_is_told_where_the_private_inputs_lie_and_the_recorder_is_t
     (drawn there, not in the shared cache); the recorder's job names no file at all."""
     from types import SimpleNamespace
 
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
     from grader.run.replaying import for_recorder
 
     rubric, _ref = bias

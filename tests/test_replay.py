@@ -203,7 +203,7 @@ class _Fake(ChildBackend):
 def _job(exercise="bias_gelu_fused"):
     from grader.toolchain.outcome import BuildResult
     from grader.exercises import load_exercise
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
 
     built = BuildResult(True, Path("lib.so"), None, False, 0.0, "")
     job, _ = child_job(load_exercise(exercise), backend=CUDA, build=built, reference=built, has_launcher=True)

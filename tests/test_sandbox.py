@@ -558,7 +558,7 @@ def test_a_gated_child_whose_gate_never_opens_runs_nothing(rubric, write_cu, tmp
     and loads nothing more: no hello frame, no case."""
     from test_wall import launcher
 
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
     from grader.toolchain.build import build_guard, build_submission
     from grader.core.source import read_submission
     from grader.run import sandbox
@@ -626,7 +626,7 @@ def test_libraries_preloaded_before_the_job_are_loaded_first_and_the_job_still_r
     from test_wall import launcher
 
     from grader.core.contract import CaseFrame, HelloFrame
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
     from grader.toolchain.build import build_guard, build_submission
     from grader.core.source import read_submission
     from grader.run import sandbox

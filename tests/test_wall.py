@@ -67,7 +67,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
     from grader.grade.pipeline import take_verdict
     from grader.core.locations import cache_root
     from grader.exercises.data import materialize
-    from grader.grade.jobs import child_job
+    from tests.jobs import child_job
 
     sub = read_submission(path, rubric.kernel.launcher_name)
     arch = os.environ.get("GRADER_CUDA_ARCH", "sm_90")

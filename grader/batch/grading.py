@@ -131,21 +131,10 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
         if progress:
             progress(g, len(done_by_index), len(entries))
 
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs)) if jobs > 1 else None
-    switch_interval = sys.getswitchinterval()
-    if pool is not None:
-        sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
     try:
         if backend.private_cases and any(e.source is not None and not e.problem for e in entries):
-
             run.shared = class_store(request.rubric)
-        if pool is None:
-            for i, entry in enumerate(entries):
-                finished(i, run.one(i, entry))
-        else:
-            futures = {pool.submit(run.one, i, entry): i for i, entry in enumerate(entries)}
-            for future in as_completed(futures):
-                finished(futures[future], future.result())
+        _in_flight(run, entries, jobs, finished)
     except KeyboardInterrupt:
         # SIGINT, or SIGTERM (the CLI turns it into the same): the grades in flight are stopped,
         # their builds and children ended, and none of them is stored (a rerun grades them).
@@ -153,12 +142,8 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
         run.stopping.set()
         processes.end_all()
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-            sys.setswitchinterval(switch_interval)
         if run.shared is not None:
             run.shared.close()
-
         pipeline.keep_cache_in_bounds(request.rubric)            # what the grades' own prunes, a minute apart, left over
     outcome.not_reached = len(entries) - len(done_by_index)
     # The whole class, always: a student an interruption left ungraded is the earlier run's result where
@@ -168,6 +153,25 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
     if run.store is not None and not outcome.interrupted:
         run.store.compact()
     return outcome
+
+
+def _in_flight(run: "_ClassRun", entries: list[Entry], jobs: int, finished: Callable[[int, "Graded | None"], None]) -> None:
+    """Grade every entry, jobs at once (a pool of threads, the interpreter handed on more often
+    while it runs), telling finished(index, graded) as each ends, in the order they end."""
+    if jobs <= 1:
+        for i, entry in enumerate(entries):
+            finished(i, run.one(i, entry))
+        return
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_S))
+    try:
+        futures = {pool.submit(run.one, i, entry): i for i, entry in enumerate(entries)}
+        for future in as_completed(futures):
+            finished(futures[future], future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        sys.setswitchinterval(switch_interval)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from grader.batch.cluster import SlurmOptions
 from grader.cli.common import SectionedCommand, fail, options_from
 from grader.core.backend import CHOICES
 from grader.batch.inputs import read_roster
-from grader.core.errors import GraderError, UsageError
+from grader.core.errors import Exit, GraderError, UsageError
 from grader.exercises import load_exercise
 from grader.serve.store import INSTRUCTOR, STORE_NAME, Rules, Store
 
@@ -133,7 +133,7 @@ def revoke(identifier: str, folder: Path) -> None:
         fail(exc)
     if not n:
         click.echo(f"grader: {identifier} has no live token in {folder}", err=True)
-        sys.exit(2)
+        sys.exit(Exit.USAGE)
     click.echo(f"grader: revoked {identifier}'s token")
 
 

@@ -22,7 +22,7 @@ from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
 from grader.grade.early import Children as Started, start_children, start_recorder
-from grader.grade.jobs import child_job, draw_inputs
+from grader.grade.jobs import JobParts, child_job, draw_inputs
 from grader.grade.request import GradeRequest
 from grader.grade.ways import (Children, Emulated, RecordedOffline, RecordedOnGpu, Way,
                                clocked_lane)
@@ -152,10 +152,9 @@ class GradeRun:
     def run_children(self, prepared: Prepared, build: BuildResult, sub: Submission, phases: dict) -> Children:
         """The child's job, its inputs on disk, then the children's run in the GPU's lane."""
         rubric, backend = self.rubric, self.backend
-        job, _ = child_job(rubric, backend=backend, build=build, reference=prepared.reference_build.result(),
-                           guard=prepared.guard_build.result(), guard_mode=self.guard_mode,
-                           has_launcher=sub.has_launcher, emulator_threads=self.emulator_threads,
-                           store=prepared.store, cases=prepared.cases)
+        parts = JobParts(prepared.reference_build.result(), sub.has_launcher, guard=prepared.guard_build.result(),
+                         guard_mode=self.guard_mode, emulator_threads=self.emulator_threads)
+        job, _ = child_job(rubric, backend=backend, build=build, parts=parts, store=prepared.store, cases=prepared.cases)
         # The count the verdict will report: every case whose output comes back, and each check's chain.
         checks = len(prepared.cases) + sum(1 for cj in job.cases if cj.chain is not None)
         self.say(Said(f"running {checks} checks{' and the timing' if backend.times else ''}"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from grader.core.backend import AUTO, BACKENDS, Backend, named
 from grader.core.errors import UsageError
-from grader.core.processes import age_s, close_to_children
+from grader.core import processes
 from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S, spread_threads
 from grader.run.sandbox import Worker
 from grader.run import lanes
@@ -53,10 +53,7 @@ def start_children(*, rubric, backend: Backend, device: str | None, emulator_thr
     process, which runs none (run/child/replay.py)."""
     limits = rubric.limits
     if backend.records_then_replays:
-        from grader.core.processes import close_to_children
-        from grader.run import lanes
-
-        close_to_children()         # the recorder runs as this user: keep it out of /proc/<grader>
+        processes.close_to_children()   # the recorder runs as this user: keep it out of /proc/<grader>
         device = device or lanes.default_device()
     # The measuring process first: its start (a CUDA context) is the longer, and a warm grade
     # waited on it; the recorder without a GPU is ready long before its job.
@@ -116,14 +113,14 @@ def head_start(argv: list[str]) -> bool:
     if backend is None:
         return False
 
-    close_to_children()             # as start_children does, before any child of this grade starts
+    processes.close_to_children()   # as start_children does, before any child of this grade starts
     spec = MeasurerSpec(backend=backend, output_cap=OUTPUT_CAP_BYTES, cpu_limit_s=TIME_LIMIT_S,
                         device=lanes.default_device(), torch=False, cpu_threads=1)
     try:
         worker = spec.start()
     except Exception:  # noqa: BLE001 - a guess that failed: the grade starts its own, and says what failed
         return False
-    _HEAD_START.append(HeadStart(spec, worker, age_s()))
+    _HEAD_START.append(HeadStart(spec, worker, processes.age_s()))
     atexit.register(_end_head_start)     # a command that ends before its grade (a usage error) leaves none
     return True
 

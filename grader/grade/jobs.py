@@ -6,21 +6,18 @@ Below grading (which runs it) and above the exercise's plan and data (which it r
 from __future__ import annotations
 
 import dataclasses
-
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import exprs
 from grader.core.backend import Backend
 from grader.toolchain.outcome import BuildResult
-from grader.toolchain.build import build_reference
 from grader.core.contract import CaseJob, FloorPlacement, GuardMode, Job, Limits, TimingJob
 from grader.exercises import Reference, load_reference
 from grader.exercises import casefiles
-from grader.exercises.plan import Case, baseline_cases, case_job, run_cases
+from grader.exercises.plan import Case, baseline_cases, case_job
 from grader.exercises.rubric import Rubric, dims_values
-from grader.exercises import data
-from grader.core.locations import cache_root
 from grader.exercises.pool import Store
 
 
@@ -48,27 +45,31 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
 def _materialize(rubric: Rubric, exercise: Reference, case: Case, folder: Path):
     """data.materialize, imported in the drawing thread: numpy's import off the grade's way to its
     children (the main thread builds, then waits on them)."""
+    from grader.exercises import data  # lazy: numpy's import in the drawing thread (the docstring)
+
     return data.materialize(rubric, exercise, case, folder)
 
 
-def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launcher: bool,
-              reference: BuildResult | None = None, arch: str = "sm_90", guard: Path | None = None,
-              guard_mode: GuardMode = GuardMode.ENFORCE, draw: bool = False, emulator_threads: int = 0,
-              store=None, cases: list[Case] | None = None) -> tuple[Job, list[Case]]:
-    """What the child is told to do, and every case whose output it will send back. The reference
-    library is built here when not given; draw=True also writes the cases' inputs (grading draws
-    them in the background instead). store (exercises/pool.Store): where the cases lie, and the
-    run's secret; by default the shared cache and the rubric's seeds. cases: the run's plan where
-    the caller made it (run_cases with the store's secret), else made here."""
-    store = store or Store(cache_root())
+@dataclass(frozen=True)
+class JobParts:
+    """What a grade built and chose beside the submission's build, for its child's job."""
+
+    reference: BuildResult                  # the exercise's reference library
+    has_launcher: bool                      # the file defines the exercise's launcher (else the kernel is launched)
+    guard: Path | None = None               # the seccomp guard's library (None: none loaded)
+    guard_mode: GuardMode = GuardMode.ENFORCE
+    emulator_threads: int = 0               # the OS threads a large emulated launch runs on (0: every core)
+
+
+def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, parts: JobParts, store: Store,
+              cases: list[Case]) -> tuple[Job, list[Case]]:
+    """What the child is told to do, and every case whose output it will send back. store
+    (exercises/pool.Store): where the cases lie, and the run's secret; cases: the run's plan
+    (run_cases with the store's secret); their inputs are drawn by the caller (draw_inputs)."""
     exercise = load_reference(rubric)
-    every = cases if cases is not None else run_cases(rubric, timed=backend.times, secret=store.secret)
-    if reference is None:
-        reference = build_reference(backend=backend, arch=arch, exercise_kernels=exercise.kernels)
+    every = cases
+    reference, has_launcher = parts.reference, parts.has_launcher
     extra = baseline_cases_for(rubric, backend)
-    if draw:
-        for c in every + extra:
-            _materialize(rubric, exercise, c, store.folder_for(c))
 
     def resolve(case: Case) -> CaseJob:
         return case_job(rubric, case, has_launcher=has_launcher,
@@ -78,11 +79,11 @@ def child_job(rubric: Rubric, *, backend: Backend, build: BuildResult, has_launc
     timed = [resolve(c) for c in every if c.timed]
     job = Job(
         backend=backend, library=str(build.library), reference_library=str(reference.library),
-        guard_library=str(guard) if guard else None, guard_mode=guard_mode,
+        guard_library=str(parts.guard) if parts.guard else None, guard_mode=parts.guard_mode,
         limits=child_limits(rubric),
         cases=checks, guard_floats=rubric.checks.guard_floats,
         reverse_check=backend.reverse_check and rubric.emulator.reverse_order_check,
-        order_exact=rubric.checks.order_exact, emulator_threads=emulator_threads,
+        order_exact=rubric.checks.order_exact, emulator_threads=parts.emulator_threads,
     )
     if backend.times:
         job.timing = _timing_job(rubric)

@@ -8,7 +8,6 @@ a missing file, a bad rubric, a machine without the tools.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import importlib
 import time
 import traceback
@@ -22,6 +21,7 @@ from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
+from grader.grade.faults import cpu_limit_too_short, machine_limit
 from grader.grade.machine import decide
 from grader.grade.request import GradeOptions, GradeRequest
 from grader.run.sandbox import Worker
@@ -29,7 +29,6 @@ from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
 from grader.core.outcomes import Outcome
 import resource
-from grader.core.locations import cache_root
 from grader.toolchain import cache
 from grader.core.limits import lowered
 from grader.toolchain import tools
@@ -96,7 +95,7 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
         _grade(request, reading=reading, result=result, say=say, shared=inputs, children=children)
 
     try:
-        _whatever_happens(result, run_grade)
+        whatever_happens(result, run_grade)
     finally:
         if children is not None:
             children.cancel()       # those the grade did not take (it ended before its children's run)
@@ -110,7 +109,7 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
     return result
 
 
-def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
+def whatever_happens(result: Result, grade: Callable[[], None]) -> None:
     """Run grade, which fills result; whatever it raises but the grader's own usage and rubric
     errors, result ends valid: the machine's problem (a missing GPU, a full disk) or a bug of
     ours, said as such (infrastructure_error)."""
@@ -121,117 +120,13 @@ def _whatever_happens(result: Result, grade: Callable[[], None]) -> None:
     except GraderError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug of ours still leaves a valid result behind
-        machine = _machine_limit(exc)
+        machine = machine_limit(exc)
         if machine:
             result.stop(Outcome.INFRASTRUCTURE_ERROR, machine)             # the machine's limit, said as such
         else:
             result.stop(Outcome.INFRASTRUCTURE_ERROR, "internal error in the grader (please report it): "
                         + "".join(traceback.format_exception_only(type(exc), exc)).strip()
                         + "\n" + "".join(traceback.format_tb(exc.__traceback__)[-3:]))
-
-
-def _machine_limit(exc: Exception) -> str | None:
-    """What to do about an error that is the machine's (a limit, a full or read-only disk), or
-    None for one that is a bug of ours. Python says a thread it could not start (EAGAIN at the
-    process limit, which counts threads) as RuntimeError("can't start new thread")."""
-    def soft(which: int) -> str:
-        value = resource.getrlimit(which)[0]
-        return "unlimited" if value == resource.RLIM_INFINITY else str(value)
-
-    memory = _memory_limit()
-    # The dynamic loader's mmap refused while importing an extension module (numpy's, under `ulimit -v`
-    # the grade's address space ran out there as often as in an allocation): the same want of memory.
-    unmapped = isinstance(exc, ImportError) and any(
-        words in str(exc).lower() for words in ("failed to map segment", "cannot allocate memory"))
-    if isinstance(exc, MemoryError) or unmapped or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
-        return memory or ("the machine ran out of memory (" + (str(exc) or type(exc).__name__) + "): a grade takes "
-                          "about 1.5 GiB; free memory, or grade with fewer --jobs, and grade again.")
-    starting = (isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)) or \
-        (isinstance(exc, OSError) and exc.errno == errno.EAGAIN)
-    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-    if starting and memory and (nproc == resource.RLIM_INFINITY or nproc >= 4096):
-        return memory            # a thread's stack is address space: under `ulimit -v` pthread_create says EAGAIN,
-        #                          and a process limit in the thousands is not what stopped one more thread
-    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
-        return (f"the grader could not start a thread (the process limit counts threads): raise it (`ulimit -u`, "
-                f"now {soft(resource.RLIMIT_NPROC)}) to at least a few hundred and grade again.")
-    if not isinstance(exc, OSError):
-        return None
-
-    if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
-        return _no_room(exc)
-    if exc.errno in (errno.EMFILE, errno.ENFILE):
-        return (f"the grader ran out of file descriptors ({exc.strerror}): raise the open-files limit (`ulimit -n`, "
-                f"now {soft(resource.RLIMIT_NOFILE)}) to at least 1024 and grade again.")
-    if exc.errno == errno.EAGAIN:
-        return (f"the grader could not start a process ({exc.strerror}): raise the process limit (`ulimit -u`, now "
-                f"{soft(resource.RLIMIT_NPROC)}) to at least a few hundred and grade again.")
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and exc.filename:
-        return (f"the grader cannot write {exc.filename} ({exc.strerror}): set GRADER_CACHE_DIR (the build cache) "
-                "or --report-dir to a folder this user can write, and grade again.")
-    if exc.filename and _in_cache(str(exc.filename)):
-        # Anything else the cache's own folder refuses (a file where a folder should be, a folder that
-        # cannot hold others, one removed under the grade): the machine's, with the fix.
-        from grader.core.locations import cache_root
-
-        return (f"the grader's cache at {cache_root()} could not be used ({exc.strerror}: {exc.filename}): set "
-                "GRADER_CACHE_DIR to a folder this user can write (or remove the broken one), and grade again.")
-    return None
-
-
-def _in_cache(path: str) -> bool:
-    try:
-        root = str(cache_root())
-    except OSError:
-        return False
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-# Address space a grade needs, measured on the emulator: at `ulimit -v 860000` (840 MiB) the timed
-# shape's 64 MiB arrays failed, at 1500000 it graded.
-GRADE_ADDRESS_SPACE_KIB = 2_000_000
-
-
-def _memory_limit() -> str | None:
-    """The memory limit this grader inherited, said with its value and the fix, where one is set
-    (`ulimit -v`, RLIMIT_AS; or RLIMIT_DATA, `ulimit -d`); None where memory is unlimited."""
-    for which, flag, what in ((resource.RLIMIT_AS, "-v", "address-space"), (resource.RLIMIT_DATA, "-d", "data")):
-        value = resource.getrlimit(which)[0]
-        if value != resource.RLIM_INFINITY:
-            now = value // 1024
-            # a figure above the limit set: the measured need where the limit is below it; where it is not,
-            # this grade needed more than that measure (a larger exercise), so twice what it had
-            need = GRADE_ADDRESS_SPACE_KIB if now < GRADE_ADDRESS_SPACE_KIB else 2 * now
-            more = "" if now < GRADE_ADDRESS_SPACE_KIB else ", this one more than the limit gave it"
-            return (f"the grader ran out of memory under the {what} limit it inherited (`ulimit {flag}`, now "
-                    f"{now} KiB = {value / 2**20:.0f} MiB); a grade needs about {GRADE_ADDRESS_SPACE_KIB} KiB (the "
-                    f"timed shape's inputs, the checks' float64 answers, its children){more}: raise it (`ulimit "
-                    f"{flag} unlimited`, or at least {need}) and grade again.")
-    return None
-
-
-def cpu_limit_too_short(rubric: Rubric) -> str | None:
-    """Where the CPU-time limit this grader inherited (`ulimit -t`; per process, so each child gets it
-    too) is shorter than a child's time limit and its start: said with its value and the fix, before
-    anything runs (at `ulimit -t 3` the grader itself was killed mid-grade; a child killed by it would
-    read as the student's crash)."""
-    soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
-    need = int(rubric.limits.time_limit_s) + 30
-    if soft == resource.RLIM_INFINITY or soft >= need:
-        return None
-    return (f"the CPU-time limit this grader inherited (`ulimit -t`, now {soft} s a process) is shorter than a grade "
-            f"needs ({need} s: the child's time limit, limits.time_limit_s, and its start): raise it (`ulimit -t "
-            "unlimited`) and grade again. Nothing was run; no student is graded for this.")
-
-
-def _no_room(exc: OSError) -> str:
-    """What to do when the grader cannot write its own files: a file-size limit, a full disk."""
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    why = (f"the file-size limit this grader inherited ({limit} bytes: `ulimit -f`)" if exc.errno == errno.EFBIG
-           else "the disk (or its quota)")
-    return (f"the grader could not write {exc.filename or 'its data'}: {why} is too small for what it writes "
-            "(the timed shape's inputs are 64 MiB a set). Raise it, or set GRADER_CACHE_DIR to a folder with "
-            "room, and grade again.")
 
 
 def keep_cache_in_bounds(rubric: Rubric, *, at_most_every_s: float = 0.0) -> None:
@@ -281,43 +176,62 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         judge_s = time.perf_counter() - clock
         take_verdict(result, judged)
         result.phases.update(run.draw_times)
-        if result.sandbox is not None:
-            result.sandbox.inputs = prepared.private_inputs()
-            result.sandbox.recorder = children.recorder_sandbox
-            unwalled = verdict.read_wall_stop(rubric, result.sandbox) if result.status == Outcome.GRADED else None
-            if unwalled is not None:               # the recorder, where the submission's host code ran, read unconfined
-                return result.end(unwalled)
-            result.sandbox.lowered_limits = _lowered_limits(rubric, run.worker, result.sandbox)
-            result.sandbox.adapted = list(run.worker.adapted)
+        unwalled = _sandbox(result, run, children, prepared, verdict)
+        if unwalled is not None:                   # the recorder, where the submission's host code ran, read unconfined
+            return result.end(unwalled)
         waited = time.perf_counter()
         after = children.after                      # the GPU's reading after the timing, taken beside the verdict
         reading_wait_s = time.perf_counter() - waited
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
                                 before=reading if backend.on_gpu else None, after=after, compiler=build.compiler)
-        from grader.analysis import launches      # lazy: after the children, off a warm grade's way to them
-
-        log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
-                                             {c.name for c in prepared.cases if c.timed})
-        result.launches_timed_shape = timed_shape
-        result.launches = launches.resolve(log, timed_shape=timed_shape, library=build.library,
-                                           resources=(gpu_build or build).resources, arch=run.arch)
+        result.launches_timed_shape, result.launches = _launches(children, prepared, build, gpu_build or build, run.arch)
         result.phases["check_s"] = round(time.perf_counter() - clock, 3)
         # where check_s went: the verdict (answers_wait_s of it: the answers not ready), the reading
         result.phases.update(judge_s=round(judge_s, 3), reading_wait_s=round(reading_wait_s, 3))
-        if counters and result.status == Outcome.GRADED:
-            result.counters = (
-                CountersSummary(problem=f"the counters are the GPU's (Nsight Compute); the {backend.name} backend has "
-                                        "none: submit on a machine with an NVIDIA GPU.") if not backend.toolchain.profiler
-                else run.counters(children, launches=result.launches, model_bytes=result.timing.bytes_moved)
-                if result.correct and result.timing is not None else
-                CountersSummary(problem="the counters are read for a correct kernel, once it is timed."))
+        if counters and result.graded:
+            result.counters = _counters(run, children, result)
             result.phases["counters_s"] = result.counters.seconds
-        if sass_future is not None and result.status == Outcome.GRADED:
+        if sass_future is not None and result.graded:
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
-        elif result.status == Outcome.GRADED:           # said, never a silent absence (report/files.notices)
+        elif result.graded:                         # said, never a silent absence (report/files.notices)
             result.sass = SassSummary(unavailable=_no_gpu_code(backend))
     finally:
         run.close()
+
+
+def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop | None:
+    """What the sandbox's summary gains from the parent (the private inputs, the recorder's own, the
+    limits lowered and adapted); the Stop of a recorder that read unconfined."""
+    if result.sandbox is None:
+        return None
+    result.sandbox.inputs = prepared.private_inputs()
+    result.sandbox.recorder = children.recorder_sandbox
+    unwalled = verdict.read_wall_stop(run.rubric, result.sandbox) if result.graded else None
+    if unwalled is None:
+        result.sandbox.lowered_limits = _lowered_limits(run.rubric, run.worker, result.sandbox)
+        result.sandbox.adapted = list(run.worker.adapted)
+    return unwalled
+
+
+def _launches(children, prepared, build: BuildResult, compiled: BuildResult, arch: str) -> tuple[bool, list]:
+    """Each kernel's launch configuration and occupancy, from the log of the timed shape (else the
+    largest check's; build: the library that ran, compiled: the build whose resources ptxas
+    reported): whether it is the timed shape's, and the launches."""
+    log, timed_shape = launches.pick_log([f.data for f in children.judged.frames],
+                                         {c.name for c in prepared.cases if c.timed})
+    return timed_shape, launches.resolve(log, timed_shape=timed_shape, library=build.library,
+                                         resources=compiled.resources, arch=arch)
+
+
+def _counters(run: GradeRun, children, result: Result) -> CountersSummary:
+    """The counters' pass, or why there is none (--counters)."""
+    backend = run.backend
+    if not backend.toolchain.profiler:
+        return CountersSummary(problem=f"the counters are the GPU's (Nsight Compute); the {backend.name} backend has "
+                                       "none: submit on a machine with an NVIDIA GPU.")
+    if not result.correct or result.timing is None:
+        return CountersSummary(problem="the counters are read for a correct kernel, once it is timed.")
+    return run.counters(children, launches=result.launches, model_bytes=result.timing.bytes_moved)
 
 
 def _device(timing_read: dict, **seen) -> DeviceSummary:
