@@ -42,3 +42,18 @@ def test_a_correct_file_with_correct_outputs_gets_no_diagnosis(rubric):
     result = judge(r, lambda c, ref: [output_frame(c, ref, r.checks.guard_floats)], timing_frame([0.0375] * 60),
                    path=SAMPLES / "float4_launcher.cu")
     assert result.correct is True and result.diagnosis == []
+
+
+def test_a_run_that_crashed_after_its_checks_says_what_they_named(rubric):
+    """On a GPU row_stride_rows.cu's checks name the stride, then its timed shape faults: the
+    summary says the crash, and the cause the checks named, with its line."""
+    from grader.core.results import DiagnosisEntry, Result
+    from grader.report.files import render_text
+
+    r = Result(exercise="bias_gelu_fused", submission={"path": "k.cu"}, backend="cuda", status="crashed",
+               grader_version="0", message="RuntimeError: CUDA error: an illegal memory access was encountered")
+    r.diagnosis = [DiagnosisEntry("row_stride", "line 15 (`const size_t i = (size_t)row * rows + col;`) steps from "
+                                  "row to row by rows", "", "lesson 101x97")]
+    text = render_text(r, rubric, colour=False)
+    assert "illegal memory access" in text and "the checks before it: row_stride" in text
+    assert "line 15 (`const size_t i = (size_t)row * rows + col;`)" in text
