@@ -39,12 +39,7 @@ TOUCHED = {
 # Files that still name a CUDA fact and are to ask the backend instead (each with the field it
 # should read): the command line's and the grade's, being reworked beside this list (explain moves
 # from cli/student.py to cli/review.py); to be emptied, not added to.
-PENDING = {
-    "grader/cli/student.py": "explain's default architecture and message: backend.default_arch, toolchain.compiler",
-    "grader/cli/review.py": "explain's default architecture and message: backend.default_arch, toolchain.compiler",
-    "grader/grade/children.py": "the architecture without a GPU reading: backend.default_arch",
-    "grader/grade/jobs.py": "child_job's arch default: backend.default_arch",
-}
+PENDING: dict[str, str] = {}
 
 # The names that say CUDA: its device variable, driver, device files, management tool and library,
 # toolkit home, compiler, disassemblers, profiler, and an architecture ("sm_90", not a header's

@@ -51,7 +51,8 @@ def history(file: Path, clear: bool) -> None:
               help="The exercise whose findings to apply (default: the one whose kernel FILE defines).")
 @click.option("--rubric", "rubric_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="A rubric YAML instead of a named exercise.")
-@click.option("--arch", default=None, help="GPU architecture to compile for (default: this GPU's, else sm_90).")
+@click.option("--arch", default=None, help=f"GPU architecture to compile for (default: this GPU's, else "
+                                            f"{CUDA.default_arch}).")
 @click.option("--counters", is_flag=True,
               help="On a GPU, also grade FILE and read the hardware's counters on its timed call (Nsight Compute: "
                    "DRAM throughput, sectors per request, occupancy) and their findings; a correct kernel only.")
@@ -67,8 +68,8 @@ def explain(file: Path, exercise: str | None, rubric_path: Path | None, arch: st
         reading = machine.reading if machine is not None else None
         if counters and reading is None:
             raise InfrastructureError("--counters reads an NVIDIA GPU's counters and none is visible here: run on a GPU "
-                                      "machine (without --counters, explain needs only nvcc).")
-        target = arch or (gpuinfo.arch(reading) if reading else "sm_90")
+                                      f"machine (without --counters, explain needs only {CUDA.toolchain.compiler}).")
+        target = arch or (gpuinfo.arch(reading) if reading else CUDA.default_arch)
         ex = explain_submission(file, rubric=rubric, backend=CUDA, arch=target)
         if counters and not ex.problem:
             counted = _counted(file, rubric, machine)

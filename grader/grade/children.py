@@ -79,8 +79,9 @@ class GradeRun:
         self.guard_mode = options.guard_mode
         self.one_grade = options.one_grade
         self.has_gpu = reading is not None
+        # the GPU's own, else the architecture of the backend that builds the code (the emulator's judge)
         self.arch = (gpuinfo.arch(reading) if backend.on_gpu and self.has_gpu
-                     else os.environ.get("GRADER_CUDA_ARCH", "sm_90"))
+                     else (backend.checked_by or backend).default_arch)
         self.device, self.emulator_threads = options.device, options.emulator_threads
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
