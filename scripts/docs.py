@@ -101,7 +101,7 @@ def result_json_md() -> str:
     """Every key of result.json, from the dataclasses it is written from (grader/core/results.py)."""
     from grader.core import results
 
-    return _keys_md(results.Result, "result", ["grader/core/contract.py", "grader/core/results.py"], [
+    return _keys_md(results.Result, "result", ["grader/core/contract.py", "grader/core/frames.py", "grader/core/results.py"], [
         GENERATED.format(source="grader/core/results.py"), "# result.json\n",
         f"What `grader submit --json-out` and every report folder's result.json hold (schema "
         f"`{results.SCHEMA}`), key by key. A part that is null was not reached (a grade that stopped "
@@ -149,7 +149,7 @@ def _keys_md(top, name: str, sources: list[str], rows: list[str]) -> str:
             return " or ".join("None" if a is type(None) else shown(a) for a in typing.get_args(tp))
         text = getattr(tp, "__name__", None) if not typing.get_args(tp) else None
         return (text or str(tp).replace("typing.", "").replace("grader.core.results.", "")
-                .replace("grader.core.contract.", "").replace("grader.batch.insights.", "")).replace("|", "or")
+                .replace("grader.core.contract.", "").replace("grader.core.frames.", "").replace("grader.batch.insights.", "")).replace("|", "or")
 
     seen: set[type] = set()
     queue = [("", top)]
