@@ -37,7 +37,7 @@ def explain_submission(path: Path, *, rubric: Rubric, backend: Backend, arch: st
     build = build_submission(sub, rubric, backend=backend, arch=arch or backend.default_arch)
     lines = sub.text.splitlines()
     if not build.ok:
-        return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, path)}")
+        return Explanation([], [], lines, problem=f"{path.name} did not compile:\n{compile_message(build, sub)}")
     kernels = sass.analyse(build.object, launcher=rubric.kernel.launcher_name if sub.has_launcher else None,
                            default_kernel=rubric.kernel.name, resources=build.resources, backend=backend)
     if isinstance(kernels, str):

@@ -208,7 +208,7 @@ def _compile_error(build: BuildResult, p: Path, sub: Submission, rubric: Rubric)
     """A failed build as the student's result: their own file's errors first (compile_message),
     what the grader calls where only the call fails, a note at each error in their file."""
     expected = rubric.kernel.parsed_launcher if sub.has_launcher and rubric.kernel.parsed_launcher else rubric.kernel.parsed
-    message = compile_message(build, p, expected=expected)
+    message = compile_message(build, sub, expected=expected)
     errors = [m for m in (build.alone_messages or build.messages) if m.severity == "error"]
     notes = [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
     return Stop(Outcome.COMPILE_ERROR, message, notes or [SourceNote(str(p), None, "did not compile", message[:2000])])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.signature import Signature
+from grader.core.source import Submission
 
 
 @dataclass
@@ -201,21 +202,22 @@ def _missing_header_hints(log: str) -> list[str]:
     return hints
 
 
-def compile_message(build: BuildResult, p: Path, *, expected: Signature | None = None) -> str:
+def compile_message(build: BuildResult, sub: Submission, *, expected: Signature | None = None) -> str:
     """The errors in the student's terms (_compile_errors), then what a header brought from
-    elsewhere (the CUDA samples' helper_cuda.h, say) is and what to write instead."""
+    elsewhere (the CUDA samples' helper_cuda.h, say) is and what to write instead. sub: the file as
+    read and scanned once (its lines are quoted from it, never read again)."""
     hints = _missing_header_hints(build.alone_log + "\n" + build.log)
-    return _compile_errors(build, p, expected=expected) + "".join(f"\n{h}" for h in hints)
+    return _compile_errors(build, sub, expected=expected) + "".join(f"\n{h}" for h in hints)
 
 
-def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None = None) -> str:
+def _compile_errors(build: BuildResult, sub: Submission, *, expected: Signature | None = None) -> str:
     """The errors of a failed build in the student's terms. Where the file fails on its own, its
     own compile's first errors as the compiler printed them (file, line, the source line and a
     caret), with the harness's count left to the report: an unbalanced brace otherwise shows only
     errors in system headers and the harness. Where it compiles on its own, the build's errors
     (file, line, message, the source line; at most ten) after what the grader calls (expected)."""
     if build.alone_log.strip():
-        shown = [_named_end(ln, p.name) for ln in build.alone_log.strip().splitlines()
+        shown = [_named_end(ln, sub.path.name) for ln in build.alone_log.strip().splitlines()
                  if not re.match(r"^\d+ errors? detected in the compilation of", ln)]
         while shown and not shown[-1].strip():
             shown.pop()
@@ -233,17 +235,17 @@ def _compile_errors(build: BuildResult, p: Path, *, expected: Signature | None =
             re.search(r"return type|ambiguating new declaration", m.text) for m in errors) else
                 f"Declare it returning {expected.returns}, with exactly these parameter types, "
                 "in this order.")
-        head = (f"{p.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
+        head = (f"{sub.path.name} compiles on its own, but the grader's call of it does not. The grader calls:\n"
                 f"    {expected.text}\n{what}\n")
     else:
         head = ""
-    return head + _build_errors(build, p, errors)
+    return head + _build_errors(build, sub, errors)
 
 
-def _build_errors(build: BuildResult, p: Path, errors: list[CompilerMessage]) -> str:
+def _build_errors(build: BuildResult, sub: Submission, errors: list[CompilerMessage]) -> str:
     if not errors:
-        return f"{p.name} did not compile:\n{build.log.strip()[-4000:]}"
-    lines = p.read_text(errors="replace").splitlines()
+        return f"{sub.path.name} did not compile:\n{build.log.strip()[-4000:]}"
+    lines = sub.text.splitlines()
     out = []
     for m in errors[:10]:
         loc = f"{m.file}:{m.line}" if m.line else m.file
