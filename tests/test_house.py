@@ -108,6 +108,24 @@ def test_one_batch_walks_the_class_once_reads_and_hashes_each_file_once_and_prob
     assert all((tmp_path / "out" / f"s{i}" / "gradescope.json").is_file() for i in range(n))
 
 
+def test_each_grade_of_a_batch_reads_its_own_gpu_and_nothing_probes(monkeypatch):
+    """A student timed on GPU 3 gets GPU 3's reading beside its timing, read through NVML when its
+    grade starts; the machine's decision probed once, and a grade probes nothing."""
+    from grader.core.backend import CUDA, EMULATOR
+    from grader.grade.machine import Machine
+    from grader.toolchain import gpuinfo
+
+    read, probed = [], []
+    monkeypatch.setattr(gpuinfo, "reading", lambda device=None: read.append(device) or {"name": f"GPU {device}"})
+    monkeypatch.setattr(gpuinfo, "probe", lambda: probed.append(1) or {})
+    machine = Machine(CUDA, {"name": "GPU 0 at the decision"}, ("0", "3"))
+    assert machine.reading_of("3") == {"name": "GPU 3"} and machine.reading_of(machine.device(1)) == {"name": "GPU 3"}
+    assert machine.reading_of(None) == {"name": "GPU 0"} and read == ["3", "3", "0"] and probed == []
+    monkeypatch.setattr(gpuinfo, "reading", lambda device=None: {})          # NVML answers nothing
+    assert machine.reading_of("3") == {"name": "GPU 0 at the decision"}
+    assert Machine(EMULATOR).reading_of("0") is None and Machine(CUDA).reading_of("0") is None    # no GPU seen
+
+
 # --- the package's shape ---------------------------------------------------------------------------
 
 LONG_FUNCTION = 60

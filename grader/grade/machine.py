@@ -37,13 +37,13 @@ class Machine:
         return self.devices[index % len(self.devices)] if self.devices else None
 
     def reading_of(self, device: str | None) -> dict | None:
-        """The state of the GPU a grade runs on before its run: the decision's reading for the
-        first GPU, the GPU's own reading for another (NVML: no probe, no nvidia-smi); None off a GPU."""
+        """The state of the GPU a grade runs on, read now, before its run (NVML: no probe, no
+        nvidia-smi; the decision's reading where NVML answers nothing); None off a GPU. A batch's
+        grades each read their own GPU so; `grader submit`'s one grade takes the decision's reading,
+        made a moment before."""
         if not self.backend.on_gpu or self.reading is None:
             return None
-        if device is None or device == self.device(0):
-            return self.reading
-        return gpuinfo.reading(device) or self.reading
+        return gpuinfo.reading(device if device is not None else self.device(0)) or self.reading
 
     def take_children(self) -> Children | None:
         """The children started ahead (once: the first grade takes them)."""

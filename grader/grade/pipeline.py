@@ -76,7 +76,9 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
             children.cancel()
         raise
     p, rubric, chosen, source = request.path, request.rubric, request.backend, request.source
-    reading = machine.reading_of(request.options.device)    # this grade's own GPU's, before its run
+    # this grade's own GPU's, before its run: a batch's grade reads it now; submit's one grade was
+    # decided a moment ago
+    reading = machine.reading if request.options.one_grade else machine.reading_of(request.options.device)
 
     # the file's digest whatever comes of it (an empty file too)
     result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": source.sha256}, backend=chosen.name,
