@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,7 +31,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from grader.serve.course import COOKIE, SMALL_FORM, STALE_FORM, Course, Settings, not_found, unauthorised
+from grader.serve.course import (COOKIE, SMALL_FORM, STALE_FORM, BodyTimeout, Course, Settings, not_found,
+                                 unauthorised)
 from grader.serve.export import chosen, export_class
 from grader.serve.store import DONE, INSTRUCTOR
 
@@ -41,7 +44,52 @@ CONNECTIONS = 2048          # uvicorn's limit_concurrency: connections beyond it
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'self'"
 # The class report (the batch's class.html, made from the store): its own inline script sorts the
 # table; nothing loads from elsewhere.
-CLASS_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+CLASS_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+             "frame-ancestors 'none'; form-action 'none'; base-uri 'none'")
+# Every answer, whatever its kind: never sniffed as another type, never sends the page's address on.
+COMMON_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"))
+CROSS_SITE = "this form was not sent from the course's own page (another site's forms cannot sign in or submit here)"
+
+
+class CommonHeaders:
+    """ASGI middleware: COMMON_HEADERS on every HTTP answer that does not set them itself."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                have = {k.lower() for k, _v in message.get("headers", [])}
+                message = {**message, "headers": list(message.get("headers", [])) +
+                           [(k, v) for k, v in COMMON_HEADERS if k not in have]}
+            await send(message)
+
+        return await self.app(scope, receive, sending)
+
+
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_-]{40,}")       # a token (43 characters), never an upload's id (16)
+
+
+def redacted(path: str) -> str:
+    """A request's path as the access log writes it: no query string (a token pasted into one),
+    nothing that could be a token (a run of 40 or more of a token's characters)."""
+    path, query, _rest = path.partition("?")
+    return _TOKEN_LIKE.sub("[redacted]", path) + ("?[redacted]" if query else "")
+
+
+class RedactedAccessLog(logging.Filter):
+    """uvicorn's access log (its record's args: client, method, path, version, status) with the
+    path redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = args[:2] + (redacted(args[2]),) + args[3:]
+        return True
 
 
 class WorkerKeeper:
@@ -120,7 +168,7 @@ async def api_events(request: Request):
     if person is None:
         return unauthorised()
     row = course.visible(request.path_params["id"], person)
-    return course.stream(row["id"]) if row is not None else not_found()
+    return course.stream(row["id"], request) if row is not None else not_found()
 
 
 def _instructor(request: Request) -> Response | None:
@@ -137,7 +185,7 @@ async def api_class(request: Request):
 
 
 async def api_class_events(request: Request):
-    return _instructor(request) or _course(request).stream(None)
+    return _instructor(request) or _course(request).stream(None, request)
 
 
 # --- the pages ---------------------------------------------------------------------------------------
@@ -155,6 +203,8 @@ async def home(request: Request):
 
 async def login(request: Request):
     course = _course(request)
+    if not course.same_origin(request):           # login CSRF: another site signing a student in as someone else
+        return JSONResponse({"error": CROSS_SITE}, 403)
     form = await course.bounded_form(request, SMALL_FORM) or {}
     token = str(form.get("token", "")).strip()
     if not token or course.store.who(token) is None:
@@ -162,7 +212,7 @@ async def login(request: Request):
                                                        "gave you (revoked tokens no longer work).")
     response = RedirectResponse("/", 303)
     response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
-                        max_age=30 * 24 * 3600)
+                        max_age=30 * 24 * 3600, path="/")
     return response
 
 
@@ -264,6 +314,11 @@ ROUTES = [
 ]
 
 
+async def body_timeout(_request: Request, _exc: Exception):
+    return JSONResponse({"error": "the request's body did not arrive in time: send it again"}, 408,
+                        headers={"Connection": "close"})
+
+
 def create_app(settings: Settings) -> Starlette:
     """The app: its routes, and, while it runs, the course (the store opened), the events' fan-out
     and the grading worker (settings.worker)."""
@@ -285,17 +340,22 @@ def create_app(settings: Settings) -> Starlette:
                 keeper.stop()
             course.store.close()
 
-    return Starlette(routes=ROUTES, lifespan=lifespan)
+    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers={BodyTimeout: body_timeout})
+    app.add_middleware(CommonHeaders)
+    return app
 
 
 def run_server(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000, certfile: Path | None = None,
                keyfile: Path | None = None, connections: int = CONNECTIONS) -> None:
     """Serve the course until interrupted (uvicorn; TLS where certfile and keyfile are given).
     uvicorn's access log names the method, path and status, never a header: no token is logged
-    (tokens travel only in the Authorization header, the cookie and the token form's body)."""
-    uvicorn.run(create_app(settings), host=host, port=port, ssl_certfile=str(certfile) if certfile else None,
-                ssl_keyfile=str(keyfile) if keyfile else None, limit_concurrency=connections, access_log=True,
-                server_header=False, timeout_graceful_shutdown=5, log_level="info")
+    (tokens travel only in the Authorization header, the cookie and the token form's body), and
+    its path is redacted (RedactedAccessLog: no query string, nothing shaped like a token)."""
+    config = uvicorn.Config(create_app(settings), host=host, port=port, ssl_certfile=str(certfile) if certfile else None,
+                            ssl_keyfile=str(keyfile) if keyfile else None, limit_concurrency=connections,
+                            access_log=True, server_header=False, timeout_graceful_shutdown=5, log_level="info")
+    logging.getLogger("uvicorn.access").addFilter(RedactedAccessLog())     # configured by Config: added after
+    uvicorn.Server(config).run()
 
 
 __all__ = ["INSTRUCTOR", "Settings", "create_app", "run_server"]

@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
@@ -29,6 +30,11 @@ FANOUT_S = 0.1              # how often the fan-out reads new events
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
 FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (boundaries, headers, fields)
 SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
+BODY_TIMEOUT_S = 60.0       # a request's body arrives whole within this, else 408 (a client that stalls)
+WATCHER_QUEUE = 1000        # events waiting for one watcher that does not read: beyond, it is dropped
+MAX_NAME = 128              # an upload's file name, as kept and shown: its last part, printable, at most this
+RECHECK = "recheck"         # put into every watcher's queue when a token was revoked: each checks its own
+DROPPED = "dropped"         # put into a watcher's queue that overflowed: its stream ends (EventSource reconnects)
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
             "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -55,11 +61,12 @@ class Fanout:
     def __init__(self, store: Store):
         self.store = store
         self.cursor = store.last_event()
+        self.revoked = store.revocations()
         self.uploads: dict[str, set[asyncio.Queue]] = {}
         self.everyone: set[asyncio.Queue] = set()        # the instructor's class pages
 
     def watch(self, upload: str | None) -> asyncio.Queue:
-        q: asyncio.Queue = asyncio.Queue()
+        q: asyncio.Queue = asyncio.Queue(WATCHER_QUEUE)
         (self.everyone if upload is None else self.uploads.setdefault(upload, set())).add(q)
         return q
 
@@ -73,13 +80,32 @@ class Fanout:
             if not watchers:
                 del self.uploads[upload]
 
+    def _put(self, upload: str | None, q: asyncio.Queue, item) -> None:
+        """An event (or RECHECK) to one watcher; a watcher that does not read (its queue full) is
+        dropped: its queue emptied, DROPPED its last item, so memory stays bounded."""
+        try:
+            q.put_nowait(item)
+        except asyncio.QueueFull:
+            self.unwatch(upload, q)
+            while not q.empty():
+                q.get_nowait()
+            q.put_nowait(DROPPED)
+
     def tick(self) -> None:
+        revoked = self.store.revocations()
+        if revoked != self.revoked:               # a token was revoked: every stream checks its own now
+            self.revoked = revoked
+            for upload, watchers in list(self.uploads.items()):
+                for q in list(watchers):
+                    self._put(upload, q, RECHECK)
+            for q in list(self.everyone):
+                self._put(None, q, RECHECK)
         for r in self.store.events(after=self.cursor, limit=10000):
             self.cursor = r["seq"]
-            for q in self.uploads.get(r["upload"], ()):
-                q.put_nowait(r)
-            for q in self.everyone:
-                q.put_nowait(r)
+            for q in list(self.uploads.get(r["upload"], ())):
+                self._put(r["upload"], q, r)
+            for q in list(self.everyone):
+                self._put(None, q, r)
 
     async def run(self) -> None:
         while True:
@@ -88,6 +114,7 @@ class Fanout:
                 self.tick()
             else:
                 self.cursor = self.store.last_event()
+                self.revoked = self.store.revocations()
 
 
 def unauthorised() -> JSONResponse:
@@ -98,6 +125,17 @@ def unauthorised() -> JSONResponse:
 
 def not_found() -> JSONResponse:
     return JSONResponse({"error": "no such submission"}, 404)
+
+
+class BodyTimeout(Exception):
+    """A request's body did not arrive whole within BODY_TIMEOUT_S (the app answers 408)."""
+
+
+def clean_name(name: str) -> str:
+    """An upload's file name as kept and shown: its last part (no folders, no '..'), printable
+    characters only (no NUL, CR, LF), at most MAX_NAME of them; kernel.cu where nothing is left."""
+    base = "".join(c for c in name.replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable()).strip()[:MAX_NAME]
+    return base if base.strip(".") else "kernel.cu"
 
 
 def sse(r) -> str:
@@ -122,10 +160,41 @@ class Course:
 
     @staticmethod
     def session_token(request: Request, *, bearer_only: bool = False) -> str | None:
+        """The bearer token, else (not bearer_only) the page's cookie: never a query string's. The
+        cookie counts only where the request is not another site's (Fetch Metadata: a cross-site
+        or same-site subresource or POST carries no session; a link followed from elsewhere does)
+        and only where it is sent once (two cookies of its name: one was set by someone else)."""
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             return auth[7:].strip()
-        return None if bearer_only else request.cookies.get(COOKIE)
+        if bearer_only:
+            return None
+        site = request.headers.get("sec-fetch-site", "")
+        if site in ("cross-site", "same-site") and not (
+                request.method in ("GET", "HEAD") and request.headers.get("sec-fetch-mode") == "navigate"):
+            return None
+        sent = {c.split("=", 1)[1].strip() for c in request.headers.get("cookie", "").split(";")
+                if c.strip().startswith(COOKIE + "=")}
+        return sent.pop() if len(sent) == 1 else None
+
+    @staticmethod
+    def same_origin(request: Request) -> bool:
+        """Whether a form's POST came from this server's own pages: its Origin (else its Referer)
+        names this host, and Fetch Metadata, where sent, says same-origin. A client that sends
+        neither (curl, a script) passes here; the CSRF token still binds it to a session."""
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return False
+        origin = request.headers.get("origin") or request.headers.get("referer")
+        if origin is None:
+            return True
+        if origin == "null":            # a browser's own page that withheld its origin: Fetch Metadata said same-origin
+            return site is not None
+        try:
+            netloc = urlsplit(origin).netloc.lower()
+        except ValueError:
+            return False
+        return bool(netloc) and netloc == request.headers.get("host", "").lower()
 
     def who(self, request: Request, *, bearer_only: bool = False) -> tuple[str, bool] | None:
         """(student, is the instructor) of the request's token, None without a live one."""
@@ -138,7 +207,10 @@ class Course:
         return hmac.new(self.secret, token_hash(token).encode(), hashlib.sha256).hexdigest()
 
     def csrf_ok(self, request: Request, form) -> bool:
-        return hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request))
+        """The form's CSRF token is this session's (compared in constant time) and the POST came
+        from this server's own page."""
+        return (self.session_token(request) is not None and self.same_origin(request)
+                and hmac.compare_digest(str(form.get("csrf", "")), self.csrf(request)))
 
     def visible(self, upload_id: str, person: tuple[str, bool]):
         """The upload's row where the person may see it (a student: their own), else None."""
@@ -147,8 +219,10 @@ class Course:
 
     def page(self, name: str, status: int = 200, **context) -> HTMLResponse:
         html = self.templates.get_template(name).render(exercise=self.settings.exercise, **context)
+        # same-origin: the page's own forms send their Origin (no-referrer would make it "null"), no other site
+        # learns the page's address
         return HTMLResponse(html, status, headers={"Content-Security-Policy": PAGE_CSP, "X-Frame-Options": "DENY",
-                                                    "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+                                                    "Referrer-Policy": "same-origin", "Cache-Control": "no-store"})
 
     # --- uploads ----------------------------------------------------------------------------------
 
@@ -161,10 +235,14 @@ class Course:
         if length is not None and length.isdigit() and int(length) > limit:
             return None
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                return None
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        return None
+        except TimeoutError:
+            raise BodyTimeout() from None
         done = False
 
         async def receive():
@@ -182,6 +260,8 @@ class Course:
         rules, exercise = self.settings.rules, self.settings.exercise
         try:
             form = await self.bounded_form(request)
+        except BodyTimeout:
+            raise
         except Exception as exc:  # noqa: BLE001 - a malformed body is the sender's: said, not raised
             return JSONResponse({"error": f"not a multipart form with a field `file` ({exc})"}, 400)
         if form is None:
@@ -197,7 +277,7 @@ class Course:
             return JSONResponse({"error": f"this server grades {exercise}, not {asked}: leave out --exercise, or "
                                           "submit to the server of that exercise"}, 400)
         data = await upload.read()
-        got = await asyncio.to_thread(self.store.accept, student, upload.filename or "kernel.cu", data, rules)
+        got = await asyncio.to_thread(self.store.accept, student, clean_name(upload.filename or ""), data, rules)
         if not isinstance(got, Accepted):
             headers = {"Retry-After": str(got.retry_after_s)} if got.retry_after_s is not None else None
             return JSONResponse({"error": got.message}, got.status, headers=headers)
@@ -215,13 +295,16 @@ class Course:
 
     # --- event streams ----------------------------------------------------------------------------
 
-    def stream(self, upload: str | None) -> StreamingResponse:
+    def stream(self, upload: str | None, request: Request) -> StreamingResponse:
         """Server-sent events: an upload's (what it had so far, then each new one, ending with its
-        done event), or, upload None, the class's rows as its grades go (the instructor's page)."""
-        return StreamingResponse(self._events(upload), media_type="text/event-stream",
+        done event), or, upload None, the class's rows as its grades go (the instructor's page).
+        The stream ends as soon as the request's token is revoked, and when its reader falls
+        WATCHER_QUEUE events behind."""
+        token = self.session_token(request) or ""
+        return StreamingResponse(self._events(upload, token, self.store.who(token)), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    async def _events(self, upload: str | None):
+    async def _events(self, upload: str | None, token: str = "", person=None):
         q = self.fanout.watch(upload)
         try:
             sent = self.fanout.cursor if upload is None else 0
@@ -237,6 +320,12 @@ class Course:
                     r = await asyncio.wait_for(q.get(), KEEPALIVE_S)
                 except asyncio.TimeoutError:
                     yield ": still here\n\n"
+                    continue
+                if r is DROPPED:
+                    return
+                if r is RECHECK:
+                    if self.store.who(token) != person:
+                        return
                     continue
                 if r["seq"] <= sent:
                     continue

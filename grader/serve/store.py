@@ -83,7 +83,7 @@ class Accepted:
 
 @dataclass(frozen=True)
 class Refused:
-    status: int                       # the HTTP status: 413, 429, 403
+    status: int                       # the HTTP status: 400 (empty), 413, 429, 403
     message: str                      # what to do about it
     retry_after_s: int | None = None  # 429: when the next upload is accepted
 
@@ -185,6 +185,10 @@ class Store:
                           (token_hash(token),))
         return (rows[0]["student"], bool(rows[0]["instructor"])) if rows else None
 
+    def revocations(self) -> int:
+        """How many tokens were ever revoked (a change: a token just stopped working)."""
+        return self.query("SELECT COUNT(*) AS n FROM tokens WHERE revoked IS NOT NULL")[0]["n"]
+
     def students(self) -> list[str]:
         """Every student ever given a token (the instructor not among them), sorted."""
         return [r["student"] for r in self.query("SELECT DISTINCT student FROM tokens WHERE instructor = 0 "
@@ -196,6 +200,8 @@ class Store:
         """Take a student's upload into the queue, or refuse it (size, deadline, hourly cap), in one
         transaction; it replaces the student's queued one. Committed before this returns."""
         now = time.time() if now is None else now
+        if not data:
+            return Refused(400, "the file is empty: send the kernel's .cu file")
         if len(data) > rules.max_bytes:
             return Refused(413, f"the upload is {len(data)} bytes; this course takes at most {rules.max_bytes} (a "
                            "kernel's .cu file, not a build or an archive)")
@@ -253,10 +259,11 @@ class Store:
         with self.transaction() as db:
             rows = db.execute("SELECT id, student FROM uploads WHERE state = ?", (GRADING,)).fetchall()
             db.execute("UPDATE uploads SET state = ?, tries = MAX(tries - 1, 0) WHERE state = ?", (QUEUED, GRADING))
-            for r in rows:
+            again = [r for r in rows if not _superseded(db, r["id"], r["student"])]
+            for r in again:
                 _event(db, r["id"], r["student"], "phase", {"phase": QUEUED, "place": _place(db, r["id"]),
                                                             "again": "the grading worker restarted"})
-        return [r["id"] for r in rows]
+        return [r["id"] for r in again]
 
     def retry(self, upload_id: str, why: str) -> bool:
         """A grade the machine failed, queued again; False where it was not in flight."""
@@ -265,8 +272,9 @@ class Store:
             if row is None:
                 return False
             db.execute("UPDATE uploads SET state = ? WHERE id = ?", (QUEUED, upload_id))
-            _event(db, upload_id, row["student"], "phase", {"phase": QUEUED, "place": _place(db, upload_id),
-                                                            "again": why})
+            if not _superseded(db, upload_id, row["student"]):
+                _event(db, upload_id, row["student"], "phase", {"phase": QUEUED, "place": _place(db, upload_id),
+                                                                "again": why})
         return True
 
     def finish(self, upload_id: str, *, result: str, report_md: str, report_html: str) -> bool:
@@ -382,6 +390,19 @@ def _place(db: sqlite3.Connection, upload_id: str) -> int:
                        "WHERE u.state = ? AND (COALESCE(s.turn, 0) < ? OR (COALESCE(s.turn, 0) = ? AND u.seq < ?))",
                        (QUEUED, row["turn"], row["turn"], row["seq"])).fetchone()[0]
     return ahead + 1
+
+
+def _superseded(db: sqlite3.Connection, upload_id: str, student: str) -> bool:
+    """An upload queued again (a restart, a retry) while the student's newer one waits in the
+    queue: replaced by it (marked so, its watchers told), as accept replaces a queued one, so a
+    student never has two uploads queued and the older is never graded after the newer came."""
+    newer = db.execute("SELECT id FROM uploads WHERE student = ? AND state = ? AND seq > (SELECT seq FROM uploads "
+                       "WHERE id = ?) ORDER BY seq DESC LIMIT 1", (student, QUEUED, upload_id)).fetchone()
+    if newer is None:
+        return False
+    db.execute("UPDATE uploads SET state = ?, finished = ? WHERE id = ?", (REPLACED, time.time(), upload_id))
+    _event(db, upload_id, student, "done", {"state": REPLACED, "by": newer["id"]})
+    return True
 
 
 def _event(db: sqlite3.Connection, upload_id: str, student: str, kind: str, data: dict) -> None:

