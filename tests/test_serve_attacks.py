@@ -735,3 +735,83 @@ def test_token_and_csrf_comparisons_are_constant_time():
     assert "token_hash(token)" in who and "WHERE hash = ?" in who
     assert "hmac.compare_digest" in inspect.getsource(Course.csrf_ok)
     assert "secrets.token_urlsafe(32)" in inspect.getsource(S.issue)
+
+
+# --- in a browser: another site on the same machine -----------------------------------------------------
+
+HOSTILE_PAGE = """<!DOCTYPE html><html><body>
+<form id="signin" method="post" action="{server}/login"><input name="token" value="{eve}"></form>
+<script>
+window.tried = 0;
+function file() {{ var f = new FormData(); f.append('csrf', 'guessed'); f.append('file', new File(['// planted'], 'planted.cu')); return f; }}
+function done() {{ window.tried += 1; }}
+fetch('{server}/upload', {{method: 'POST', body: file(), credentials: 'include', mode: 'no-cors'}}).then(done, done);
+fetch('{server}/api/submissions', {{method: 'POST', body: file(), credentials: 'include', mode: 'no-cors'}}).then(done, done);
+fetch('{server}/api/class', {{credentials: 'include', mode: 'no-cors'}}).then(done, done);
+</script></body></html>"""
+
+
+def test_in_chromium_another_site_on_the_same_host_can_neither_sign_in_nor_submit_nor_script_a_report(tmp_path):
+    """Another server on the course machine (another port of 127.0.0.1: the same *site* to a
+    browser, so SameSite=Strict sends the cookie to it... and from it) opened by a signed-in
+    student: its forms and scripts plant nothing, sign the student in as no one else; a report
+    quoting `<script>` runs nothing."""
+    import http.server
+
+    from test_serve_http import CHROMIUM, Browser
+
+    if CHROMIUM is None:
+        pytest.skip("no Chromium here (apt-get install chromium)")
+    people = issue(tmp_path, "ann", "eve")
+    server = Attacked(tmp_path)
+    url = f"http://{server.host}"
+    page_html = HOSTILE_PAGE.format(server=url, eve=people["eve"]).encode()
+    hits: list[str] = []
+
+    class Hostile(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(page_html)
+
+        def log_message(self, *_args):
+            pass
+
+    hostile = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    threading.Thread(target=hostile.serve_forever, daemon=True).start()
+    browser = Browser(tmp_path / "profile")
+    try:
+        page = browser.page(url + "/")
+        page.sign_in(people["ann"])
+        page.until("!!document.querySelector('#upload') && document.readyState === 'complete'")
+        # a report that quotes a source with </script> in it
+        aid = api_upload(server, people["ann"]).json()["id"]
+        store = server.store()
+        store.claim_wave()
+        store.finish(aid, result=result_json(), report_md="", report_html=(
+            "<pre>// </script><script>location = '/pwned-by-script'</script>"
+            "<img src=x onerror=\"location = '/pwned-by-handler'\"></pre>"))
+        store.close()
+        browser.send("Page.navigate", page.session, url=f"{url}/submissions/{aid}/report")
+        time.sleep(1.5)
+        # the hostile site, opened in the signed-in student's tab
+        browser.send("Page.navigate", page.session, url=f"http://127.0.0.1:{hostile.server_port}/")
+        page.until("window.tried === 3", timeout=20)
+        page.js("document.getElementById('signin').submit(); true")      # login CSRF: sign ann in as eve
+        time.sleep(1.0)
+        browser.send("Page.navigate", page.session, url=url + "/")
+        heading = page.until("document.readyState === 'complete' && location.pathname === '/' && "
+                             "document.querySelector('h1') && document.querySelector('h1').innerText", timeout=20)
+        assert heading.endswith(": ann"), heading                      # still ann: the forged sign-in was refused
+    finally:
+        browser.close()
+        hostile.shutdown()
+        server.stop()
+    log = server.log.read_text()
+    assert "pwned" not in log                                           # the report's script and handler never ran
+    assert '"POST /login HTTP/1.1" 403' in log
+    store = Store(tmp_path)
+    assert [r["name"] for r in store.attempts("ann")] == ["k.cu"] and store.attempts("eve") == []   # nothing planted
+    store.close()
