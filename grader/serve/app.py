@@ -12,7 +12,10 @@ POST; the API's POST takes a bearer token only, which a browser never sends on i
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
+import hashlib
 import dataclasses
 import json
 import logging
@@ -43,9 +46,21 @@ CONNECTIONS = 2048          # uvicorn's limit_concurrency: connections beyond it
 # runs in it, nothing loads from elsewhere, and it is sandboxed (an origin of its own).
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox; frame-ancestors 'self'"
 # The class report (the batch's class.html, made from the store): its own inline script sorts the
-# table; nothing loads from elsewhere.
-CLASS_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+# table, allowed by its hash (class_csp), and no other script; nothing loads from elsewhere.
+CLASS_CSP = ("default-src 'none'; script-src {scripts}; style-src 'unsafe-inline'; img-src data:; "
              "frame-ancestors 'none'; form-action 'none'; base-uri 'none'")
+
+
+@functools.cache
+def class_csp() -> str:
+    """CLASS_CSP allowing the inline scripts of the batch's class.html template by their sha256
+    (those that hold no template expression: the same bytes in every class.html), so that a
+    script that reached the page any other way (a student's name or file, were one ever left
+    unescaped) does not run in the instructor's session."""
+    template = (files("grader") / "templates" / "class.html.j2").read_text(encoding="utf-8")
+    hashes = [base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
+              for body in re.findall(r"<script>(.*?)</script>", template, re.S) if "{{" not in body and "{%" not in body]
+    return CLASS_CSP.format(scripts=" ".join(f"'sha256-{h}'" for h in hashes) or "'none'")
 # Every answer, whatever its kind: never sniffed as another type, never sends the page's address on.
 COMMON_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"))
 CROSS_SITE = "this form was not sent from the course's own page (another site's forms cannot sign in or submit here)"
@@ -280,7 +295,7 @@ async def class_report(request: Request):
             export_class(course.settings.folder, out=Path(out))
             return (Path(out) / "class.html").read_text(encoding="utf-8")
 
-    return _report(await asyncio.to_thread(made), CLASS_CSP)
+    return _report(await asyncio.to_thread(made), class_csp())
 
 
 async def class_student_report(request: Request):

@@ -33,6 +33,7 @@ SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-ou
 BODY_TIMEOUT_S = 60.0       # a request's body arrives whole within this, else 408 (a client that stalls)
 WATCHER_QUEUE = 1000        # events waiting for one watcher that does not read: beyond, it is dropped
 MAX_NAME = 128              # an upload's file name, as kept and shown: its last part, printable, at most this
+STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of uvicorn's 2048
 RECHECK = "recheck"         # put into every watcher's queue when a token was revoked: each checks its own
 DROPPED = "dropped"         # put into a watcher's queue that overflowed: its stream ends (EventSource reconnects)
 
@@ -135,6 +136,8 @@ def clean_name(name: str) -> str:
     """An upload's file name as kept and shown: its last part (no folders, no '..'), printable
     characters only (no NUL, CR, LF), at most MAX_NAME of them; kernel.cu where nothing is left."""
     base = "".join(c for c in name.replace("\\", "/").rsplit("/", 1)[-1] if c.isprintable()).strip()[:MAX_NAME]
+    if base[:1] in ("=", "+", "-", "@"):       # never a formula where the export's CSV files name the file
+        base = "_" + base[1:]
     return base if base.strip(".") else "kernel.cu"
 
 
@@ -155,6 +158,7 @@ class Course:
         self.templates = Environment(loader=PackageLoader("grader.serve", "templates"),
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self._rows_after: dict[int, dict] = {}
+        self._streams: dict[str, int] = {}          # open event streams, by token hash
 
     # --- who asks ---------------------------------------------------------------------------------
 
@@ -295,14 +299,31 @@ class Course:
 
     # --- event streams ----------------------------------------------------------------------------
 
-    def stream(self, upload: str | None, request: Request) -> StreamingResponse:
+    def stream(self, upload: str | None, request: Request) -> StreamingResponse | JSONResponse:
         """Server-sent events: an upload's (what it had so far, then each new one, ending with its
         done event), or, upload None, the class's rows as its grades go (the instructor's page).
         The stream ends as soon as the request's token is revoked, and when its reader falls
-        WATCHER_QUEUE events behind."""
+        WATCHER_QUEUE events behind; a token holding STREAMS_PER_PERSON open already gets 429."""
         token = self.session_token(request) or ""
-        return StreamingResponse(self._events(upload, token, self.store.who(token)), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        if self._streams.get(token_hash(token), 0) >= STREAMS_PER_PERSON:
+            return JSONResponse({"error": f"{STREAMS_PER_PERSON} event streams are open with this token already: "
+                                          "close some (tabs, watchers) and try again"}, 429, headers={"Retry-After": "10"})
+        return StreamingResponse(self._counted(token, self._events(upload, token, self.store.who(token))),
+                                 media_type="text/event-stream", headers={"Cache-Control": "no-store",
+                                                                          "X-Accel-Buffering": "no"})
+
+    async def _counted(self, token: str, events):
+        """A stream's events, counted among its token's open streams while it runs."""
+        key = token_hash(token)
+        self._streams[key] = self._streams.get(key, 0) + 1
+        try:
+            async for chunk in events:
+                yield chunk
+        finally:
+            await events.aclose()
+            self._streams[key] -= 1
+            if not self._streams[key]:
+                del self._streams[key]
 
     async def _events(self, upload: str | None, token: str = "", person=None):
         q = self.fanout.watch(upload)
