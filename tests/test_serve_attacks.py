@@ -235,10 +235,19 @@ def test_a_token_in_a_query_string_or_a_cookie_sent_from_another_site_is_no_sess
     assert 'id="upload"' in req(server, "GET", "/", cookie=cookie, headers=nav).text
     same = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
     assert req(server, "GET", f"/api/submissions/{aid}", cookie=cookie, headers=same).status == 200
+    # no CORS: another origin's script may not read an answer, and no cache between keeps one
+    got = req(server, "GET", f"/api/submissions/{aid}", token=people["ann"], headers={"Origin": "https://evil.example"})
+    assert got.status == 200 and not any(k.lower().startswith("access-control-") for k in got.headers)
+    assert got.headers["Cache-Control"] == "no-store"
+    pre = req(server, "OPTIONS", f"/api/submissions/{aid}", headers={"Origin": "https://evil.example",
+                                                                     "Access-Control-Request-Method": "GET",
+                                                                     "Access-Control-Request-Headers": "authorization"})
+    assert not any(k.lower().startswith("access-control-") for k in pre.headers)
     # two session cookies (one tossed in by a sibling site or another path): neither counts
     two = f"grader_session={people['eve']}; grader_session={people['ann']}"
     assert req(server, "GET", f"/api/submissions/{aid}", cookie=two).status == 401
-    assert 'id="login"' in req(server, "GET", "/", cookie=two).text
+    page = req(server, "GET", "/", cookie=two).text
+    assert 'id="login"' in page and "two sign-in cookies" in page
 
 
 def test_revocation_takes_effect_at_once_even_on_open_event_streams(tmp_path):

@@ -61,8 +61,10 @@ def class_csp() -> str:
     hashes = [base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()
               for body in re.findall(r"<script>(.*?)</script>", template, re.S) if "{{" not in body and "{%" not in body]
     return CLASS_CSP.format(scripts=" ".join(f"'sha256-{h}'" for h in hashes) or "'none'")
-# Every answer, whatever its kind: never sniffed as another type, never sends the page's address on.
-COMMON_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"))
+# Every answer, whatever its kind: never sniffed as another type, never sends the page's address on,
+# never kept by a cache between (a student's status and result are theirs), unless it says otherwise.
+COMMON_HEADERS = ((b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                  (b"cache-control", b"no-store"))
 CROSS_SITE = "this form was not sent from the course's own page (another site's forms cannot sign in or submit here)"
 
 
@@ -209,7 +211,10 @@ async def home(request: Request):
     course = _course(request)
     person = course.who(request)
     if person is None:
-        return course.page("login.html.j2")
+        doubled = request.headers.get("cookie", "").count(COOKIE + "=") > 1
+        return course.page("login.html.j2", error="Your browser sent two sign-in cookies for this server (one may "
+                           "have been set by another site on this machine): clear this site's cookies, then sign in."
+                           if doubled else "")
     if person[1]:
         return course.page("class.html.j2", rows=course.class_rows(), csrf=course.csrf(request),
                            leaderboard=course.settings.leaderboard)
