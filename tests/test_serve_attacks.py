@@ -45,7 +45,7 @@ a = json.loads(sys.argv[1])
 course.BODY_TIMEOUT_S = a["body_timeout"]
 course.STREAMS_PER_PERSON = a["streams"]
 run_server(Settings(__import__("pathlib").Path(a["folder"]), "bias_gelu_fused", "emulator", rules=Rules(**a["rules"]),
-                    worker=False, leaderboard=True), port=a["port"], connections=a["connections"])
+                    worker=a["worker"], leaderboard=True), port=a["port"], connections=a["connections"])
 """
 
 
@@ -60,12 +60,12 @@ class Attacked:
     the store's own calls), its log in folder/server.log."""
 
     def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, streams: int = 128,
-                 **rules):
+                 worker: bool = False, **rules):
         self.folder, self.port = folder, free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.log = folder / "server.log"
         args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
-                "body_timeout": body_timeout, "streams": streams}
+                "body_timeout": body_timeout, "streams": streams, "worker": worker}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-c", LAUNCH, json.dumps(args)],
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -573,6 +573,33 @@ def test_the_export_writes_no_formula_and_no_path_a_student_chose(tmp_path):
         assert cells and not any(c[:1] in ("=", "+", "@") for c in cells), (name, cells)
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["ann"]      # nothing written beside the out folder
     assert not (tmp_path / "=HYPERLINK(").exists()
+
+
+def test_a_real_grade_quoting_script_in_the_source_serves_it_escaped_and_sandboxed(tmp_path):
+    """The one real grade here (compile_error.cu on the emulator, a couple of seconds): the line the
+    compiler quotes holds `</script><script>` and an inline handler."""
+    from conftest import SUBMISSIONS
+
+    people = issue(tmp_path, "ann")
+    source = (SUBMISSIONS / "compile_error.cu").read_text().replace(
+        "+ colls;", "+ colls; // </script><script>location='/pwned'</script><img src=x onerror=alert(1)>")
+    assert "</script>" in source
+    server = Attacked(tmp_path, worker=True)
+    try:
+        aid = api_upload(server, people["ann"], data=source.encode(), filename="</script><b>x</b>.cu").json()["id"]
+        deadline = time.monotonic() + 180
+        while (doc := req(server, "GET", f"/api/submissions/{aid}", token=people["ann"]).json())["state"] != "done":
+            assert time.monotonic() < deadline, server.log.read_text()[-2000:]
+            time.sleep(0.3)
+        assert doc["result"]["status"] == "compile_error"
+        got = req(server, "GET", f"/submissions/{aid}/report", cookie=f"grader_session={people['ann']}")
+    finally:
+        server.stop()
+    assert got.status == 200 and "colls" in got.text                   # the quoted line is there...
+    for raw in ("<script>location", "<img src=x", "<b>x</b>"):
+        assert raw not in got.text, raw                                  # ... escaped
+    csp = [d.strip() for d in got.headers["Content-Security-Policy"].split(";")]
+    assert "sandbox" in csp and "default-src 'none'" in csp and not any(d.startswith("script-src") for d in csp)
 
 
 def test_a_crlf_in_a_filename_injects_no_header(course):
