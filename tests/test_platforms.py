@@ -286,3 +286,10 @@ def test_gradescope_scripts_are_valid_bash(script):
     path = ROOT / "scripts" / "gradescope" / script
     assert os.access(path, os.X_OK)
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def test_the_formats_the_command_line_offers_are_the_documents_the_writers_make():
+    from grader.platforms.documents import FORMATS
+    from grader.platforms.writers import WRITERS
+
+    assert FORMATS[0] == "text" and list(FORMATS[1:]) == list(WRITERS)

@@ -96,7 +96,7 @@ def class_machine(request: ClassRequest) -> tuple[Machine, ClassRequest]:
     """The machine a class is graded on, decided once (grade/machine.decide: one probe, "auto"
     resolved, the GPUs listed), and the request with what that settles: the backend, and the jobs
     where the instructor named none (default_jobs: a few per GPU lane, one per core on the emulator)."""
-    machine = decide(request.backend)
+    machine = decide(request.backend, every_gpu=True)
     jobs = request.jobs
     if jobs is None:
         jobs = default_jobs(machine.backend, lanes=len(machine.devices)) if machine.backend.on_gpu \

@@ -17,7 +17,6 @@ from grader.core.processes import age_s
 from grader.exercises import choose, load_exercise
 from grader.grade.machine import decide, start_ahead
 from grader.grade.request import GradeOptions, GradeRequest
-from grader.platforms import github as gh
 
 # What stays imported inside the functions below, each with its reason: the pipeline (numpy, the
 # verdict) and the reports (jinja2) after the children have started (start_ahead: on the H100 host
@@ -155,7 +154,7 @@ def _submit_once(file: Path, once: SubmitOptions):
     folder = None if once.no_report else (once.report_dir or default_report_dir(file))
     done = deliver(result, rubric, to=Delivery(
         report_dir=folder, attempts_of=file, document=None if once.fmt == "text" else once.fmt,
-        output_path=once.output_path, github=once.github if once.github is not None else gh.in_actions()))
+        output_path=once.output_path, github=once.github))
     _say_delivered(done, folder, err, once)
     _print(result, rubric, done, err, once)
     return result

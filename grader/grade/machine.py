@@ -61,17 +61,21 @@ def needs_probe(requested: str | Backend) -> bool:
     return requested == AUTO or named(requested).on_gpu
 
 
-def decide(requested: str | Backend = AUTO) -> Machine:
+def decide(requested: str | Backend = AUTO, *, every_gpu: bool = False) -> Machine:
     """The machine as requested ("auto", a backend's name, or a Backend): the GPU probed once where
     the request may run on one (nvidia-smi, no CUDA context), the backend resolved once, the GPUs
-    listed once. Never fails for a missing GPU: a grade on a GPU backend without one is the
-    machine's infrastructure_error, said by the grade."""
+    listed once: every one a batch may use (every_gpu: the visible-devices variable, else
+    nvidia-smi's indices), or for one grade the first visible one (the variable only: listing every
+    GPU asked nvidia-smi again, 0.2 s before a warm submit's children started on the H100 host).
+    Never fails for a missing GPU: a grade on a GPU backend without one is the machine's
+    infrastructure_error, said by the grade."""
     requested = requested if requested == AUTO else named(requested)
     clock = time.perf_counter()
     reading = gpuinfo.probe() if needs_probe(requested) else None
     probe_s = time.perf_counter() - clock
     backend = gpuinfo.resolve_backend(requested, has_gpu=reading is not None)
-    devices = tuple(lanes.visible_devices()) if backend.on_gpu else ()
+    devices = (() if not backend.on_gpu else tuple(lanes.visible_devices(backend)) if every_gpu
+               else (lanes.default_device(backend),))
     machine = Machine(backend, reading, devices, probe_s)
     if devices and devices[0] != "0" and reading is not None:
         # nvidia-smi's probe read physical GPU 0; the first GPU grades are given is another

@@ -34,12 +34,12 @@ class Delivery:
     attempts_of: Path | None = doc_field("The student's file whose attempts are kept (`grader submit`): the grade is "
                                          "one more attempt of it, and the report charts them (None: none kept, as for "
                                          "a batch's students).", default=None)
-    document: str | None = doc_field("A --format document to render (platforms/documents.DOCUMENTS' keys), or None.",
+    document: str | None = doc_field("A --format document to render (platforms/documents.FORMATS but text), or None.",
                                      default=None)
     output_path: Path | None = doc_field("Where the document is written (None: it is returned, for stdout).",
                                          default=None)
-    github: bool = doc_field("Append the job summary to $GITHUB_STEP_SUMMARY and return the annotations "
-                             "(GitHub Actions).", default=False)
+    github: bool | None = doc_field("Append the job summary to $GITHUB_STEP_SUMMARY and return the annotations "
+                                    "(GitHub Actions; None: where GITHUB_ACTIONS=true).", default=False)
     gradescope_file: bool = doc_field(f"Also write Gradescope's {GRADESCOPE_FILE} into report_dir (a batch: one "
                                       "upload per student).", default=False)
 
@@ -77,7 +77,7 @@ def deliver(result: Result, rubric: Rubric, *, to: Delivery) -> Delivered:
             out.report_error = exc
         else:
             out.html = next(p for p in out.written if p.name == "report.html")
-    if to.github:
+    if to.github or (to.github is None and github.in_actions()):
         out.annotations = github.publish(result, rendered.markdown)
     if to.document is not None:
         text = documents.render(to.document, rendered)
