@@ -1,6 +1,7 @@
 // Attack: Python run in the child through the interpreter's C API patches the backend's launch
 // so that, after the first call, every launch of the submission is skipped and reported as done
-// (a grader that launches and times in this process would time nothing).
+// (a grader that launches and times in this process would time nothing). The first call's own
+// outcome is returned for the skipped ones: no name of the grader's but the backends' classes.
 #include <dlfcn.h>
 #include <cuda_runtime.h>
 
@@ -22,13 +23,11 @@ static const char* kSkip =
     "        cls = getattr(m, cname, None) if name.startswith('grader.run.child') else None\n"
     "        if cls is not None and not getattr(cls, '_skipping', False):\n"
     "            orig = cls.launch_submission\n"
-    "            seen = set()\n"
-    "            done = sys.modules['grader.run.child.backends'].LaunchOutcome(True)\n"
-    "            def launch(self, call, views, _orig=orig, _seen=seen, _done=done):\n"
+    "            def launch(self, call, views, _orig=orig, _seen={}):\n"
     "                if call.key in _seen:\n"
-    "                    return _done\n"
-    "                _seen.add(call.key)\n"
-    "                return _orig(self, call, views)\n"
+    "                    return _seen[call.key]\n"
+    "                _seen[call.key] = done = _orig(self, call, views)\n"
+    "                return done\n"
     "            cls.launch_submission = launch\n"
     "            cls._skipping = True\n";
 
