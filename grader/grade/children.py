@@ -33,15 +33,17 @@ from grader.run.sandbox import ChildRun
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_driver_stand_in, build_guard, build_reference
 from grader.toolchain.outcome import BuildResult
-from grader import verdict
 from grader.run import profiling
 from grader.toolchain import tools
 from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
 
 
-
 def _answers(case, rubric: Rubric, exercise, drawn, store):
     """One case's float64 answers (verdict.expected_for), from its inputs once they are drawn."""
+    # lazy: the verdict (and numpy) imported in the drawing thread, off the main thread's way to the
+    # build (0.1 to 0.2 s of a warm grade on the H100 host; pipeline.grade also imports it in its pool)
+    from grader import verdict
+
     return verdict.expected_for(case, rubric, exercise, drawn.result(), store.folder_for(case), keep=store.keep)
 
 
