@@ -302,6 +302,9 @@ def test_kernels_that_share_nothing_spread_over_cores(text, write_cu):
     "__global__ void k(int* count, const int* key) { ++count[key[threadIdx.x]]; }",
     "__global__ void k(float* o, float v) {\n  *o -= v;\n}",
     "__global__ void k(float* o, float v) { (*o) *= v; }",
+    "__global__ void k(const float* x, float* o, int n) { int i = threadIdx.x; o[i % n] = o[i % n] + x[i]; }",
+    "__global__ void k(const float* x, float* o, int n) { int i = threadIdx.x; o[ i%n ] = x[i] * 2.0f + o[i % n]; }",
+    "__global__ void k(const float* x, float* o, int n) { int i = threadIdx.x; int r = i % n; o[r] = o[r] + x[i]; }",
     "struct Acc { float s; };\n__global__ void k(Acc* a, float v) { a->s += v; }",
     "__device__ void add(float* o, float v) { o[0] += v; }\n__global__ void k(float* o) { add(o, 1.0f); }",
     # a __device__ variable every thread sees, updated in place

@@ -79,6 +79,27 @@ _READ_MODIFY_WRITE = re.compile(
     rf"|->\s*\w+\s*(?:{_OP_ASSIGN}|\+\+|--)", re.M)              # p->x += v
 
 
+# The same read-modify-write spelled as an assignment that reads its own target: out[o] = out[o] + v.
+_ASSIGNED_ELEMENT = re.compile(r"\b(\w+)\s*\[([^\[\]=;]+)\]\s*=(?!=)([^;]*)")
+
+
+def _reads_its_own_target(body: str) -> bool:
+    """An element at an index several threads may share (one folded by % or /, or a variable set so)
+    assigned from an
+    expression that reads that same element (the index compared without its spaces): a
+    read-modify-write _READ_MODIFY_WRITE does not see. A thread's own element, o[i] = 2 * o[i],
+    shares nothing and still spreads."""
+    folded = {v.group(1) for v in re.finditer(r"\b(\w+)\s*=(?!=)[^;]*[%/][^;]*;", body)}   # o = i % n
+    for m in _ASSIGNED_ELEMENT.finditer(body):
+        name, index = m.group(1), re.sub(r"\s+", "", m.group(2))
+        if not re.search(r"[%/]", index) and index not in folded:
+            continue
+        for r in re.finditer(rf"\b{re.escape(name)}\s*\[([^\[\]]+)\]", m.group(3)):
+            if re.sub(r"\s+", "", r.group(1)) == index:
+                return True
+    return False
+
+
 def device_variables(code: str) -> list[str]:
     """The names of the file's __device__ (and __managed__) variables: global memory every thread
     sees, declared `__device__ unsigned gCount = 0;` or `__device__ float gBuf[64];`."""
@@ -112,7 +133,7 @@ def spreads_over_cores(sub: Submission) -> bool:
     updated = (re.compile(rf"\b(?:{'|'.join(map(re.escape, globals_))})\s*(?:{_OP_ASSIGN}|\+\+|--)|"
                           rf"(?:\+\+|--)\s*(?:{'|'.join(map(re.escape, globals_))})\b") if globals_ else None)
     return not any(_SHARED_STATE_IN_DEVICE_CODE.search(body) or _READ_MODIFY_WRITE.search(body)
-                   or (updated is not None and updated.search(body))
+                   or _reads_its_own_target(body) or (updated is not None and updated.search(body))
                    for _, body in device_bodies(sub.code))
 
 
