@@ -8,11 +8,8 @@ the line before)."""
 import ast
 import collections
 import hashlib
-import os
-import shutil
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from grader.cli import cli
@@ -38,6 +35,15 @@ class Counts:
         self._wrap(monkeypatch, gpuinfo, "probe")
         self._wrap(monkeypatch, gpuinfo, "resolve_backend")
         self._wrap(monkeypatch, inputs, "_found")
+        from grader.core import source
+
+        real_blank = source.blank_comments_and_strings
+
+        def blank(text):
+            if text.startswith("// house sample"):
+                self.calls["scan " + text.splitlines()[0]] += 1
+            return real_blank(text)
+        monkeypatch.setattr(source, "blank_comments_and_strings", blank)
 
         real_read = handin.read_descriptor
 
@@ -85,6 +91,7 @@ def test_one_submit_decides_the_machine_once_reads_the_file_once_and_renders_eac
     assert r.exit_code == 0, r.output
     assert counts.calls["probe"] <= 1 and counts.calls["resolve_backend"] == 1, counts.calls
     assert counts.reads["mine.cu"] == 1, counts.reads
+    assert counts.calls["scan // house sample: a submit"] == 1, counts.calls      # the exercise's choice and the grade
     assert set(counts.hashed.values()) == {1}, counts.hashed             # the bytes hashed once
     # report.md, report.html and the --format markdown document: each template rendered once
     assert counts.renders["report.md.j2"] == 1 and counts.renders["report.html.j2"] == 1, counts.renders
@@ -103,6 +110,7 @@ def test_one_batch_walks_the_class_once_reads_and_hashes_each_file_once_and_prob
     assert counts.calls["_found"] == 1, counts.calls                      # the folder walked once
     assert counts.calls["probe"] <= 1 and counts.calls["resolve_backend"] == 1, counts.calls
     assert [counts.reads[f"s{i}.cu"] for i in range(n)] == [1] * n, counts.reads
+    assert [counts.calls[f"scan // house sample: student {i}"] for i in range(n)] == [1] * n, counts.calls
     assert sorted(counts.hashed.values()) == [1] * n, counts.hashed
     assert counts.renders["report.md.j2"] == n and counts.renders["report.html.j2"] == n, counts.renders
     assert all((tmp_path / "out" / f"s{i}" / "gradescope.json").is_file() for i in range(n))

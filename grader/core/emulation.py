@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from grader.core.source import Finding, Submission, blank_comments_and_strings
+from grader.core.source import Finding, Submission, scanned
 
 
 _COLLECTIVES = re.compile(
@@ -183,7 +183,8 @@ _CONFIG_DIM_RE = re.compile(r"(?:\.|->)\s*(gridDim|blockDim)\b")
 
 def rewrite_for_emulator(text: str) -> str:
     """Rewrite what g++ cannot read into calls of the shim, keeping every line where it was."""
-    code = blank_comments_and_strings(text)
+    code, _ = scanned(text)                  # the grade's scan of the same text, not another
+
     edits: list[tuple[int, int, str]] = []
     for m in re.finditer(r"^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"]", code, re.M):
         header = text[m.start(1) : m.end(1)].strip()

@@ -10,6 +10,7 @@ needs from the text is emulation.py.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ def read_submission(path: Path | SourceFile, launcher: str, signature: str = "")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         return SourceProblem(f"{path.name} is not UTF-8 text (byte {exc.start}); save it as UTF-8.", line)
-    code = blank_comments_and_strings(text)
+    code, kernels = scanned(text)
     python = _python_around_cuda(code)
     if python is not None:
         shown = text.splitlines()[python - 1].strip()
@@ -105,7 +106,7 @@ def read_submission(path: Path | SourceFile, launcher: str, signature: str = "")
             "drop the PyTorch wrapper and load_inline, and add the launcher the exercise calls"
             + (f" ({launcher})." if launcher else "."), python)
     sub = Submission(path=path, text=text, sha256=source.sha256, code=code)
-    sub.kernels = find_kernels(code)
+    sub.kernels = list(kernels)
     if not sub.kernels and path.suffix == ".py":
         return SourceProblem(f"{path.name} is a Python file: the grader grades CUDA C++, a .cu file with a __global__ "
                              "kernel (and, where the exercise asks, its launcher). Write the kernel in a .cu file and "
@@ -197,6 +198,15 @@ def expand_object_macros(code: str, rounds: int = 4) -> str:
             break
         scan = expanded
     return scan
+
+
+@functools.lru_cache(maxsize=512)
+def scanned(text: str) -> tuple[str, tuple[KernelDecl, ...]]:
+    """A source's code with comments and strings blanked, and the kernels it declares: worked out
+    once per text (the exercise's choice, the grade's read_submission and the emulator's rewrite
+    take the same scan of the same bytes; a class of up to 512 files is scanned once a file)."""
+    code = blank_comments_and_strings(text)
+    return code, tuple(find_kernels(code))
 
 
 def blank_comments_and_strings(text: str) -> str:

@@ -25,7 +25,7 @@ from typing import Callable
 from grader.core.errors import ExerciseError, UsageError
 from grader.core.handin import SourceFile
 from grader.core.locations import DEFAULT_EXERCISE, reference_dir, rubrics_dir
-from grader.core.source import blank_comments_and_strings, defines_function, find_kernels
+from grader.core.source import defines_function, scanned
 from grader.exercises import rubric as rubric_loader   # its load_rubric looked up at each call (tests count loads)
 
 
@@ -98,10 +98,10 @@ def exercise_for_source(file):
     (core/handin.py's SourceFile)."""
     try:
         text = file.data.decode("utf-8") if isinstance(file, SourceFile) else file.read_text(encoding="utf-8")
-        code = blank_comments_and_strings(text)
     except (OSError, UnicodeDecodeError):
         return None
-    kernels = [k.name for k in find_kernels(code)]
+    code, found = scanned(text)              # the scan the grade's read_submission takes again
+    kernels = [k.name for k in found]
     loaded = []
     for path in exercise_files().values():          # loaded one by one, up to the first that matches:
         r = rubric_loader.load_rubric(path)         # on the way to a grade's children (each took 10 ms)
