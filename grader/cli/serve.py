@@ -66,8 +66,9 @@ class _SlurmFlag(click.Option):
               help="Where to grade (auto: the GPU when one is visible), as `grader batch`.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Grades in flight at once (default: as `grader batch`).")
-@click.option("--per-hour", type=click.IntRange(min=1), default=None,
-              help="Uploads a student may make in any hour; more answer 429 with Retry-After (default: no cap).")
+@click.option("--per-hour", type=click.IntRange(min=0), default=60, show_default=True,
+              help="Uploads a student may make in any hour; more answer 429 with Retry-After (0: no cap). A cap "
+                   "by default bounds what one student can add to the store.")
 @click.option("--max-kb", type=click.IntRange(min=1), default=256, show_default=True,
               help="An upload's size limit in KiB (larger ones answer 413).")
 @click.option("--deadline", default=None, metavar="ISO8601",
@@ -95,7 +96,7 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
                              f"results): serve {exercise} from another folder, or pass --exercise {served}")
         if (certfile is None) != (keyfile is None):
             raise UsageError("TLS needs both --certfile and --keyfile")
-        settings = Settings(folder, exercise, backend, jobs, Rules(per_hour, max_kb * 1024, _deadline(deadline), late),
+        settings = Settings(folder, exercise, backend, jobs, Rules(per_hour or None, max_kb * 1024, _deadline(deadline), late),
                             leaderboard=leaderboard, slurm=slurm_options if slurm else None)
     except GraderError as exc:
         fail(exc)
