@@ -204,7 +204,10 @@ def test_submit_remote_returns_the_result_json_a_local_grade_writes(course, tmp_
     with sqlite3.connect(stored) as db:
         (text,) = db.execute("SELECT result FROM uploads WHERE student = 'bob' AND state = 'done' "
                              "ORDER BY seq DESC LIMIT 1").fetchone()
-    assert remote.to_json() == json.loads(text)                    # what the server stored, as it stored it
+    stored_doc, remote_doc = json.loads(text), remote.to_json()
+    assert remote_doc["submission"].pop("path") == str(CORRECT)     # the student's file, not the staging copy
+    assert stored_doc["submission"].pop("path") != str(CORRECT)
+    assert remote_doc == stored_doc                                # the rest as the server stored it
     local = grade_submission(CORRECT, rubric=load_exercise(EXERCISE), backend="emulator")
     mine, theirs = comparable(remote.to_json()), comparable(local.to_json())
     assert remote.correct and mine == theirs, differences(mine, theirs)
@@ -424,7 +427,14 @@ def test_grader_submit_server_end_to_end_writes_the_servers_result_json(course, 
     with sqlite3.connect(server.folder / "grader.sqlite") as db:
         (text,) = db.execute("SELECT result FROM uploads WHERE student = 'dee' AND state = 'done' "
                              "ORDER BY seq DESC LIMIT 1").fetchone()
-    assert json.loads((tmp_path / "r" / "result.json").read_text()) == json.loads(text)
+    written, stored_doc = json.loads((tmp_path / "r" / "result.json").read_text()), json.loads(text)
+    staged = stored_doc["submission"].pop("path")
+    assert written["submission"].pop("path") == str(CHEAP) and staged != str(CHEAP)    # the student's own file
+    assert staged not in json.dumps(written)                        # no line names the server's staging copy
+    for note in stored_doc["notes"] + stored_doc["build"]["messages"]:
+        note["file"] = str(CHEAP) if note["file"] == staged else note["file"]
+    stored_doc["message"] = stored_doc["message"].replace(staged, str(CHEAP))
+    assert written == stored_doc
     assert all(len(line) <= 80 for line in proc.stderr.splitlines() if line.startswith("grader: queued"))
 
 

@@ -146,7 +146,8 @@ def _said(event: dict) -> str | None:
 def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
                   progress: Callable[[str], None] | None) -> Result:
     """Upload file's bytes to the course server, report its place and phases through progress, and
-    return the Result the server stored (its result.json). GraderError subclasses where it cannot:
+    return the Result the server stored (its result.json, naming file where the server named its
+    staging copy). GraderError subclasses where it cannot:
     ServerUnreachable (no answer), ServerRefused (401 token, 429 cap, 413 size, 403 deadline)."""
     source = read_file(Path(file))                   # UsageError: missing, a folder, a link
     say = progress or (lambda _line: None)
@@ -183,4 +184,21 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     if "result" not in doc:
         raise ServerUnreachable(f"{server} ended the progress stream before the grade ({doc.get('state')}): run the "
                                 "same command again later; the upload is kept")
-    return result_from_json(doc["result"])
+    return _as_submitted(result_from_json(doc["result"]), str(file))
+
+
+def _as_submitted(result: Result, file: str) -> Result:
+    """result naming the student's own file where the server named its staging copy (the path, the
+    notes and compiler messages at lines of it, the message): the summary and the reports name the file they submitted.
+    The bytes are the same, and the digest stays the server's."""
+    staged = str(result.submission.get("path") or "")
+    result.submission["path"] = file
+    if staged:
+        for note in result.notes:
+            if note.file == staged:
+                note.file = file
+        for message in (result.build.messages if result.build is not None else []):
+            if isinstance(message, dict) and message.get("file") == staged:
+                message["file"] = file
+        result.message = result.message.replace(staged, file)
+    return result
