@@ -184,21 +184,19 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     if "result" not in doc:
         raise ServerUnreachable(f"{server} ended the progress stream before the grade ({doc.get('state')}): run the "
                                 "same command again later; the upload is kept")
-    return _as_submitted(result_from_json(doc["result"]), str(file))
+    return result_from_json(_as_submitted(doc["result"], str(file)))
 
 
-def _as_submitted(result: Result, file: str) -> Result:
-    """result naming the student's own file where the server named its staging copy (the path, the
-    notes and compiler messages at lines of it, the message): the summary and the reports name the file they submitted.
-    The bytes are the same, and the digest stays the server's."""
-    staged = str(result.submission.get("path") or "")
-    result.submission["path"] = file
+def _as_submitted(document: dict, file: str) -> dict:
+    """The server's result.json document naming the student's own file where it named its staging
+    copy (the path, the notes and compiler messages at lines of it, the message): the summary and
+    the reports name the file submitted. The bytes are the same, and the digest stays the server's."""
+    submission = document.get("submission") or {}
+    staged = str(submission.get("path") or "")
+    submission["path"] = file
     if staged:
-        for note in result.notes:
-            if note.file == staged:
-                note.file = file
-        for message in (result.build.messages if result.build is not None else []):
-            if isinstance(message, dict) and message.get("file") == staged:
-                message["file"] = file
-        result.message = result.message.replace(staged, file)
-    return result
+        for located in [*(document.get("notes") or []), *((document.get("build") or {}).get("messages") or [])]:
+            if isinstance(located, dict) and located.get("file") == staged:
+                located["file"] = file
+        document["message"] = str(document.get("message") or "").replace(staged, file)
+    return document
