@@ -149,7 +149,8 @@ def _submit_once(file: Path, once: SubmitOptions):
             result, rubric = _graded_here(file, once, progress)
     except GraderError as exc:
         fail(exc)
-    from grader.platforms.delivery import Delivery, default_report_dir, deliver  # lazy: jinja2, after the grade
+    from grader.platforms.delivery import Delivery, deliver  # lazy: jinja2, after the grade
+    from grader.report.files import default_report_dir
 
     folder = None if once.no_report else (once.report_dir or default_report_dir(file))
     done = deliver(result, rubric, to=Delivery(

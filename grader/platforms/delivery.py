@@ -20,7 +20,7 @@ from grader.exercises.rubric import Rubric
 from grader.platforms import classroom, documents, github, gradescope
 from grader.platforms.scoring import score
 from grader.report import history
-from grader.report.files import Rendered, default_report_dir, write_reports  # noqa: F401 - default_report_dir: where `grader submit` delivers
+from grader.report.files import Rendered, write_reports
 
 GRADESCOPE_FILE = "gradescope.json"         # beside a batch student's reports: Gradescope's results.json
 
