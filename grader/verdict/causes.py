@@ -88,34 +88,33 @@ _END = r"(?!\s*(?:[-+*/%(\[.]|<<|>>))"            # the bound ends there: no `- 
 
 _NOT_INDEX = {"threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y", "blockIdx.z"}
 
-# (pattern, direction, how the fix is written from the match's groups)
+_ALONE = r"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])"      # the index stands alone: no `a + ` before it
+_AT_N = ("{i} == {n}", "`{i} < {n}`")                 # lets i == n through; i < n is right
+_AT_N_LESS_1 = ("{i} == {n} - 1", "`{i} < {n}`")      # never lets i == n - 1 through
+
+# (pattern, direction, how the fix is written: what it lets through or never does, and the check to
+# write, as templates of the match's i and n, and of n's whole rows ({whole}: (B - 1) * D -> B * D))
 _GUARDS = [
     (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*3\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
-     lambda i, n: (f"{i} + 3 == {n}", f"`{i} + 3 < {n}`")),
+     ("{i} + 3 == {n}", "`{i} + 3 < {n}`")),
     (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*4\s*<\s*(?P<n>{_BOUND}){_END}"), "short",
-     lambda i, n: (f"{i} + 4 == {n}", f"`{i} + 4 <= {n}`")),
-    (re.compile(rf"!\s*\(\s*(?P<i>{_ID})\s*>\s*(?P<n>{_BOUND})\s*\)"), "past",
-     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
+     ("{i} + 4 == {n}", "`{i} + 4 <= {n}`")),
+    (re.compile(rf"!\s*\(\s*(?P<i>{_ID})\s*>\s*(?P<n>{_BOUND})\s*\)"), "past", _AT_N),
     (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>\s*(?P<n>{_BOUND})\s*\)\s*return\b"), "past",
-     lambda i, n: (f"{i} == {n}", f"`if ({i} >= {n}) return;`")),
+     ("{i} == {n}", "`if ({i} >= {n}) return;`")),
     (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>=\s*(?P<n>{_BOUND})\s*-\s*1\s*\)\s*return\b"), "short",
-     lambda i, n: (f"{i} == {n} - 1", f"`if ({i} >= {n}) return;`")),
-    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
-     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
-    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*\+\s*1{_END}"), "past",
-     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
-    (re.compile(rf"(?<![\w.])(?P<n>{_BOUND})\s*>=\s*(?P<i>{_ID})(?![\w.]|\s*[-+*/])"), "past",
-     lambda i, n: (f"{i} == {n}", f"`{i} < {n}`")),
-    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*-\s*1{_END}"), "short",
-     lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
-    (re.compile(rf"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND})\s*-\s*2{_END}"), "short",
-     lambda i, n: (f"{i} == {n} - 1", f"`{i} < {n}`")),
+     ("{i} == {n} - 1", "`if ({i} >= {n}) return;`")),
+    (re.compile(rf"{_ALONE}(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND}){_END}"), "past", _AT_N),
+    (re.compile(rf"{_ALONE}(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*\+\s*1{_END}"), "past", _AT_N),
+    (re.compile(rf"(?<![\w.])(?P<n>{_BOUND})\s*>=\s*(?P<i>{_ID})(?![\w.]|\s*[-+*/])"), "past", _AT_N),
+    (re.compile(rf"{_ALONE}(?P<i>{_ID})\s*<\s*(?P<n>{_BOUND})\s*-\s*1{_END}"), "short", _AT_N_LESS_1),
+    (re.compile(rf"{_ALONE}(?P<i>{_ID})\s*<=\s*(?P<n>{_BOUND})\s*-\s*2{_END}"), "short", _AT_N_LESS_1),
     # a flattened bound a whole row short: (B - 1) * D
     (re.compile(rf"\bif\s*\(\s*(?P<i>{_ID})\s*>=\s*(?P<n>\(\s*[A-Za-z_]\w*\s*-\s*1\s*\)\s*\*\s*[A-Za-z_]\w*)"
                 rf"\s*\)\s*return\b"), "short",
-     lambda i, n: (f"{i} from {n} on", f"`if ({i} >= {_whole(n)}) return;`")),
+     ("{i} from {n} on", "`if ({i} >= {whole}) return;`")),
     (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*<\s*(?P<n>\(\s*[A-Za-z_]\w*\s*-\s*1\s*\)\s*\*\s*[A-Za-z_]\w*){_END}"),
-     "short", lambda i, n: (f"{i} from {n} on", f"`{i} < {_whole(n)}`")),
+     "short", ("{i} from {n} on", "`{i} < {whole}`")),
 ]
 
 
@@ -182,7 +181,7 @@ def guard_off_by_one(sub: Submission) -> list[Cause]:
                 s, e = _statement_span(sub.code, pos)
                 quoted = _quoted(sub, line, s, e)
                 shown_n = re.sub(r"^\(\s*\w+(?:\s+\w+)?\s*\)\s*", "", n)
-                through, write = fix(i, shown_n)
+                through, write = (t.format(i=i, n=shown_n, whole=_whole(shown_n)) for t in fix)
                 if direction == "past":
                     text = (f"line {line}: `{quoted}` lets {through} through, one past the end: write {write}")
                     found.append(Cause("guard_past_end", line, text, write.strip("`")))
