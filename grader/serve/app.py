@@ -170,22 +170,25 @@ async def api_submit(request: Request):
     return await course.take_upload(request, person[0])
 
 
-async def api_status(request: Request):
+def _upload(request: Request):
+    """The row of the upload the path's id names, where the request's person may see it, else the
+    answer they get: 401 without a live token, 404 where there is none or it is another student's."""
     course = _course(request)
     person = course.who(request)
     if person is None:
         return unauthorised()
     row = course.visible(request.path_params["id"], person)
-    return JSONResponse(course.status_doc(row)) if row is not None else not_found()
+    return row if row is not None else not_found()
+
+
+async def api_status(request: Request):
+    row = _upload(request)
+    return row if isinstance(row, Response) else JSONResponse(_course(request).status_doc(row))
 
 
 async def api_events(request: Request):
-    course = _course(request)
-    person = course.who(request)
-    if person is None:
-        return unauthorised()
-    row = course.visible(request.path_params["id"], person)
-    return course.stream(row["id"], request) if row is not None else not_found()
+    row = _upload(request)
+    return row if isinstance(row, Response) else _course(request).stream(row["id"], request)
 
 
 def _instructor(request: Request) -> Response | None:
@@ -278,14 +281,12 @@ async def set_alias(request: Request):
 
 
 async def report(request: Request):
-    course = _course(request)
-    person = course.who(request)
-    if person is None:
-        return unauthorised()
-    row = course.visible(request.path_params["id"], person)
-    if row is None or row["state"] != DONE:
+    row = _upload(request)
+    if isinstance(row, Response):
+        return row
+    if row["state"] != DONE:
         return not_found()
-    return _report(course.store.report_html(row["id"]))
+    return _report(_course(request).store.report_html(row["id"]))
 
 
 async def class_report(request: Request):
