@@ -1,10 +1,11 @@
 """Reading a submission's source: what it defines, and what it uses.
 
-The scan works on the text with comments and string literals blanked out
-(newlines kept, so line numbers still match the student's file). It is a
-scan, not a parse: it finds `__global__ ... void NAME(` declarations and the
-optional launcher, and what a submission may not include; what the CPU emulator
-needs from the text is emulation.py.
+The scan (scan.py, its names imported from here) works on the text with comments
+and string literals blanked out (newlines kept, so line numbers still match the
+student's file). It is a scan, not a parse: it finds `__global__ ... void NAME(`
+declarations and the optional launcher; here, what a submission may not include
+and why a file cannot be graded; what the CPU emulator needs from the text is
+emulation.py.
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core.handin import READ_LIMIT, SourceFile, read_file
-from grader.core.signature import parse_param, split_params
+from grader.core.scan import (  # noqa: F401 - the scan's names, from the source's front door (callers import them here)
+    KernelDecl, balanced, blank_comments_and_strings, defines_function, expand_object_macros, find_kernels,
+    uses_device_lambdas)
+from grader.core.signature import parse_param
 
 MAX_SOURCE_BYTES = READ_LIMIT
-
-
-@dataclass(frozen=True)
-class KernelDecl:
-    name: str
-    params: list[str]
-    line: int
 
 
 @dataclass(frozen=True)
@@ -130,7 +127,7 @@ def _unused_main(code: str) -> tuple[int, int] | None:
         start = m.start(1)
         if _depth(code, start):
             continue
-        _, after = _balanced(code, m.end(1))
+        _, after = balanced(code, m.end(1))
         body = re.match(r"\s*\{", code[after:])
         if body is None:
             return None                                  # a declaration, or something this scan does not read
@@ -164,42 +161,6 @@ def _python_around_cuda(code: str) -> int | None:
     return code.count("\n", 0, found[0].start()) + 1 if len(found) >= 2 else None
 
 
-# A lambda with an execution space: `[] __device__ (float v) {`, `[=] __host__ __device__ (`.
-_DEVICE_LAMBDA = re.compile(r"\]\s*(?:__host__\s+)?__device__\b|\]\s*__device__\s+__host__\b")
-
-
-def uses_device_lambdas(code: str) -> bool:
-    """Whether code (comments and strings blanked) writes a __device__ (or __host__ __device__)
-    lambda, which nvcc builds only with --extended-lambda."""
-    return _DEVICE_LAMBDA.search(code) is not None
-
-
-def defines_function(code: str, name: str) -> bool:
-    """Whether code (comments and strings blanked) defines a function of that name (a body, not
-    only a declaration or a call), object-like macros expanded (`#define LAUNCHER void`)."""
-    return re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", expand_object_macros(code), re.S) is not None
-
-
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?![\w(])[ \t]*((?:\\\n|[^\n])*)", re.M)
-
-
-def expand_object_macros(code: str, rounds: int = 4) -> str:
-    """code with the file's object-like macros expanded (`#define KERNEL __global__`, `#define
-    RESTRICT __restrict__`) and its #define lines blanked, newlines kept: what the scan for kernels
-    and a launcher reads, as the compiler will. Function-like macros are left as written."""
-    defines = {m.group(1): " ".join(m.group(2).replace("\\\n", " ").split()) for m in _DEFINE.finditer(code)}
-    scan = _DEFINE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
-    if not defines:
-        return scan
-    use = re.compile(r"\b(" + "|".join(map(re.escape, sorted(defines, key=len, reverse=True))) + r")\b")
-    for _ in range(rounds):                     # a macro naming another, a few deep; one naming itself stops
-        expanded = use.sub(lambda m: defines[m.group(1)], scan)
-        if expanded == scan:
-            break
-        scan = expanded
-    return scan
-
-
 @functools.lru_cache(maxsize=512)
 def scanned(text: str) -> tuple[str, tuple[KernelDecl, ...]]:
     """A source's code with comments and strings blanked, and the kernels it declares: worked out
@@ -207,62 +168,6 @@ def scanned(text: str) -> tuple[str, tuple[KernelDecl, ...]]:
     take the same scan of the same bytes; a class of up to 512 files is scanned once a file)."""
     code = blank_comments_and_strings(text)
     return code, tuple(find_kernels(code))
-
-
-def blank_comments_and_strings(text: str) -> str:
-    """Replace comments and string/char literals by spaces, keeping newlines."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c in "\"'":
-            # keep #include "file" visible: blank only the literal's inside
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + " " * (min(j, n) - i - 1) + (c if j < n and text[j] == c else ""))
-            i = j + 1 if j < n and text[j] == c else j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-_KERNEL_RE = re.compile(
-    r"(?:__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b|\bvoid\s+__global__\b)"
-    r"(?:\s+__launch_bounds__\s*\([^)]*\))?\s+(\w+)\s*\("
-)
-
-
-def _balanced(code: str, start: int) -> tuple[str, int]:
-    """The text inside the parenthesis that opens at code[start-1]."""
-    depth, i = 1, start
-    while i < len(code) and depth:
-        depth += {"(": 1, ")": -1}.get(code[i], 0)
-        i += 1
-    return code[start : i - 1], i
-
-
-def find_kernels(code: str) -> list[KernelDecl]:
-    """The __global__ functions code (comments and strings blanked) declares, object-like macros
-    expanded, each once, with its parameters and line."""
-    code = expand_object_macros(code)
-    seen: dict[str, KernelDecl] = {}
-    for m in _KERNEL_RE.finditer(code):
-        inside, _ = _balanced(code, m.end())
-        decl = KernelDecl(m.group(1), split_params(inside), code.count("\n", 0, m.start()) + 1)
-        seen.setdefault(decl.name, decl)
-    return list(seen.values())
 
 
 def missing_kernel_message(sub: Submission, kernel) -> str:
@@ -412,3 +317,8 @@ def _host_spans(code: str) -> list[tuple[int, int]]:
 
     walk(0, len(code))
     return [(a, b) for a, b in spans if b > a]
+
+
+__all__ = ["Finding", "KernelDecl", "MAX_SOURCE_BYTES", "SourceProblem", "Submission", "blank_comments_and_strings",
+           "defines_function", "expand_object_macros", "find_kernels", "missing_kernel_message", "read_submission",
+           "scanned", "signature_problem", "source_refusals", "torch_header_advice", "uses_device_lambdas"]

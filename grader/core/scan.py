@@ -1,0 +1,112 @@
+"""The scan of a CUDA source's text, on which core/source.py reads a submission: comments and
+string literals blanked (newlines kept, so line numbers still match the student's file), the file's
+object-like macros expanded, the `__global__ ... void NAME(` declarations found with their
+parameters, whether a function is defined and whether a __device__ lambda is written. A scan, not
+a parse. core/source.py imports every name here: callers import them from there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from grader.core.signature import split_params
+
+
+@dataclass(frozen=True)
+class KernelDecl:
+    name: str
+    params: list[str]
+    line: int
+
+
+# A lambda with an execution space: `[] __device__ (float v) {`, `[=] __host__ __device__ (`.
+_DEVICE_LAMBDA = re.compile(r"\]\s*(?:__host__\s+)?__device__\b|\]\s*__device__\s+__host__\b")
+
+
+def uses_device_lambdas(code: str) -> bool:
+    """Whether code (comments and strings blanked) writes a __device__ (or __host__ __device__)
+    lambda, which nvcc builds only with --extended-lambda."""
+    return _DEVICE_LAMBDA.search(code) is not None
+
+
+def defines_function(code: str, name: str) -> bool:
+    """Whether code (comments and strings blanked) defines a function of that name (a body, not
+    only a declaration or a call), object-like macros expanded (`#define LAUNCHER void`)."""
+    return re.search(rf"\b{re.escape(name)}\s*\([^;{{]*\)\s*\{{", expand_object_macros(code), re.S) is not None
+
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?![\w(])[ \t]*((?:\\\n|[^\n])*)", re.M)
+
+
+def expand_object_macros(code: str, rounds: int = 4) -> str:
+    """code with the file's object-like macros expanded (`#define KERNEL __global__`, `#define
+    RESTRICT __restrict__`) and its #define lines blanked, newlines kept: what the scan for kernels
+    and a launcher reads, as the compiler will. Function-like macros are left as written."""
+    defines = {m.group(1): " ".join(m.group(2).replace("\\\n", " ").split()) for m in _DEFINE.finditer(code)}
+    scan = _DEFINE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code)
+    if not defines:
+        return scan
+    use = re.compile(r"\b(" + "|".join(map(re.escape, sorted(defines, key=len, reverse=True))) + r")\b")
+    for _ in range(rounds):                     # a macro naming another, a few deep; one naming itself stops
+        expanded = use.sub(lambda m: defines[m.group(1)], scan)
+        if expanded == scan:
+            break
+        scan = expanded
+    return scan
+
+
+def blank_comments_and_strings(text: str) -> str:
+    """Replace comments and string/char literals by spaces, keeping newlines."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif c in "\"'":
+            # keep #include "file" visible: blank only the literal's inside
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + " " * (min(j, n) - i - 1) + (c if j < n and text[j] == c else ""))
+            i = j + 1 if j < n and text[j] == c else j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_KERNEL_RE = re.compile(
+    r"(?:__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b|\bvoid\s+__global__\b)"
+    r"(?:\s+__launch_bounds__\s*\([^)]*\))?\s+(\w+)\s*\("
+)
+
+
+def balanced(code: str, start: int) -> tuple[str, int]:
+    """The text inside the parenthesis that opens at code[start-1]."""
+    depth, i = 1, start
+    while i < len(code) and depth:
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        i += 1
+    return code[start : i - 1], i
+
+
+def find_kernels(code: str) -> list[KernelDecl]:
+    """The __global__ functions code (comments and strings blanked) declares, object-like macros
+    expanded, each once, with its parameters and line."""
+    code = expand_object_macros(code)
+    seen: dict[str, KernelDecl] = {}
+    for m in _KERNEL_RE.finditer(code):
+        inside, _ = balanced(code, m.end())
+        decl = KernelDecl(m.group(1), split_params(inside), code.count("\n", 0, m.start()) + 1)
+        seen.setdefault(decl.name, decl)
+    return list(seen.values())
