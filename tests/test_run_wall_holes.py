@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -214,3 +215,167 @@ def test_a_grades_result_says_its_build_was_walled(rubric, tmp_path, monkeypatch
         if os.geteuid() == 0:
             assert "its own root" in said.wall, said.wall
 
+
+
+# -- the driver's threads: the recorder on the GPU makes its context behind its wall ------------------
+
+_LATE_CONTEXT = r"""
+import ctypes, os, sys, threading, types
+from grader.core.contract import Limits, Role
+from grader.run.child import walls
+
+secret, late = sys.argv[1], sys.argv[2] == "late"
+libc = ctypes.CDLL(None)
+events = []
+
+
+class DriverLike:
+    '''Stands in for the CUDA backend: its constructor starts a thread (cuInit starts the driver's,
+    one of which runs the host callbacks a launcher enqueues) that reads a file when asked, and
+    writes its own /proc/<pid> entry as the driver's start does.'''
+
+    workspace_cap = 0
+
+    def __init__(self):
+        events.append(("backend", libc.prctl(3, 0, 0, 0, 0)))     # PR_GET_DUMPABLE when it was made
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+            comm.write("driver-like")
+        self.ask, self.seen = threading.Event(), []
+        self.thread = threading.Thread(target=self._callback_thread)
+        self.thread.start()
+
+    def _callback_thread(self):
+        self.ask.wait()
+        try:
+            self.seen.append("READ " + open(secret).read().strip())
+        except OSError as exc:
+            self.seen.append(f"DENIED {exc.errno}")
+
+    def set_device_heap(self, n):
+        return 0
+
+    def memory(self):
+        return None, None
+
+    def launch_threads(self):
+        return None
+
+
+job = types.SimpleNamespace(guard_library=None, role=Role.RUN, offline=None, reference_library=None,
+                            limits=Limits(host_memory_mib=0, device_heap_bytes=0, drop_privileges=False),
+                            backend=types.SimpleNamespace(device_files=(), on_gpu=True), guard_mode=None, library=None)
+real_read_wall = walls.read_wall
+walls.read_wall = lambda job, **kw: (events.append(("wall", libc.prctl(3, 0, 0, 0, 0))), real_read_wall(job, **kw))[1]
+backend, sandbox = walls.behind_the_wall(DriverLike, job, 2, late=late)
+events.append(("after", libc.prctl(3, 0, 0, 0, 0)))
+backend.ask.set()
+backend.thread.join()
+print("EVENTS", events)
+print("CONFINED", sandbox.reads_confined, sandbox.reads_detail)
+print("CALLBACK", backend.seen[0])
+"""
+
+
+@needs_landlock
+@pytest.mark.parametrize("late", [True, False], ids=["late", "at-start"])
+def test_a_thread_the_backend_starts_is_behind_the_wall_only_where_the_context_is_made_late(late, tmp_path):
+    """walls.behind_the_wall(late=True), the recorder on the GPU: the file-system wall goes up before
+    the backend is made, so a thread its constructor starts (the CUDA driver's, where a host callback
+    runs) reads no classmate's file; it is made while the process is still dumpable (an undumpable
+    process's /proc/<pid> is root's, which the driver's start writes) and the process is undumpable
+    before anything of the submission's runs. At the start (late=False, every other child), a thread
+    started by the backend is outside the wall: what the order changes."""
+    from grader.core.locations import PACKAGE_DIR
+
+    secret = tmp_path / "classmate.cu"
+    secret.write_text(f"// {MARK}\n")
+    private = tmp_path / "private"
+    private.mkdir()
+    run = subprocess.run([sys.executable, "-c", _LATE_CONTEXT, str(secret), "late" if late else "start"], cwd=private,
+                         env=dict(os.environ, PYTHONPATH=str(PACKAGE_DIR.parent)), capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines())
+    events = eval(lines["EVENTS"])              # noqa: S307 - the list this test's own script printed
+    assert lines["CONFINED"].startswith("True"), run.stdout
+    order = [name for name, _ in events]
+    if late:
+        assert order == ["wall", "backend", "after"], events
+        assert dict(events) == {"wall": 1, "backend": 1, "after": 0}, events      # dumpable until the backend is made
+        assert lines["CALLBACK"] == "DENIED 13", run.stdout
+        assert "thread(s) started before it" not in lines["CONFINED"], run.stdout
+    else:
+        assert order == ["backend", "wall", "after"], events
+        assert events[-1] == ("after", 0)
+        assert lines["CALLBACK"] == f"READ // {MARK}", run.stdout
+        assert "1 thread(s) started before it" in lines["CONFINED"], run.stdout
+
+
+def test_only_the_recorder_on_the_gpu_makes_its_context_behind_its_wall():
+    """The 'walledgpu' flag (worker.main: no context at the start, the backend made behind the wall)
+    goes to the recorder on the GPU alone: not to the measuring process, which runs no host code of
+    the submission and whose context is made while the parent builds, nor to the recorder without a
+    GPU (no context at all), nor to the emulator."""
+    from grader.core.backend import CUDA, EMULATOR
+    from grader.run.sandbox import Worker
+
+    cases = [(CUDA, dict(recorder=True), True), (CUDA, dict(recorder=False), False),
+             (CUDA, dict(recorder=True, gpu=False), False), (EMULATOR, dict(recorder=True), False)]
+    for backend, kwargs, walled in cases:
+        with Worker(backend=backend, output_cap=64, cpu_limit_s=10, **kwargs) as worker:
+            argv = list(worker.proc.args)
+        assert ("walledgpu" in argv) is walled, (backend.name, kwargs, argv)
+        assert ("nogpu" in argv) is (backend is CUDA and kwargs.get("gpu") is False), argv
+
+
+CALLBACK_PEEK = PEEK + KERNEL + r"""
+#include <cuda.h>
+static const char* g_paths[8];
+static int g_count = 0;
+static void CUDA_CB peek_from_driver_thread(void*) {
+    printf("CALLBACK ran on a driver thread\n");
+    for (int i = 0; i < g_count; i++) show("callback", g_paths[i], open(g_paths[i], O_RDONLY));
+    fflush(stdout);
+}
+void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, cudaStream_t stream) {
+    static bool once = false;
+    if (!once) {
+        once = true;
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        // reached by a computed name: no wrapped runtime call names it
+        char name[] = "cuLaunchHostFuncX"; name[16] = 0;
+        if (cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &q) == cudaSuccess && fn) {
+            typedef CUresult (*Launch)(CUstream, CUhostFn, void*);
+            CUresult r = ((Launch)fn)((CUstream)stream, peek_from_driver_thread, nullptr);
+            printf("ENQUEUED %d\n", (int)r);
+            cudaStreamSynchronize(stream);
+        } else printf("NO ENTRY POINT\n");
+        fflush(stdout);
+    }
+    biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, cols);
+}
+"""
+
+
+@pytest.mark.gpu
+@needs_landlock
+def test_on_the_gpu_a_host_callback_on_the_drivers_thread_is_behind_the_wall(rubric, write_cu, tmp_path):
+    """The recorder on the GPU makes its CUDA context behind its wall, so the driver's threads (where
+    a host callback runs) are walled too: a callback reached through cudaGetDriverEntryPoint by a
+    computed name reads none of the secrets, and the recorder reports no thread outside its wall."""
+    from test_read_wall import _leaked
+
+    secret = tmp_path / "classmate.cu"
+    secret.write_text(f"// {MARK}\n")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(secret, 0o644)
+    text = CALLBACK_PEEK.replace("static int g_count = 0;",
+                                 f'static int g_count = 1; static int g_set = (g_paths[0] = "{secret}", 0);')
+    result = run_unscreened(write_cu(text), rubric, "cuda")
+    out = result.output.stdout
+    print("callback attack:", out[:600], result.sandbox.reads_detail)
+    assert MARK not in out + result.output.stderr, out
+    assert _leaked(result) == []
+    assert result.sandbox.reads_confined, result.sandbox.reads_detail
+    assert "thread(s) started before it" not in (result.sandbox.reads_detail or ""), result.sandbox.reads_detail

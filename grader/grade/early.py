@@ -170,4 +170,4 @@ def start_recorder(*, rubric, backend: Backend, device: str, gpu: bool) -> Worke
     on the GPU (where the first could not record: replaying.needs_gpu)."""
     limits = rubric.limits
     return Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
-                  device=device, gpu=gpu)
+                  device=device, gpu=gpu, recorder=True)

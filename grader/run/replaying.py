@@ -175,7 +175,7 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     returned is the one to judge."""
     backend = job.backend
     if backend.records_then_replays and job.library and job.role == Role.RUN:
-        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s) as recorder, \
+        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s, recorder=True) as recorder, \
                 Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                        torch=bool(job.timing and job.timing.baseline)) as measurer:
             obj = Path(job.library).with_name("main.o")

@@ -61,7 +61,8 @@ class Worker:
     """
 
     def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
-                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None, gpu: bool = True):
+                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None, gpu: bool = True,
+                 recorder: bool = False):
         """device: the GPU the child may see (an entry of the backend's visible_devices variable,
         CUDA_VISIBLE_DEVICES); the parent's choice when None.
         torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
@@ -74,7 +75,10 @@ class Worker:
         not relied on (the counters come back in ncu's log, and worker.py drops a frame it cannot
         send); its folder is open to the child's user, which ncu's injected library writes into.
         gpu False: a child of a GPU backend that never opens the device (the recorder without a GPU,
-        run/child/recorder.py): no CUDA context at its start, and its job says offline."""
+        run/child/recorder.py): no CUDA context at its start, and its job says offline.
+        recorder: a child that will run the submission's host code on the GPU (the recorder there): its
+        CUDA context is made behind its file-system wall, not at its start, so that the driver's own
+        threads (where a host callback runs) start behind the wall too (run/child/walls.py)."""
         self.gpu = gpu and backend.on_gpu
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
@@ -102,6 +106,7 @@ class Worker:
             [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
              str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
             + (["nogpu"] if backend.on_gpu and not gpu else [])
+            + (["walledgpu"] if self.gpu and recorder else [])
             + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),

@@ -112,11 +112,14 @@ def plan(*, private: str, grader_package: str, gpu: tuple[str, ...] = (), extra_
 
 
 def confine(*, private: str, grader_package: str, gpu: tuple[str, ...] = (), extra_writable: tuple[str, ...] = (),
-            extra_readable: tuple[str, ...] = ()) -> Confinement:
+            extra_readable: tuple[str, ...] = (), dumpable: bool = False) -> Confinement:
     """Apply the child's wall to this process (every thread it starts from now on). Never raises:
-    where the kernel offers no Landlock, or a step fails, the Confinement says why."""
+    where the kernel offers no Landlock, or a step fails, the Confinement says why. The process is
+    made undumpable first, unless dumpable (the caller makes it so itself, later, before any
+    submission code runs)."""
     start = time.perf_counter()
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)        # PR_SET_DUMPABLE 0: no process of its user reads its memory
+    if not dumpable:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)    # PR_SET_DUMPABLE 0: no process of its user reads its memory
     try:
         planned = rules(private=private, grader_package=grader_package, gpu=gpu, extra_writable=extra_writable,
                         extra_readable=extra_readable)

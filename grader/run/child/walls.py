@@ -14,6 +14,7 @@ import os
 import resource
 import sys
 import time
+from typing import Callable
 
 from grader.core.contract import ChildSandbox, GuardMode, Job, Limits, Role
 from grader.core.limits import clamp
@@ -80,10 +81,18 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
     return report
 
 
-def behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
-    """The limits, then the wall, then (only then) the submission's library or device code: what
-    took effect."""
+def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int, *,
+                    late: bool = False) -> tuple[object, ChildSandbox]:
+    """The job's backend (make_backend()), the limits, then the wall, then (only then) the
+    submission's library or device code: (the backend, what took effect).
+
+    late (the recorder on the GPU, which runs the submission's host code with a real context): the
+    file-system wall first, then the backend, whose CUDA context is made behind it, so that every
+    thread the driver starts (one runs the host callbacks a launcher may enqueue, by a name it
+    computed, where no wrapped runtime call sees it) is behind the wall too; then the limits and the
+    privileges, then seccomp (on every thread, the driver's included)."""
     wall = guard.Guard(job.guard_library)
+    backend = None if late else make_backend()
     if job.role == Role.RECORD:
         reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
     if job.offline:
@@ -93,12 +102,26 @@ def behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
         # this one, loaded as the recorder on the GPU loads the real one (before its privileges go):
         # every entry point ends the process (NEEDS_GPU_EXIT), and the launcher is recorded on the GPU.
         ctypes.CDLL(job.offline.driver_stand_in)
-    sandbox = apply_limits(backend, job.limits)
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
+    if late:
+        if job.reference_library:
+            ctypes.CDLL(job.reference_library, mode=ctypes.RTLD_LOCAL)      # mapped: readable behind the wall
+        reads = read_wall(job, late=True)
+        try:
+            backend = make_backend()            # cuInit here: every thread the driver starts is behind the wall
+        except RuntimeError as exc:             # the load's fatal frame: infrastructure_error, the machine's
+            raise RuntimeError(f"the CUDA context could not be made behind the recorder's file-system wall ({exc}): "
+                               "this machine's driver needs a file the wall does not open (docs/design.md, "
+                               "'The recorder on the GPU'); the machine's fault, not the submission's") from exc
+        undumpable()
+        sandbox = apply_limits(backend, job.limits)
+    else:
+        sandbox = apply_limits(backend, job.limits)
+        reads = read_wall(job)
+    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = reads
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
-    sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = read_wall(job)
     if job.limits.require_read_wall and not sandbox.reads_confined and job.role != Role.PROFILE:
         # before any of the submission's code: nothing it could print or read here ever exists
         raise Unwalled(sandbox)
@@ -120,7 +143,7 @@ def behind_the_wall(backend, job: Job, guard_fd: int) -> ChildSandbox:
     sandbox.submission_load_ms = round((time.perf_counter() - t_load) * 1000, 3)
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
-    return sandbox
+    return backend, sandbox
 
 
 class Unwalled(Exception):
@@ -131,18 +154,31 @@ class Unwalled(Exception):
         self.sandbox = sandbox
 
 
-def read_wall(job: Job) -> tuple[bool, str, float]:
+def read_wall(job: Job, *, late: bool = False) -> tuple[bool, str, float]:
     """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
     before the submission's code. Not in the counters' process: it runs none of the submission's
     host code (the recording's device code alone, as the measuring process does), and Nsight
     Compute's injected library, which runs in it, failed behind the wall on the H100 (error 11)
-    even with its own folders readable; its seccomp filter (profile mode) stays."""
+    even with its own folders readable; its seccomp filter (profile mode) stays.
+
+    late: the CUDA context is made behind it, and the driver's start writes beneath its own
+    /proc/<pid>/task (its threads' entries): on the H100, cuInit answered 304 behind the wall without
+    that, root or not, and 0 with it (no other grant was needed). The seccomp filter, put up before
+    the submission's code, refuses every open for writing anyway. The process is made undumpable
+    once the context is made (undumpable()), before anything of the submission's runs."""
     if job.role == Role.PROFILE:
         return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
                        "Compute's injected library fails behind it"), 0.0
     gpu = job.backend.device_files if job.backend.on_gpu and not job.offline else ()
-    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu)
+    own = (f"/proc/{os.getpid()}/task",) if late else ()
+    done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu, extra_writable=own,
+                          dumpable=late)
     return done.confined, done.detail, done.ms
+
+
+def undumpable() -> None:
+    """PR_SET_DUMPABLE 0: no process of this one's user reads its memory or attaches to it."""
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 
 
 def gpu_files_open(prefixes: tuple[str, ...]) -> list[str]:

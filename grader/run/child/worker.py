@@ -127,9 +127,10 @@ def _import_quietly(*names: str) -> None:
         pass
 
 
-def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
+def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool = True) -> None:
     """What every job needs, done before the job arrives (the parent is still building). gpu
-    False: the recorder without a GPU, which never opens the device."""
+    False: the recorder without a GPU, which never opens the device. context False: the recorder on
+    the GPU, whose context is made behind its wall (walls.behind_the_wall)."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
     # ctypes lets go of the interpreter while cuInit runs.
     # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
@@ -138,13 +139,8 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
     numpy_import = threading.Thread(target=_import_quietly, args=("numpy", "numpy.random"), daemon=True)
     if gpu:
         numpy_import.start()
-    if backend.on_gpu and gpu:
-        # The device's primary context, created now rather than at the first check: the
-        # reference library's runtime (and torch, where loaded) use this same context.
-        driver = ctypes.CDLL(backend.driver_library)
-        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
-            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+    if backend.on_gpu and gpu and context:
+        primary_context(backend.driver_library)
         if with_torch:
             import torch  # noqa: PLC0415 - only where a baseline is timed: its import takes 2 to 3.5 s
 
@@ -158,6 +154,16 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True) -> None:
     for module in backend.child.modules():      # the classes its roles run (the recorder's, the replay's)
         importlib.import_module(module)
 
+
+def primary_context(driver_library: str) -> None:
+    """The device's primary context, created now rather than at the first check: the reference
+    library's runtime (and torch, where loaded) use this same context. The driver starts its own
+    threads here (one runs host callbacks): a process that runs submission host code makes it
+    behind its wall."""
+    driver = ctypes.CDLL(driver_library)
+    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+    if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+        driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
 
 
 def place_descriptors(fds: list[int]) -> dict[int, int]:
@@ -206,8 +212,9 @@ def main() -> int:
     given = [int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])] + ([shared_at] if shared_at is not None else [])
     placed = place_descriptors(given)
     result_fd, guard_fd, ready_fd = (placed.get(fd, fd) for fd in given[:3])
+    late = "walledgpu" in flags               # the recorder on the GPU: no CUDA before its wall
     try:
-        preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags)
+        preload(named(sys.argv[3]), "torch" in flags, gpu="nogpu" not in flags, context=not late)
     except Exception:  # noqa: BLE001 - the job's own load reports the failure
         pass
     t_ready = time.perf_counter() - T0
@@ -215,7 +222,8 @@ def main() -> int:
     line = sys.stdin.buffer.readline()
     t_preloaded = None
     while line.startswith(PRELOAD):           # the grader's own libraries, before the job (Worker.preload)
-        _preload(json.loads(line), placed.get(shared_at, shared_at) if shared_at is not None else None)
+        _preload(json.loads(line), placed.get(shared_at, shared_at) if shared_at is not None else None,
+                 start=not late)
         t_preloaded = time.perf_counter() - T0
         line = sys.stdin.buffer.readline()
     job = Job.from_json(json.loads(line))
@@ -223,7 +231,7 @@ def main() -> int:
     if job.role == Role.PROFILE:
         channel = Unheard(channel)
     t_job = time.perf_counter() - T0
-    loaded = _load(job, channel, guard_fd, placed, (t_ready, t_job))
+    loaded = _load(job, channel, guard_fd, placed, (t_ready, t_job), late)
     if loaded is None:
         return 0
     backend, files, sender, sandbox = loaded
@@ -248,18 +256,18 @@ def main() -> int:
     return 0
 
 
-def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple[float, float]):
+def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple[float, float], late: bool):
     """The job's backend, its input files and its sender, behind the wall (walls.behind_the_wall):
     (backend, files, sender, sandbox), or None once a frame saying why nothing was loaded is sent.
-    times: when the child was ready and when the job arrived, for the hello frame of a refusal."""
+    times: when the child was ready and when the job arrived, for the hello frame of a refusal.
+    late: the backend (and with it the CUDA context) is made behind the file-system wall."""
     shared_fd = placed.get(job.shared_fd, job.shared_fd)
     sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
-        backend = _backend_for(job)
         if job.role in (Role.RECORD, Role.PROFILE):     # the profile's outputs are nobody's to judge
             sender = NullSender()
-        sandbox = behind_the_wall(backend, job, guard_fd)
+        backend, sandbox = behind_the_wall(lambda: _backend_for(job), job, guard_fd, late=late)
     except Refused as refused:
         channel.send(RefusedFrame([str(refused)]))
         return None
@@ -295,13 +303,15 @@ def _shared_room(fd: int, nbytes: int) -> protocol.SharedWriter | None:
     return protocol.SharedWriter(fd, nbytes) if fd >= 0 and nbytes else None
 
 
-def _preload(request: dict, shared_fd: int | None) -> None:
+def _preload(request: dict, shared_fd: int | None, start: bool = True) -> None:
     """Load the grader's libraries the parent named (the reference library: its CUDA runtime started
     on this process's context, grader_rt_init), before the job and its wall, as the job's backend
     would load them anyway; the backend's own dlopen of the same file then finds it loaded. A
     failure here is left to the job's own load to report. Where the parent sized the shared area
     (area) and named the timed outputs' sizes (room), that room is mapped and populated now too,
-    while the recorder records: not on the way from the recording to the lane (Sender.prepare)."""
+    while the recorder records: not on the way from the recording to the lane (Sender.prepare).
+    start False (the recorder on the GPU): the libraries are loaded (mapped, so readable behind the
+    wall), and their runtime started only behind it."""
     for path in request.get("preload", []):
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
@@ -309,7 +319,7 @@ def _preload(request: dict, shared_fd: int | None) -> None:
             continue
         _PRELOADED.append(lib)
         init = getattr(lib, "grader_rt_init", None)
-        if init is not None:
+        if init is not None and start:
             init()
     area, room = request.get("area"), request.get("room") or []
     if shared_fd is None or not isinstance(area, int) or area <= 0 or not room:
