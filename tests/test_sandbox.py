@@ -727,3 +727,32 @@ print(json.dumps({"theirs": theirs, "placed": placed, "read": os.read(r, 1).deco
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["theirs"] == 3 and got["placed"] == {} and got["read"] == "y" and got["theirs_open"]
+
+
+def test_a_child_started_past_descriptor_1024_is_waited_for(monkeypatch):
+    """A batch's many children at once put a Worker's pipes past descriptor 1024, where select()
+    raises ValueError (the counters' pass of a batch of samples failed so on the H100): waiting for
+    the child to be ready still works there."""
+    import resource
+
+    from grader.run.sandbox import Worker
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"descriptors are limited to {hard} here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1200 if hard == resource.RLIM_INFINITY else min(hard, 1200), hard))
+    held = []
+    try:
+        while True:
+            fd = os.open(os.devnull, os.O_RDONLY)
+            held.append(fd)
+            if fd >= 1030:
+                break
+        with Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10) as worker:
+            assert worker._ready_fd > 1024
+            waited = worker.wait_ready(30)
+        assert waited < 30
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -129,8 +129,9 @@ class Worker:
         has died; the seconds waited. Taking a GPU's lane after this keeps start-up out of it."""
         start = time.perf_counter()
         if self._ready_fd is not None:
-            readable, _, _ = select.select([self._ready_fd], [], [], timeout_s)
-            if readable:
+            poll = select.poll()            # not select(): a batch's children pass descriptor 1024
+            poll.register(self._ready_fd, select.POLLIN)
+            if poll.poll(max(0, int(timeout_s * 1000))):
                 os.read(self._ready_fd, 1)
             os.close(self._ready_fd)
             self._ready_fd = None
