@@ -842,3 +842,19 @@ def test_the_way_without_a_gpu_records_before_the_inputs_and_replays_after_them(
                       ("inputs", "on disk"), ("measurer", "ready"), ("measurer", "run", "replay"),
                       ("recorder", "gone"), ("lane", "taken"), ("measurer", "gate opened")]
     assert way.recorded is not None and "inputs_wait_s" in way.phases and "offline_record_s" in way.phases
+
+
+def test_a_recording_short_of_the_graders_calls_is_refused_not_crashed():
+    """A launcher whose host code patched the recording process so that calls are skipped
+    (submissions/bias_gelu_fused/python_capi_replay_outputs.cu) leaves a recording short of the
+    calls the measurement makes: the measuring process refuses it in the student's terms (the grade
+    is rejected), where it once ended the timing with a RuntimeError graded as a crash."""
+    from types import SimpleNamespace
+
+    from grader.run.child.measurer import ReplayBackend
+    from grader.run.child.replay import Refused
+
+    fake = SimpleNamespace(recording=SimpleNamespace(calls={"timed 16384x1024 set 0": []}), _used={})
+    call = SimpleNamespace(key="timed 16384x1024 set 0")
+    with pytest.raises(Refused, match="changed what the grader's recording process sent"):
+        ReplayBackend.launch_submission(fake, call, {})

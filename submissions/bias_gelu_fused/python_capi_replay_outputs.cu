@@ -1,7 +1,8 @@
 // Attack: Python run in the child through the interpreter's C API patches the backend's launch
 // so that, after the first call, every launch of the submission is skipped and reported as done
 // (a grader that launches and times in this process would time nothing). The first call's own
-// outcome is returned for the skipped ones: no name of the grader's but the backends' classes.
+// outcome is returned for the skipped ones: no name of the grader's but the backends' classes. Each
+// class is patched once, by its own mark (a subclass patched after its base still is).
 #include <dlfcn.h>
 #include <cuda_runtime.h>
 
@@ -21,7 +22,7 @@ static const char* kSkip =
     "for name, m in list(sys.modules.items()):\n"
     "    for cname in ('CudaBackend', 'RecordingBackend'):\n"
     "        cls = getattr(m, cname, None) if name.startswith('grader.run.child') else None\n"
-    "        if cls is not None and not getattr(cls, '_skipping', False):\n"
+    "        if cls is not None and '_skipping' not in vars(cls):\n"
     "            orig = cls.launch_submission\n"
     "            def launch(self, call, views, _orig=orig, _seen={}):\n"
     "                if call.key in _seen:\n"

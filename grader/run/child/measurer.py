@@ -242,9 +242,13 @@ class ReplayBackend(CudaBackend):
         rows = self.recording.calls.get(call.key, [])
         n = self._used.get(call.key, 0)
         if n >= len(rows):
-            return LaunchOutcome(False, error=f"the recorder sent fewer calls for {call.key} ({len(rows)}) than the "
-                                              f"measurement makes: something in the recording child changed what "
-                                              "it sent", fatal=True)
+            # The recorder calls the launcher once for each of the grader's calls, up to the most the
+            # timing may make: a recording short of them was changed in the recording process itself
+            # (the launcher's host code patching the grader's), and cannot be replayed.
+            raise Refused(f"the recording of your launcher holds {len(rows)} call(s) for {call.key}, where the "
+                          "grader made more: your host code changed what the grader's recording process sent. "
+                          "A launcher that changes the grader's own process cannot be graded; launch your kernel "
+                          "and return.")
         self._used[call.key] = n + 1
         ops_at, views_at, error = rows[n]
         given = self.recording.views[views_at]

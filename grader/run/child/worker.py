@@ -371,6 +371,9 @@ def _run_job(backend, job: Job, files: InputFiles, sender, channel: protocol.Cha
         try:
             sampled = (run_calibration if job.calibrate else run_timing)(backend, job, files, sender)
             done.sampled_t = sampled - T0 if sampled else None
+        except Refused as refused:          # a recording short of the timing's calls (measurer.py)
+            channel.send(RefusedFrame([str(refused)]))
+            return None
         except Exception as exc:  # noqa: BLE001
             channel.send(FatalFrame("timing", f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=4)))
             return None
