@@ -72,3 +72,26 @@ def test_the_grades_time_in_none_of_its_steps_is_its_rest():
     results = [{"seconds": 3.0, "phases": {"probe_s": 0.1, "build_s": 2.0, "lane_wait_s": 0.3, "child_s": 0.4,
                                            "check_s": 0.05, "lane_s": 0.35}}]
     assert abs(benchmark._phases_mean(results)["grade rest"] - 0.15) < 1e-9     # lane_s lies inside child_s
+
+
+def test_warm_check_times_steps_that_exist():
+    """scripts/warm-check.py's tracer wraps the grade's steps by name (the attempt kept, the reports,
+    the document, the cache's bound, the drawing ahead): each must still be where it names it, or
+    the GPU stage fails after the grade (it did once the delivery moved out of cli/student.py)."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("warm_check", Path(benchmark.__file__).with_name("warm-check.py"))
+    warm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(warm)
+    names = {}
+    for line in warm.TRACER.splitlines():
+        m = re.match(r"from (\S+) import (.+)$", line.strip())
+        if m and m.group(1).startswith("grader"):
+            for name in (n.strip() for n in m.group(2).split(",")):
+                module = importlib.import_module(m.group(1))
+                names[name] = getattr(module, name, None) or importlib.import_module(f"{m.group(1)}.{name}")
+    wrapped = re.findall(r'^timed\((\w+), "(\w+)"', warm.TRACER, flags=re.M)
+    assert len(wrapped) >= 5, wrapped
+    for owner, attr in wrapped:
+        assert hasattr(names[owner], attr), f"warm-check.py times {owner}.{attr}, which no longer exists"
