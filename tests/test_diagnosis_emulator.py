@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import pytest
 
 from grader.exercises import load_exercise
@@ -73,6 +75,9 @@ def test_a_guard_one_past_the_end_is_the_first_diagnosis_with_its_line_and_no_ec
     assert checks and all(not l.rstrip().endswith(":") for l in checks)       # each failing check says what it found
     html = render_html(r, bias_gelu_rubric)
     assert "every element is right" in html and "around the first wrong one" not in html
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", html)     # under the map, what a clean one means
+    assert caption and "Every element of out is right" in caption.group(1), html[:2000]
+    assert re.search(r"wrote \d+ floats? past its end", caption.group(1)), caption.group(1)
     md = render_markdown(r, bias_gelu_rubric)
     first_wrong = next(l for l in md.splitlines() if l.startswith("First wrong element:"))
     assert "written past the end of out" in first_wrong

@@ -68,6 +68,8 @@ class MapView:
     title: str = ""                # the captions, built here once: the drawing is sized to fit them
     subtitle: str = ""
     zoom_caption: str = ""
+    clean: bool = False            # nothing wrong inside the output, only its guards changed: said, not drawn as wrong
+    clean_caption: str = ""        # what a clean map means, in a sentence (report.html's caption under it)
 
 
 # Captions' width: an upper bound of a system-ui glyph's advance, as a share of its font size.
@@ -133,9 +135,15 @@ def map_view(m: MistakeMap) -> MapView:
                 _text_px(title, 13), _text_px(subtitle, 12), _text_px(legend, 12), _text_px(zoom_caption, 12))
     flat = len({c for row in whole for c in row}) == 1
     shown = m.zoom if zoom and flat else m.whole
+    clean = all(ch == "0" for row in [*m.whole.wrong, *m.whole.unwritten] for ch in row)   # a digit a cell: its share
+    outside = " and ".join(([f"{m.after} float{'s' if m.after != 1 else ''} past its end"] if m.after else [])
+                           + ([f"{m.before} before its start"] if m.before else []))
+    clean_caption = (f"Every element of {m.tensor} is right; what went wrong is outside it: the kernel wrote {outside}, "
+                     "into memory that is not its output (a bounds check that lets a thread past the last element "
+                     "write)." if clean and outside else f"Every element of {m.tensor} is right." if clean else "")
     return MapView(m, whole, zoom, _runs(whole), _runs(zoom) if zoom else None, zoom if zoom and flat else whole,
                    bool(zoom and flat), _cells(shown, CHARS, CHARS["right"]), px, width, whole_h + zoom_h, whole_h,
-                   title, subtitle, zoom_caption)
+                   title, subtitle, zoom_caption, clean, clean_caption)
 
 
 def attempts_chart(attempts: list) -> dict | None:
