@@ -53,6 +53,20 @@ class ChildRun:
     shared: object = None                                     # the shared area the payloads may view
 
 
+def _child_environment(backend: Backend, device: str | None) -> dict[str, str]:
+    """The child's environment: the few variables it needs (spawn.ENV_KEEP, the backend's own), the
+    GPU it may see, where its packages are; never the grader's other variables (a class folder, a
+    token). TMPDIR and HOME are its own folder, set once it is made."""
+    env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP or k in backend.environment}
+    if device is not None and backend.visible_devices:
+        env[backend.visible_devices] = device
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [spawn.package_parent(), spawn.numpy_parent(), env.get("PYTHONPATH", "")]
+                                        if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
+    return env
+
+
 class Worker:
     """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
@@ -83,13 +97,7 @@ class Worker:
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
-        env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP or k in backend.environment}
-        if device is not None and backend.visible_devices:
-            env[backend.visible_devices] = device
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [spawn.package_parent(), spawn.numpy_parent(), env.get("PYTHONPATH", "")]
-                                            if p)
-        env["PYTHONUNBUFFERED"] = "1"
-        env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
+        env = _child_environment(backend, device)
         folders.sweep_stale_folders_once()
         base, self.adapted = folders.child_folder_base()
         self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)

@@ -106,17 +106,7 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
     if late:
-        if job.reference_library:
-            ctypes.CDLL(job.reference_library, mode=ctypes.RTLD_LOCAL)      # mapped: readable behind the wall
-        reads = read_wall(job, late=True)
-        try:
-            backend = make_backend()            # cuInit here: every thread the driver starts is behind the wall
-        except RuntimeError as exc:             # the load's fatal frame: infrastructure_error, the machine's
-            raise RuntimeError(f"the CUDA context could not be made behind the recorder's file-system wall ({exc}): "
-                               "this machine's driver needs a file the wall does not open (docs/design.md, "
-                               "'The recorder on the GPU'); the machine's fault, not the submission's") from exc
-        undumpable()
-        sandbox = apply_limits(backend, job.limits)
+        backend, sandbox, reads = _walled_then_made(make_backend, job)
     else:
         sandbox = apply_limits(backend, job.limits)
         reads = read_wall(job)
@@ -144,6 +134,23 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
     if job.library:
         sandbox.emulator_threads = backend.launch_threads()
     return backend, sandbox
+
+
+def _walled_then_made(make_backend: Callable[[], object], job: Job) -> tuple[object, ChildSandbox, tuple]:
+    """behind_the_wall's late order: the file-system wall, then the backend (cuInit here: every thread
+    the driver starts is behind the wall), then the undumpable mark and the limits; (the backend,
+    the limits that took effect, what read_wall said)."""
+    if job.reference_library:
+        ctypes.CDLL(job.reference_library, mode=ctypes.RTLD_LOCAL)      # mapped: readable behind the wall
+    reads = read_wall(job, late=True)
+    try:
+        backend = make_backend()
+    except RuntimeError as exc:             # the load's fatal frame: infrastructure_error, the machine's
+        raise RuntimeError(f"the CUDA context could not be made behind the recorder's file-system wall ({exc}): "
+                           "this machine's driver needs a file the wall does not open (docs/design.md, "
+                           "'The recorder on a GPU'); the machine's fault, not the submission's") from exc
+    undumpable()
+    return backend, apply_limits(backend, job.limits), reads
 
 
 class Unwalled(Exception):
