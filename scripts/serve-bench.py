@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The course server's figures (issue 63), on this machine: a real `grader serve` on 127.0.0.1.
 
-1. upload to the first progress event (and to the first "building"), one upload at a time;
+1. upload to the first progress event (and to the first "building"), one upload at a time, each
+   --gap seconds after the last one's grade (an idle server);
 2. a burst of N uploads from N students until all are graded, against `grader batch` on the same
    N files (each file made unique, each run with a fresh build cache);
 3. W clients watching progress (server-sent events) during a burst: a status request's 99th
@@ -141,12 +142,15 @@ def main() -> int:
     ap.add_argument("--exercise", default="bias_gelu_fused")
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--gap", type=float, default=5.0,
+                    help="seconds between one upload's grade and the next upload, in the latency figures (an idle server)")
     args = ap.parse_args()
     data = args.file.read_bytes()
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache-server")}
     out: dict = {"machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or platform.machine()}",
-                 "backend": args.backend, "file": args.file.name, "n": args.n, "watchers": args.watchers}
+                 "backend": args.backend, "file": args.file.name, "n": args.n, "watchers": args.watchers,
+                 "gap_s": args.gap}
     try:
         # 1. upload -> first event, and -> building (the server idle, one upload at a time)
         folder, toks = course(work, "latency", 5)
@@ -154,6 +158,9 @@ def main() -> int:
         time.sleep(3)                                   # the worker's start (its imports) is not an upload's
         first, building = [], []
         for i, tok in enumerate(toks):
+            # An upload to an idle server: on a GPU the worker draws the next wave's private cases once
+            # a wave is done (serve/worker.DrawnAhead), which an upload sent at once would wait for.
+            time.sleep(args.gap)
             t0 = time.perf_counter()
             got = post(server, tok, "k.cu", unique(data, f"lat{i}"))
             stamps: dict = {}

@@ -516,3 +516,36 @@ def test_a_csv_cell_of_several_lines_is_one_line():
     assert one_line("k.cu(3): error: expected ';'\n    int x = 1\n            ^\n\n1 error") == \
         "k.cu(3): error: expected ';' / int x = 1 / 1 error"
     assert one_line("one line, kept as it is  ") == "one line, kept as it is  "
+
+
+def test_a_class_store_drawn_by_the_caller_is_the_one_every_grade_gets_and_stays_open(tmp_path, monkeypatch, rubric):
+    """grade_entries(shared=...): the course server's worker draws a wave's private cases before the
+    wave comes (serve/worker.DrawnAhead); every grade of the wave gets that store, and it is the
+    caller's to close. Without one, a store is made for the class and closed at its end."""
+    import grader.batch.grading as batch_grading
+    from grader.batch.request import ClassRequest
+    from grader.batch.grading import grade_entries
+    from grader.batch.inputs import find_submissions
+
+    fake = FakeGrader(monkeypatch)
+    given = []
+    real = fake.__call__
+    monkeypatch.setattr(grader.grade.pipeline, "grade", lambda request, *, inputs=None, progress=None:
+                        (given.append(inputs), real(request, inputs=inputs, progress=progress))[1])
+
+    class Drawn:
+        closed = 0
+
+        def close(self):
+            Drawn.closed += 1
+
+    drawn = Drawn()
+    entries = find_submissions(_class(tmp_path, 3))
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=2),
+                  machine=Machine(CUDA, {}, ("0",)), shared=drawn)
+    assert given == [drawn] * 3 and Drawn.closed == 0
+    made = []
+    monkeypatch.setattr(batch_grading, "class_store", lambda rubric: made.append(Drawn()) or made[-1])
+    given.clear()
+    grade_entries(entries, ClassRequest(tmp_path, rubric, CUDA, report_dir=None, jobs=1), machine=Machine(CUDA, {}, ("0",)))
+    assert len(made) == 1 and given == made * 3 and Drawn.closed == 1

@@ -215,3 +215,69 @@ def test_an_upload_whose_grade_never_comes_back_is_at_last_the_machines(store):
     doc = json.loads(row["result"])
     assert row["state"] == DONE and doc["status"] == "infrastructure_error"
     assert "after 3 tries: its Slurm task did not finish" in doc["message"] and doc["submission"]["path"] == "k.cu"
+
+
+class _Drawn:
+    """Stands in for exercises/pool.SharedStore: counts its draw (get) and its close."""
+
+    made: list["_Drawn"] = []
+
+    def __init__(self, rubric):
+        self.got = self.closed = 0
+        _Drawn.made.append(self)
+
+    def get(self):
+        self.got += 1
+        return self
+
+    def close(self):
+        self.closed += 1
+
+
+def test_each_wave_on_a_gpu_is_graded_on_private_cases_drawn_before_it_came(tmp_path, monkeypatch):
+    """On a backend whose cases are private (a GPU's), the worker draws the next wave's class store
+    while it waits (serve/worker.DrawnAhead), so a wave's first grade does not draw before its build
+    (a lone upload on the H100 waited 2.5 s between "queued" and "building" for that): each wave gets
+    a store already drawn, its own (a secret of its own), closed once the wave is done."""
+    from types import SimpleNamespace
+
+    from grader.serve import worker
+
+    _Drawn.made = []
+    monkeypatch.setattr(worker, "class_store", _Drawn)
+    monkeypatch.setattr(worker, "class_machine",
+                        lambda request: (SimpleNamespace(backend=SimpleNamespace(private_cases=True)), request))
+    course = Store(tmp_path)
+    course.accept("ann", "k.cu", SRC, Rules(), now=1.0)
+    waves = []
+
+    def grade_wave(store, wave, *, request, machine, work, shared=None):
+        waves.append(([c.student for c in wave], shared, shared.got if shared else None, shared.closed if shared else None))
+        if len(waves) == 1:                     # bob hands in while ann's wave is graded: a second wave
+            store.accept("bob", "k.cu", SRC, Rules())
+        for c in wave:
+            finish(store, c.id)
+
+    monkeypatch.setattr(worker, "grade_wave", grade_wave)
+    worker.run(tmp_path, worker.Grading("bias_gelu_fused", "emulator"), once=True)
+    assert [w[0] for w in waves] == [["ann"], ["bob"]]
+    assert all(w[1] is not None and w[2] == 1 and w[3] == 0 for w in waves), waves     # drawn before, open during
+    assert waves[0][1] is not waves[1][1]                                           # a store (a secret) a wave
+    assert [d.closed for d in _Drawn.made[:2]] == [1, 1]                            # each closed after its wave
+    course.close()
+
+
+def test_a_draw_ahead_that_fails_leaves_the_wave_to_draw_its_own(monkeypatch):
+    from grader.serve import worker
+
+    class Failing(_Drawn):
+        def get(self):
+            raise OSError("no space left on the cache's disk")
+
+    monkeypatch.setattr(worker, "class_store", Failing)
+    ahead = worker.DrawnAhead(rubric=None, private_cases=True)
+    ahead.start()
+    assert ahead.take() is None and Failing.made[-1].closed == 1
+    public = worker.DrawnAhead(rubric=None, private_cases=False)       # the emulator's cases are public: no draw
+    public.start()
+    assert public.take() is None

@@ -27,7 +27,7 @@ from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
 from grader.batch.store import STORE_NAME, ResultStore
-from grader.exercises.pool import class_store
+from grader.exercises.pool import SharedStore, class_store
 from grader.batch.store import rubric_bytes
 from grader.batch.store import grade_key
 from grader.grade import pipeline
@@ -105,7 +105,7 @@ def class_machine(request: ClassRequest) -> tuple[Machine, ClassRequest]:
 
 
 def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machine, progress: Progress | None = None,
-                  said: Said | None = None) -> BatchOutcome:
+                  said: Said | None = None, shared: SharedStore | None = None) -> BatchOutcome:
     """Grade each entry as request says on machine (decided once for the class: class_machine;
     reusing an unchanged stored result); with its report_dir, write each one's reports into
     report_dir/<student>/ and keep every result in report_dir/results.jsonl.
@@ -115,7 +115,10 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
     over the machine's GPUs, each grade with its own GPU's reading. Ctrl-C stops the batch: what was done is kept,
     submissions not yet started are not graded, and the outcome says interrupted. With
     request.counters, a kept result without counters is graded again for them. said(entry, line) hears
-    each grade's progress lines (core/progress.py: a line that starts a phase names it)."""
+    each grade's progress lines (core/progress.py: a line that starts a phase names it). shared: the
+    class's store of private cases (exercises/pool.class_store) where the caller drew it ahead (the
+    course server's worker draws each wave's while it waits for uploads), and closes it; None: one
+    is made here, drawn by the first grade that needs it, and closed at the end."""
     backend, jobs, report_dir = machine.backend, request.jobs or 1, request.report_dir
     run = _ClassRun(request.rubric, machine, report_dir, jobs,
                     ResultStore(report_dir / STORE_NAME) if report_dir is not None else None,
@@ -133,7 +136,7 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
 
     try:
         if backend.private_cases and any(e.source is not None and not e.problem for e in entries):
-            run.shared = class_store(request.rubric)
+            run.shared = shared if shared is not None else class_store(request.rubric)
         _in_flight(run, entries, jobs, finished)
     except KeyboardInterrupt:
         # SIGINT, or SIGTERM (the CLI turns it into the same): the grades in flight are stopped,
@@ -142,7 +145,7 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
         run.stopping.set()
         processes.end_all()
     finally:
-        if run.shared is not None:
+        if run.shared is not None and run.shared is not shared:
             run.shared.close()
         pipeline.keep_cache_in_bounds(request.rubric)            # what the grades' own prunes, a minute apart, left over
     outcome.not_reached = len(entries) - len(done_by_index)
