@@ -38,6 +38,40 @@ from grader.serve.client import _multipart  # noqa: E402
 from grader.serve.store import Store  # noqa: E402
 
 
+def _gpu_name() -> str | None:
+    try:
+        got = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return got.stdout.strip().splitlines()[0] if got.returncode == 0 and got.stdout.strip() else None
+
+
+def rows(out: dict) -> list[list]:
+    """The figures as docs/figures.md's rows (scripts/docs.py): [figure, measured, target, met (None: no target)]."""
+    def span(values: list[float]) -> str:
+        return f"{min(values):g} to {max(values):g} ms" if values else "-"
+
+    first, building = out.get("upload_to_first_event_ms", []), out.get("upload_to_building_ms", [])
+    kill = out.get("kill9", {})
+    n = out.get("n")
+    return [
+        ["upload to the first progress event", span(first), "< 200 ms", bool(first) and max(first) < 200],
+        [f"upload to \"building\" (each {out.get('gap_s', 0):g} s after the last grade)", span(building), "", None],
+        [f"a burst of {n} uploads until all are graded, against `grader batch`",
+         f"{out.get('burst_server_s')} s against {out.get('burst_batch_s')} s ({out.get('burst_ratio')}x)", "<= 1.1x",
+         out.get("burst_ratio") is not None and out["burst_ratio"] <= 1.1],
+        [f"{out.get('watchers')} watchers during a burst: a status request's p99",
+         f"{out.get('watch_status_p99_ms')} ms (p50 {out.get('watch_status_p50_ms')} ms)", "< 50 ms",
+         out.get("watch_status_p99_ms") is not None and out["watch_status_p99_ms"] < 50],
+        ["the server's CPU over that burst", f"{out.get('watch_server_cpu_cores')} cores", "< 1 core",
+         out.get("watch_server_cpu_cores") is not None and out["watch_server_cpu_cores"] < 1],
+        ["`kill -9` mid-burst, then a restart", f"{kill.get('graded')} of {kill.get('uploads')} graded, at most "
+         f"{kill.get('most_results_of_one')} result an upload", "every one graded, none twice",
+         bool(kill) and kill.get("graded") == kill.get("uploads") == n and kill.get("most_results_of_one") == 1],
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,7 +182,8 @@ def main() -> int:
     data = args.file.read_bytes()
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache-server")}
-    out: dict = {"machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or platform.machine()}",
+    out: dict = {"kind": "serve", "machine": {"host": platform.node(), "cores": os.cpu_count(), "gpu": _gpu_name(),
+                                              "arch": platform.processor() or platform.machine()},
                  "backend": args.backend, "file": args.file.name, "n": args.n, "watchers": args.watchers,
                  "gap_s": args.gap}
     try:
@@ -249,6 +284,7 @@ def main() -> int:
         out["kill9"] = {"done_before_kill": before, "graded": done, "uploads": total, "most_results_of_one": most}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    out["rows"] = rows(out)
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:

@@ -95,3 +95,28 @@ def test_warm_check_times_steps_that_exist():
     assert len(wrapped) >= 5, wrapped
     for owner, attr in wrapped:
         assert hasattr(names[owner], attr), f"warm-check.py times {owner}.{attr}, which no longer exists"
+
+
+def _serve_bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("serve_bench", Path(benchmark.__file__).with_name("serve-bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_serve_benchmarks_rows_hold_each_figure_to_the_issues_target():
+    """scripts/serve-bench.py's rows (docs/figures.md renders them): each target met or missed from
+    the figure itself; a restart that lost an upload or stored one twice is a miss."""
+    rows = _serve_bench().rows
+    out = {"n": 4, "watchers": 50, "gap_s": 5, "upload_to_first_event_ms": [5.0, 250.0], "upload_to_building_ms": [90.0],
+           "burst_server_s": 10.0, "burst_batch_s": 10.0, "burst_ratio": 1.0, "watch_status_p99_ms": 12.0,
+           "watch_status_p50_ms": 2.0, "watch_server_cpu_cores": 0.1,
+           "kill9": {"done_before_kill": 1, "graded": 4, "uploads": 4, "most_results_of_one": 1}}
+    verdicts = {r[0].split(" ")[0] + " " + r[0].split(" ")[-1]: r[3] for r in rows(out)}
+    assert [r[3] for r in rows(out)] == [False, None, True, True, True, True], verdicts    # 250 ms: over 200
+    out["upload_to_first_event_ms"] = [5.0, 40.0]
+    out["kill9"]["most_results_of_one"] = 2
+    out["burst_ratio"] = 1.2
+    assert [r[3] for r in rows(out)] == [True, None, False, True, True, False]
