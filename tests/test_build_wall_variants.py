@@ -40,6 +40,7 @@ GRADER = os.getpid()          # the grading process: a build is its child
 
 def _padded(path: str) -> str:
     return path.replace("/", "//./")
+from usr_secret import root_only_file_in_usr
 
 
 def _long(path: str) -> str:
@@ -246,20 +247,8 @@ def in_usr(planted):
     build's own root binds (all of /usr is the toolchain's): the planted root-only file lies outside
     the view, so this is the one that shows the build runs as nobody. Yields a function setting the
     file's mode; needs root (to write under /usr)."""
-    if os.geteuid() != 0 or not os.access("/usr/local/share", os.W_OK):
-        pytest.skip("writing a root-only file under /usr needs root")
-    folder = Path("/usr/local/share") / f"grader-build-wall-{planted.secrets['root-only'].marker[-12:]}"
-    folder.mkdir(mode=0o755)
-    secret = folder / "root-only.txt"
-    secret.write_text(f"{planted.secrets['root-only'].marker} = root's alone\n")
-    try:
-        def with_mode(mode: int) -> str:
-            secret.chmod(mode)
-            return str(secret)
-        yield with_mode
-    finally:
-        secret.unlink(missing_ok=True)
-        folder.rmdir()
+    marker = planted.secrets["root-only"].marker
+    yield from root_only_file_in_usr(f"grader-build-wall-{marker[-12:]}", f"{marker} = root's alone\n")
 
 
 IN_USR_FORMS = ("plain #include through a macro", ".incbin in asm volatile in a host function",

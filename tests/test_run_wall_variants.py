@@ -40,6 +40,7 @@ from grader.run.child import fswall
 
 from test_read_wall import MARK, PEEK, _leaked, secrets  # noqa: F401 - secrets is a fixture used here
 from test_wall import KERNEL, run_unscreened
+from usr_secret import root_only_file_in_usr
 
 needs_landlock = pytest.mark.skipif(fswall.landlock_abi() <= 0, reason="this kernel has no Landlock")
 
@@ -448,20 +449,8 @@ def in_usr():
     """A file holding the secret's marker in a fresh folder under /usr/local/share, which the child's
     wall lets be read (all of /usr): only its owner and mode (root's, 0600) keep it closed, so this
     shows the child runs as nobody. Yields a function setting its mode; needs root."""
-    if os.geteuid() != 0 or not os.access("/usr/local/share", os.W_OK):
-        pytest.skip("writing a root-only file under /usr needs root")
-    folder = Path("/usr/local/share") / f"grader-run-wall-{random_bits.token_hex(6)}"
-    folder.mkdir(mode=0o755)
-    secret = folder / "root-only.txt"
-    secret.write_text(f"{MARK} root's alone, in a folder the wall lets be read\n")
-    try:
-        def with_mode(mode: int) -> str:
-            secret.chmod(mode)
-            return str(secret)
-        yield with_mode
-    finally:
-        secret.unlink(missing_ok=True)
-        folder.rmdir()
+    yield from root_only_file_in_usr(f"grader-run-wall-{random_bits.token_hex(6)}",
+                                     f"{MARK} root's alone, in a folder the wall lets be read\n")
 
 
 IN_USR_ROUTES = ("proc self root", "double slashes and dots", "std::ifstream", "folder opened for reading, openat",
