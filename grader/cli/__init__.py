@@ -19,7 +19,7 @@ import time
 import click
 
 from grader import __version__
-from grader.cli import student
+from grader.cli import common, student
 from grader.core.errors import Exit
 import importlib
 from grader.core.locations import rubrics_dir
@@ -101,6 +101,7 @@ def _interrupted(signum, _frame) -> None:
     if _stopping.is_set():
         _end_now(f"a second {signal.Signals(signum).name}")
     _stopping.set()
+    common.stopped_by(signal.Signals(signum).name)
     threading.Thread(target=_end_if_still_running, daemon=True, name="grader-stop-deadline").start()
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
@@ -132,7 +133,7 @@ def _run() -> int:
         from grader.core import processes
 
         processes.end_all()
-        click.echo("grader: interrupted; nothing unfinished was kept.", err=True)
+        click.echo(f"grader: {common.interrupted()}; nothing unfinished was kept.", err=True)
         return Exit.INTERRUPTED
     except click.ClickException as exc:
         exc.show()

@@ -90,3 +90,20 @@ def options_from(cls: type, *, into: str, section: str):
         return run
 
     return decorate
+
+
+_STOPPED_BY: list[str] = []      # the signal that stopped the command (cli._interrupted), where one did
+
+
+def stopped_by(signal_name: str) -> None:
+    """Record the signal that stopped the command (SIGINT, SIGTERM), for the line that says so."""
+    _STOPPED_BY[:] = [signal_name]
+
+
+def interrupted() -> str:
+    """'interrupted by SIGTERM' (the signal named, as Slurm, CI and `timeout` send it; SIGINT is
+    Ctrl-C), or 'interrupted' where no signal was seen (a KeyboardInterrupt of Python's own)."""
+    if not _STOPPED_BY:
+        return "interrupted"
+    name = _STOPPED_BY[0]
+    return f"interrupted by {name}" + (" (Ctrl-C)" if name == "SIGINT" else "")

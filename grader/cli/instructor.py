@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from grader.batch.cluster import SlurmOptions
-from grader.cli.common import SectionedCommand, fail, options_from
+from grader.cli.common import SectionedCommand, fail, interrupted, options_from
 from grader.cli.screen import err_console, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
@@ -155,7 +155,7 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
                   (", results.jsonl and a report directory for each student graded[/dim]" if graded else
                    " (no student was graded in this run: each row says why)[/dim]"))
     if outcome.interrupted:
-        err.print(f"grader: interrupted; {outcome.not_reached} submission(s) not graded. Run the same command "
+        err.print(f"grader: {interrupted()}; {outcome.not_reached} submission(s) not graded. Run the same command "
                   "again to grade only those.")
         sys.exit(Exit.INTERRUPTED)
     failed = outcome.infrastructure_failures
@@ -190,7 +190,7 @@ def _batch_on_slurm(request, *, options, err) -> None:
         state = (f"the array was NOT cancelled ({outcome.not_cancelled}): cancel it with `scancel "
                  f"{outcome.job_ids[0].split('_')[0]}`" if outcome.not_cancelled and outcome.job_ids
                  else "the array was cancelled")
-        err.print(f"grader: interrupted; {state}, {len(outcome.graded)} student(s) that finished "
+        err.print(f"grader: {interrupted()}; {state}, {len(outcome.graded)} student(s) that finished "
                   f"merged into {report_dir / 'summary.csv'}. Run the same command again to grade the rest.")
         sys.exit(Exit.INTERRUPTED)
     _say_insights(outcome, err)
