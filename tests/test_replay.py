@@ -858,3 +858,45 @@ def test_a_recording_short_of_the_graders_calls_is_refused_not_crashed():
     call = SimpleNamespace(key="timed 16384x1024 set 0")
     with pytest.raises(Refused, match="changed what the grader's recording process sent"):
         ReplayBackend.launch_submission(fake, call, {})
+
+
+def test_the_recorder_stops_calling_the_launcher_exactly_where_the_recording_is_refused():
+    """The recorder stops calling a launcher once a thread of its own did something the parent
+    refuses (replay.refused_from_a_thread: RecordingBackend._settled), so the recording is short of
+    the grader's calls from there on; it must be refused for exactly those, or the short recording
+    reaches the measuring process, which would blame the student's host code for changing it. An
+    attribute or a cache preference set from a helper thread is neither (it changes nothing replayed)."""
+    from grader.core.contract import RecordedOp, Recording
+    from grader.run.child.recorder import _KINDS
+    from grader.run.child.replay import refused_from_a_thread
+    from grader.run.replaying import recording_refusals
+
+    for kind in _KINDS.values():
+        for thread in ("other", "outside"):
+            op = RecordedOp(kind=kind, thread=thread, kernel="_Z13biasGeluFusedPKfS0_Pfm", nbytes=4,
+                            direction="h2d" if kind in ("copy", "symbol") else "")
+            refused = bool(recording_refusals(Recording(ops=[[op]]), "launchBiasGeluFused"))
+            if kind == "launch_attributes":          # refused from any thread, for what it is
+                assert refused
+                continue
+            assert refused_from_a_thread(op) == refused, (kind, thread, recording_refusals(Recording(ops=[[op]]), "x"))
+    assert not refused_from_a_thread(RecordedOp(kind="attribute", thread="other"))
+    assert not refused_from_a_thread(RecordedOp(kind="launch", thread="caller"))
+
+
+@pytest.mark.parametrize("measures,rounds", [(False, 5), (True, 1)], ids=["recorder", "measurer"])
+def test_only_the_measuring_process_cuts_its_warm_up_short(measures, rounds):
+    """A slow warm-up round (here the budget is already spent after the first) ends the measuring
+    process's warm-up; the recorder's warm-up, whose time is the launcher's host code, takes every
+    round the measuring process may take, so that its recording is never short of them (a short
+    one is refused, which would blame an honest, slow launcher)."""
+    from types import SimpleNamespace
+
+    from grader.run.child.timing import _Timing
+
+    calls = []
+    fake = SimpleNamespace(cfg=SimpleNamespace(budget_s=0.0, warmup=5), backend=SimpleNamespace(measures=measures),
+                           round_variants={"submission": lambda: calls.append(1)}, before=lambda name: None,
+                           sums=SimpleNamespace(take=lambda s: None), last_set=lambda: 0, _synchronize=lambda: None)
+    _Timing.warm_up(fake)
+    assert len(calls) == rounds

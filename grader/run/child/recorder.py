@@ -22,7 +22,7 @@ import time
 
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
-from grader.run.child.replay import StandIns
+from grader.run.child.replay import StandIns, refused_from_a_thread
 from grader.core.contract import Call, RecordedOp, Recording
 
 _KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config", 5: "memset", 6: "copy", 7: "symbol",
@@ -179,7 +179,7 @@ class RecordingBackend(CudaBackend):
             self._distinct_bytes += len(raw[1])
             ops_at = self._ops_index[raw] = len(self.recording.ops)
             self.recording.ops.append(self._decode(*raw))
-            self._settled = self._settled or any(op.thread != "caller" for op in self.recording.ops[-1])
+            self._settled = self._settled or any(refused_from_a_thread(op) for op in self.recording.ops[-1])
         error = 0 if outcome.ok else self._error_code(outcome)
         if arrays.views_at is None:
             given = {a.tensor: views[a.tensor].ptr for a in call.args if a.tensor}

@@ -163,6 +163,16 @@ def call_sizes(cases) -> dict[str, dict[str, int]]:
 # ---------------------------------------------------------------------------
 
 STREAM_KINDS = ("memset", "copy", "symbol", "alloc", "free")
+# What a thread of the launcher's own may not do (run/replaying.recording_refusals refuses the
+# recording for it): launch, or do stream-ordered work. An attribute or a cache preference set from
+# one changes nothing the replay runs, and is not refused.
+REFUSED_FROM_A_THREAD = ("launch", "cooperative", *STREAM_KINDS)
+
+
+def refused_from_a_thread(op) -> bool:
+    """Whether op (a RecordedOp) makes the recording refused because a thread of the launcher's own
+    did it: the recorder stops calling the launcher once one is recorded (RecordingBackend._settled)."""
+    return op.thread != "caller" and op.kind in REFUSED_FROM_A_THREAD
 HOST_BYTES_PER_CALL = 1 << 20           # recorder.cpp.j2's kHostBytesPerCall
 
 

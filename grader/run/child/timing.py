@@ -182,8 +182,10 @@ class _Timing:
 
     def warm_up(self) -> None:
         """cfg.warmup untimed rounds (module load, first touch, clocks), or fewer once half the
-        budget is spent: a very slow kernel is warm after one round."""
-        warm_until = time.perf_counter() + self.cfg.budget_s / 2
+        budget is spent: a very slow kernel is warm after one round. The recorder (backend.measures
+        False) takes every one: its time is the launcher's host code, not the kernel's, and a warm-up
+        it cut short would leave the recording short of calls the measuring process makes."""
+        warm_until = time.perf_counter() + self.cfg.budget_s / 2 if self.backend.measures else float("inf")
         for _ in range(self.cfg.warmup):
             for name, fn in self.round_variants.items():
                 self.before(name)
