@@ -264,7 +264,25 @@ def test_each_wave_on_a_gpu_is_graded_on_private_cases_drawn_before_it_came(tmp_
     assert all(w[1] is not None and w[2] == 1 and w[3] == 0 for w in waves), waves     # drawn before, open during
     assert waves[0][1] is not waves[1][1]                                           # a store (a secret) a wave
     assert [d.closed for d in _Drawn.made[:2]] == [1, 1]                            # each closed after its wave
+    assert len(_Drawn.made) == 3 and _Drawn.made[2].closed == 1     # the one drawn for no wave: closed at the end
     course.close()
+
+
+def test_a_store_drawn_long_before_its_wave_is_drawn_again(monkeypatch):
+    """The cache's sweep removes a run's folder an hour old: a store kept past DrawnAhead.KEEP_S (a
+    server idle that long) is closed, and the wave draws its own."""
+    from grader.serve import worker
+
+    _Drawn.made = []
+    monkeypatch.setattr(worker, "class_store", _Drawn)
+    ahead = worker.DrawnAhead(rubric=None, private_cases=True)
+    ahead.start()
+    fresh = ahead.take()
+    assert fresh is _Drawn.made[0] and fresh.closed == 0
+    monkeypatch.setattr(worker.DrawnAhead, "KEEP_S", -1.0)         # every store is too old
+    ahead.start()
+    assert ahead.take() is None and _Drawn.made[1].closed == 1
+    ahead.close()
 
 
 def test_a_draw_ahead_that_fails_leaves_the_wave_to_draw_its_own(monkeypatch):

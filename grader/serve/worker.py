@@ -47,7 +47,7 @@ from grader.core.outcomes import Outcome
 from grader.core.progress import phase_of
 from grader.core.results import Result
 from grader.exercises import load_exercise
-from grader.exercises.pool import SharedStore, class_store
+from grader.exercises.pool import STALE_S, SharedStore, class_store
 from grader.report.files import render_html, render_json, render_markdown
 from grader.serve.store import Claimed, Store
 
@@ -116,6 +116,10 @@ class DrawnAhead:
     "queued" to "building" for that draw). Each wave still has a secret of its own, as each batch
     does. Nothing where the backend's cases are public (the emulator's)."""
 
+    # A store kept longer than this is drawn again: the cache's sweep (exercises/pool.runs_folder)
+    # removes a run's folder an hour old, which a server idle that long would otherwise find gone.
+    KEEP_S = STALE_S / 2
+
     def __init__(self, rubric, private_cases: bool):
         self._rubric, self._private = rubric, private_cases
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draw-ahead")
@@ -125,25 +129,41 @@ class DrawnAhead:
         if self._private and self._next is None:
             self._next = self._pool.submit(self._draw)
 
-    def _draw(self) -> SharedStore:
+    def _draw(self) -> tuple[SharedStore, float]:
         shared = class_store(self._rubric)
         try:
             shared.get()                        # the draw itself: the private cases written, their answers with them
         except BaseException:
             shared.close()
             raise
-        return shared
+        return shared, time.monotonic()
 
     def take(self) -> SharedStore | None:
         """The store drawn for this wave (waiting for the draw where it is not done yet), or None
-        (public cases, or a draw that failed: the wave's first grade then draws, as a batch's does)."""
+        (public cases, a draw that failed, or one kept past KEEP_S: the wave's first grade then
+        draws, as a batch's does)."""
         future, self._next = self._next, None
         if future is None:
             return None
         try:
-            return future.result()
+            shared, drawn_at = future.result()
         except Exception:  # noqa: BLE001 - the wave draws its own, and a fault there is the grade's to report
             return None
+        if time.monotonic() - drawn_at > self.KEEP_S:
+            shared.close()
+            return None
+        return shared
+
+    def close(self) -> None:
+        """The worker's end: the store drawn for a wave that never came is closed (its private folder
+        removed), the draw under way waited for first."""
+        future, self._next = self._next, None
+        if future is not None:
+            try:
+                future.result()[0].close()
+            except Exception:  # noqa: BLE001 - a draw that failed left nothing
+                pass
+        self._pool.shutdown(wait=True)
 
 
 def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Path, options) -> None:
@@ -244,26 +264,29 @@ def run(folder: Path, grading: Grading, *, once: bool = False, parent: int | Non
     store.requeue_stale()
     ahead = DrawnAhead(request.rubric, machine is not None and machine.backend.private_cases)
     ahead.start()
-    while True:
-        if parent is not None and os.getppid() != parent:   # the server is gone (PR_SET_PDEATHSIG ends us too)
-            processes.end_all()
-            return
-        wave = store.claim_wave()
-        if not wave:
-            if once:
+    try:
+        while True:
+            if parent is not None and os.getppid() != parent:   # the server is gone (PR_SET_PDEATHSIG ends us too)
+                processes.end_all()
                 return
-            time.sleep(POLL_S)
-            continue
-        if grading.slurm is not None:           # as `grader batch --slurm` grades a class
-            _grade_wave_on_slurm(store, wave, request=request, work=work, options=grading.slurm)
-            continue
-        shared = ahead.take()
-        try:
-            grade_wave(store, wave, request=request, machine=machine, work=work, shared=shared)
-        finally:
-            if shared is not None:
-                shared.close()
-            ahead.start()                       # the next wave's, while this worker waits for it
+            wave = store.claim_wave()
+            if not wave:
+                if once:
+                    return
+                time.sleep(POLL_S)
+                continue
+            if grading.slurm is not None:           # as `grader batch --slurm` grades a class
+                _grade_wave_on_slurm(store, wave, request=request, work=work, options=grading.slurm)
+                continue
+            shared = ahead.take()
+            try:
+                grade_wave(store, wave, request=request, machine=machine, work=work, shared=shared)
+            finally:
+                if shared is not None:
+                    shared.close()
+                ahead.start()                       # the next wave's, while this worker waits for it
+    finally:
+        ahead.close()                               # a wave's store drawn for nothing: its folder removed
 
 
 def main(argv: list[str] | None = None) -> int:
