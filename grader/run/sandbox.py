@@ -134,7 +134,9 @@ class Worker:
 
     def wait_ready(self, timeout_s: float) -> float:
         """Wait (at most timeout_s) until the child has imported what it needs and set up CUDA, or
-        has died; the seconds waited. Taking a GPU's lane after this keeps start-up out of it."""
+        has died; the seconds waited. Taking a GPU's lane after this keeps start-up out of it, but
+        for the recorder on a GPU (recorder=True), which makes its context behind its wall, once its
+        job has come: in the lane (it is the fallback where the recorder without a GPU could not record)."""
         start = time.perf_counter()
         if self._ready_fd is not None:
             poll = select.poll()            # not select(): a batch's children pass descriptor 1024

@@ -142,13 +142,19 @@ def _walled_then_made(make_backend: Callable[[], object], job: Job) -> tuple[obj
     the limits that took effect, what read_wall said)."""
     if job.reference_library:
         ctypes.CDLL(job.reference_library, mode=ctypes.RTLD_LOCAL)      # mapped: readable behind the wall
-    reads = read_wall(job, late=True)
+    # The driver loaded (not started: no cuInit, no thread) before the wall, and its folder left
+    # readable, wherever it is installed: cuInit loads libraries of its own from beside it.
+    ctypes.CDLL(job.backend.driver_library)
+    beside = tuple(sorted({os.path.dirname(p) for p in fswall.mapped_files()
+                           if os.path.basename(p).startswith(job.backend.driver_library.partition(".so")[0] + ".so")}))
+    reads = read_wall(job, late=True, readable=beside)
     try:
         backend = make_backend()
     except RuntimeError as exc:             # the load's fatal frame: infrastructure_error, the machine's
-        raise RuntimeError(f"the CUDA context could not be made behind the recorder's file-system wall ({exc}): "
-                           "this machine's driver needs a file the wall does not open (docs/design.md, "
-                           "'The recorder on a GPU'); the machine's fault, not the submission's") from exc
+        raise RuntimeError(f"the CUDA context could not be made in the recorder, behind its file-system wall "
+                           f"({exc}): the machine's fault, not the submission's (a GPU out of memory or held by "
+                           "another process, or a driver that needs a file the wall does not open: docs/design.md, "
+                           "'The recorder on a GPU')") from exc
     undumpable()
     return backend, apply_limits(backend, job.limits), reads
 
@@ -161,7 +167,7 @@ class Unwalled(Exception):
         self.sandbox = sandbox
 
 
-def read_wall(job: Job, *, late: bool = False) -> tuple[bool, str, float]:
+def read_wall(job: Job, *, late: bool = False, readable: tuple[str, ...] = ()) -> tuple[bool, str, float]:
     """The file-system wall (fswall.py): after everything the grader reads is loaded or mapped,
     before the submission's code. Not in the counters' process: it runs none of the submission's
     host code (the recording's device code alone, as the measuring process does), and Nsight
@@ -172,14 +178,15 @@ def read_wall(job: Job, *, late: bool = False) -> tuple[bool, str, float]:
     /proc/<pid>/task (its threads' entries): on the H100, cuInit answered 304 behind the wall without
     that, root or not, and 0 with it (no other grant was needed). The seccomp filter, put up before
     the submission's code, refuses every open for writing anyway. The process is made undumpable
-    once the context is made (undumpable()), before anything of the submission's runs."""
+    once the context is made (undumpable()), before anything of the submission's runs. readable: more
+    folders to read (the driver's own, where cuInit finds its libraries)."""
     if job.role == Role.PROFILE:
         return False, ("not put up: the counters' process runs no host code of the submission, and Nsight "
                        "Compute's injected library fails behind it"), 0.0
     gpu = job.backend.device_files if job.backend.on_gpu and not job.offline else ()
     own = (f"/proc/{os.getpid()}/task",) if late else ()
     done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu, extra_writable=own,
-                          dumpable=late)
+                          extra_readable=readable, dumpable=late)
     return done.confined, done.detail, done.ms
 
 
