@@ -120,3 +120,5 @@ def test_the_serve_benchmarks_rows_hold_each_figure_to_the_issues_target():
     out["kill9"]["most_results_of_one"] = 2
     out["burst_ratio"] = 1.2
     assert [r[3] for r in rows(out)] == [True, None, False, True, True, False]
+    assert [r[3] for r in rows({"n": 4, "upload_to_building_ms": [None]})] == [None] * 6     # nothing measured: no verdict
+    assert rows({"upload_to_building_ms": [None, 80.0]})[1][1] == "80 to 80 ms"
