@@ -380,3 +380,26 @@ def test_on_the_gpu_a_host_callback_on_the_drivers_thread_is_behind_the_wall(rub
     assert _leaked(result) == []
     assert result.sandbox.reads_confined, result.sandbox.reads_detail
     assert "thread(s) started before it" not in (result.sandbox.reads_detail or ""), result.sandbox.reads_detail
+
+
+def test_the_measuring_process_says_its_driver_threads_run_none_of_the_students_host_code(monkeypatch):
+    """A report's sandbox line for the measuring process (the one judged on a GPU) counts the
+    driver's threads outside its wall, and says what they may run there: none of the student's host
+    code, which runs in the recorder alone (whose context is made behind its wall)."""
+    import types
+
+    from grader.core.contract import Role
+    from grader.core.fswall import Confinement
+    from grader.run.child import walls
+
+    def confined(**kwargs):
+        done = Confinement(True, "Landlock ABI 7 (2 thread(s) started before it, the driver's, are outside it)")
+        done.threads_outside = 2
+        return done
+
+    monkeypatch.setattr(walls.fswall, "confine", confined)
+    job = types.SimpleNamespace(role=Role.REPLAY, offline=None, backend=types.SimpleNamespace(device_files=(), on_gpu=True))
+    _, detail, _ = walls.read_wall(job)
+    assert "none of its host code" in detail
+    job.role = Role.RUN
+    assert "host code" not in walls.read_wall(job)[1]

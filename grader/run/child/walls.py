@@ -187,7 +187,10 @@ def read_wall(job: Job, *, late: bool = False, readable: tuple[str, ...] = ()) -
     own = (f"/proc/{os.getpid()}/task",) if late else ()
     done = fswall.confine(private=os.getcwd(), grader_package=str(PACKAGE_DIR), gpu=gpu, extra_writable=own,
                           extra_readable=readable, dumpable=late)
-    return done.confined, done.detail, done.ms
+    detail = done.detail
+    if done.threads_outside and job.role == Role.REPLAY:      # said in the student's report: what those threads may run
+        detail += "; this process runs the submission's device code alone, none of its host code"
+    return done.confined, detail, done.ms
 
 
 def undumpable() -> None:
