@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from grader.core.source import read_submission
-from grader.verdict import causes
+from grader.verdict import causes, races
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = ("#include <cuda_runtime.h>\n"                                                               # line 1
@@ -100,7 +100,7 @@ LOST = [
 
 @pytest.mark.parametrize("body, line, said", LOST)
 def test_a_plain_add_into_an_element_threads_share_is_a_lost_update(tmp_path, body, line, said):
-    found = causes.lost_update(scanned(tmp_path, body))
+    found = races.lost_update(scanned(tmp_path, body))
     assert found is not None and found.code == "race_lost_update" and found.line == line
     assert said in found.text and "atomicAdd" in found.text
 
@@ -120,7 +120,7 @@ BARRIERS = [
 
 @pytest.mark.parametrize("body, line", BARRIERS)
 def test_a_shared_read_of_another_threads_slot_without_a_barrier_is_named(tmp_path, body, line):
-    found = causes.missing_barrier(scanned(tmp_path, body))
+    found = races.missing_barrier(scanned(tmp_path, body))
     assert found is not None and found.code == "race_missing_barrier" and found.line == line
     assert "__syncthreads()" in found.text
 
@@ -169,8 +169,8 @@ def test_a_correct_idiom_gets_no_cause(tmp_path, body):
     sub = scanned(tmp_path, body)
     assert causes.guard_off_by_one(sub) == []
     assert causes.index_strides(sub, row_length="cols", dims=("rows", "cols")) is None
-    assert causes.lost_update(sub) is None
-    assert causes.missing_barrier(sub) is None
+    assert races.lost_update(sub) is None
+    assert races.missing_barrier(sub) is None
     assert causes.unguarded_index(sub) is None
 
 
@@ -190,8 +190,8 @@ def test_no_correct_sample_gets_a_race_or_a_guard_or_a_stride(path):
     if not hasattr(sub, "code"):
         return                                          # not a source the grader reads (a Python file)
     assert causes.guard_off_by_one(sub) == []
-    assert causes.lost_update(sub) is None
-    assert causes.missing_barrier(sub) is None
+    assert races.lost_update(sub) is None
+    assert races.missing_barrier(sub) is None
     assert causes.unguarded_index(sub) is None
     rows = path.parent.name == "bias_gelu_fused"
     assert causes.index_strides(sub, row_length="cols", dims=("rows", "cols") if rows else ()) is None

@@ -26,7 +26,7 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import causes
+from grader.verdict import causes, races
 from grader.verdict.checks import Judging, check_case, index_stride
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
@@ -148,8 +148,8 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
 
 def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     """The diagnosis with the cause named from the student's own line where the file holds one the
-    outputs show (verdict/causes.py): a stride, a guard one past the end or one short, a race; first,
-    and its echoes dropped. A race the run could not show (the emulator adds on one thread, in
+    outputs show (verdict/causes.py: a stride, a guard one past the end or one short; verdict/races.py:
+    a race); first, and its echoes dropped. A race the run could not show (the emulator adds on one thread, in
     order) is said on a correct run too, with what this backend could not see."""
     found = _with_index_stride(v.diagnosis, judging)
     if any(d.code in INDEX_STRIDES for d in found):
@@ -213,7 +213,7 @@ def _with_race(found: list[DiagnosisEntry], v: Verdict, judging: Judging) -> lis
     changed with the order, or are wrong in no recognised way), after the named mistakes where they
     show another, and on a correct run as what this run could not see."""
     sub, backend = judging.source, judging.backend
-    for race in (causes.lost_update(sub), causes.missing_barrier(sub)):
+    for race in (races.lost_update(sub), races.missing_barrier(sub)):
         if race is None:
             continue
         shows = next((d for d in found if d.code in _RACE_SHOWS), None)

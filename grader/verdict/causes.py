@@ -12,10 +12,9 @@ with the threads' order), or, for a race, says what this backend could not see. 
 - index_strides: the row's start stepped by another length than the row's (`row * blockDim.x`,
   `row * rows`, a stride variable, `x + row * rows`, a cast between), a column scaled into the
   index (`col * sizeof(float)`), or the column stepped by a dimension (`col * cols + row`).
-- lost_update: a read-modify-write of global memory (`out[k] += v`, `out[k] = out[k] + v`) at an
-  index several threads share (`i % n`, `blockIdx.x`), not atomicAdd.
-- missing_barrier: a __shared__ array written, then read at another thread's index with no
-  __syncthreads() (or __syncwarp, a cooperative group's sync) between.
+
+The races (a lost update, a missing barrier) are verdict/races.py's, which reads the source with
+the helpers here (Cause, line_of, quoted, body_lines, index_names).
 """
 
 from __future__ import annotations
@@ -37,11 +36,11 @@ class Cause:
     fix: str = ""           # a guard's comparison as it should be written: 'col < cols'
 
 
-def _line_of(code: str, pos: int) -> int:
+def line_of(code: str, pos: int) -> int:
     return code.count("\n", 0, pos) + 1
 
 
-def _quoted(sub: Submission, line: int, start: int | None = None, end: int | None = None) -> str:
+def quoted(sub: Submission, line: int, start: int | None = None, end: int | None = None) -> str:
     """The student's own text of a line (or of its columns start:end), one line, at most 70 columns."""
     lines = sub.text.splitlines()
     raw = lines[line - 1] if 0 < line <= len(lines) else ""
@@ -71,7 +70,7 @@ def _statement_span(code: str, pos: int) -> tuple[int, int]:
     return 0, len(line)
 
 
-def _body_lines(sub: Submission) -> list[tuple[int, str]]:
+def body_lines(sub: Submission) -> list[tuple[int, str]]:
     """(offset in code, text) of each __global__/__device__ body."""
     return device_bodies(sub.code)
 
@@ -123,7 +122,7 @@ def _whole(n: str) -> str:
     return re.sub(r"\(\s*([A-Za-z_]\w*)\s*-\s*1\s*\)", r"\1", n)
 
 
-def _index_names(body: str, roots: str = r"\b(?:threadIdx|blockIdx)\.[xyz]\b") -> set[str]:
+def index_names(body: str, roots: str = r"\b(?:threadIdx|blockIdx)\.[xyz]\b") -> set[str]:
     """Names that hold a thread's index: assigned from threadIdx, blockIdx (roots) or another such
     name (to a fixed point), and the loop variables of a for (a grid-stride loop's, a thread's own)."""
     assigned = [(m.group(1), m.group(2)) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*)", body)]
@@ -166,35 +165,55 @@ def guard_off_by_one(sub: Submission) -> list[Cause]:
     takes part in an address (a loop's counter of shuffle steps is no index)."""
     found: list[Cause] = []
     seen: set[int] = set()
-    for start, body in _body_lines(sub):
-        indices = _index_names(body) & _addressing(body)
+    for start, body in body_lines(sub):
+        indices = index_names(body) & _addressing(body)
         for pattern, direction, fix in _GUARDS:
             for m in pattern.finditer(body):
                 i, n = m.group("i"), re.sub(r"\s+", " ", m.group("n")).strip()
                 if i not in indices or i in _NOT_INDEX or re.fullmatch(r"\d+", n):
                     continue
                 pos = start + m.start()
-                line = _line_of(sub.code, pos)
+                line = line_of(sub.code, pos)
                 if line in seen:
                     continue
                 seen.add(line)
                 s, e = _statement_span(sub.code, pos)
-                quoted = _quoted(sub, line, s, e)
+                said = quoted(sub, line, s, e)
                 shown_n = re.sub(r"^\(\s*\w+(?:\s+\w+)?\s*\)\s*", "", n)
                 through, write = (t.format(i=i, n=shown_n, whole=_whole(shown_n)) for t in fix)
                 if direction == "past":
-                    text = (f"line {line}: `{quoted}` lets {through} through, one past the end: write {write}")
+                    text = (f"line {line}: `{said}` lets {through} through, one past the end: write {write}")
                     found.append(Cause("guard_past_end", line, text, write.strip("`")))
                 elif " on" in through:
-                    text = (f"line {line}: `{quoted}` stops a whole row short: {through} is never let through, "
+                    text = (f"line {line}: `{said}` stops a whole row short: {through} is never let through, "
                             f"so the last row is never written: write {write}")
                     found.append(Cause("guard_stops_short", line, text, write.strip("`")))
                 else:
-                    lost = "the loop's last pass never runs" if re.match(r"(?:for|while)\b", quoted) else \
+                    lost = "the loop's last pass never runs" if re.match(r"(?:for|while)\b", said) else \
                         "its element is never written"
-                    text = f"line {line}: `{quoted}` stops one short: {through} is never let through, so {lost}: write {write}"
+                    text = f"line {line}: `{said}` stops one short: {through} is never let through, so {lost}: write {write}"
                     found.append(Cause("guard_stops_short", line, text, write.strip("`")))
     return sorted(found, key=lambda c: c.line)
+
+
+def pointer_params(body_start: int, code: str) -> set[str]:
+    """The names of the function's pointer parameters (global memory), from its parameter list."""
+    head_start = code.rfind("(", 0, body_start)
+    # the parameter list: from the '(' matching the last ')' before the body
+    close = code.rfind(")", 0, body_start)
+    depth, i = 0, close
+    while i >= 0:
+        depth += {")": 1, "(": -1}.get(code[i], 0)
+        if depth == 0:
+            break
+        i -= 1
+    params = code[i + 1:close] if i >= 0 else code[head_start + 1:close]
+    out = set()
+    for p in params.split(","):
+        m = re.search(r"\*\s*(?:__restrict__\s*|const\s*)*([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", p.strip())
+        if m and "*" in p:
+            out.add(m.group(1))
+    return out
 
 
 def _no_angles(code: str) -> str:
@@ -208,11 +227,11 @@ def unguarded_index(sub: Submission) -> Cause | None:
     """A kernel that indexes memory with a thread's index it never compares with anything (no
     guard, no loop bound, no early return): the first line that does, where the last block's idle
     threads reach past the end."""
-    for start, body in _body_lines(sub):
-        if not re.search(r"\b(?:threadIdx|blockIdx)\.[xyz]\b", body) or not _pointer_params(start, sub.code):
+    for start, body in body_lines(sub):
+        if not re.search(r"\b(?:threadIdx|blockIdx)\.[xyz]\b", body) or not pointer_params(start, sub.code):
             continue
-        indices = _index_names(body)
-        spatial = _index_names(body, roots=r"\bthreadIdx\.[xyz]\b")       # a thread's own, not its block's
+        indices = index_names(body)
+        spatial = index_names(body, roots=r"\bthreadIdx\.[xyz]\b")       # a thread's own, not its block's
         # every comparison's operands, between the delimiters around it (a shift and -> are not comparisons)
         operands = " ".join(m.group(0) for m in re.finditer(
             r"[^;(){}?:,&|]*(?<![<>\-])(?:<=?|>=?)(?![<>])[^;(){}?:,&|]*", _no_angles(body)))
@@ -222,10 +241,10 @@ def unguarded_index(sub: Submission) -> Cause | None:
             continue
         for m in re.finditer(r"(?<![\w.])([A-Za-z_]\w*)\s*\[([^\[\];]*)\]", body):
             words = set(re.findall(r"[A-Za-z_]\w*", m.group(2)))
-            if m.group(1) in _pointer_params(start, sub.code) and words & spatial:
-                line = _line_of(sub.code, start + m.start())
+            if m.group(1) in pointer_params(start, sub.code) and words & spatial:
+                line = line_of(sub.code, start + m.start())
                 used = ", ".join(sorted(words & spatial))
-                return Cause("unguarded", line, f"line {line}: `{_quoted(sub, line)}` indexes {m.group(1)} with "
+                return Cause("unguarded", line, f"line {line}: `{quoted(sub, line)}` indexes {m.group(1)} with "
                                                 f"{used}, which nothing compares with a bound: the last block's idle "
                                                 f"threads reach past the end. Return first when the index is past it")
     return None
@@ -284,7 +303,7 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                 said = by if held == by else f"{by} (which holds {held})"
                 what = "the block's width" if held in _WIDTHS else f"the number of {held}" if held.endswith("s") \
                     else held
-                return ("row_stride", f"line {n} (`{_quoted(sub, n)}`) steps from row to row by {said}: consecutive "
+                return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {said}: consecutive "
                                       f"rows are a row's length apart ({row_length}), not {what}")
     columns = {m.group(1) for m in _COLUMN.finditer(text)}
     guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*{re.escape(row_length)}\b(?!\s*(?:/|>>))",
@@ -295,7 +314,7 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                           rf"{re.escape(c)}\b|\([^()]*\b{re.escape(c)}\b[^()]*\)\s*\*\s*(?P<k3>{_SCALE})(?!\w)", code)
             if m and not re.search(rf"\b{re.escape(c)}\s*=", code):
                 k = m.group("k") or m.group("k2") or m.group("k3")
-                return ("col_stride", f"line {n} (`{_quoted(sub, n)}`) steps from column to column by {k}: the "
+                return ("col_stride", f"line {n} (`{quoted(sub, n)}`) steps from column to column by {k}: the "
                                       f"elements of a float tensor are one apart in the index (the pointer's type "
                                       f"counts the bytes), and with {c} up to {row_length} - 1 the index runs past "
                                       f"the row")
@@ -305,163 +324,7 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                 d = m.group("d") if m else ""
                 if m and (d in dims or d == row_length or alias.get(d, d) in dims) and not re.search(
                         rf"\b{re.escape(c)}\s*=", code):
-                    return ("col_stride", f"line {n} (`{_quoted(sub, n)}`) steps from column to column by "
+                    return ("col_stride", f"line {n} (`{quoted(sub, n)}`) steps from column to column by "
                                           f"{m.group('d')}: in a row-major tensor consecutive columns are one "
                                           f"element apart, and rows {row_length} apart: row * {row_length} + {c}")
-    return None
-
-
-# ---------------------------------------------------------------------------
-# Races
-# ---------------------------------------------------------------------------
-
-_BARRIER = re.compile(r"\b__syncthreads(?:_count|_and|_or)?\s*\(|\b__syncwarp\s*\(|\.\s*sync\s*\(|\bsync\s*\(|"
-                      r"\bbar\.sync\b|\b__barrier_sync\s*\(")
-_OP_ASSIGN = r"(?:[-+*/&|^]|<<|>>)="
-
-
-def _pointer_params(body_start: int, code: str) -> set[str]:
-    """The names of the function's pointer parameters (global memory), from its parameter list."""
-    head_start = code.rfind("(", 0, body_start)
-    # the parameter list: from the '(' matching the last ')' before the body
-    close = code.rfind(")", 0, body_start)
-    depth, i = 0, close
-    while i >= 0:
-        depth += {")": 1, "(": -1}.get(code[i], 0)
-        if depth == 0:
-            break
-        i -= 1
-    params = code[i + 1:close] if i >= 0 else code[head_start + 1:close]
-    out = set()
-    for p in params.split(","):
-        m = re.search(r"\*\s*(?:__restrict__\s*|const\s*)*([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", p.strip())
-        if m and "*" in p:
-            out.add(m.group(1))
-    return out
-
-
-def _derived(body: str, op: str) -> set[str]:
-    """Names assigned an expression with op ('%' or '/') in it."""
-    return {m.group(1) for m in re.finditer(rf"\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]*{re.escape(op)}[^;]*);", body)
-            if "/" not in op or "//" not in m.group(2)}
-
-
-def _single_thread_gate(body: str, pos: int) -> bool:
-    """Whether the statement at pos is under a test that lets one thread through (`tid == 0`,
-    `threadIdx.x == 0`, `lane == 0`) in the lines just above it."""
-    before = body[max(0, body.rfind("\n", 0, max(0, pos - 1)) - 400):pos]
-    return re.search(r"==\s*0\b|\b0\s*==|!\s*\w+\s*\)", before) is not None
-
-
-def lost_update(sub: Submission) -> Cause | None:
-    """A plain read-modify-write of global memory at an index several threads share: `out[i % n] +=
-    v`, `out[k] = out[k] + v` with k from a % or /, `out[blockIdx.x] += v` with no one-thread test
-    before it. atomicAdd never matches; a thread's own element (`out[i] += v`, i its own index) is
-    no race."""
-    for start, body in _body_lines(sub):
-        pointers = _pointer_params(start, sub.code)
-        if not pointers:
-            continue
-        threads = _index_names(body)
-        mods, divs = _derived(body, "%"), _derived(body, "/")
-        names = "|".join(re.escape(p) for p in sorted(pointers))
-        rmw = re.compile(rf"(?<![\w.])(?P<p>{names})\s*\[(?P<k>[^\[\];]*)\]\s*(?:{_OP_ASSIGN}|\+\+|--)"
-                         rf"|(?<![\w.])(?P<p2>{names})\s*\[(?P<k2>[^\[\];]*)\]\s*=(?!=)\s*(?P=p2)\s*\[(?P=k2)\]")
-        for m in rmw.finditer(body):
-            k = m.group("k") if m.group("k") is not None else m.group("k2")
-            words = set(re.findall(r"[A-Za-z_]\w*(?:\.[xyz])?", k))
-            shared = None
-            if "%" in k or "/" in k:
-                shared = "an index with % or /"
-            elif words & (mods | divs) and not (words & mods and words & divs):
-                shared = "an index from a % or /"
-            elif not (words & threads) and not any(w.startswith("threadIdx") for w in words) \
-                    and not _single_thread_gate(body, m.start()):
-                shared = "an index no thread owns alone"
-            if shared is None:
-                continue
-            pos = start + m.start()
-            line = _line_of(sub.code, pos)
-            name = m.group("p") or m.group("p2")
-            return Cause("race_lost_update", line,
-                         f"line {line}: `{_quoted(sub, line)}` adds into {name}[{k.strip()}], an element several "
-                         f"threads share, with a plain read-modify-write: two threads read the same old value and "
-                         f"one addition is lost. Use atomicAdd(&{name}[{k.strip()}], ...)")
-    return None
-
-
-def _loop_bodies(body: str) -> list[tuple[int, int]]:
-    """Where each braced for/while/do loop body in body starts and ends."""
-    spans = []
-    for m in re.finditer(r"\b(?:for|while)\s*\(|\bdo\s*\{", body):
-        i = m.end() - 1
-        if body[i] == "(":
-            depth = 0
-            while i < len(body):
-                depth += {"(": 1, ")": -1}.get(body[i], 0)
-                if depth == 0:
-                    break
-                i += 1
-            rest = re.match(r"\s*\{", body[i + 1:])
-            if rest is None:
-                continue
-            i = i + rest.end()
-        depth, j = 0, i
-        while j < len(body):
-            depth += {"{": 1, "}": -1}.get(body[j], 0)
-            if depth == 0:
-                break
-            j += 1
-        spans.append((i, j))
-    return spans
-
-
-def missing_barrier(sub: Submission) -> Cause | None:
-    """A __shared__ array written at one index, then read at another (another thread's slot) with no
-    barrier between the two in the code."""
-    for start, body in _body_lines(sub):
-        arrays = re.findall(r"__shared__\s+(?:[\w:]+\s+)+?(?:__align__\s*\(\s*\d+\s*\)\s*)?([A-Za-z_]\w*)\s*\[", body)
-        if not arrays:
-            continue
-        own = {m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=\s*(?:\(\s*\w+\s*\)\s*)?threadIdx\.x\s*;", body)}
-        barriers = [m.start() for m in _BARRIER.finditer(body)]
-        for name in dict.fromkeys(arrays):
-            access = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\[(?P<k>[^\[\];]*)\]", body))
-            writes, reads = [], []
-            for m in access:
-                after = body[m.end():m.end() + 4]
-                k = re.sub(r"\s+", "", m.group("k"))
-                for o in own:
-                    k = re.sub(rf"\b{re.escape(o)}\b", "threadIdx.x", k)
-                if re.match(rf"\s*(?:{_OP_ASSIGN}|=(?!=))", after):
-                    writes.append((m.start(), k))
-                    if not re.match(r"\s*=(?!=)", after):
-                        reads.append((m.start(), k))
-                else:
-                    reads.append((m.start(), k))
-            loops = _loop_bodies(body)
-            for rpos, rk in reads:
-                earlier = [(w, wk) for w, wk in writes if body.find(";", w) < rpos]
-                # a loop with no barrier in it: its writes of one pass meet its reads of the next
-                loop = min((span for span in loops if span[0] < rpos < span[1]), key=lambda sp: sp[1] - sp[0],
-                           default=None)
-                if loop is not None and not any(loop[0] < b < loop[1] for b in barriers):
-                    carried = [(w, wk) for w, wk in writes if loop[0] < w < loop[1] and wk != rk]
-                    if carried:
-                        rline, wline = _line_of(sub.code, start + rpos), _line_of(sub.code, start + carried[-1][0])
-                        return Cause("race_missing_barrier", rline,
-                                     f"line {rline}: `{_quoted(sub, rline)}` reads {name}[{rk}], another thread's "
-                                     f"slot, which the loop writes (line {wline}) with no __syncthreads() in it: one "
-                                     f"pass may read before another thread wrote the pass before. Put __syncthreads() "
-                                     f"at the end of the loop's body, where every thread of the block reaches it")
-                if not earlier:
-                    continue
-                wpos, wk = earlier[-1]
-                if rk == wk or any(wpos < b < rpos for b in barriers):
-                    continue
-                rline, wline = _line_of(sub.code, start + rpos), _line_of(sub.code, start + wpos)
-                return Cause("race_missing_barrier", rline,
-                             f"line {rline}: `{_quoted(sub, rline)}` reads {name}[{rk}], another thread's slot, "
-                             f"written at line {wline} with no __syncthreads() between: it may read before that "
-                             f"thread wrote. Put __syncthreads() after line {wline}, before the read")
     return None
