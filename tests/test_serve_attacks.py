@@ -686,7 +686,7 @@ def test_a_body_that_never_ends_stalls_nothing_and_times_out(tmp_path):
 
 
 def test_an_event_stream_never_read_is_bounded_and_stalls_no_one(tmp_path):
-    from grader.serve.course import DROPPED, WATCHER_QUEUE, Fanout
+    from grader.serve.fanout import DROPPED, WATCHER_QUEUE, Fanout
 
     people = issue(tmp_path, "ann", "bob")
     store = Store(tmp_path)

@@ -1,10 +1,6 @@
 """A running course server's state and what its handlers (app.py) share: the settings, the store,
 who asks (a bearer token, or the page's cookie) and the page's CSRF token, the pages' rendering,
-an upload's bounded form, the event streams and the events' fan-out, the class's rows.
-
-The fan-out: one task reads the store's new events every FANOUT_S and puts each into the queues of
-the connections watching its upload (and the instructor's class page), so many watchers cost one
-query a tick, not one each.
+an upload's bounded form, the event streams (fed by fanout.Fanout), the class's rows.
 """
 
 from __future__ import annotations
@@ -23,19 +19,16 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
+from grader.serve.fanout import DROPPED, RECHECK, Fanout
 from grader.serve.store import DONE, QUEUED, Accepted, Rules, Store, best, outcome_word, token_hash
 
 COOKIE = "grader_session"
-FANOUT_S = 0.1              # how often the fan-out reads new events
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
 FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (boundaries, headers, fields)
 SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
 BODY_TIMEOUT_S = 60.0       # a request's body arrives whole within this, else 408 (a client that stalls)
-WATCHER_QUEUE = 1000        # events waiting for one watcher that does not read: beyond, it is dropped
 MAX_NAME = 128              # an upload's file name, as kept and shown: its last part, printable, at most this
 STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of uvicorn's 2048
-RECHECK = "recheck"         # put into every watcher's queue when a token was revoked: each checks its own
-DROPPED = "dropped"         # put into a watcher's queue that overflowed: its stream ends (EventSource reconnects)
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
             "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -54,68 +47,6 @@ class Settings:
     worker: bool = True                # start (and keep) the grading worker
     leaderboard: bool = False          # the best fractions under the aliases students choose (/leaderboard)
     slurm: object | None = None        # batch/cluster.SlurmOptions: each wave graded by a Slurm job array
-
-
-class Fanout:
-    """New events from the store, to the queues watching them (one reader for every watcher)."""
-
-    def __init__(self, store: Store):
-        self.store = store
-        self.cursor = store.last_event()
-        self.revoked = store.revocations()
-        self.uploads: dict[str, set[asyncio.Queue]] = {}
-        self.everyone: set[asyncio.Queue] = set()        # the instructor's class pages
-
-    def watch(self, upload: str | None) -> asyncio.Queue:
-        q: asyncio.Queue = asyncio.Queue(WATCHER_QUEUE)
-        (self.everyone if upload is None else self.uploads.setdefault(upload, set())).add(q)
-        return q
-
-    def unwatch(self, upload: str | None, q: asyncio.Queue) -> None:
-        if upload is None:
-            self.everyone.discard(q)
-            return
-        watchers = self.uploads.get(upload)
-        if watchers is not None:
-            watchers.discard(q)
-            if not watchers:
-                del self.uploads[upload]
-
-    def _put(self, upload: str | None, q: asyncio.Queue, item) -> None:
-        """An event (or RECHECK) to one watcher; a watcher that does not read (its queue full) is
-        dropped: its queue emptied, DROPPED its last item, so memory stays bounded."""
-        try:
-            q.put_nowait(item)
-        except asyncio.QueueFull:
-            self.unwatch(upload, q)
-            while not q.empty():
-                q.get_nowait()
-            q.put_nowait(DROPPED)
-
-    def tick(self) -> None:
-        revoked = self.store.revocations()
-        if revoked != self.revoked:               # a token was revoked: every stream checks its own now
-            self.revoked = revoked
-            for upload, watchers in list(self.uploads.items()):
-                for q in list(watchers):
-                    self._put(upload, q, RECHECK)
-            for q in list(self.everyone):
-                self._put(None, q, RECHECK)
-        for r in self.store.events(after=self.cursor, limit=10000):
-            self.cursor = r["seq"]
-            for q in list(self.uploads.get(r["upload"], ())):
-                self._put(r["upload"], q, r)
-            for q in list(self.everyone):
-                self._put(None, q, r)
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(FANOUT_S)
-            if self.uploads or self.everyone:
-                self.tick()
-            else:
-                self.cursor = self.store.last_event()
-                self.revoked = self.store.revocations()
 
 
 def unauthorised() -> JSONResponse:
@@ -303,7 +234,7 @@ class Course:
         """Server-sent events: an upload's (what it had so far, then each new one, ending with its
         done event), or, upload None, the class's rows as its grades go (the instructor's page).
         The stream ends as soon as the request's token is revoked, and when its reader falls
-        WATCHER_QUEUE events behind; a token holding STREAMS_PER_PERSON open already gets 429."""
+        fanout.WATCHER_QUEUE events behind; a token holding STREAMS_PER_PERSON open already gets 429."""
         token = self.session_token(request) or ""
         if self._streams.get(token_hash(token), 0) >= STREAMS_PER_PERSON:
             return JSONResponse({"error": f"{STREAMS_PER_PERSON} event streams are open with this token already: "
