@@ -28,6 +28,10 @@ relax. What failed when this file was written (grader at 344dd3e):
   for malformed calls rows, views, errors, args, grids, sizes and symbol names;
 - an honest memset into the launcher's own workspace is refused by the measuring process as a write
   into an input (its _check builds the workspace's spans not writable).
+All of these are mended by the recording's form check (run/child/replay.malformed, in the parent
+and in the measuring process; stream_op_problem and relocate_address hold their own inputs to it),
+the source of every copy that is not an upload measured, a symbol copied to the host refused, a
+nested header a tampered stream, and the workspace writable in the measuring process's check.
 """
 
 from __future__ import annotations
@@ -653,7 +657,8 @@ def test_a_negative_allocation_does_not_buy_room_under_the_cap():
     ops = [RecordedOp(kind="alloc", call="cudaMalloc", dst=WORKSPACE_BASE + SLACK, nbytes=CAP),
            RecordedOp(kind="alloc", call="cudaMalloc", dst=WORKSPACE_BASE + SLACK + (1 << 30), nbytes=-CAP),
            RecordedOp(kind="alloc", call="cudaMalloc", dst=WORKSPACE_BASE + SLACK + (2 << 30), nbytes=CAP)]
-    assert _stream(*ops).startswith("refused: your launcher allocated")
+    verdict = _stream(*ops)                 # a negative size is no size the recorder writes: forged
+    assert verdict.startswith("refused") and "changed what the grader's recording process sent" in verdict, verdict
 
 
 def test_an_allocation_claimed_over_the_graders_own_stand_in_does_not_make_an_input_writable():
@@ -699,7 +704,8 @@ def test_stream_op_problem_without_spans_passes_only_what_the_measurer_checks_af
 def test_stream_op_problem_words_an_over_workspace_claim_whatever_its_size(nbytes):
     op = RecordedOp(kind="alloc", call="cudaMalloc", nbytes=nbytes, error="over_workspace")
     problem = stream_op_problem(op, None, who="your launcher", workspace_cap=CAP)
-    assert problem and "limits.workspace_mib" in problem
+    # no size the recorder writes: refused as a forged recording, in the student's terms
+    assert problem and "changed what the grader's recording process sent" in problem, problem
 
 
 def test_relocate_address_refuses_an_address_in_no_span_and_a_span_not_real():

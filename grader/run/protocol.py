@@ -143,7 +143,7 @@ def parse(buffer: bytes | bytearray, key: bytes) -> tuple[list[Frame], str | Non
             return frames, _PARTIAL
         try:
             header = json.loads(head)
-        except ValueError:
+        except (ValueError, RecursionError):        # a header nested past the parser's depth is forged too
             return frames, TAMPERED
         if not isinstance(header, dict):
             return frames, TAMPERED

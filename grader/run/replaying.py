@@ -16,7 +16,7 @@ from grader.core.contract import (FatalFrame, Job, OfflinePart, RecordedOp, Reco
                                   ReplayPart, Role)
 from grader.core.limits import spread_threads
 from grader.run.child.recorder import NEEDS_GPU_EXIT
-from grader.run.child.replay import STREAM_KINDS, stream_op_problem
+from grader.run.child.replay import FORGED, STREAM_KINDS, malformed, stream_op_problem
 from grader.run.sandbox import ChildRun, Worker
 from grader.toolchain.build import device_code, device_variables, uses_device_heap
 from grader.toolchain.outcome import demangle
@@ -132,12 +132,16 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, plan: Repla
     gate() has returned (the recorder gone: Worker.run's gate)."""
     recording = next((f.data.recording for f in record.frames if isinstance(f.data, RecordingFrame)), None)
     out = ReplayRun(record)
+    if recording is None and any(f.header.get("type") == "recording" for f in record.frames):
+        out.refusals = [FORGED.format(what="a recording frame that does not read as one")]   # signed, but no recording
+        return out
     if recording is None and not record.blocked and not record.timed_out and threads_ran_out(record):
         out.refusals = [THREADS_RAN_OUT]
     if recording is None or record.blocked or record.timed_out:
         return out
     code = plan.code
-    out.refusals = recording_refusals(recording, plan.launcher, job.limits.workspace_bytes)
+    forged = malformed(recording)               # a claim: held to the recorder's own form before anything reads it
+    out.refusals = [forged] if forged else recording_refusals(recording, plan.launcher, job.limits.workspace_bytes)
     if out.refusals:
         return out
     part = ReplayPart(recording, device_code=list(code.fatbins), device_globals=list(code.variables),

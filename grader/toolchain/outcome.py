@@ -131,6 +131,8 @@ def demangle(name: str) -> str:
         j = i
         while j < len(name) and name[j].isdigit():
             j += 1
+        if j - i > 9:                       # no name is a billion characters long: not a mangled name
+            return name
         n = int(name[i:j])
         last = name[j : j + n]
         i = j + n

@@ -17,7 +17,7 @@ import ctypes
 
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
-from grader.run.child.replay import (call_outputs, call_sizes, call_spans, Param, recording_stand_ins,
+from grader.run.child.replay import (call_outputs, call_sizes, call_spans, malformed, Param, recording_stand_ins,
                                      Refused, relocate, relocate_address, STREAM_KINDS, stream_op_problem,
                                      workspace_name, workspaces)
 from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
@@ -76,6 +76,9 @@ class ReplayBackend(CudaBackend):
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
         call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate;
         driver_library: the backend's driver, whose entry points the replay calls."""
+        forged = malformed(part.recording)      # before anything here reads it (load_submission asks again)
+        if forged:
+            raise Refused(forged)
         super().__init__(reference_lib, part.layout_seed)
         self.driver = Driver(driver_library)
         self._images = []
@@ -119,6 +122,9 @@ class ReplayBackend(CudaBackend):
             raise Refused(f"your launcher allocated {total / 2**20:.1f} MiB of workspace over its calls; this exercise "
                           f"allows {self._workspace_cap / 2**20:.1f} MiB (limits.workspace_mib): allocate once, and "
                           "no more than the shape needs.")
+        forged = malformed(self.recording)      # a claim: held to the recorder's own form before anything reads it
+        if forged:
+            raise Refused(forged)
         self._check()
         for i, (_, nbytes) in enumerate(self._spaces):       # the grader's buffers behind the launcher's cudaMalloc
             self._workspace[workspace_name(i, nbytes)] = self.kept(-(-nbytes // 4) + 1)
@@ -208,7 +214,9 @@ class ReplayBackend(CudaBackend):
         for key, rows in self.recording.calls.items():
             for ops_at, views_at, _error in rows:
                 stand_ins = self._stand_ins(self.recording.views[views_at], key)
-                spans = call_spans(stand_ins, self._outputs.get(key, set()), [])
+                # the call's outputs and the launcher's own workspace are what its stream work may write
+                writable = self._outputs.get(key, set()) | {workspace_name(i, n) for i, (_, n) in enumerate(self._spaces)}
+                spans = call_spans(stand_ins, writable, [])
                 for op in self.recording.ops[ops_at]:
                     if op.kind in STREAM_KINDS:
                         self._check_stream_op(op, spans, key)

@@ -176,6 +176,100 @@ def refused_from_a_thread(op) -> bool:
 HOST_BYTES_PER_CALL = 1 << 20           # recorder.cpp.j2's kHostBytesPerCall
 
 
+# ---------------------------------------------------------------------------
+# A recording's form. The recorder runs the student's host code, which owns that process whole and
+# can write any bytes into the frame the parent reads: a recording is a claim. Before anything of
+# it is screened or replayed (replaying.replay_recorded in the parent, ReplayBackend.load_submission
+# in the measuring process), every field is held to the type and range the recorder writes; one that
+# is not is a forged recording, refused in the student's terms, never an exception of the grader's.
+# ---------------------------------------------------------------------------
+
+OP_KINDS = ("launch", "cooperative", "attribute", "cache_config", "memset", "copy", "symbol", "alloc", "free",
+            "launch_attributes")
+_STREAMS = ("given", "per_thread", "other")
+_THREADS = ("caller", "other", "outside")
+_DIRECTIONS = ("h2d", "d2h", "d2d")
+MAX_NAME = 16384                        # a kernel's or a variable's mangled name (templates make them long)
+_U32, _U64 = 1 << 32, 1 << 64
+FORGED = ("your host code changed what the grader's recording process sent (the recording is not one the "
+          "grader's recorder writes: {what}). A launcher that changes the grader's own process cannot be graded; "
+          "launch your kernel and return.")
+
+
+def _int(value, lo: int, hi: int) -> bool:
+    return type(value) is int and lo <= value < hi
+
+
+def _op_problem(op) -> str:
+    """What in one recorded op the recorder never writes, or ""."""
+    if type(op).__name__ != "RecordedOp":
+        return "an operation that is not one"
+    checks = (
+        (op.kind in OP_KINDS, "an operation of no known kind"),
+        (isinstance(op.kernel, str) and len(op.kernel) <= MAX_NAME, "a name that is not one"),
+        (isinstance(op.grid, list) and len(op.grid) == 3 and all(_int(v, 0, _U32) for v in op.grid), "a grid"),
+        (isinstance(op.block, list) and len(op.block) == 3 and all(_int(v, 0, _U32) for v in op.block), "a block"),
+        (_int(op.shared_bytes, 0, _U64), "a shared-memory size"),
+        (op.stream in _STREAMS and op.thread in _THREADS, "a stream or a thread"),
+        (_int(op.attribute, -(1 << 31), 1 << 31) and _int(op.value, -(1 << 31), 1 << 31), "an attribute"),
+        (isinstance(op.args, str) and len(op.args) % 2 == 0 and _hex(op.args), "argument bytes"),
+        (isinstance(op.error, str) and isinstance(op.call, str), "a call's name or error"),
+        (_int(op.dst, 0, _U64) and _int(op.src, 0, _U64) and _int(op.nbytes, 0, _U64), "an address or a size"),
+        (op.direction in ("", *_DIRECTIONS), "a copy's direction"),
+    )
+    for ok, what in checks:
+        if not ok:
+            return what
+    if op.kind in ("copy", "symbol") and not op.error:
+        if op.direction not in _DIRECTIONS:
+            return "a copy's direction"
+        if op.direction == "h2d" and len(op.args) != 2 * op.nbytes:
+            return "an upload whose bytes are not its size"
+    return ""
+
+
+def _hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
+
+
+def malformed(recording) -> str:
+    """What in a recording the grader's recorder never writes (FORGED's words, for a Refused), or ""."""
+    what = _form_problem(recording)
+    return FORGED.format(what=what) if what else ""
+
+
+def _form_problem(rec) -> str:
+    if type(rec).__name__ != "Recording":
+        return "no recording"
+    if not isinstance(rec.ops, list) or not all(isinstance(ops, list) for ops in rec.ops):
+        return "its operations"
+    if not isinstance(rec.views, list) or not all(
+            isinstance(v, dict) and all(isinstance(k, str) and _int(a, 0, _U64) for k, a in v.items())
+            for v in rec.views):
+        return "the buffers of a call"
+    if not isinstance(rec.late, list) or not isinstance(rec.errors, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in rec.errors.items()):
+        return "its late operations or its errors"
+    if not isinstance(rec.calls, dict):
+        return "its calls"
+    for key, rows in rec.calls.items():
+        if not isinstance(key, str) or not isinstance(rows, list):
+            return "its calls"
+        for row in rows:
+            if not (isinstance(row, list) and len(row) == 3 and _int(row[0], 0, len(rec.ops))
+                    and _int(row[1], 0, len(rec.views)) and _int(row[2], -(1 << 31), 1 << 31)):
+                return f"a row of the calls for {key[:80]}"
+    for op in [op for ops in rec.ops for op in ops] + list(rec.late):
+        what = _op_problem(op)
+        if what:
+            return what
+    return ""
+
+
 @dataclass(frozen=True)
 class Span:
     """A buffer a call's stream work may touch: one of its tensors, or the launcher's workspace."""
@@ -219,6 +313,9 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
     """Why the replay will not reproduce this memset, copy, symbol copy, allocation or free, in
     the student's terms, or None. op: a RecordedOp; spans: the call's (None: judge only what
     needs no addresses, as the parent does before the measuring process starts)."""
+    forged = _op_problem(op)                # a claim: held to the recorder's own form first
+    if forged:
+        return FORGED.format(what=forged)
     call = op.call or op.kind
     outs = ", ".join(s.name for s in spans or [] if s.writable and not s.name.startswith("your workspace"))
     if op.kind == "alloc":
@@ -239,7 +336,7 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
     if op.error == "too_much_data":
         return (f"{who} uploaded more than {_mib(HOST_BYTES_PER_CALL)} from the host in one call ({call}): the "
                 "launcher never sees the inputs, so what it uploads is constants; compute larger tables in a kernel.")
-    if op.kind == "copy" and op.direction == "d2h":
+    if op.kind in ("copy", "symbol") and op.direction == "d2h":
         return (f"{who} copied device memory to the host ({call}, {op.nbytes} bytes). The grader replays your "
                 "launcher's work from a recording, made before any data exists, so nothing read back to the host "
                 "can be used: compute on the device (a thrust call that returns a value, such as thrust::reduce, "
@@ -261,7 +358,7 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
         if not target.writable:
             return (f"{who} called {call} on the input {target.name}: the inputs are the grader's and must not "
                     f"change. Write only your outputs ({outs}) and the memory your launcher allocated.")
-    if op.direction == "d2d" and _inside(spans, op.src, op.nbytes) is None:
+    if op.kind in ("copy", "symbol") and op.direction != "h2d" and _inside(spans, op.src, op.nbytes) is None:
         return (f"{who} called {call} with a source that lies outside every buffer the grader passed to this call "
                 "and your workspace: a pointer kept from an earlier call (its output, say) is not valid in the next.")
     return None
@@ -269,6 +366,8 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
 
 def relocate_address(address: int, spans: list[Span], real: dict[str, int]) -> int:
     """address, inside one of spans, as the same place in the grader's buffer of that name."""
+    if not _int(address, 0, _U64):
+        raise Refused(FORGED.format(what="an address that is not one"))
     span = _inside(spans, address, 0)
     if span is None or span.name not in real:
         raise Refused(f"an address of the recording lies in no buffer of its call ({address:#x})")
