@@ -1,0 +1,12 @@
+﻿// Idiom: a UTF-8 byte-order mark at the start of the file (as some Windows editors save), then an ordinary kernel.
+#include <cuda_runtime.h>
+
+__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias,
+                              float* __restrict__ out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        const float v = x[i] + bias[col];
+        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    }
+}
