@@ -184,4 +184,5 @@ cli.main()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert time.monotonic() - started < 15
-    assert "interrupted; nothing unfinished was kept" in err and "still stopping 2 s after the signal" in err
+    assert f"interrupted by {signal.Signals(sig).name}" in err and "nothing unfinished was kept" in err, err
+    assert "still stopping 2 s after the signal" in err, err
