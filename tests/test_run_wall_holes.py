@@ -403,3 +403,66 @@ def test_the_measuring_process_says_its_driver_threads_run_none_of_the_students_
     assert "none of its host code" in detail
     job.role = Role.RUN
     assert "host code" not in walls.read_wall(job)[1]
+
+
+# -- what exists: the emulator's child runs in a root of its own ---------------------------------------
+
+_EXISTS = r"""
+static void exists(const char* what, const char* p) {
+    struct stat s;
+    int st = stat(p, &s) == 0 ? 0 : errno;
+    int ac = access(p, F_OK) == 0 ? 0 : errno;
+    int fd = open(p, O_RDONLY);
+    int op = fd >= 0 ? 0 : errno;
+    if (fd >= 0) close(fd);
+    printf("EXISTS %s stat=%d access=%d open=%d\n", what, st, ac, op);
+}
+"""
+
+
+@pytest.fixture
+def world_searchable():
+    """A folder beneath /tmp itself, every folder on the way searchable by anyone, as course folders
+    are kept (pytest's own folders are their owner's alone, which would hide what lies beneath from
+    the child's user whatever else held)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="world-searchable-", dir="/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@needs_landlock
+def test_a_launcher_cannot_tell_whether_a_classmate_has_handed_in(world_searchable, rubric, write_cu):
+    """On the CPU emulator the child runs in a root of its own (run/spawn.child_view): a classmate's
+    file, the class folder and a report folder do not exist there, so stat, access and open answer
+    for them exactly as for a path that exists nowhere (Landlock alone answered EACCES for a file
+    that exists and ENOENT for one that does not, and stat succeeded: a launcher could tell which
+    classmates had handed in, and when). The grade says the child had its own root."""
+    from grader.grade.pipeline import grade_submission
+
+    tmp_path = world_searchable
+    klass = tmp_path / "class"
+    (klass / "alice").mkdir(parents=True)
+    (klass / "alice" / "kernel.cu").write_text(f"// {MARK}\n")
+    reports = tmp_path / "out" / "alice"
+    reports.mkdir(parents=True)
+    (reports / "result.json").write_text("{}")
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    pairs = [("classmate", klass / "alice" / "kernel.cu", klass / "bob" / "kernel.cu"),
+             ("class folder", klass / "alice", klass / "carol"),
+             ("report", reports / "result.json", tmp_path / "out" / "bob" / "result.json")]
+    calls = [f'exists("{name} there", "{there}"); exists("{name} missing", "{missing}");'
+             for name, there, missing in pairs]
+    source = "#include <cerrno>\n" + attack(calls).replace(KERNEL, KERNEL + _EXISTS, 1)
+    result = grade_submission(write_cu(source), rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+    said = dict(line.split(" ", 1)[1].rsplit(" stat=", 1) for line in result.output.stdout.splitlines()
+                if line.startswith("EXISTS "))
+    for name, _, _ in pairs:
+        assert said[f"{name} there"] == said[f"{name} missing"], (name, said)
+        assert said[f"{name} there"].startswith("2 "), (name, said)             # ENOENT, as nowhere
+    assert result.sandbox.root == "its own root", result.sandbox.root

@@ -277,6 +277,7 @@ class SandboxSummary(ChildSandbox):
     recorder: ChildSandbox | None = None   # a GPU grade's recording child (the measuring one is the above)
     lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
     adapted: list[str] = field(default_factory=list)     # what the grader changed to fit this machine, and why
+    root: str = ""     # the emulator's child: "its own root" (a path outside it does not exist), or why not; "": none tried
 
     def unconfined_reads(self) -> str:
         """Why a child that ran submission code read unconfined (this, the judged child, or on a GPU the

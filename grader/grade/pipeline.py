@@ -212,6 +212,7 @@ def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop
     if unwalled is None:
         result.sandbox.lowered_limits = _lowered_limits(run.rubric, run.worker, result.sandbox)
         result.sandbox.adapted = list(run.worker.adapted)
+        result.sandbox.root = run.worker.root
     return unwalled
 
 

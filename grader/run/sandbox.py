@@ -53,6 +53,23 @@ class ChildRun:
     shared: object = None                                     # the shared area the payloads may view
 
 
+def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool):
+    """(the child's view, the pipe its entry says how it went on), or (None, None): a root of its
+    own on the CPU emulator (spawn.child_view); not for a GPU's children, whose drivers need more
+    than it holds, nor under a wrapper or with torch."""
+    if backend.on_gpu or wrapper or torch:
+        return None, None
+    return spawn.child_view(workdir), os.pipe()
+
+
+def _view_said(said: tuple[int, int]) -> str:
+    """What the child's entry into its view said (spawn.enter_view), in result.json's words."""
+    os.close(said[1])
+    with os.fdopen(said[0], "rb") as f:
+        text = f.read(500).decode(errors="replace")
+    return "its own root" if text == "-" else f"no root of its own ({text or 'the child did not say'})"
+
+
 def _child_environment(backend: Backend, device: str | None) -> dict[str, str]:
     """The child's environment: the few variables it needs (spawn.ENV_KEEP, the backend's own), the
     GPU it may see, where its packages are; never the grader's other variables (a class folder, a
@@ -104,6 +121,7 @@ class Worker:
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
         env["TMPDIR"] = env["HOME"] = self._workdir
+        view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         nproc = spawn.process_limit()
@@ -119,9 +137,11 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
-            preexec_fn=lambda: spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
-                                                     else spawn.BESIDE_THE_LANE_NICE),
+            preexec_fn=lambda: (spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
+                                                      else spawn.BESIDE_THE_LANE_NICE),
+                                spawn.enter_view(view, said[1] if said else None)),
         )
+        self.root = _view_said(said) if said is not None else ""
         os.close(write_fd)
         os.close(guard_write_fd)
         os.close(ready_write_fd)
@@ -280,6 +300,7 @@ class Worker:
         self._close_fds()
         if not self._done:
             folders.remove_tree(self._workdir)
+            spawn.remove_view(self._workdir)
         self._done = True
         return returncode
 
@@ -297,6 +318,7 @@ class Worker:
         groups.kill_group(proc)
         processes.ended(proc.pid)
         folders.remove_tree(self._workdir)
+        spawn.remove_view(self._workdir)
 
     def _close_fds(self) -> None:
         proc = self.proc

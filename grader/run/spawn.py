@@ -1,21 +1,25 @@
 """How a grading child is started: its environment, and what is set between fork and exec
-(its own process group, a death signal, resource limits, no network as root).
+(its own process group, a death signal, resource limits, no network as root, and on the CPU
+emulator a root of its own: child_view).
 
 sandbox.Worker starts every child through these. Imports only core/.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.util
 import os
 import resource
 import signal
+import sys
 
+from grader.core import fswall
 from grader.core.backend import BACKENDS
 from grader.core.limits import lowered, set_clamped
-from grader.core.locations import PACKAGE_DIR
+from grader.core.locations import PACKAGE_DIR, cache_root
 from grader.core.processes import set_death_signal
 
 # What a child keeps of the grader's environment: these, and each backend's own (its device choice,
@@ -87,3 +91,65 @@ def numpy_parent() -> str:
 
 def package_parent() -> str:
     return str(PACKAGE_DIR.parent)
+
+
+def child_view(workdir: str) -> fswall.View:
+    """The root of its own a child on the CPU emulator runs in (core/fswall.View, as each build's):
+    only the system's folders, /proc, /sys and the usual device files, the interpreter and the
+    packages the child imports (the grader's package alone, not the folder that holds it), the
+    grader's cache (its own libraries and the cases' inputs, which its Landlock wall opens one file
+    at a time) and its own folder. The class folder, the report folders and every home folder are
+    not in it: a path there does not exist (Landlock alone answers EACCES for a file that exists
+    and ENOENT for one that does not, which told a launcher which classmates had handed in).
+    Entered between fork and exec (Worker: enter_view)."""
+    import sysconfig  # noqa: PLC0415 - the view is planned where a child is started, not at every import
+
+    read = [sys_path for sys_path in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                                      os.path.dirname(os.path.realpath(sys.executable)),
+                                      os.path.dirname(os.path.realpath(os.__file__)),
+                                      sysconfig.get_paths().get("platstdlib", ""), sys.pycache_prefix or "")]
+    read.append(str(PACKAGE_DIR))
+    numpy = importlib.util.find_spec("numpy")
+    if numpy is not None and numpy.origin:
+        folder = os.path.dirname(numpy.origin)
+        read += [folder, folder + ".libs", os.path.join(os.path.dirname(folder), "numpy.libs")]
+    read += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    cache = cache_root()
+    with contextlib.suppress(OSError):      # a child may start before the first grade's build makes it
+        cache.mkdir(parents=True, exist_ok=True)
+    read.append(str(cache))
+    rules = fswall.base_rules(sys_folder=True).plus(
+        read=tuple(dict.fromkeys(os.path.realpath(p) for p in read if p and os.path.isabs(p) and os.path.exists(p))),
+        write=(workdir,))
+    # The view's root is mounted on an empty folder beside the child's own, never inside it: Landlock
+    # follows a path up through the mount a file is reached by, so a view beneath the child's own
+    # folder (which its wall lets it write) would let it read and write everything the view holds.
+    root = workdir.rstrip("/") + VIEW_SUFFIX
+    os.mkdir(root, 0o755)
+    return fswall.View(rules, root, workdir)
+
+
+# The view's root: beside the child's folder, named after it (so that a killed grader's is swept with
+# its children's folders: core/folders.PREFIXES), removed with it (remove_view).
+VIEW_SUFFIX = "-view"
+
+
+def remove_view(workdir: str) -> None:
+    """The empty folder the child's view was mounted on (in the child's namespace alone)."""
+    try:
+        os.rmdir(workdir.rstrip("/") + VIEW_SUFFIX)
+    except OSError:
+        pass
+
+
+def enter_view(view: fswall.View | None, said_to: int | None) -> None:
+    """Between fork and exec, after limits_in_child: into the child's view (as root, a mount
+    namespace of its own; else a user namespace too, mapping its user to itself), what it said
+    written to said_to ("-": entered), then the death signal again (entering a user namespace
+    clears it)."""
+    if view is None:
+        return
+    said = view.enter(os.geteuid(), os.getegid())
+    if said_to is not None:
+        os.write(said_to, said.encode()[:500] or b"-")
+    set_death_signal(signal.SIGKILL)
