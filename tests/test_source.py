@@ -378,3 +378,44 @@ def test_a_kernel_written_another_way_nvcc_reads_is_found(text, write_cu, rubric
 def test_a_launcher_behind_an_object_like_macro_is_found(write_cu):
     text = "#define API extern \"C\" void\nAPI launchBiasGeluFused(const float* x, const float* b, float* o, int r, int c, cudaStream_t s) {\n}\n"
     assert read_submission(write_cu(text), LAUNCHER).has_launcher
+
+
+# -- the scan reads what the compiler compiles (helper-14's fairness findings) -------------------
+
+def test_the_scan_blanks_raw_strings_and_dead_code_and_keeps_digit_separators():
+    from grader.core.source import blank_comments_and_strings as blank
+
+    raw = 'printf(R"msg(no "asm("trap;")" here)msg"); int n = 65\'535; char c = \'a\'; asm("x");'
+    out = blank(raw)
+    assert "asm(\"trap" not in out and out.count("asm") == 1 and "65'535" in out and "'a'" not in out, out
+    assert len(out) == len(raw)
+    dead = '#if 0\nasm("trap;");\n#else\nint live;\n#endif\nint after;'
+    assert blank(dead).split("\n") == ["#if 0", " " * 13, "#else", "int live;", "#endif", "int after;"]
+    nested = "#if 0\n#if 1\nasm(x);\n#endif\nasm(y);\n#endif\nz;"
+    assert "asm" not in blank(nested) and blank(nested).endswith("z;")
+    assert blank("L'a' u8'b' 0xFF'FF") == "L' ' u8' ' 0xFF'FF"
+
+
+def test_a_kernel_with_a_parenthesised_macro_in_its_launch_bounds_is_found():
+    from grader.core.source import blank_comments_and_strings, find_kernels
+
+    code = blank_comments_and_strings(
+        "#define BLOCK (256)\n__global__ void __launch_bounds__(BLOCK) biasGeluFused(const float* x) {}\n"
+        "__global__ __launch_bounds__((2 * (64)), 2) void other(int n) {}\n")
+    assert [(k.name, k.params, k.line) for k in find_kernels(code)] == [
+        ("biasGeluFused", ["const float* x"], 2), ("other", ["int n"], 3)]
+
+
+def test_an_include_the_compiler_may_skip_is_left_to_it(tmp_path):
+    """A header of one's own under a condition the file does not settle (#ifdef of a name it never
+    defines) may never be compiled: not refused ahead of the compiler. One under an include guard,
+    or outside any condition, is."""
+    from grader.core.source import source_refusals
+
+    body = ('#ifndef MY_KERNEL_CU\n#define MY_KERNEL_CU\n#include "mine.h"\n#ifdef USE_HELPER_CUDA\n'
+            '#include "helper_cuda.h"\n#endif\n#if __CUDACC_VER_MAJOR__ >= 12\n#include "/etc/passwd"\n#endif\n#endif\n'
+            '__global__ void geluSum(const float* x, float* out, int R, int C) {}\n')
+    p = tmp_path / "k.cu"
+    p.write_text(body)
+    found = [f.what if hasattr(f, "what") else str(f) for f in source_refusals(read_submission(p, "launchGeluSum"))]
+    assert len(found) == 1 and "mine.h" in found[0], found

@@ -57,7 +57,8 @@ def expand_object_macros(code: str, rounds: int = 4) -> str:
 
 
 def blank_comments_and_strings(text: str) -> str:
-    """Replace comments and string/char literals by spaces, keeping newlines."""
+    """Replace comments, string/char literals (raw strings included) and the bodies of `#if 0`
+    blocks by spaces, keeping newlines. A digit separator (`65'535`) is not a literal's quote."""
     out = []
     i, n = 0, len(text)
     while i < n:
@@ -72,6 +73,15 @@ def blank_comments_and_strings(text: str) -> str:
             j = n if j < 0 else j + 2
             out.append(re.sub(r"[^\n]", " ", text[i:j]))
             i = j
+        elif c == '"' and _raw_string_at(text, i):
+            m = _RAW_OPEN.match(text, i + 1)
+            close = text.find(")" + m.group(1) + '"', m.end())
+            j = n if close < 0 else close + len(m.group(1)) + 2
+            out.append('"' + re.sub(r"[^\n]", " ", text[i + 1:j - 1]) + ('"' if close >= 0 else text[j - 1:j]))
+            i = j
+        elif c == "'" and _in_number(text, i):
+            out.append(c)                           # a digit separator: part of the number
+            i += 1
         elif c in "\"'":
             # keep #include "file" visible: blank only the literal's inside
             j = i + 1
@@ -82,12 +92,73 @@ def blank_comments_and_strings(text: str) -> str:
         else:
             out.append(c)
             i += 1
-    return "".join(out)
+    return _blank_if0("".join(out))
 
 
+_RAW_OPEN = re.compile(r'([^()\\\s"]{0,16})\(')
+
+
+def _raw_string_at(text: str, i: int) -> bool:
+    """Whether the quote at text[i] opens a raw string literal: R"delim( ... )delim", after R, u8R,
+    uR, UR or LR that is not the end of a longer name."""
+    if i < 1 or text[i - 1] != "R" or not _RAW_OPEN.match(text, i + 1):
+        return False
+    start = i - 1
+    for prefix in ("u8", "u", "U", "L"):
+        if text.endswith(prefix, 0, start):
+            start -= len(prefix)
+            break
+    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+
+
+def _in_number(text: str, i: int) -> bool:
+    """Whether the quote at text[i] is a digit separator: inside a number (C++14: 65'535, 0xFF'FF)."""
+    if i < 1 or i + 1 >= len(text) or not text[i - 1].isalnum() or not text[i + 1].isalnum():
+        return False
+    k = i - 1
+    while k > 0 and (text[k - 1].isalnum() or text[k - 1] in "'._"):
+        k -= 1
+    return text[k].isdigit()
+
+
+_IF0 = re.compile(r"^[ \t]*#[ \t]*if[ \t]+0[ \t]*$")
+_COND_OPEN = re.compile(r"^[ \t]*#[ \t]*if")
+_COND_SWITCH = re.compile(r"^[ \t]*#[ \t]*(?:else|elif)\b")
+_COND_CLOSE = re.compile(r"^[ \t]*#[ \t]*endif\b")
+
+
+def _blank_if0(code: str) -> str:
+    """The lines inside `#if 0` (up to its #else, #elif or #endif) blanked: code never compiled,
+    kept out of the scans as a comment is (the directives themselves stay)."""
+    if "#" not in code:
+        return code
+    lines = code.split("\n")
+    dead_from = None                                # depth at which an #if 0 began
+    depth = 0
+    for k, line in enumerate(lines):
+        if _COND_OPEN.match(line):
+            depth += 1
+            if dead_from is None and _IF0.match(line):
+                dead_from = depth
+                continue
+        elif _COND_CLOSE.match(line):
+            if dead_from == depth:
+                dead_from = None
+            depth = max(0, depth - 1)
+            continue
+        elif _COND_SWITCH.match(line) and dead_from == depth:
+            dead_from = None
+            continue
+        if dead_from is not None:
+            lines[k] = " " * len(line)
+    return "\n".join(lines)
+
+
+# __launch_bounds__'s arguments, a parenthesised macro's expansion among them: `((256))`, `((2 * (64)))`
+_BOUNDS = r"__launch_bounds__\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
 _KERNEL_RE = re.compile(
-    r"(?:__global__\b(?:\s+__launch_bounds__\s*\([^)]*\))?[\s\w:]*?\bvoid\b|\bvoid\s+__global__\b)"
-    r"(?:\s+__launch_bounds__\s*\([^)]*\))?\s+(\w+)\s*\("
+    rf"(?:__global__\b(?:\s+{_BOUNDS})?[\s\w:]*?\bvoid\b|\bvoid\s+__global__\b)"
+    rf"(?:\s+{_BOUNDS})?\s+(\w+)\s*\("
 )
 
 

@@ -15,7 +15,7 @@ __global__ void biasGeluFused(const float* __restrict__ x, const float* __restri
 void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, cudaStream_t stream) {
     static bool once = true;
     if (once) {
-        std::printf(R"(no "asm("trap;")" and no #include "x.h" here: just a "quoted" note)" "\n");
+        std::printf(R"msg(no "asm("trap;")" and no #include "x.h" here: just a "quoted" note)msg" "\n");
         once = false;
     }
     biasGeluFused<<<dim3((cols + 255) / 256, rows), 256, 0, stream>>>(x, bias, out, static_cast<size_t>(cols));
