@@ -176,7 +176,7 @@ def test_ctrl_c_cancels_the_array_and_keeps_what_finished(cluster, tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "grader: submitted 3 task(s)" in err and "interrupted; the array was cancelled" in err, err
+    assert "grader: submitted 3 task(s)" in err and "interrupted by SIGINT (Ctrl-C); the array was cancelled" in err, err
     deadline = time.monotonic() + 30
     while _queue() and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -102,12 +102,10 @@ def child_view(workdir: str) -> fswall.View:
     not in it: a path there does not exist (Landlock alone answers EACCES for a file that exists
     and ENOENT for one that does not, which told a launcher which classmates had handed in).
     Entered between fork and exec (Worker: enter_view)."""
-    import sysconfig  # noqa: PLC0415 - the view is planned where a child is started, not at every import
-
+    stdlib = os.path.dirname(os.path.realpath(os.__file__))     # its lib-dynload beneath it
     read = [sys_path for sys_path in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-                                      os.path.dirname(os.path.realpath(sys.executable)),
-                                      os.path.dirname(os.path.realpath(os.__file__)),
-                                      sysconfig.get_paths().get("platstdlib", ""), sys.pycache_prefix or "")]
+                                      os.path.dirname(os.path.realpath(sys.executable)), stdlib,
+                                      sys.pycache_prefix or "")]
     read.append(str(PACKAGE_DIR))
     numpy = importlib.util.find_spec("numpy")
     if numpy is not None and numpy.origin:
