@@ -121,10 +121,13 @@ def _in_number(text: str, i: int) -> bool:
     return text[k].isdigit()
 
 
-_IF0 = re.compile(r"^[ \t]*#[ \t]*if[ \t]+0[ \t]*$")
-_COND_OPEN = re.compile(r"^[ \t]*#[ \t]*if")
-_COND_SWITCH = re.compile(r"^[ \t]*#[ \t]*(?:else|elif)\b")
-_COND_CLOSE = re.compile(r"^[ \t]*#[ \t]*endif\b")
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*?)[ \t]*$")
+
+
+def _directive(line: str) -> tuple[str, str]:
+    """A preprocessor line's word and the rest ("if", "0"), or ("", "") for any other line."""
+    m = _DIRECTIVE.match(line)
+    return (m.group(1), m.group(2)) if m else ("", "")
 
 
 def _blank_if0(code: str) -> str:
@@ -136,22 +139,50 @@ def _blank_if0(code: str) -> str:
     dead_from = None                                # depth at which an #if 0 began
     depth = 0
     for k, line in enumerate(lines):
-        if _COND_OPEN.match(line):
+        word, rest = _directive(line)
+        if word in ("if", "ifdef", "ifndef"):
             depth += 1
-            if dead_from is None and _IF0.match(line):
+            if dead_from is None and word == "if" and rest == "0":
                 dead_from = depth
                 continue
-        elif _COND_CLOSE.match(line):
+        elif word == "endif":
             if dead_from == depth:
                 dead_from = None
             depth = max(0, depth - 1)
             continue
-        elif _COND_SWITCH.match(line) and dead_from == depth:
+        elif word in ("else", "elif") and dead_from == depth:
             dead_from = None
             continue
         if dead_from is not None:
             lines[k] = " " * len(line)
     return "\n".join(lines)
+
+
+def live_lines(code: str) -> list[bool]:
+    """For each line, whether the preprocessor surely compiles it: outside every #if, or under
+    conditions the file itself settles (an include guard's #ifndef, #if 1, #ifdef of a name it
+    defined before). A line under any other condition (#ifdef of a name the file never defines, a
+    compiler's version test) may be dropped by the compiler, so nothing there is refused ahead of
+    it (code under `#if 0` is blanked from the scan altogether: scan.blank_comments_and_strings)."""
+    defined: set[str] = set()
+    stack: list[bool] = []                  # each open condition: True where surely taken
+    out = []
+    for line in code.split("\n"):
+        word, rest = _directive(line)
+        if word in ("if", "ifdef", "ifndef"):
+            name = rest.split()[0] if rest.split() else ""
+            sure = (word == "if" and rest == "1") or (word == "ifdef" and name in defined) or (
+                word == "ifndef" and name not in defined and not name.startswith("_"))
+            stack.append(sure)
+        elif word in ("else", "elif") and stack:
+            stack[-1] = False                   # which branch is taken is the compiler's to say
+        elif word == "endif" and stack:
+            stack.pop()
+        surely = all(stack)
+        if word == "define" and surely and rest.split():
+            defined.add(re.split(r"[(\s]", rest, maxsplit=1)[0])
+        out.append(surely)
+    return out
 
 
 # __launch_bounds__'s arguments, a parenthesised macro's expansion among them: `((256))`, `((2 * (64)))`

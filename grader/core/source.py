@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.core.handin import READ_LIMIT, SourceFile, read_file
 from grader.core.scan import (  # noqa: F401 - the scan's names, from the source's front door (callers import them here)
     KernelDecl, balanced, blank_comments_and_strings, defines_function, expand_object_macros, find_kernels,
-    uses_device_lambdas)
+    live_lines, uses_device_lambdas)
 from grader.core.signature import parse_param
 
 MAX_SOURCE_BYTES = READ_LIMIT
@@ -261,7 +261,7 @@ def source_refusals(sub: Submission, *, launcher: str = "") -> list[Finding]:
     is fine."""
     found: list[Finding] = []
     code, text = sub.code, sub.text
-    live = _live_lines(code)
+    live = live_lines(code)
     for m in re.finditer(r"^[ \t]*#[ \t]*include\b(.*)$", code, re.M):
         line = code.count("\n", 0, m.start()) + 1
         if not live[line - 1]:          # under a condition that may be false: the compiler decides
@@ -287,37 +287,6 @@ def source_refusals(sub: Submission, *, launcher: str = "") -> list[Finding]:
                                  code.count("\n", 0, start + m.start()) + 1))
             break
     return found
-
-
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*?)[ \t]*$")
-
-
-def _live_lines(code: str) -> list[bool]:
-    """For each line, whether the preprocessor surely compiles it: outside every #if, or under
-    conditions the file itself settles (an include guard's #ifndef, #if 1, #ifdef of a name it
-    defined before). A line under any other condition (#ifdef of a name the file never defines, a
-    compiler's version test) may be dropped by the compiler, so nothing there is refused ahead of
-    it (code under `#if 0` is blanked from the scan altogether: scan.blank_comments_and_strings)."""
-    defined: set[str] = set()
-    stack: list[bool] = []                  # each open condition: True where surely taken
-    out = []
-    for line in code.split("\n"):
-        m = _DIRECTIVE.match(line)
-        word, rest = (m.group(1), m.group(2)) if m else ("", "")
-        if word in ("if", "ifdef", "ifndef"):
-            name = rest.split()[0] if rest.split() else ""
-            sure = (word == "if" and rest == "1") or (word == "ifdef" and name in defined) or (
-                word == "ifndef" and name not in defined and not name.startswith("_"))
-            stack.append(sure)
-        elif word in ("else", "elif") and stack:
-            stack[-1] = False                   # which branch is taken is the compiler's to say
-        elif word == "endif" and stack:
-            stack.pop()
-        surely = all(stack)
-        if word == "define" and surely and rest.split():
-            defined.add(re.split(r"[(\s]", rest, maxsplit=1)[0])
-        out.append(surely)
-    return out
 
 
 def _host_spans(code: str) -> list[tuple[int, int]]:
