@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import similarity_cases as cases  # noqa: E402
+import similarity_cases as cases
 
-from grader.analysis.similarity import DEFAULT_THRESHOLD  # noqa: E402
-from grader.batch.similarity import similarity_of  # noqa: E402
-from grader.exercises import load_exercise  # noqa: E402
+from grader.analysis.similarity import DEFAULT_THRESHOLD
+from grader.batch.similarity import similarity_of
+from grader.exercises import load_exercise
 
 
 def judged(exercise: str, name: str, original, copy, threshold: float) -> tuple[bool, float]:

@@ -153,7 +153,7 @@ def disguise(text: str, seed: int, *, rename: bool = True, reorder: bool = True,
             word = m.group()
             before = m.string[max(0, m.start() - 2) : m.start()].rstrip() if m.start() else ""
             if (word[0] in "\"'" or word in _CPP or word in CONTRACT or word in KEPT or _LIBRARY.match(word)
-                    or before.endswith(".") or before.endswith("->") or before.endswith("::")):
+                    or before.endswith((".", "->", "::"))):
                 return word
             if word not in names:
                 names[word] = rnd.choice(["v", "t", "my", "tmp", "q", "el", "idx", "val"]) + \

@@ -22,7 +22,7 @@ from grader.batch.similarity import similarity_of
 from grader.exercises import load_exercise
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import similarity_cases as cases  # noqa: E402
+import similarity_cases as cases
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,3 +170,16 @@ def test_the_threshold_is_the_instructors(tmp_path):
     rubric = load_exercise("bias_gelu_fused")
     assert similarity_of([("a", text), ("b", copy)], rubric=rubric).closest_text("a").startswith("b (")
     assert similarity_of([("a", text), ("b", copy)], rubric=rubric, threshold=1.0).pairs == ()
+
+
+def test_a_class_report_without_the_files_says_it_compared_none(tmp_path):
+    """A class merged from shards holds results, not files: class.html says the kernels were not
+    compared, rather than that no pair was found."""
+    from grader.batch.classreport import write_class_report
+    from grader.batch.grading import Graded
+    from grader.batch.inputs import Entry
+
+    graded = [Graded(Entry(who, None, "missing", "no file"), None) for who in ("ann", "ben")]
+    write_class_report(graded, load_exercise("bias_gelu_fused"), tmp_path / "class.html")
+    html = (tmp_path / "class.html").read_text()
+    assert "Not compared" in html and "No pair at or above" not in html

@@ -29,13 +29,14 @@ batch/similarity.py, and the course server's instructor page may call it the sam
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from grader.core.source import blank_comments_and_strings, expand_object_macros
 
@@ -72,8 +73,8 @@ _TOKEN = re.compile(r"""
   | (?P<number>\.?\d(?:[eEpP][+-]|[\w'.])*)
   | (?P<string>"[^"\n]*"?|'[^'\n]*'?)
   | (?P<op><<<|>>>|<<=|>>=|->|\+\+|--|<<|>>|&&|\|\||::|\.\.\.|[-+*/%&|^!=<>]=|[^\s\w])
-""", re.X)
-_DIRECTIVE_LINE = re.compile(r"^[ \t]*#(?:\\\n|[^\n])*", re.M)
+""", re.VERBOSE)
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*#(?:\\\n|[^\n])*", re.MULTILINE)
 _MOD = (1 << 61) - 1
 _BASE = 1_000_003
 
@@ -202,11 +203,10 @@ def units(toks: list[Token]) -> list[range]:
     return out
 
 
-def _kind_hash(kind: str, memo: dict[str, int] = {}) -> int:      # noqa: B006 (a cache, on purpose)
-    h = memo.get(kind)
-    if h is None:
-        h = memo[kind] = zlib.crc32(kind.encode()) + 1
-    return h
+@functools.cache
+def _kind_hash(kind: str) -> int:
+    """A token's number in the rolling hash: the same in every process (crc32, not hash())."""
+    return zlib.crc32(kind.encode()) + 1
 
 
 def kgram_hashes(toks: list[Token], k: int = K) -> list[tuple[int, int]]:

@@ -7,8 +7,8 @@ instructor page calls similarity_of on the uploads it holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from grader.analysis.similarity import DEFAULT_THRESHOLD, Similarity, compare, given_files
 from grader.batch.grading import Graded
