@@ -19,9 +19,9 @@ kernel writes (`blockIdx.x * blockDim.x + threadIdx.x`) is not a sign of copying
 
 A pair's score is the mean of the two shares, of each file's hashes, that the other holds (JPlag's
 average similarity: a small file wholly inside a larger one is not a copy of it by itself; a copy
-with some code added stays above the threshold); jaccard is beside it. A file with fewer than MIN_HASHES hashes left is too
-small to compare. Each pair carries its matching regions: the shared hashes' tokens joined into
-runs, as line ranges of each file and their text, for a side-by-side view.
+with some code added stays above the threshold); jaccard is beside it. A file with fewer than
+MIN_HASHES hashes left is too small to compare. Each pair carries its matching regions: the shared
+hashes' tokens joined into runs, as line ranges of each file and their text, for a side-by-side view.
 
 compare() is the whole of it, on (name, bytes) pairs: `grader batch` calls it through
 batch/similarity.py, and the course server's instructor page may call it the same way.
