@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
+from grader.report.files import RESULT_CHARS, bounded_result
 from grader.serve.fanout import DROPPED, RECHECK, Fanout
 from grader.serve.store import DONE, QUEUED, Accepted, Rules, Store, best, outcome_word, token_hash
 
@@ -225,7 +226,8 @@ class Course:
         if row["state"] == QUEUED:
             doc["place"] = self.store.place(row["id"])
         if row["state"] == DONE:
-            doc["result"] = json.loads(row["result"])
+            doc["result"] = json.loads(row["result"]) if len(row["result"]) <= RESULT_CHARS else \
+                bounded_result(json.loads(row["result"]))          # one stored before results were bounded
         return doc
 
     # --- event streams ----------------------------------------------------------------------------

