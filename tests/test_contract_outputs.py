@@ -162,3 +162,87 @@ def test_a_file_named_as_a_formula_is_text_in_every_csv(tmp_path, name):
         assert any(read_cell(c) in written | {w.strip() for w in written} for c in cells)   # \r: one line
     from grader.batch.outputs import inert
     assert inert("-0.5") == "-0.5" and inert("ok.cu") == "ok.cu"
+
+
+# --- files private to the grader's user ------------------------------------------------------------
+
+@pytest.fixture(params=[0o000, 0o077], ids=["umask-000", "umask-077"])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def private(path: Path) -> bool:
+    """No account but the grader's user reads, writes or enters path: where the grader is root, whose
+    children run as nobody, nobody's group may read and enter (never write), and no one else."""
+    from grader.core.folders import NOBODY
+
+    st = os.stat(path)
+    if st.st_mode & 0o007:
+        return False
+    if os.geteuid() == 0 and st.st_gid == NOBODY:
+        return not st.st_mode & 0o020
+    return not st.st_mode & 0o070
+
+
+def test_the_course_store_and_its_journals_are_0600_whatever_the_umask(tmp_path, umask):
+    from grader.serve.store import Store
+
+    store = Store(tmp_path)
+    store.issue("ada")                                  # a write: the -wal and -shm exist now
+    files = [tmp_path / name for name in ("grader.sqlite", "grader.sqlite-wal", "grader.sqlite-shm")]
+    assert all(f.exists() for f in files)
+    assert [stat.S_IMODE(f.stat().st_mode) for f in files] == [0o600] * 3
+    store.close()
+
+
+def test_a_store_made_readable_before_is_made_private_when_opened(tmp_path):
+    from grader.serve.store import Store
+
+    Store(tmp_path).close()
+    for f in tmp_path.glob("grader.sqlite*"):
+        os.chmod(f, 0o644)
+    Store(tmp_path).close()
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in tmp_path.glob("grader.sqlite*"))
+
+
+def test_the_cache_and_its_builds_are_private_whatever_the_umask(tmp_path, umask, monkeypatch):
+    from grader.core.locations import cache_root
+    from grader.toolchain.cache import keep, keep_record
+
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "fresh" / "cache"))
+    root = cache_root()
+    assert root.is_dir() and private(root)
+    entry = root / "sub-0123"
+    entry.mkdir()
+    made = tmp_path / "lib.so"
+    made.write_bytes(b"\x7fELF")
+    keep(made, entry / "lib.so")
+    keep_record(entry / "build.json", log="k.cu(1): error", resources=[], compiler="g++", confined=True, wall="")
+    assert private(entry / "lib.so") and stat.S_IMODE((entry / "build.json").stat().st_mode) == 0o600
+
+
+def test_a_cache_made_readable_before_is_closed_when_named(tmp_path, monkeypatch):
+    from grader.core.locations import cache_root
+
+    folder = tmp_path / "old-cache"
+    folder.mkdir(mode=0o755)
+    os.chmod(folder, 0o755)
+    monkeypatch.setenv("GRADER_CACHE_DIR", str(folder))
+    cache_root()
+    assert private(folder)
+
+
+def test_serve_tokens_out_writes_a_0600_file_whatever_the_umask(tmp_path, umask):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("identifier\nada\nbob\n")
+    out = tmp_path / "tokens.csv"
+    r = CliRunner().invoke(cli, ["serve", "tokens", str(roster), "--folder", str(tmp_path), "--out", str(out)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    lines = out.read_text().splitlines()
+    assert lines[0] == "identifier,token" and lines[1].startswith("ada,") and len(lines) == 4
+    assert lines[2].startswith("bob,") and lines[3].startswith("@instructor,")
+    assert not any(len(part) > 20 and part in r.output for line in lines[1:] for part in line.split(","))
