@@ -246,3 +246,72 @@ def test_serve_tokens_out_writes_a_0600_file_whatever_the_umask(tmp_path, umask)
     assert lines[0] == "identifier,token" and lines[1].startswith("ada,") and len(lines) == 4
     assert lines[2].startswith("bob,") and lines[3].startswith("@instructor,")
     assert not any(len(part) > 20 and part in r.output for line in lines[1:] for part in line.split(","))
+
+
+# --- grader submit --server -------------------------------------------------------------------------
+
+CHEAP = ROOT / "submissions" / "bias_gelu_fused" / "missing_bias.cu"
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:{port}", "localhost:{port}", "course.example.edu:8443",
+                                    "//127.0.0.1:{port}", "ftp://127.0.0.1:{port}"])
+def test_a_server_without_a_scheme_is_refused_before_the_token_goes_anywhere(server):
+    import socket
+
+    from grader.core.errors import UsageError
+    from grader.serve.client import submit_remote
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        listening.setblocking(False)
+        url = server.format(port=listening.getsockname()[1])
+        with pytest.raises(UsageError, match=r"https://"):
+            submit_remote(CHEAP, server=url, token="secret-token", exercise=None, progress=None)
+        with pytest.raises(BlockingIOError):
+            listening.accept()                              # no connection was made
+
+
+@pytest.mark.parametrize("server", ["http://course.example.edu", "http://10.0.0.5:8000", "http://[2001:db8::1]:80/"])
+def test_plain_http_beyond_this_machine_is_refused(server):
+    from grader.core.errors import UsageError
+    from grader.serve.client import submit_remote
+
+    with pytest.raises(UsageError, match="unencrypted"):
+        submit_remote(CHEAP, server=server, token="secret-token", exercise=None, progress=None)
+
+
+@pytest.mark.parametrize("server", ["http://127.0.0.1:{port}", "http://localhost:{port}/", "http://[::1]:{port}"])
+def test_plain_http_to_this_machine_is_tried_and_a_redirect_is_not_followed(server):
+    """A loopback server over http is used (a refusal comes from the server, here a redirect to
+    plain http elsewhere, which would carry the token on: not followed)."""
+    import http.server
+    import threading
+
+    from grader.serve.client import ServerRefused, submit_remote
+
+    seen = []
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(307)
+            self.send_header("Location", "http://evil.example/steal")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    family = 10 if "::1" in server else 2
+    http.server.HTTPServer.address_family = family
+    httpd = http.server.HTTPServer(("::1" if family == 10 else "127.0.0.1", 0), Redirect)
+    http.server.HTTPServer.address_family = 2
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ServerRefused, match="redirected to http://evil.example/steal"):
+            submit_remote(CHEAP, server=server.format(port=httpd.server_address[1]), token="secret-token",
+                          exercise=None, progress=None)
+    finally:
+        httpd.shutdown()
+    assert seen == ["Bearer secret-token"]
