@@ -315,3 +315,156 @@ def test_plain_http_to_this_machine_is_tried_and_a_redirect_is_not_followed(serv
     finally:
         httpd.shutdown()
     assert seen == ["Bearer secret-token"]
+
+
+# --- the server's connections ---------------------------------------------------------------------
+
+class InProcess:
+    """uvicorn with the server's protocol (protocol: a GuardedH11, stricter for a test) and a
+    trivial app, in a thread of this process on 127.0.0.1; stopped at the end of the block."""
+
+    def __init__(self, protocol):
+        import threading
+
+        import uvicorn
+
+        async def app(scope, receive, send):
+            if scope["type"] != "http":
+                return
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        with socket_bound() as (port, _s):
+            self.port = port
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, http=protocol,
+                                                    log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        import socket
+        import time
+
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return self
+            time.sleep(0.05)
+        raise AssertionError("the test server did not start")
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def connect(self):
+        import socket
+
+        return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+
+def socket_bound():
+    import contextlib
+    import socket
+
+    @contextlib.contextmanager
+    def bound():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            yield s.getsockname()[1], s
+    return bound()
+
+
+def closed_by_server(sock) -> bool:
+    """The server closed this connection (its read ends), within the socket's 10 s timeout."""
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def answered(sock) -> bool:
+    """One request on sock answered 200 (read to the end of its body, b"ok")."""
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    got = b""
+    try:
+        while not got.endswith(b"\r\n\r\nok"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except (ConnectionResetError, TimeoutError):
+        return False
+    return got.startswith(b"HTTP/1.1 200")
+
+
+def test_a_request_s_headers_have_a_time_limit():
+    """A connection that sends nothing, or its headers a few bytes and then nothing, is closed by the
+    server (uvicorn kept both open for ever); one that asks is answered, and its next request's
+    headers have the same limit."""
+    from grader.serve.connections import GuardedH11
+
+    class Quick(GuardedH11):
+        headers_s = 0.5
+
+    with InProcess(Quick) as server:
+        silent, dripping, honest = server.connect(), server.connect(), server.connect()
+        dripping.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+        assert answered(honest)
+        assert closed_by_server(silent) and closed_by_server(dripping)
+        honest.sendall(b"GET / HTTP/1.1\r\nHo")                  # the next request's headers, never finished
+        assert closed_by_server(honest)
+        for s in (silent, dripping, honest):
+            s.close()
+
+
+def test_one_address_holds_a_bounded_number_of_connections():
+    from grader.serve.connections import GuardedH11
+
+    class Strict(GuardedH11):
+        per_address = 4
+        loopback_exempt = False          # the test's clients are on loopback, which the proxy's cap covers
+
+    with InProcess(Strict) as server:
+        held = [server.connect() for _ in range(10)]
+        assert [answered(s) for s in held[:4]] == [True] * 4
+        assert all(closed_by_server(s) for s in held[4:])
+        held[0].close()
+        held[1].close()
+        later = server.connect()
+        assert answered(later)                                   # a slot freed is a slot again
+        for s in [*held, later]:
+            s.close()
+
+
+def test_2100_idle_connections_do_not_lock_the_class_out(tmp_path):
+    """2,100 idle TCP connections to `grader serve` on 127.0.0.1 (the proxy's address: its per-address
+    cap is the proxy's) held open while a student uploads: the upload is accepted at once and graded
+    on the emulator (every request answered 503 while they stayed open)."""
+    import resource
+    import socket
+    import time
+
+    from test_serve_http import CORRECT, Server, tokens, upload, wait_done
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2100 + 500
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 2 * need) if hard != resource.RLIM_INFINITY else 2 * need,
+                                                    hard))
+    people = tokens(tmp_path, "ann")
+    server = Server(tmp_path).start()
+    held = []
+    try:
+        for _ in range(2100):
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=30))
+        start = time.monotonic()
+        status, _h, doc = upload(server, people["ann"], CORRECT)
+        took = time.monotonic() - start
+        assert status == 202, doc
+        assert took < 1.0, f"the upload took {took:.2f} s with 2,100 idle connections open"
+        graded = wait_done(server, people["ann"], doc["id"])
+        assert graded["result"]["status"] == "graded" and graded["result"]["correct"] is True
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

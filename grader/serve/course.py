@@ -29,7 +29,7 @@ FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (bounda
 SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
 BODY_TIMEOUT_S = 60.0       # a request's body arrives whole within this, else 408 (a client that stalls)
 MAX_NAME = 128              # an upload's file name, as kept and shown: its last part, printable, at most this
-STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of uvicorn's 2048
+STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of the server's 8192 connections
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
             "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
