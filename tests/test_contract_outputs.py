@@ -209,7 +209,7 @@ def test_a_store_made_readable_before_is_made_private_when_opened(tmp_path):
 
 def test_the_cache_and_its_builds_are_private_whatever_the_umask(tmp_path, umask, monkeypatch):
     from grader.core.locations import cache_root
-    from grader.toolchain.cache import keep, keep_record
+    from grader.toolchain.cache import keep, keep_record, keep_text
 
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "fresh" / "cache"))
     root = cache_root()
@@ -220,7 +220,9 @@ def test_the_cache_and_its_builds_are_private_whatever_the_umask(tmp_path, umask
     made.write_bytes(b"\x7fELF")
     keep(made, entry / "lib.so")
     keep_record(entry / "build.json", log="k.cu(1): error", resources=[], compiler="g++", confined=True, wall="")
-    assert private(entry / "lib.so") and stat.S_IMODE((entry / "build.json").stat().st_mode) == 0o600
+    keep_text(entry / "submission.cu", b"__global__ void k() {}\n")
+    assert private(entry / "lib.so")
+    assert [stat.S_IMODE((entry / n).stat().st_mode) for n in ("build.json", "submission.cu")] == [0o600, 0o600]
 
 
 def test_a_cache_made_readable_before_is_closed_when_named(tmp_path, monkeypatch):

@@ -81,6 +81,15 @@ def keep(made: Path, kept: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def keep_text(path: Path, data: bytes) -> None:
+    """A file of a build kept in its entry to read (the student's source, the harness, build.ninja):
+    the grader's user's alone (0600) whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)
+        f.write(data)
+
+
 def cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:
     """A cached build's record where its library and object pass their seals (core/sealed.py) and
     build.json reads; otherwise every output is removed, said on stderr, and None: built again."""
