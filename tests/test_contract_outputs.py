@@ -470,3 +470,28 @@ def test_2100_idle_connections_do_not_lock_the_class_out(tmp_path):
             s.close()
         server.stop()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_status_request_returns_a_bounded_document(tmp_path):
+    """A result stored over the bound (by a grader before it: the flood's 165 MB) comes back from
+    GET /api/submissions/{id} within 256 KiB and still a result; its reports within 1 MB."""
+    import sqlite3
+
+    from test_serve_attacks import Attacked, api_upload, issue, req
+
+    people = issue(tmp_path, "ada")
+    server = Attacked(tmp_path)
+    try:
+        upload_id = api_upload(server, people["ada"]).json()["id"]
+        doc = compile_error_doc()
+        doc["message"] = "flood.cu:1: error: #error " + "A" * 3_000_000
+        doc["notes"] = [{"file": "flood.cu", "line": 1, "title": "compile error", "message": "A" * 20000}] * 200
+        with sqlite3.connect(tmp_path / "grader.sqlite") as db:        # as an older grader stored it
+            db.execute("UPDATE uploads SET state = 'done', status = 'compile_error', result = ?, report_md = ?, "
+                       "report_html = ? WHERE id = ?", (json.dumps(doc), "M" * 10, "<p>H</p>", upload_id))
+        answer = req(server, "GET", f"/api/submissions/{upload_id}", token=people["ada"])
+        assert answer.status == 200 and len(answer.body) <= 256 * 1024 + 4096
+        result = answer.json()["result"]
+        assert result["status"] == "compile_error" and result["message"].startswith("flood.cu:1: error: #error AAA")
+    finally:
+        server.stop()
