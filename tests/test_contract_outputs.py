@@ -383,9 +383,9 @@ def closed_by_server(sock) -> bool:
         return True
 
 
-def answered(sock) -> bool:
+def answered(sock, request: bytes = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n") -> bool:
     """One request on sock answered 200 (read to the end of its body, b"ok")."""
-    sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+    sock.sendall(request)
     got = b""
     try:
         while not got.endswith(b"\r\n\r\nok"):
@@ -401,7 +401,9 @@ def answered(sock) -> bool:
 def test_a_request_s_headers_have_a_time_limit():
     """A connection that sends nothing, or its headers a few bytes and then nothing, is closed by the
     server (uvicorn kept both open for ever); one that asks is answered, and its next request's
-    headers have the same limit."""
+    headers have the same limit; a body the answer never read, dripping on, is closed too."""
+    import time
+
     from grader.serve.connections import GuardedH11
 
     class Quick(GuardedH11):
@@ -414,7 +416,16 @@ def test_a_request_s_headers_have_a_time_limit():
         assert closed_by_server(silent) and closed_by_server(dripping)
         honest.sendall(b"GET / HTTP/1.1\r\nHo")                  # the next request's headers, never finished
         assert closed_by_server(honest)
-        for s in (silent, dripping, honest):
+        unread = server.connect()                                # a body the answer never read, still dripping
+        assert answered(unread, b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\nx")
+        for _ in range(20):
+            try:
+                unread.sendall(b"x")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.1)
+        assert closed_by_server(unread)
+        for s in (silent, dripping, honest, unread):
             s.close()
 
 

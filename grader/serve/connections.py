@@ -20,7 +20,6 @@ import ipaddress
 import resource
 from collections import Counter
 
-import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEADERS_S = 10.0
@@ -99,9 +98,9 @@ class GuardedH11(H11Protocol):
             self._headers_timer = None
 
     def _headers_late(self) -> None:
-        """Close the connection where it is still waiting for a request's headers (none is in
-        progress: a request being answered, an event stream, is never cut here)."""
+        """Close the connection where no request is being answered: it is still waiting for a
+        request's headers, or for the end of an answered request's body it never needed (a body
+        dripping after the answer). A request being answered, an event stream, is never cut here."""
         self._headers_timer = None
-        waiting = self.conn.their_state in (h11.IDLE, h11.DONE) and (self.cycle is None or self.cycle.response_complete)
-        if waiting and not self.transport.is_closing():
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
             self.transport.close()

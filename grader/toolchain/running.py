@@ -13,6 +13,8 @@ starts may open nothing but
 Nothing else: not the class folder, not another build in the cache, not a report folder, not /root or
 a home folder, whatever the source says (`%:include`, a spliced `#include`, `.incbin` in pasted asm):
 a compiler that reaches for such a file is told it cannot open it, and the student sees that error.
+What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS a stream, the rest
+counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
 children do. Where the kernel has no Landlock the build runs without the wall, says so
 (`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
