@@ -76,11 +76,12 @@ LINES_JOINED = " / "        # what stands between a multi-line message's lines i
 
 def one_line(value: str) -> str:
     """A cell's text on one line: its lines stripped and joined with " / ", the empty ones and a
-    compiler's caret or underline (nothing but ^ and ~, pointing into the line above) left out."""
+    compiler's caret or underline (nothing but ^ and ~, after a gutter's |: pointing into the line
+    above) left out."""
     if "\n" not in value and "\r" not in value:
         return value
     lines = (line.strip() for line in value.splitlines())
-    return LINES_JOINED.join(line for line in lines if line and line.strip("^~ "))
+    return LINES_JOINED.join(line for line in lines if line and line.strip("^~| "))
 
 
 # What a spreadsheet reads as the start of a formula (=HYPERLINK(...), +cmd, -2+3, @SUM, and a tab or
