@@ -273,7 +273,7 @@ def _build_errors(build: BuildResult, sub: Submission, errors: list[CompilerMess
         loc = f"{m.file}:{m.line}" if m.line else m.file
         out.append(f"{loc}: error: {m.text}")
         if m.in_submission and m.line and 0 < m.line <= len(lines):
-            out += _excerpt(m.line, lines[m.line - 1], None)
+            out += _excerpt(lines[m.line - 1], None, gutter=f"    {m.line} | ")
     if len(errors) > 10:
         out.append(f"... and {len(errors) - 10} more errors")
     return "\n".join(out)
@@ -316,7 +316,8 @@ def own_lines(log: list[str], sub: Submission) -> list[str]:
             i += 2
         if quoted is None or not 0 < number <= len(lines):
             continue
-        out += _excerpt(number, lines[number - 1], _own_column(quoted, lines[number - 1], col))
+        gutter, under = (f"{number:>5} | ", "      | ") if gcc else ("  ", "  ")      # each compiler's own style
+        out += _excerpt(lines[number - 1], _own_column(quoted, lines[number - 1], col), gutter=gutter, under=under)
     return out
 
 
@@ -333,17 +334,16 @@ def _own_column(quoted: str, own: str, col: int | None) -> int | None:
     return len(own) - len(tail) + 1 if own.endswith(tail) and len(own) >= len(tail) else None
 
 
-def _excerpt(number: int, text: str, col: int | None) -> list[str]:
-    """Line number of the student's file (text) as "   12 | ...", through a window of SOURCE_COLUMNS
-    around col (1-based, display columns) or from its start, with a caret under col where known."""
+def _excerpt(text: str, col: int | None, *, gutter: str, under: str = "") -> list[str]:
+    """A line of the student's file (text) after gutter, through a window of SOURCE_COLUMNS around
+    col (1-based, display columns) or from its start, and a caret under col after under, where known."""
     text = text.expandtabs(8).rstrip()
     start = 0
     if len(text) > SOURCE_COLUMNS and col is not None:
         start = min(max(0, col - 1 - SOURCE_COLUMNS // 2), len(text) - SOURCE_COLUMNS)
     shown = text[start:start + SOURCE_COLUMNS]
     before, after = ("..." if start else ""), ("..." if start + SOURCE_COLUMNS < len(text) else "")
-    gutter = f"{number:>5} | "
     out = [f"{gutter}{before}{shown}{after}"]
     if col is not None and start < col <= start + SOURCE_COLUMNS:
-        out.append(" " * (len(gutter) - 2) + "| " + " " * (len(before) + col - 1 - start) + "^")
+        out.append(under + " " * (len(before) + col - 1 - start) + "^")
     return out
