@@ -254,7 +254,13 @@ class Limits:
         "temporary storage), MiB, over all its calls: the grader gives it buffers of those sizes, poisoned before "
         "every call; more is refused, naming the limit.", default=256)
     build_time_s: float = _doc("Wall time one build (nvcc or g++) may take before it is a compile_error.", default=120.0)
-    build_memory_mib: int = _doc("Address space each compiler process may take, MiB (RLIMIT_AS).", default=8192)
+    build_memory_mib: int = _doc(
+        "Memory a build may take, MiB: the whole build's (its control group, every compiler counted, where the "
+        "machine gives one) and the address space of each compiler process (RLIMIT_AS).", default=8192)
+    build_file_mib: int = _doc(
+        "Size of each file a build may write, MiB (RLIMIT_FSIZE), and of its outputs together before they are "
+        "kept in the cache: a large initialised array is written whole into the object file; more is the "
+        "student's compile_error naming this key.", default=256)
     cache_max_mib: int = _doc(
         "Size of the build cache, MiB, beyond which the least recently used builds are pruned after a grade "
         "(GRADER_CACHE_MAX_MIB overrides it).", default=2048)

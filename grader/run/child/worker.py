@@ -262,6 +262,8 @@ def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple
     times: when the child was ready and when the job arrived, for the hello frame of a refusal.
     late: the backend (and with it the CUDA context) is made behind the file-system wall."""
     shared_fd = placed.get(job.shared_fd, job.shared_fd)
+    if shared_fd is not None and job.shared_bytes:
+        _charge_before_the_cap(shared_fd, job.shared_bytes)
     sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
@@ -284,6 +286,16 @@ def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple
         except Exception:  # noqa: BLE001 - room not mapped ahead is mapped when the outputs are sent
             pass
     return backend, files, sender, sandbox
+
+
+def _charge_before_the_cap(fd: int, nbytes: int) -> None:
+    """The grader's shared area for the outputs, its pages allocated now (the outputs fill it
+    later): in what the child holds when its memory cap is set (walls.apply_limits), so that the
+    cap is the submission's alone, never room the grader's outputs were to take."""
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError:
+        pass                                # filled as the outputs are sent, as before
 
 
 PRELOAD = b'{"preload"'
