@@ -288,3 +288,32 @@ def test_a_control_group_is_made_limited_attached_and_removed():
     finally:
         group.remove()
     assert not any(os.path.exists(f) for f in group.folders.values())
+
+
+def test_a_class_of_large_builds_does_not_hold_the_cache_past_its_cap(tmp_path):
+    """Large entries (each within limits.build_file_mib) used a few minutes ago are pruned to the cap;
+    an honest recent one, a large one in use now and one being built are spared."""
+    import fcntl
+    import time
+
+    from grader.toolchain import cache
+
+    def entry(name, kib, age_s):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "lib.so").write_bytes(b"\0" * (kib << 10))
+        (d / ".lock").write_text("")
+        t = time.time() - age_s
+        os.utime(d, (t, t))
+        return d
+
+    large = [entry(f"sub-large{i}", 3 << 10, 200 + i) for i in range(3)]      # 3 MiB each, 3 minutes ago
+    honest = entry("sub-honest", 100, 200)
+    in_use = entry("sub-large-now", 3 << 10, 5)
+    building = entry("sub-large-building", 3 << 10, 300)
+    with open(building / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        report = cache.prune(limit_bytes=8 << 20, root=tmp_path)
+    assert not any(d.exists() for d in large)
+    assert honest.exists() and in_use.exists() and building.exists()
+    assert report.bytes <= (6 << 20) + (100 << 10)                # what is in use, nothing else
