@@ -306,7 +306,7 @@ class OwnMemory:
         self.version, self._limits, self._usage = version, limit_fds, usage_fd
 
     @classmethod
-    def find(cls) -> "OwnMemory | None":
+    def find(cls) -> OwnMemory | None:
         own = _own_paths()
         v1 = own.get("memory", "")
         if os.path.basename(v1.rstrip("/")).startswith(PREFIX):

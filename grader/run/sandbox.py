@@ -125,9 +125,7 @@ class Worker:
         view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
-        self.group = spawn.child_group()                      # memory counted whole, processes bounded
-        nproc = None if self.group is not None else spawn.process_limit()
-        self.held = spawn.held_by(self.group, nproc, cpu)          # how, for result.json's sandbox.limits
+        self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
             # Without torch the child needs nothing of site-packages: -S spares it the site
@@ -153,8 +151,7 @@ class Worker:
         self.output_cap = output_cap
         self._done = False
         self._reaper: threading.Thread | None = None     # reaping the child in the background (left when done)
-        self._max_rss_kib = 0
-        self._memory_killed = False
+        self._max_rss_kib, self._memory_killed = 0, False     # its peak; whether its group's memory limit killed it
 
     def wait_ready(self, timeout_s: float) -> float:
         """Wait (at most timeout_s) until the child has imported what it needs and set up CUDA, or

@@ -92,6 +92,14 @@ def child_group() -> cgroups.Group | None:
     return cgroups.make(memory_bytes=None, pids=child_pids(), what="run")
 
 
+def child_limits(cpu_seconds: int) -> tuple[cgroups.Group | None, int | None, dict[str, str]]:
+    """A child's control group (child_group), else the RLIMIT_NPROC that stands in for its pids.max
+    (process_limit), and how they hold, for result.json (held_by)."""
+    group = child_group()
+    nproc = None if group is not None else process_limit()
+    return group, nproc, held_by(group, nproc, cpu_seconds)
+
+
 def held_by(group: cgroups.Group | None, nproc: int | None, cpu_seconds: int) -> dict[str, str]:
     """How the child's processes, files and CPU are bounded, in result.json's words (sandbox.limits;
     its memory: the child's own host_memory_how)."""

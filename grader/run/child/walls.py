@@ -57,7 +57,7 @@ def apply_limits(backend, limits: Limits, *, own_memory: cgroups.OwnMemory | Non
 
     The host cap is what this process holds now plus the allowance (host_memory_mib): the grader's
     own baseline (torch, the CUDA context, the shared area for the outputs, allocated by then:
-    worker._charge_before_the_cap) is not the submission's to pay for. It is counted whole, held by
+    charge_before_the_cap) is not the submission's to pay for. It is counted whole, held by
     the first that applies: own_memory, the control group the grader made for this child (every
     page, shared mappings, a memfd and /dev/shm included); else, where cap_address_space (no CUDA
     context here), RLIMIT_AS (plus grader_bytes, the shared area mapped later, and
@@ -103,12 +103,22 @@ def apply_limits(backend, limits: Limits, *, own_memory: cgroups.OwnMemory | Non
     return report
 
 
+def charge_before_the_cap(fd: int, nbytes: int) -> None:
+    """The grader's shared area for the outputs, its pages allocated now (the outputs fill it
+    later): in what the child holds when its memory cap is set (apply_limits), so that the cap is
+    the submission's alone, never room the grader's outputs were to take."""
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError:
+        pass                                # filled as the outputs are sent, as before
+
+
 def _whole(own_memory: cgroups.OwnMemory | None, cap_address_space: bool, allowance: int, grader_bytes: int,
            threads: int) -> str:
     """The cap that counts every page (apply_limits), set: how, in result.json's words."""
     if own_memory is not None:
         try:
-            used = own_memory.used()          # the grader's shared area among it (worker._charge_before_the_cap)
+            used = own_memory.used()          # the grader's shared area among it (charge_before_the_cap)
             if own_memory.limit(used + allowance):
                 return (f"{own_memory.version} memory limit of {(used + allowance) >> 20} MiB ({used >> 20} MiB held "
                         "when set): every page counted, shared mappings too")

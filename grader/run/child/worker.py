@@ -46,7 +46,7 @@ from grader.run.child.replay import Refused  # noqa: E402 - the measuring proces
 from grader.run.child.sending import NullSender, Sender, Unheard, map_ahead  # noqa: E402
 from grader.run.child.floors import run_calibration  # noqa: E402
 from grader.run.child.timing import run_timing  # noqa: E402
-from grader.run.child.walls import Unwalled, behind_the_wall  # noqa: E402
+from grader.run.child.walls import Unwalled, behind_the_wall, charge_before_the_cap  # noqa: E402
 
 
 def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
@@ -263,7 +263,7 @@ def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple
     late: the backend (and with it the CUDA context) is made behind the file-system wall."""
     shared_fd = placed.get(job.shared_fd, job.shared_fd)
     if shared_fd is not None and job.shared_bytes:
-        _charge_before_the_cap(shared_fd, job.shared_bytes)
+        charge_before_the_cap(shared_fd, job.shared_bytes)
     sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
@@ -286,16 +286,6 @@ def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple
         except Exception:  # noqa: BLE001 - room not mapped ahead is mapped when the outputs are sent
             pass
     return backend, files, sender, sandbox
-
-
-def _charge_before_the_cap(fd: int, nbytes: int) -> None:
-    """The grader's shared area for the outputs, its pages allocated now (the outputs fill it
-    later): in what the child holds when its memory cap is set (walls.apply_limits), so that the
-    cap is the submission's alone, never room the grader's outputs were to take."""
-    try:
-        os.posix_fallocate(fd, 0, nbytes)
-    except OSError:
-        pass                                # filled as the outputs are sent, as before
 
 
 PRELOAD = b'{"preload"'
