@@ -73,6 +73,22 @@ def _read_int(path: str) -> int | None:
         return None
 
 
+def _sweep(folder: str) -> None:
+    """The groups a grader that was killed left beneath folder (named after its pid, which is gone),
+    removed where empty (their processes died with it: each has a death signal)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-")[-2:-1]
+        if name.startswith(PREFIX) and pid and pid[0].isdigit() and not os.path.exists(f"/proc/{pid[0]}"):
+            try:
+                os.rmdir(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 @functools.cache
 def _v2_parent() -> str | None:
     """The folder beneath which this process may make v2 groups with memory and pids, or None."""
@@ -93,6 +109,7 @@ def _v2_parent() -> str | None:
         return None
     if not wanted <= enabled and not _write(os.path.join(parent, "cgroup.subtree_control"), "+memory +pids"):
         return None          # a group with processes in it cannot enable its children's controllers (EBUSY)
+    _sweep(parent)
     return parent
 
 
@@ -108,6 +125,7 @@ def _v1_parents() -> dict[str, str]:
         folder = mount + own[controller].rstrip("/")
         if os.access(folder, os.W_OK):
             out[controller] = folder
+            _sweep(folder)
     return out
 
 
