@@ -73,9 +73,13 @@ def _read_int(path: str) -> int | None:
         return None
 
 
+STALE_S = 3600.0           # a group older than this whose grader's pid is gone is a leftover
+
+
 def _sweep(folder: str) -> None:
-    """The groups a grader that was killed left beneath folder (named after its pid, which is gone),
-    removed where empty (their processes died with it: each has a death signal)."""
+    """The groups a grader that was killed left beneath folder (named after its pid, which is gone,
+    and made over STALE_S ago: a grader in another pid namespace sharing the hierarchy may have just
+    made one it has not joined yet), removed where empty (their processes died with it)."""
     try:
         names = os.listdir(folder)
     except OSError:
@@ -83,8 +87,10 @@ def _sweep(folder: str) -> None:
     for name in names:
         pid = name[len(PREFIX):].split("-")[-2:-1]
         if name.startswith(PREFIX) and pid and pid[0].isdigit() and not os.path.exists(f"/proc/{pid[0]}"):
+            path = os.path.join(folder, name)
             try:
-                os.rmdir(os.path.join(folder, name))
+                if time.time() - os.stat(path).st_mtime > STALE_S:
+                    os.rmdir(path)
             except OSError:
                 pass
 
@@ -138,7 +144,7 @@ class Group:
     folders: dict[str, str]
     memory_bytes: int | None = None
     pids: int | None = None
-    _procs: list[str] = field(default_factory=list)
+    _procs: list[str] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self._procs = [os.path.join(f, "cgroup.procs") for f in dict.fromkeys(self.folders.values())]
