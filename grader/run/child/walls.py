@@ -44,10 +44,11 @@ def _vm_bytes(field: str) -> int | None:
 # ones and a memfd's too) at what it has mapped when the cap is set (the recorder's stand-in window, a
 # reservation of 1 TiB with nothing behind it, is mapped by then: replay.reserve_window) plus the
 # allowance plus this room for each thread it may start (a stack of 8 MiB and its guard; a malloc
-# arena a thread cannot reserve, glibc does without, sharing another). A CUDA context reserves tens
-# to hundreds of GiB of address space it never uses, so a GPU's children keep RLIMIT_DATA alone
-# without a control group; the lead measures a context's address space on a GPU
-# (scripts/contract-probe.py --cuda) before an AS cap is sized for one.
+# arena a thread cannot reserve, glibc does without, sharing another). A CUDA context reserves far
+# more address space than it uses (on the H100, scripts/contract-probe.py --cuda: 14.0 GiB of VmSize
+# for a context and a 1 GiB allocation, 118 MiB resident; cuInit fails under an 8 GiB RLIMIT_AS), so
+# a GPU's children keep RLIMIT_DATA alone without a control group until the lead has measured, on a
+# GPU, whether a cap set after the context (VmSize then + the allowance) holds a whole grade.
 ADDRESS_SPACE_PER_THREAD = 16 << 20
 
 
@@ -87,6 +88,8 @@ def apply_limits(backend, limits: Limits, *, own_memory: cgroups.OwnMemory | Non
         except (ValueError, OSError) as exc:
             report.host_memory_mib = None
             report.host_memory_problem = str(exc)
+    elif own_memory is not None:
+        own_memory.close()                  # no cap asked for: its group counts, limits nothing
     if os.geteuid() == 0:
         if limits.drop_privileges:
             try:
