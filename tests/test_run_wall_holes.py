@@ -264,7 +264,7 @@ class DriverLike:
 job = types.SimpleNamespace(guard_library=None, role=Role.RUN, offline=None, reference_library=None,
                             limits=Limits(host_memory_mib=0, device_heap_bytes=0, drop_privileges=False),
                             backend=types.SimpleNamespace(device_files=(), on_gpu=True, driver_library="libc.so.6"),
-                            guard_mode=None, library=None)
+                            guard_mode=None, library=None, shared_bytes=0, emulator_threads=0)
 real_read_wall = walls.read_wall
 walls.read_wall = lambda job, **kw: (events.append(("wall", libc.prctl(3, 0, 0, 0, 0))), real_read_wall(job, **kw))[1]
 backend, sandbox = walls.behind_the_wall(DriverLike, job, 2, late=late)

@@ -67,6 +67,7 @@ class ChildSandbox:
     host_memory_base_mib: int | None = None      # what it held when the cap was set
     host_memory_lowered_to_mib: int | None = None   # an inherited hard limit left less than the allowance
     host_memory_problem: str = ""
+    host_memory_how: str = ""                    # what counts it: a control group, RLIMIT_AS, or RLIMIT_DATA alone
     gpu_memory_free_bytes: int | None = None
     gpu_memory_total_bytes: int | None = None
     rss_at_load_mib: int | None = None           # resident before the submission's library was loaded

@@ -111,6 +111,19 @@ def end_all() -> int:
 def group_cpu_seconds(pgid: int) -> float | None:
     """The CPU seconds (user and system) a process group has used: each live member's own and its
     ended children's, read from /proc; None where /proc cannot be read."""
+    return _cpu_seconds(2, pgid)
+
+
+def session_cpu_seconds(sid: int) -> float | None:
+    """The CPU seconds of every process in a session (a build's: ninja puts each compiler in a
+    process group of its own, but in ninja's session), ended children's included; None where none
+    is found in /proc."""
+    return _cpu_seconds(3, sid)
+
+
+def _cpu_seconds(field: int, value: int) -> float | None:
+    """The CPU of every process whose stat field (after the command: 2 its process group, 3 its
+    session) is value: utime, stime and its reaped children's."""
     ticks = os.sysconf("SC_CLK_TCK")
     total, seen = 0, False
     try:
@@ -123,7 +136,7 @@ def group_cpu_seconds(pgid: int) -> float | None:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 fields = f.read().rpartition(")")[2].split()
-            if int(fields[2]) == pgid:
+            if int(fields[field]) == value:
                 total += sum(int(v) for v in fields[11:15])     # utime stime cutime cstime
                 seen = True
         except (OSError, IndexError, ValueError):
@@ -131,9 +144,33 @@ def group_cpu_seconds(pgid: int) -> float | None:
     return total / ticks if seen else None
 
 
-def in_groups(groups: set[int]) -> list[tuple[int, str, str]]:
-    """(pid, command name, state) of every process in one of the process groups, read from
-    /proc: the one scan of it (a batch's leftovers, a build's running compiler stage)."""
+def tasks_of_user(uid: int) -> int:
+    """The processes and threads a user runs now (what RLIMIT_NPROC counts), read from /proc."""
+    count = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
+    return count
+
+
+def in_session(sid: int) -> list[tuple[int, str, str]]:
+    """(pid, command name, state) of every process in a session (a build's: each compiler ninja
+    starts is in a process group of its own, in ninja's session)."""
+    return in_groups({sid}, field=3)
+
+
+def in_groups(groups: set[int], field: int = 2) -> list[tuple[int, str, str]]:
+    """(pid, command name, state) of every process in one of the process groups (field 3: the
+    sessions), read from /proc: the one scan of it (a batch's leftovers, a build's compiler stage)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -142,7 +179,7 @@ def in_groups(groups: set[int]) -> list[tuple[int, str, str]]:
             with open(f"/proc/{entry}/stat") as f:
                 head, _, tail = f.read().rpartition(")")
             fields = tail.split()
-            if int(fields[2]) in groups:
+            if int(fields[field]) in groups:
                 found.append((int(entry), head.split("(", 1)[1], fields[0]))
         except (OSError, IndexError, ValueError):
             continue

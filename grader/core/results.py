@@ -278,6 +278,8 @@ class SandboxSummary(ChildSandbox):
     lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
     adapted: list[str] = field(default_factory=list)     # what the grader changed to fit this machine, and why
     root: str = ""     # the emulator's child: "its own root" (a path outside it does not exist), or why not; "": none tried
+    limits: dict = field(default_factory=dict)   # what bounds the child's processes, files and CPU, and a build's
+    #                                              (its memory: host_memory_how): a control group or an rlimit, the values
 
     def unconfined_reads(self) -> str:
         """Why a child that ran submission code read unconfined (this, the judged child, or on a GPU the

@@ -240,9 +240,10 @@ class Limits:
     output_cap_bytes: int = _doc("Bytes of the child's stdout and of its stderr kept (half head, half tail).",
                                  default=OUTPUT_CAP_BYTES)
     host_memory_mib: int = _doc(
-        "Host memory (MiB of private writable memory, RLIMIT_DATA) the child may take beyond what the grader "
-        "itself holds once loaded (torch, the CUDA context); past it allocations fail and the run is reported "
-        "as using too much host memory.", default=2048)
+        "Host memory (MiB) the child may take beyond what the grader itself holds once loaded (torch, the CUDA context, "
+        "the outputs' shared area), counted whole where the machine gives the grader a control group (shared mappings, "
+        "a memfd, /dev/shm), else by RLIMIT_AS where the child holds no CUDA context, else private memory alone "
+        "(RLIMIT_DATA; result.json's sandbox.host_memory_how says which); past it the run is reported.", default=2048)
     device_heap_mib: int = _doc(
         "Size of the device heap that in-kernel malloc draws from (cudaLimitMallocHeapSize), MiB; the CPU "
         "emulator's device malloc has the same cap.", default=8)
@@ -253,8 +254,15 @@ class Limits:
         "Device memory a launcher may allocate for itself (cudaMalloc, cudaMallocAsync, thrust's and CUB's "
         "temporary storage), MiB, over all its calls: the grader gives it buffers of those sizes, poisoned before "
         "every call; more is refused, naming the limit.", default=256)
-    build_time_s: float = _doc("Wall time one build (nvcc or g++) may take before it is a compile_error.", default=120.0)
-    build_memory_mib: int = _doc("Address space each compiler process may take, MiB (RLIMIT_AS).", default=8192)
+    build_time_s: float = _doc("Wall time one build (nvcc or g++) may take; past it the build is the student's "
+                               "timeout, naming the compiler stage it was in (the machine's only where the build had "
+                               "too little CPU on a busy machine).", default=120.0)
+    build_memory_mib: int = _doc("Memory a build may take, MiB: the whole build's (its control group, every compiler "
+                                 "counted, where the machine gives one) and the address space of each compiler "
+                                 "process (RLIMIT_AS).", default=8192)
+    build_file_mib: int = _doc("Size of each file a build may write, MiB (RLIMIT_FSIZE), and of its outputs together "
+                               "before they are kept in the cache: a large initialised array is written whole into "
+                               "the object file; more is the student's compile_error naming this key.", default=256)
     cache_max_mib: int = _doc(
         "Size of the build cache, MiB, beyond which the least recently used builds are pruned after a grade "
         "(GRADER_CACHE_MAX_MIB overrides it).", default=2048)

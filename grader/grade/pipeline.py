@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
+from grader.toolchain.build import submission_limits
 from grader.toolchain.outcome import BuildResult
+from grader.toolchain.running import builds_held
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
@@ -213,6 +215,7 @@ def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop
         result.sandbox.lowered_limits = _lowered_limits(run.rubric, run.worker, result.sandbox)
         result.sandbox.adapted = list(run.worker.adapted)
         result.sandbox.root = run.worker.root
+        result.sandbox.limits = {**run.worker.held, "builds": builds_held(submission_limits(run.rubric))}
     return unwalled
 
 

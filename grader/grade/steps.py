@@ -211,4 +211,7 @@ def _compile_error(build: BuildResult, p: Path, sub: Submission, rubric: Rubric)
     message = compile_message(build, sub, expected=expected)
     errors = [m for m in (build.alone_messages or build.messages) if m.severity == "error"]
     notes = [SourceNote(str(p), m.line, "compile error", m.text) for m in errors if m.in_submission][:10]
-    return Stop(Outcome.COMPILE_ERROR, message, notes or [SourceNote(str(p), None, "did not compile", message[:2000])])
+    # a build stopped at its time limit is the file's `timeout` (running.py names the stage; a machine too
+    # busy to give it the CPU was the machine's, raised before this)
+    return Stop(Outcome.TIMEOUT if build.timed_out else Outcome.COMPILE_ERROR, message,
+                notes or [SourceNote(str(p), None, "did not compile", message[:2000])])

@@ -49,6 +49,7 @@ class ChildRun:
     signal_name: str | None = None
     blocked: list[Blocked] = field(default_factory=list)     # the guard's reports
     max_rss_kib: int = 0                                      # the child's peak resident memory
+    memory_killed: bool = False                               # killed by its control group's memory limit
     extra: dict = field(default_factory=dict)
     shared: object = None                                     # the shared area the payloads may view
 
@@ -124,7 +125,7 @@ class Worker:
         view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
-        nproc = spawn.process_limit()
+        self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
         self.proc = subprocess.Popen(
             # Without torch the child needs nothing of site-packages: -S spares it the site
@@ -138,7 +139,7 @@ class Worker:
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
             preexec_fn=lambda: (spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
-                                                      else spawn.BESIDE_THE_LANE_NICE),
+                                                      else spawn.BESIDE_THE_LANE_NICE, self.group),
                                 spawn.enter_view(view, said[1] if said else None)),
         )
         self.root = _view_said(said) if said is not None else ""
@@ -150,7 +151,7 @@ class Worker:
         self.output_cap = output_cap
         self._done = False
         self._reaper: threading.Thread | None = None     # reaping the child in the background (left when done)
-        self._max_rss_kib = 0
+        self._max_rss_kib, self._memory_killed = 0, False     # its peak; whether its group's memory limit killed it
 
     def wait_ready(self, timeout_s: float) -> float:
         """Wait (at most timeout_s) until the child has imported what it needs and set up CUDA, or
@@ -231,7 +232,7 @@ class Worker:
         return ChildRun(frames=frames, returncode=returncode, timed_out=got.timed_out,
                         seconds=time.perf_counter() - start, stdout=out, stderr=err,
                         stream_problem=problem, signal_name=sig, blocked=parse_reports(bytes(got.reports)),
-                        max_rss_kib=self._max_rss_kib, shared=shared)
+                        max_rss_kib=self._max_rss_kib, shared=shared, memory_killed=self._memory_killed)
 
     def _hand_over(self, job: Job, secret: bytes, gate: Callable[[], None] | None) -> tuple[Job, float]:
         """Write the job (signed with secret, the library copied into the child's folder, the
@@ -280,7 +281,7 @@ class Worker:
         if not wait:
             returncode = self._reap(timeout=0)
             if returncode is None:
-                self._max_rss_kib = groups.peak_rss_kib(proc.pid)
+                self._max_rss_kib = max(groups.peak_rss_kib(proc.pid), self._group_peak_kib())
                 groups.kill_group(proc)
                 reaper = threading.Thread(target=self._reap_in_background, name=f"reap-{proc.pid}", daemon=True)
                 reaper.start()
@@ -299,10 +300,25 @@ class Worker:
         processes.ended(proc.pid)
         self._close_fds()
         if not self._done:
+            self._max_rss_kib = max(self._max_rss_kib, self._group_peak_kib())
+            self._remove_group()
             folders.remove_tree(self._workdir)
             spawn.remove_view(self._workdir)
         self._done = True
         return returncode
+
+    def _group_peak_kib(self) -> int:
+        """The peak of the child's control group (every page it touched, shared ones too), KiB."""
+        if self.group is None:
+            return 0
+        self._memory_killed = self._memory_killed or self.group.memory_kills() > 0
+        return (self.group.memory_peak_bytes() or 0) // 1024
+
+    def _remove_group(self) -> None:
+        """The child's control group, once it has ended (whatever it left there is ended too)."""
+        group, self.group = self.group, None
+        if group is not None:
+            group.remove()
 
     def gone(self) -> None:
         """Return once the child has ended and been reaped (a child left when done is being reaped
@@ -317,6 +333,7 @@ class Worker:
         self._reap(timeout=None)
         groups.kill_group(proc)
         processes.ended(proc.pid)
+        self._remove_group()
         folders.remove_tree(self._workdir)
         spawn.remove_view(self._workdir)
 

@@ -16,11 +16,12 @@ import resource
 import signal
 import sys
 
-from grader.core import fswall
+from grader.core import cgroups, fswall
 from grader.core.backend import BACKENDS
-from grader.core.limits import lowered, set_clamped
+from grader.core.folders import NOBODY
+from grader.core.limits import lowered, set_clamped, usable_cores
 from grader.core.locations import PACKAGE_DIR, cache_root
-from grader.core.processes import set_death_signal
+from grader.core.processes import set_death_signal, tasks_of_user
 
 # What a child keeps of the grader's environment: these, and each backend's own (its device choice,
 # its toolkit's home: core/backend.py's Backend.environment).
@@ -42,10 +43,14 @@ except (OSError, AttributeError):
 BESIDE_THE_LANE_NICE = 10
 
 
-def limits_in_child(cpu_seconds: int, nproc: int, nice: int = 0) -> None:
-    """Runs in the child between fork and exec: its own process group, resource limits, no network,
-    and (nice) a lower priority. Only system calls here: no imports, no allocation-heavy work."""
+def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None) -> None:
+    """Runs in the child between fork and exec: its own process group, its control group (group:
+    memory counted whole, processes and threads bounded), resource limits, no network, and (nice) a
+    lower priority. nproc: RLIMIT_NPROC where no control group bounds the processes (None: none
+    set). Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
+    if group is not None:
+        group.attach_self()                        # before anything it starts: each is in it too
     if nice:
         os.nice(nice)
     set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
@@ -54,12 +59,13 @@ def limits_in_child(cpu_seconds: int, nproc: int, nice: int = 0) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     set_clamped(resource.RLIMIT_FSIZE, CHILD_FILE_BYTES)
     set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
-    if os.geteuid() != 0:
+    if nproc is not None:
+        # Counted per user: as root the child drops to nobody (run/child/walls.py) and is held from then.
         try:
             set_clamped(resource.RLIMIT_NPROC, nproc)
         except (ValueError, OSError):
             pass
-    elif _UNSHARE is not None:
+    if os.geteuid() == 0 and _UNSHARE is not None:
         _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
 
 
@@ -73,14 +79,46 @@ def lowered_limits(cpu_seconds: int) -> dict:
                     resource.RLIMIT_NOFILE: CHILD_OPEN_FILES})
 
 
+# The processes and threads one child may have at once (its control group's pids.max): the emulator
+# spreads a launch over every core, torch and the CUDA driver start a few dozen threads; a thread storm
+# (2,000 threads, or the ~30,000 that stop the machine from forking) stops here.
+def child_pids() -> int:
+    return max(512, 2 * usable_cores() + 256)
+
+
+def child_group() -> cgroups.Group | None:
+    """A control group of its own for a child (its memory limit is set once it has loaded:
+    Worker.run, then the child's own, run/child/walls.py), or None where the machine gives none."""
+    return cgroups.make(memory_bytes=None, pids=child_pids(), what="run")
+
+
+def child_limits(cpu_seconds: int) -> tuple[cgroups.Group | None, int | None, dict[str, str]]:
+    """A child's control group (child_group), else the RLIMIT_NPROC that stands in for its pids.max
+    (process_limit), and how they hold, for result.json (held_by)."""
+    group = child_group()
+    nproc = None if group is not None else process_limit()
+    return group, nproc, held_by(group, nproc, cpu_seconds)
+
+
+def held_by(group: cgroups.Group | None, nproc: int | None, cpu_seconds: int) -> dict[str, str]:
+    """How the child's processes, files and CPU are bounded, in result.json's words (sandbox.limits;
+    its memory: the child's own host_memory_how)."""
+    processes = (f"{group.version} pids.max {group.pids}" if group is not None else
+                 f"RLIMIT_NPROC {nproc}, counted over every process of the child's user (no control group "
+                 "could be made here)")
+    return {"processes": processes, "files": f"each file {CHILD_FILE_BYTES >> 20} MiB (RLIMIT_FSIZE)",
+            "cpu": f"{cpu_seconds} s of CPU (RLIMIT_CPU, behind the wall-clock limit)"}
+
+
 def process_limit() -> int:
-    """Threads count as processes for RLIMIT_NPROC; torch and the CUDA driver start a few dozen."""
-    try:
-        return len(os.listdir("/proc/self/task")) + 256
-    except OSError:
-        return 512
-
-
+    """RLIMIT_NPROC for a child no control group holds. The kernel counts it against every process
+    and thread of the child's user (nobody where the grader is root, which every child and build of
+    every grade on the machine shares; else the grader's own user): what that user runs now and
+    child_pids() more. The choice: one ceiling for the user, not one per child, so a storm in one
+    child of a batch can take the room of a child beside it, which then fails to start a thread
+    (docs/design.md says so); only a control group (child_group) bounds each child alone."""
+    uid = NOBODY if os.geteuid() == 0 else os.geteuid()
+    return tasks_of_user(uid) + child_pids()
 @functools.cache
 def numpy_parent() -> str:
     """The folder numpy is installed in: the child runs with -S (no site-packages: a faster start)

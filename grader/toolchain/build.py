@@ -81,9 +81,15 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
         flags=flags,
         linked=linked,
         user_path=str(sub.path),
-        limits=BuildLimits(rubric.limits.build_time_s, rubric.limits.build_memory_mib,
-                           require_wall=rubric.limits.require_read_wall),
+        limits=submission_limits(rubric),
     ), backend)
+
+
+def submission_limits(rubric: Rubric) -> BuildLimits:
+    """What a submission's build may take: the rubric's limits.build_*."""
+    lim = rubric.limits
+    return BuildLimits(lim.build_time_s, lim.build_memory_mib, require_wall=lim.require_read_wall,
+                       file_mib=lim.build_file_mib)
 
 
 @dataclass(frozen=True)
@@ -300,10 +306,15 @@ def _result_of(plan: Plan, backend: Backend, compiler: str, room: Room, ran: Ran
         messages = [CompilerMessage(file=plan.user_path, line=None, severity="error", text=over, in_submission=True)]
         return BuildResult(ok=False, library=None, object=None, seconds=time.perf_counter() - start,
                            log=over + "\n" + log, messages=messages, compiler=tools.version(tc.compiler),
-                           over_limit=True, **said)
+                           over_limit=True, timed_out=ran.timed_out, **said)
     messages = parse_messages(log, room.path, plan.user_path)
     resources = parse_ptxas(log) if tc.resources else []
     version = tools.version(tc.compiler)
+    too_large = outputs_over_limit(room, plan.limits) if proc.returncode == 0 else ""
+    if too_large:
+        messages = [CompilerMessage(file=plan.user_path, line=None, severity="error", text=too_large, in_submission=True)]
+        return BuildResult(ok=False, library=None, object=None, seconds=time.perf_counter() - start,
+                           log=too_large + "\n" + log, messages=messages, compiler=version, over_limit=True, **said)
     if proc.returncode != 0 or not (room.path / "lib.so").exists():
         alone = _alone(room, compiler, plan.flags, backend, plan) if "submission.cu" in plan.files else ""
         return BuildResult(ok=False, library=None, object=None, seconds=time.perf_counter() - start, log=log,
@@ -312,6 +323,21 @@ def _result_of(plan: Plan, backend: Backend, compiler: str, room: Room, ran: Ran
     return BuildResult(ok=True, library=room.path / "lib.so", object=room.path / "main.o",
                        seconds=time.perf_counter() - start, log=log, messages=messages, resources=resources,
                        compiler=version, static_device_bytes=parse_gmem(log) if tc.resources else 0, **said)
+
+
+KEPT = ("lib.so", "main.o")      # what a build's room gives the cache (_build keeps them)
+
+
+def outputs_over_limit(room: Room, limits: BuildLimits) -> str:
+    """Why the outputs a build would keep in the cache are too large together (each file is held to
+    limits.file_mib as it is written, RLIMIT_FSIZE), or "": checked before anything is cached, so the
+    cache holds its cap whatever a source declares."""
+    total = sum((room.path / name).stat().st_size for name in KEPT if (room.path / name).exists())
+    if total <= limits.file_mib << 20:
+        return ""
+    return (f"the build's outputs take {total / 2**20:.0f} MiB together, over its limit of {limits.file_mib} MiB "
+            "(limits.build_file_mib); a large initialised array (static or __device__) is written whole into the "
+            "object and the library: fill it at run time instead, and submit again")
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -7,8 +7,9 @@ whole or not at all (keep), and its record (build.json: the compiler's log, the 
 resources, the compiler's version, the wall it ran behind) is read back only where its outputs
 pass their seals (cached_build). Pruning deletes the least recently used directories until the
 cache fits its cap. It is safe while other graders use the same cache: a directory used in the
-last `keep_recent_s` seconds is never deleted (a grade takes well under that), nor one whose
-lock another process holds (a build in progress).
+last `keep_recent_s` seconds is never deleted (a grade takes well under that), a large one
+(a large initialised array's, up to limits.build_file_mib) in the last KEEP_LARGE_S only, nor
+one whose lock another process holds (a build in progress).
 """
 
 from __future__ import annotations
@@ -172,17 +173,29 @@ def max_bytes(configured_mib: int) -> int:
     return (int(env) if env and env.isdigit() else configured_mib) << 20
 
 
+# A large entry (over this share of the cap: a build of a large initialised array, up to
+# limits.build_file_mib) is spared only while in use: KEEP_LARGE_S after it was used, not keep_recent_s.
+# Honest builds (a few MiB) keep the longer grace; a class of large ones no longer holds the cache at
+# several times its cap for ten minutes.
+LARGE_SHARE = 64
+KEEP_LARGE_S = 120.0
+
+
 def prune(*, limit_bytes: int, root: Path | None = None, keep_recent_s: float = 600.0) -> CacheReport:
-    """Delete least-recently-used builds until the cache holds at most limit_bytes."""
+    """Delete least-recently-used builds until the cache holds at most limit_bytes; then, where it
+    still holds more, the largest of those used in the last keep_recent_s seconds but not the last
+    KEEP_LARGE_S (over 1/LARGE_SHARE of the cap each)."""
     root = root or cache_root()
     found = entries(root)
     total = sum(e.bytes for e in found)
     pruned = freed = 0
     now = time.time()
-    for e in found:
+    large = [e for e in sorted(found, key=lambda e: -e.bytes)
+             if e.bytes > limit_bytes // LARGE_SHARE and now - e.last_used >= KEEP_LARGE_S]
+    for e in [*found, *large]:
         if total <= limit_bytes:
             break
-        if now - e.last_used < keep_recent_s or _busy(e.path):
+        if not e.path.exists() or (now - e.last_used < keep_recent_s and e not in large) or _busy(e.path):
             continue
         shutil.rmtree(e.path, ignore_errors=True)
         if not e.path.exists():

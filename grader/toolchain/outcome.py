@@ -52,7 +52,8 @@ class BuildResult:
     # the file named as the student's, and its errors; "" and [] where it compiled on its own.
     alone_log: str = ""
     alone_messages: list[CompilerMessage] = field(default_factory=list)
-    over_limit: bool = False           # stopped at the build's time or memory limit (limits.build_*)
+    over_limit: bool = False           # stopped at the build's time, memory or file-size limit (limits.build_*)
+    timed_out: bool = False            # at its time limit: the student's `timeout`, its stage named in the log
     confined: bool = False             # its compilers ran behind the build's file-system wall (toolchain/running.py)
     wall: str = ""                     # the wall's detail: "Landlock ABI 7", or why there was none
     wall_ms: float = 0.0               # what making the wall took, in the grader

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader.core import fswall, folders, processes
+from grader.core import cgroups, fswall, folders, processes
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
@@ -43,12 +43,20 @@ from grader.toolchain import tools
 
 @dataclass(frozen=True)
 class BuildLimits:
-    """What one compile may take: wall time and memory (address space of each compiler process), and
+    """What one compile may take: wall time, memory (the whole build's, in its control group, and
+    the address space of each compiler process), the size of each file it writes (file_mib), and
     whether a build without its file-system wall (no Landlock) is refused (limits.require_read_wall)."""
 
     time_s: float = 120.0
     memory_mib: int = 8192
     require_wall: bool = False
+    file_mib: int = 256
+
+
+# The processes and threads one build may have at once (its control group's pids.max, or RLIMIT_NPROC
+# over nobody's processes where none can be made): ninja, nvcc and its stages, ptxas's threads need a
+# few dozen.
+BUILD_PIDS = 256
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,8 @@ class Ran:
     confined: bool = False
     wall: str = ""
     wall_ms: float = 0.0
+    held: str = ""              # how its memory, processes and files were bounded (build_limits_held)
+    timed_out: bool = False     # stopped at its wall-time limit (over says so, naming the stage)
 
 
 def wall_rules(room: Room) -> fswall.Rules:
@@ -157,14 +167,18 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
 
     env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
                HOME=str(room.scratch))
+    group = cgroups.make(memory_bytes=limits.memory_mib << 20, pids=BUILD_PIDS, what="build")
+    nproc = None if group is not None else processes.tasks_of_user(_build_uid()) + BUILD_PIDS
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, errors="replace", cwd=room.path, env=env,
-                                preexec_fn=_entering(limits, view, ruleset, seen[1]))
+                                preexec_fn=_entering(limits, view, ruleset, seen[1], group, nproc))
     except (OSError, subprocess.SubprocessError) as exc:
         ruleset.close()
         _close(seen)
+        if group is not None:
+            group.remove()
         raise InfrastructureError(f"{Path(args[0]).name} could not be started behind the build's wall ({exc}): check "
                                   f"it runs (`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can "
                                   "enter. Nothing was compiled; no student is graded for this.") from None
@@ -174,29 +188,62 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     view_detail = "its own root" if said == "-" else f"no root of its own ({said})"
     processes.started(proc.pid, proc)
     try:
-        done, over = _wait_build(proc, args, limits)
+        done, over = _wait_build(proc, args, limits, group)
+        timed_out = bool(over) and done.returncode == _TIMED_OUT
     finally:
         processes.ended(proc.pid)
         if proc.poll() is None:                       # interrupted while it ran
             end_build(proc)
         ruleset.close()
+        if group is not None:
+            group.remove()                            # and whatever of the build outlived ninja
     wall = f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no Landlock: {ruleset.problem}"
     return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {view_detail}",
-               wall_ms=round(wall_ms, 3))
+               wall_ms=round(wall_ms, 3), held=build_limits_held(limits, group.version if group else None, nproc), timed_out=timed_out)
 
 
-def _entering(limits: BuildLimits, view: fswall.View, ruleset: fswall.Ruleset, said_to: int) -> Callable[[], None]:
+def build_limits_held(limits: BuildLimits, version: str | None, nproc: int | None = None) -> str:
+    """How a build is bounded, in result.json's words (sandbox.limits's "builds"): version, its
+    control group's kind ('cgroup v1'), or None where it has none (then RLIMIT_NPROC, nproc)."""
+    files = f"each file {limits.file_mib} MiB (RLIMIT_FSIZE)"
+    each = f"each process {limits.memory_mib} MiB of address space (RLIMIT_AS)"
+    if version is not None:
+        return (f"{version}: {limits.memory_mib} MiB of memory and {BUILD_PIDS} processes and threads for the whole "
+                f"build, its CPU time read whole; {each}; {files}")
+    return (f"{each}; RLIMIT_NPROC{f' {nproc}' if nproc else ''} over every process of its user (no control group "
+            f"could be made here); {files}")
+
+
+def builds_held(limits: BuildLimits) -> str:
+    """How a build under limits is bounded on this machine (build_limits_held)."""
+    return build_limits_held(limits, cgroups.available())
+
+
+def _build_uid() -> int:
+    """The user a build runs as: nobody where the grader is root."""
+    return folders.NOBODY if os.geteuid() == 0 else os.geteuid()
+
+
+def _entering(limits: BuildLimits, view: fswall.View, ruleset: fswall.Ruleset, said_to: int,
+              group: cgroups.Group | None, nproc: int | None) -> Callable[[], None]:
     """What the build's first process does before the command runs (preexec_fn, in the forked
-    child): a process group and a priority of its own, the memory cap, the view's root (what it said
-    written to said_to), nobody where the grader is root, and the wall."""
+    child): a session, a priority and a control group of its own (group: the whole build's memory
+    and processes; else nproc, RLIMIT_NPROC), the memory and file-size caps, the view's root (what it
+    said written to said_to), nobody where the grader is root, and the wall."""
     cap = limits.memory_mib * 1024 * 1024
+    file_cap = limits.file_mib * 1024 * 1024
     root = os.geteuid() == 0
     uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
 
     def preexec() -> None:
         os.setsid()
+        if group is not None:
+            group.attach_self()                       # before ninja starts anything: every compiler is in it
         os.nice(BUILD_NICE)
         set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
+        set_clamped(resource.RLIMIT_FSIZE, file_cap)  # a larger file: SIGXFSZ in the compiler that writes it
+        if nproc is not None:
+            set_clamped(resource.RLIMIT_NPROC, nproc)
         said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
         os.write(said_to, said.encode()[:500] or b"-")
         if root:                                      # then nobody, as the children are
@@ -269,13 +316,17 @@ class BoundedOutput:
                        if cut else "")
 
 
-def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+_TIMED_OUT = -9          # the returncode _wait_build gives a build it stopped at its time limit
+
+
+def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
+                group: cgroups.Group | None = None) -> tuple[subprocess.CompletedProcess, str]:
     output = BoundedOutput(proc)                    # read as it comes, never more than its cap held
     try:
         out, err = output.wait(timeout=limits.time_s)
     except subprocess.TimeoutExpired:
         stage = _running_stage(proc.pid)
-        starved = _starved(proc.pid, limits)
+        starved = _starved(build_cpu_seconds(proc.pid, group), limits)
         end_build(proc)
         out, err = output.wait()
         if starved:
@@ -283,17 +334,37 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) ->
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
                + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
                "fewer template instances) and submit again")
-        return subprocess.CompletedProcess(args, -9, out, err), why
+        return subprocess.CompletedProcess(args, _TIMED_OUT, out, err), why
     text = out + err
     # (a compiler killed by a signal from outside, "Killed signal terminated program", is the machine's:
-    # faults.machine_fault; the limit here makes an allocation fail, and the compiler says so)
-    if proc.returncode != 0 and re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
-                                          r"virtual memory exhausted", text, re.I):
+    # faults.machine_fault; the limit here makes an allocation fail, and the compiler says so, or the
+    # build's control group, at its memory limit, killed one: the build's, its oom_kill count says)
+    killed_at_limit = group is not None and group.memory_kills() > 0
+    if proc.returncode != 0 and (killed_at_limit or re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
+                                                               r"virtual memory exhausted", text, re.I)):
         stage = next((name for key, name in _STAGES.items() if key in text), "")
         why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
                + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
         return subprocess.CompletedProcess(args, proc.returncode, out, err), why
+    if proc.returncode != 0 and _FILE_TOO_LARGE.search(text):
+        stage = next((name for key, name in _STAGES.items() if key in text), "")
+        why = (f"the build wrote a file larger than its limit of {limits.file_mib} MiB (limits.build_file_mib)"
+               + (f", in {stage}" if stage else "") + "; a large initialised array (static or __device__) is "
+               "written whole into the object file: fill it at run time instead, and submit again")
+        return subprocess.CompletedProcess(args, proc.returncode, out, err), why
     return subprocess.CompletedProcess(args, proc.returncode, out, err), ""
+
+
+# A compiler, assembler or linker stopped at the file-size limit (RLIMIT_FSIZE): SIGXFSZ (signal 25) as
+# g++, collect2, nvcc and ninja say it, or EFBIG where the signal is ignored.
+_FILE_TOO_LARGE = re.compile(r"File size limit exceeded|signal 25\b|File too large", re.I)
+
+
+def build_cpu_seconds(sid: int, group: cgroups.Group | None) -> float | None:
+    """The CPU time of the whole build: its control group's (every process that ran in it), else every
+    process of its session (ninja puts each compiler in a process group of its own, in its session)."""
+    cpu = group.cpu_seconds() if group is not None else None
+    return cpu if cpu is not None else processes.session_cpu_seconds(sid)
 
 
 # A build past its wall-time limit that got less than this share of it in CPU time, on a machine whose
@@ -302,11 +373,11 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) ->
 _STARVED_SHARE = 0.5
 
 
-def _starved(pgid: int, limits: BuildLimits) -> str:
+def _starved(cpu: float | None, limits: BuildLimits) -> str:
     """Why a build that ran out of wall time is the machine's (its compilers got less than
     _STARVED_SHARE of the limit in CPU time while the machine's load gave each runnable process less
-    than _STARVED_SHARE of a core), or "" where the time went to the code."""
-    cpu = processes.group_cpu_seconds(pgid)
+    than _STARVED_SHARE of a core), or "" where the time went to the code. cpu: the whole build's
+    (build_cpu_seconds)."""
     load = os.getloadavg()[0]
     cores = os.cpu_count() or 1
     if cpu is None or cpu >= _STARVED_SHARE * limits.time_s or cores / max(load, 1e-9) >= _STARVED_SHARE:
@@ -330,10 +401,11 @@ def end_build(proc: subprocess.Popen) -> None:
         pass
 
 
-def _running_stage(pgid: int) -> str:
-    """The compiler stage running in a build's process group (the deepest one found)."""
+def _running_stage(sid: int) -> str:
+    """The compiler stage running in a build's session (the deepest one found: ninja runs each
+    compiler in a process group of its own, in its session)."""
     found = ""
-    for _, comm, _ in processes.in_groups({pgid}):
+    for _, comm, _ in processes.in_session(sid):
         if comm in _STAGES and (not found or list(_STAGES).index(comm) < list(_STAGES).index(found)):
             found = comm
     return _STAGES.get(found, "")

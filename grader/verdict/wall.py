@@ -64,7 +64,8 @@ def stopped_by_wall(run: ChildRun, fatal: FatalFrame | None, rubric: Rubric, rep
     said = " ".join((fatal.error if fatal else "", run.stderr.text()[-4000:]))
     grew = run.max_rss_kib / 1024 - base_rss
     finished = any(isinstance(f.data, DoneFrame) for f in run.frames)
-    if not finished and not run.timed_out and (any(w in said for w in _MEMORY_WORDS) or grew >= 0.9 * cap):
+    if not finished and not run.timed_out and (any(w in said for w in _MEMORY_WORDS) or grew >= 0.9 * cap
+                                               or run.memory_killed):
         return Stop(Outcome.CRASHED, f"your code used more than {cap} MiB of host memory (limits.host_memory_mib, beyond "
                     f"what the grader itself holds; the child peaked at {run.max_rss_kib / 1024:.0f} MiB), so its "
                     "allocations failed. Free what you allocate, and allocate nothing per thread.",

@@ -17,7 +17,8 @@ import time
 from typing import Callable
 
 from grader.core.contract import ChildSandbox, GuardMode, Job, Limits, Role
-from grader.core.limits import clamp
+from grader.core import cgroups
+from grader.core.limits import clamp, spread_threads
 from grader.core.locations import PACKAGE_DIR
 from grader.run.child import fswall, guard
 from grader.run.child.backends import libc
@@ -26,24 +27,44 @@ from grader.run.child.replay import reserve_window
 NOBODY = 65534
 
 
-def _vm_data_bytes() -> int | None:
+def _vm_bytes(field: str) -> int | None:
+    """A Vm line of /proc/self/status (VmData, VmSize), in bytes."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmData:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
 
 
-def apply_limits(backend, limits: Limits) -> ChildSandbox:
+# Where no control group counts the child's memory and it holds no CUDA context (the emulator's child,
+# the recorder without a GPU), its address space is capped (RLIMIT_AS: every mapping counted, shared
+# ones and a memfd's too) at what it has mapped when the cap is set (the recorder's stand-in window, a
+# reservation of 1 TiB with nothing behind it, is mapped by then: replay.reserve_window) plus the
+# allowance plus this room for each thread it may start (a stack of 8 MiB and its guard; a malloc
+# arena a thread cannot reserve, glibc does without, sharing another). A CUDA context reserves far
+# more address space than it uses (on the H100, scripts/contract-probe.py --cuda: 14.0 GiB of VmSize
+# for a context and a 1 GiB allocation, 118 MiB resident; cuInit fails under an 8 GiB RLIMIT_AS), so
+# a GPU's children keep RLIMIT_DATA alone without a control group until the lead has measured, on a
+# GPU, whether a cap set after the context (VmSize then + the allowance) holds a whole grade.
+ADDRESS_SPACE_PER_THREAD = 16 << 20
+
+
+def apply_limits(backend, limits: Limits, *, own_memory: cgroups.OwnMemory | None = None, cap_address_space: bool = False,
+                 grader_bytes: int = 0, threads: int = 1) -> ChildSandbox:
     """The device heap, the host-memory cap and the drop of privileges; what took effect.
 
-    The host cap is RLIMIT_DATA (private writable memory), set to what this process holds
-    now plus the allowance: CUDA reserves far more address space than it uses, so a cap on
-    the address space itself would break it, and the grader's own baseline (torch, the CUDA
-    context) is not the submission's to pay for.
+    The host cap is what this process holds now plus the allowance (host_memory_mib): the grader's
+    own baseline (torch, the CUDA context, the shared area for the outputs, allocated by then:
+    charge_before_the_cap) is not the submission's to pay for. It is counted whole, held by
+    the first that applies: own_memory, the control group the grader made for this child (every
+    page, shared mappings, a memfd and /dev/shm included); else, where cap_address_space (no CUDA
+    context here), RLIMIT_AS (plus grader_bytes, the shared area mapped later, and
+    ADDRESS_SPACE_PER_THREAD for each of threads); else RLIMIT_DATA alone, which counts private
+    memory only (result.json's sandbox.host_memory_how says which). RLIMIT_DATA is set in every
+    case: past it an allocation fails (the student is told) before the group's limit kills.
     """
     report = ChildSandbox()
     backend.workspace_cap = limits.workspace_bytes          # what the launcher may cudaMalloc (the emulator's shim)
@@ -52,9 +73,10 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
         code = backend.set_device_heap(heap)
         report.device_heap_bytes = heap if code == 0 else None
     cap_mib = limits.host_memory_mib
-    base = _vm_data_bytes()
+    base = _vm_bytes("VmData")
     if cap_mib and base is not None:
-        cap = base + cap_mib * 1024 * 1024
+        allowance = cap_mib * 1024 * 1024
+        cap = base + allowance
         try:
             soft, _ = clamp(resource.RLIMIT_DATA, cap)
             if soft < cap:
@@ -62,9 +84,12 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
             resource.setrlimit(resource.RLIMIT_DATA, (soft, soft))
             report.host_memory_mib = cap_mib
             report.host_memory_base_mib = round(base / 2**20)
+            report.host_memory_how = _whole(own_memory, cap_address_space, allowance, grader_bytes, threads)
         except (ValueError, OSError) as exc:
             report.host_memory_mib = None
             report.host_memory_problem = str(exc)
+    elif own_memory is not None:
+        own_memory.close()                  # no cap asked for: its group counts, limits nothing
     if os.geteuid() == 0:
         if limits.drop_privileges:
             try:
@@ -81,6 +106,42 @@ def apply_limits(backend, limits: Limits) -> ChildSandbox:
     return report
 
 
+def charge_before_the_cap(fd: int, nbytes: int) -> None:
+    """The grader's shared area for the outputs, its pages allocated now (the outputs fill it
+    later): in what the child holds when its memory cap is set (apply_limits), so that the cap is
+    the submission's alone, never room the grader's outputs were to take."""
+    try:
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError:
+        pass                                # filled as the outputs are sent, as before
+
+
+def _whole(own_memory: cgroups.OwnMemory | None, cap_address_space: bool, allowance: int, grader_bytes: int,
+           threads: int) -> str:
+    """The cap that counts every page (apply_limits), set: how, in result.json's words."""
+    if own_memory is not None:
+        try:
+            used = own_memory.used()          # the grader's shared area among it (charge_before_the_cap)
+            if own_memory.limit(used + allowance):
+                return (f"{own_memory.version} memory limit of {(used + allowance) >> 20} MiB ({used >> 20} MiB held "
+                        "when set): every page counted, shared mappings too")
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            own_memory.close()
+    if cap_address_space:
+        size = _vm_bytes("VmSize")
+        if size is not None:
+            cap = size + allowance + grader_bytes + threads * ADDRESS_SPACE_PER_THREAD
+            soft, _ = clamp(resource.RLIMIT_AS, cap)
+            resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
+            return (f"RLIMIT_AS of {soft >> 20} MiB of address space ({size >> 20} MiB mapped when set): every "
+                    "mapping counted, shared ones too; a memfd or /dev/shm file written but never mapped is held by "
+                    "the file-size limit alone (no control group could be made here)")
+    return ("RLIMIT_DATA alone: private memory counted, shared mappings (MAP_SHARED, a memfd, /dev/shm) not "
+            "(no control group here, and a CUDA context's address space rules out RLIMIT_AS)")
+
+
 def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int, *,
                     late: bool = False) -> tuple[object, ChildSandbox]:
     """The job's backend (make_backend()), the limits, then the wall, then (only then) the
@@ -92,6 +153,7 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
     computed, where no wrapped runtime call sees it) is behind the wall too; then the limits and the
     privileges, then seccomp (on every thread, the driver's included)."""
     wall = guard.Guard(job.guard_library)
+    own_memory = cgroups.OwnMemory.find()       # its files opened before the wall goes up
     backend = None if late else make_backend()
     if job.role == Role.RECORD:
         reserve_window(libc())      # no host memory the launcher can name lies where stand-ins do
@@ -105,10 +167,12 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
     # Imports so far may cache their bytecode (torch's saves seconds a run); inside the
     # wall a .pyc write would be a blocked call, so a late import only reads.
     sys.dont_write_bytecode = True
+    memory = dict(own_memory=own_memory, cap_address_space=not job.backend.on_gpu or bool(job.offline),
+                  grader_bytes=job.shared_bytes, threads=spread_threads(job.emulator_threads) + 4)
     if late:
-        backend, sandbox, reads = _walled_then_made(make_backend, job)
+        backend, sandbox, reads = _walled_then_made(make_backend, job, memory)
     else:
-        sandbox = apply_limits(backend, job.limits)
+        sandbox = apply_limits(backend, job.limits, **memory)
         reads = read_wall(job)
     sandbox.reads_confined, sandbox.reads_detail, sandbox.read_wall_ms = reads
     mode = {GuardMode.AUDIT: guard.AUDIT, GuardMode.PROFILE: guard.PROFILE}.get(job.guard_mode, guard.ENFORCE)
@@ -136,7 +200,7 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
     return backend, sandbox
 
 
-def _walled_then_made(make_backend: Callable[[], object], job: Job) -> tuple[object, ChildSandbox, tuple]:
+def _walled_then_made(make_backend: Callable[[], object], job: Job, memory: dict) -> tuple[object, ChildSandbox, tuple]:
     """behind_the_wall's late order: the file-system wall, then the backend (cuInit here: every thread
     the driver starts is behind the wall), then the undumpable mark and the limits; (the backend,
     the limits that took effect, what read_wall said)."""
@@ -156,7 +220,7 @@ def _walled_then_made(make_backend: Callable[[], object], job: Job) -> tuple[obj
                            "another process, or a driver that needs a file the wall does not open: docs/design.md, "
                            "'The recorder on a GPU')") from exc
     undumpable()
-    return backend, apply_limits(backend, job.limits), reads
+    return backend, apply_limits(backend, job.limits, **memory), reads
 
 
 class Unwalled(Exception):

@@ -46,7 +46,7 @@ from grader.run.child.replay import Refused  # noqa: E402 - the measuring proces
 from grader.run.child.sending import NullSender, Sender, Unheard, map_ahead  # noqa: E402
 from grader.run.child.floors import run_calibration  # noqa: E402
 from grader.run.child.timing import run_timing  # noqa: E402
-from grader.run.child.walls import Unwalled, behind_the_wall  # noqa: E402
+from grader.run.child.walls import Unwalled, behind_the_wall, charge_before_the_cap  # noqa: E402
 
 
 def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
@@ -262,6 +262,8 @@ def _load(job: Job, channel, guard_fd: int, placed: dict[int, int], times: tuple
     times: when the child was ready and when the job arrived, for the hello frame of a refusal.
     late: the backend (and with it the CUDA context) is made behind the file-system wall."""
     shared_fd = placed.get(job.shared_fd, job.shared_fd)
+    if shared_fd is not None and job.shared_bytes:
+        charge_before_the_cap(shared_fd, job.shared_bytes)
     sender: Sender | NullSender = Sender(channel, _shared_room(shared_fd, job.shared_bytes))
     try:
         files = InputFiles(job.input_files() if job.role != Role.RECORD else [])
