@@ -3,8 +3,8 @@
 Each variant is an array expression of the case's inputs (exercises/arrayexprs.py): what a kernel
 with that mistake writes. A variant with a parameter has it fitted to the student's output first,
 on a sample of the elements it explains: in closed form where the output is linear in it (a
-factor: ordinary least squares from three evaluations), else by a golden-section search between
-its bounds (an erf's argument scaled: about 35 evaluations). The first variant that explains the
+factor: ordinary least squares from three evaluations), else from the best of a few values across
+its bounds by Gauss-Newton steps (an erf's argument scaled: about 17 evaluations). The first variant that explains the
 written elements names the output, with the fitted value in its message.
 """
 
@@ -24,6 +24,7 @@ from grader.exercises.schema import Hypotheses, Variant
 MATCH = 0.98            # of the elements a variant defines, within SLACK times the tolerance
 SLACK = 4.0
 SAMPLE = 4096           # elements a fit is measured on
+GRID = 9                # values a search starts from, evenly across a parameter's bounds
 MIN_FITTED = 16         # a fitted variant explains at least this many elements (one number fits any one element)
 NEAR = 1e-3             # a fitted variant within this relative error of the answer everywhere is a near miss, not a mistake
 MEANING = 1e-3          # a fit within this relative distance of a meaning's value is that meaning
@@ -207,33 +208,44 @@ def _fit(j: _Judged, text: str, param: str, bounds: list[float], sample: np.ndar
             t = float(np.dot((gs - e_lo) * weight, d)) / dd
             value = lo + t * (hi - lo)
             return value if lo <= value <= hi else None
-
-        def cost(v: float) -> float:
-            r = (gs - at_value(v)) * weight
-            c = float(np.dot(r, r))
-            return c if math.isfinite(c) else math.inf
-
-        return _golden(cost, lo, hi)
+        return _search(at_value, gs, weight, lo, hi, {lo: e_lo, mid: e_mid, hi: e_hi})
 
 
-def _golden(cost, lo: float, hi: float) -> float:
-    """The minimum of a unimodal cost on [lo, hi], by golden-section search to a relative 1e-7."""
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = cost(c), cost(d)
-    for _ in range(80):
-        if b - a <= 1e-7 * max(1.0, abs(a), abs(b)):
+def _search(at_value, gs: np.ndarray, weight: np.ndarray, lo: float, hi: float, known: dict) -> float:
+    """The value in [lo, hi] where the weighted squared distance from the sampled output is least:
+    the best of GRID points evenly across the bounds (three of them already known), then Gauss-Newton
+    steps from it (a derivative by a forward difference: two evaluations a step, each step halved
+    while it does not improve), to a relative 1e-9. About 17 evaluations where the variant is right."""
+    def cost(e: np.ndarray) -> float:
+        r = (gs - e) * weight
+        c = float(np.dot(r, r))
+        return c if math.isfinite(c) else math.inf
+
+    grid = {v: known[v] if v in known else at_value(v) for v in np.linspace(lo, hi, GRID).tolist()}
+    grid.update(known)
+    value = min(grid, key=lambda v: cost(grid[v]))
+    e, best = grid[value], cost(grid[value])
+    for _ in range(8):
+        h = 1e-7 * max(1.0, abs(value)) * (1 if value < hi else -1)
+        jac = (at_value(value + h) - e) / h * weight
+        jj = float(np.dot(jac, jac))
+        if not jj > 0 or not math.isfinite(jj):
             break
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = cost(c)
+        step = float(np.dot((gs - e) * weight, jac)) / jj
+        for _ in range(4):                       # halved until it improves
+            trial = min(hi, max(lo, value + step))
+            e_trial = at_value(trial)
+            c = cost(e_trial)
+            if c < best:
+                break
+            step /= 2
         else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = cost(d)
-    return 0.5 * (a + b)
+            break
+        moved = abs(trial - value)
+        value, e, best = trial, e_trial, c
+        if moved <= 1e-9 * max(1.0, abs(value)):
+            break
+    return value
 
 
 def _message(variant: Variant, fitted: dict[str, float], matches: int, n: int, written: np.ndarray,
