@@ -92,7 +92,7 @@ def test_every_output_zero_is_said_as_zero(gelu):
 def test_erfs_argument_scaled_is_named_with_the_fitted_scale(gelu, scale, meaning):
     v = gelu.f64("x") + gelu.f64("bias")
     found = gelu.diagnose(0.5 * v * (1 + erf(np.float32(scale) * v)))
-    assert [d.code for d in found] == ["erf_scaled"]
+    assert [d.code for d in found] == ["erf_arg_scaled"]
     assert abs(fitted(found[0].message) - scale) < 5e-4
     assert found[0].message.startswith(f"erf's argument is scaled by {scale:.4f}, not 0.7071{meaning} (")
 
@@ -146,7 +146,7 @@ def test_a_sum_over_the_wrong_axis_is_named_before_the_rows_it_never_writes():
     out = np.zeros((B, D))
     out[:R] = gelu_erf(case.f64("x")).sum(1)[:R]
     found = case.diagnose(out)
-    assert [d.code for d in found] == ["reduction_axis", f"unwritten_B"]
+    assert [d.code for d in found] == ["wrong_reduction_axis", f"unwritten_B"]
     assert found[0].message == f"{R * D} of the {R * D} elements written match this mistake within tolerance"
     assert found[1].message.startswith(f"{B - R} of {B} B never written (B {R}..{B - 1})")
 
@@ -335,9 +335,9 @@ def test_mistakes_in_python_are_refused_with_where_they_now_go(tmp_path):
 
 E2E = [
     ("half_left_out.cu", "output_scaled", "every output is 2.000 times the answer: the 0.5 is missing"),
-    ("erf_over_two.cu", "erf_scaled", "erf's argument is scaled by 0.5000, not 0.7071: v / 2 where v / sqrt(2)"),
+    ("erf_over_two.cu", "erf_arg_scaled", "erf's argument is scaled by 0.5000, not 0.7071: v / 2 where v / sqrt(2)"),
     ("integer_half.cu", "all_zero", "every output is 0"),
-    ("sum_over_b.cu", "reduction_axis", "160 of the 160 elements written match"),
+    ("sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
 ]
 
 
@@ -357,3 +357,32 @@ def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name
     first = result["diagnosis"][0]
     assert first["code"] == code and first["message"].startswith(words), first
     assert first["advice"]                              # the rubric explains the fix
+
+
+def test_every_count_in_a_diagnosis_is_the_outputs_own(gelu):
+    """The numbers the catch-all, a near miss and the slices never written say, recounted here from
+    the output itself (rounded to float32, as the check sees it)."""
+    tol = gelu.rubric.tolerance
+
+    def recount(output):
+        got = np.asarray(output, dtype=np.float64).astype(np.float32).astype(np.float64)
+        return got, np.abs(got - gelu.want) > tol.atol + tol.rtol * np.abs(gelu.want)
+
+    noisy = gelu.want + np.random.default_rng(5).standard_normal(gelu.want.shape) * (np.arange(gelu.want.size) % 3 == 0
+                                                                                    ).reshape(gelu.want.shape)
+    got, bad = recount(noisy)
+    found = gelu.diagnose(noisy)
+    assert [(d.code, d.message) for d in found] == [("wrong_values", f"{int(bad.sum())} of {gelu.want.size} "
+                                                                     "elements wrong")]
+    near = gelu.want * (1 + 3e-4 * np.cos(np.arange(gelu.want.size)).reshape(gelu.want.shape))
+    got, bad = recount(near)
+    rel = np.abs(got - gelu.want) / np.maximum(np.abs(gelu.want), tol.atol)
+    found = gelu.diagnose(near)
+    assert [(d.code, d.message) for d in found] == [("near_miss", f"largest relative error {rel[bad].max():.2e}, "
+                                                                  "above the tolerance")]
+    rows, cols = gelu.want.shape
+    skipped = gelu.want.astype(np.float32)
+    skipped[rows - 7:] = bits_array(POISON_BITS, 7 * cols).reshape(7, cols)
+    found = gelu.diagnose(skipped)
+    assert [(d.code, d.message) for d in found] == [("unwritten_rows", f"7 of {rows} rows never written "
+                                                                       f"(rows {rows - 7}..{rows - 1})")]
