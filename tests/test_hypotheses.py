@@ -4,8 +4,9 @@ parameter fitted where there is one; a wrong output that matches one is named by
 fitted value. And counts that say what happened: NaN and infinities counted as what they are.
 
 The outputs here are made from each exercise's own reference on its first check case's inputs and
-rounded to float32, as a kernel writes them; the end-to-end tests grade small wrong kernels
-(tests/data/hypotheses/) on the emulator and read result.json."""
+rounded to float32, as a kernel writes them; the end-to-end tests grade wrong kernels on the emulator
+and read result.json: four of the mistakes corpus (tests/data/mistakes/, written without reading
+grader/verdict/; copied from its branch) and one of this file's own (tests/data/hypotheses/)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from grader.exercises.rubric import dims_values, load_rubric
 from grader.verdict import hypotheses
 from grader.verdict.diagnosis import diagnose
 
-DATA = Path(__file__).parent / "data" / "hypotheses"
+DATA = Path(__file__).parent / "data"
 
 
 class Case:
@@ -199,14 +200,21 @@ def _rope_parts(case):
     return x[..., :half], x[..., half:], c, s
 
 
-@pytest.mark.parametrize("code", ["cos_sin_swapped", "halves_swapped", "not_rotated", "interleaved"])
+@pytest.mark.parametrize("code", ["cos_sin_swapped", "halves_swapped", "not_rotated", "interleaved", "reuse_updated",
+                                  "table_offset"])
 def test_ropes_usual_mistakes_are_named(rope, code):
     x0, x1, c, s = _rope_parts(rope)
     x = rope.f64("in")
     e0, e1 = x[..., 0::2], x[..., 1::2]
     interleaved = np.empty_like(x)
     interleaved[..., 0::2], interleaved[..., 1::2] = e0 * c - e1 * s, e0 * s + e1 * c
-    made = {"cos_sin_swapped": np.concatenate([x0 * s - x1 * c, x0 * c + x1 * s], -1),
+    seq = c.shape[1]
+    nxt = np.minimum(np.arange(seq) + 1, seq - 1)
+    c1, s1 = rope.f64("cosTab")[nxt][None, :, None, :], rope.f64("sinTab")[nxt][None, :, None, :]
+    o0 = x0 * c - x1 * s
+    made = {"reuse_updated": np.concatenate([o0, o0 * s + x1 * c], -1),
+            "table_offset": np.concatenate([o0, x0 * s1 + x1 * c1], -1),
+            "cos_sin_swapped": np.concatenate([x0 * s - x1 * c, x0 * c + x1 * s], -1),
             "halves_swapped": np.concatenate([x0 * s + x1 * c, x0 * c - x1 * s], -1),
             "not_rotated": x, "interleaved": interleaved}[code]
     assert [d.code for d in rope.diagnose(made)] == [code]
@@ -334,15 +342,19 @@ def test_mistakes_in_python_are_refused_with_where_they_now_go(tmp_path):
 # -- end to end: wrong kernels graded on the emulator, result.json read ---------------------------
 
 E2E = [
-    ("half_left_out.cu", "output_scaled", "every output is 2.000 times the answer: the 0.5 is missing"),
-    ("erf_over_two.cu", "erf_arg_scaled", "erf's argument is scaled by 0.5000, not 0.7071: v / 2 where v / sqrt(2)"),
-    ("integer_half.cu", "all_zero", "every output is 0"),
-    ("sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
+    ("mistakes/bias_gelu_fused/half_forgotten_macro.cu", "output_scaled",
+     "every output is 2.000 times the answer: the 0.5 is missing (9797 of the 9797 elements written match"),
+    ("mistakes/bias_gelu_fused/erf_over_two.cu", "erf_arg_scaled",
+     "erf's argument is scaled by 0.5000, not 0.7071: v / 2 where v / sqrt(2) is meant (9797 of the 9797"),
+    ("mistakes/bias_gelu_fused/integer_half.cu", "all_zero", "every output is 0 (9797 of the 9797 elements"),
+    ("mistakes/gelu_sum/erf_times_sqrt2.cu", "erf_arg_scaled",
+     "erf's argument is scaled by 1.4142, not 0.7071: x * sqrt(2) where x / sqrt(2) is meant (560 of the 560"),
+    ("hypotheses/sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
 ]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
-@pytest.mark.parametrize("name, code, words", E2E, ids=[e[0] for e in E2E])
+@pytest.mark.parametrize("name, code, words", E2E, ids=[Path(e[0]).name for e in E2E])
 def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name, code, words):
     from click.testing import CliRunner
 
@@ -386,3 +398,14 @@ def test_every_count_in_a_diagnosis_is_the_outputs_own(gelu):
     found = gelu.diagnose(skipped)
     assert [(d.code, d.message) for d in found] == [("unwritten_rows", f"7 of {rows} rows never written "
                                                                        f"(rows {rows - 7}..{rows - 1})")]
+
+
+def test_a_case_whose_inputs_are_a_timed_shapes_is_not_tried(monkeypatch):
+    """gelu_sum's timed shape has 1M outputs but 64M inputs: its variants are float64 passes over the
+    inputs (a corpus kernel wrong only at the timed shape held 4 GB for them). A case past MAX_ELEMENTS in its output or any input
+    evaluates nothing."""
+    case = Case("gelu_sum", {"R": 3, "B": 4, "D": 5})
+    monkeypatch.setattr(hypotheses, "MAX_ELEMENTS", 59)            # the 60 inputs are past it, the 20 outputs not
+    calls = []
+    monkeypatch.setattr(hypotheses, "evaluate", lambda *a, **k: calls.append(a[0]))
+    assert [d.code for d in case.diagnose(2 * case.want)] == ["wrong_values"] and calls == []

@@ -233,11 +233,10 @@ def evaluate(text: str, values: Mapping[str, Any], *, largest: int | None = None
             return bounded(np.logical_or(a, b))
         if op is ast.Div:
             return bounded(np.true_divide(a, b))
+        if isinstance(a, int) and isinstance(b, int) and op in (ast.FloorDiv, ast.Mod) and b == 0:
+            raise ArrayExprError(f"{text!r}: an integer division by zero")
         fn = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.FloorDiv: np.floor_divide,
               ast.Mod: np.mod, ast.Pow: np.power}[op]
-        if isinstance(a, int) and isinstance(b, int) and op is not ast.Pow:
-            return {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b}.get(op) if op in (ast.Add, ast.Sub, ast.Mult) \
-                else (a // b if op is ast.FloorDiv else a % b) if b else _zero(text)
         return bounded(fn(a, b))
 
     try:
@@ -247,7 +246,3 @@ def evaluate(text: str, values: Mapping[str, Any], *, largest: int | None = None
         raise
     except (ArithmeticError, TypeError, ValueError, IndexError, KeyError, RecursionError, MemoryError) as exc:
         raise ArrayExprError(f"{text!r}: {type(exc).__name__}: {exc}") from None
-
-
-def _zero(text: str):
-    raise ArrayExprError(f"{text!r}: an integer division by zero")

@@ -28,9 +28,9 @@ GRID = 9                # values a search starts from, evenly across a parameter
 MIN_FITTED = 16         # a fitted variant explains at least this many elements (one number fits any one element)
 NEAR = 1e-3             # a fitted variant within this relative error of the answer everywhere is a near miss, not a mistake
 MEANING = 1e-3          # a fit within this relative distance of a meaning's value is that meaning
-# Outputs larger than this are not tried: only a timed shape is (16M elements: a variant is a float64
-# pass over it, 2.5 s on 2 cores, a fit 35 of them), and the check cases before it, far smaller,
-# show a mistake in the formula first.
+# A case whose output or inputs hold more elements than this is not tried: only a timed shape does
+# (16M elements: a variant is a float64 pass over them, 2.5 s on 2 cores, and a fit 20 of them; 64M
+# inputs took 4 GB), and the check cases before it, far smaller, show a mistake in the formula first.
 MAX_ELEMENTS = 1 << 21
 
 
@@ -132,7 +132,7 @@ def name_output(failed: FailedOutput, hypotheses: Hypotheses, values: dict, g: n
     MATCH of the written elements where it is defined, within SLACK times the tolerance, and more of
     them than the right answer does. values: the case's dimensions and derived values; right: where
     g is the answer."""
-    if g.size > MAX_ELEMENTS:
+    if max([g.size] + [getattr(a, "size", 1) for a in failed.inputs.values()]) > MAX_ELEMENTS:
         return None
     judged = _Judged(_Arrays(hypotheses, failed.inputs, values, failed.want), failed, g, written,
                      written & np.isfinite(g), right)
