@@ -5,7 +5,7 @@ fitted value. And counts that say what happened: NaN and infinities counted as w
 
 The outputs here are made from each exercise's own reference on its first check case's inputs and
 rounded to float32, as a kernel writes them; the end-to-end tests grade wrong kernels on the emulator
-and read result.json: four of the mistakes corpus (tests/data/mistakes/, written without reading
+and read result.json: five of the mistakes corpus (tests/data/mistakes/, written without reading
 grader/verdict/; copied from its branch) and one of this file's own (tests/data/hypotheses/)."""
 
 from __future__ import annotations
@@ -350,6 +350,9 @@ E2E = [
     ("mistakes/gelu_sum/erf_times_sqrt2.cu", "erf_arg_scaled",
      "erf's argument is scaled by 1.4142, not 0.7071: x * sqrt(2) where x / sqrt(2) is meant (560 of the 560"),
     ("hypotheses/sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
+    # the same mistake unguarded: a later case (R > B) writes past the output, said as a row stride
+    # second; the hypothesis that explained the first case's values stays first
+    ("mistakes/gelu_sum/sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
 ]
 
 
@@ -369,6 +372,8 @@ def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name
     first = result["diagnosis"][0]
     assert first["code"] == code and first["message"].startswith(words), first
     assert first["advice"]                              # the rubric explains the fix
+    if name == "mistakes/gelu_sum/sum_over_b.cu":
+        assert [d["code"] for d in result["diagnosis"]] == ["wrong_reduction_axis", "row_stride"]
 
 
 def test_every_count_in_a_diagnosis_is_the_outputs_own(gelu):
