@@ -114,7 +114,8 @@ class Variant:
         "output (least squares in closed form where the output is linear in it, else a bounded 1-D search) before "
         "the variant is compared: `{k: [-8, 8]}`.", default_factory=dict)
     defined: str = _doc("Where the variant is defined, a boolean array expression broadcast to the output's "
-                        "shape (empty: everywhere): `arange(rows)[:, None] < cols`.", default="")
+                        "shape, without the fitted parameter (empty: everywhere): `arange(rows)[:, None] < cols`.",
+                        default="")
     says: str = _doc("What the output shows, for the diagnosis' message, with the fitted parameter in braces: "
                      "`every output is {k:.3f} times the answer` (empty: a count of the elements it explains).",
                      default="")

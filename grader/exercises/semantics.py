@@ -151,8 +151,8 @@ def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
             if len(bounds) != 2 or not bounds[0] < bounds[1]:
                 bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
         readable(f"{key}.output", v.output, known | set(v.fit))
-        if v.defined:
-            readable(f"{key}.defined", v.defined, known | set(v.fit))
+        if v.defined:                    # where it is defined is known before its parameter is fitted
+            readable(f"{key}.defined", v.defined, known)
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
         except ValueError as exc:

@@ -4,8 +4,8 @@ Each variant is an array expression of the case's inputs (exercises/arrayexprs.p
 with that mistake writes. A variant with a parameter has it fitted to the student's output first,
 on a sample of the elements it explains: in closed form where the output is linear in it (a
 factor: ordinary least squares from three evaluations), else from the best of a few values across
-its bounds by Gauss-Newton steps (an erf's argument scaled: about 17 evaluations). The first variant that explains the
-written elements names the output, with the fitted value in its message.
+its bounds by Gauss-Newton steps (an erf's argument scaled: about 17 evaluations). The first
+variant that explains the written elements names the output, with the fitted value in its message.
 """
 
 from __future__ import annotations
