@@ -152,6 +152,14 @@ def test_a_sum_over_the_wrong_axis_is_named_before_the_rows_it_never_writes():
     assert found[1].message.startswith(f"{B - R} of {B} B never written (B {R}..{B - 1})")
 
 
+def test_a_sum_over_consecutive_floats_is_x_read_as_b_d_r():
+    """out[k] += gelu(x[i]) at k = i / R (an atomicAdd's index): x read as [B][D][R]."""
+    case = Case("gelu_sum")
+    R, B, D = case.dims["R"], case.dims["B"], case.dims["D"]
+    out = gelu_erf(case.f64("x").reshape(-1)).reshape(B * D, R).sum(1).reshape(B, D)
+    assert [d.code for d in case.diagnose(out)] == ["layout_b_d_r"]
+
+
 def test_a_mean_is_not_a_sum():
     case = Case("gelu_sum")
     found = case.diagnose(case.want / case.dims["R"])
