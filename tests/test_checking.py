@@ -1,6 +1,6 @@
 """The checks on numpy arrays (what the parent compares), against the exercise's reference (numpy,
-as bias_gelu_fused's reference.py is written) and its mistake models as the grader runs them
-(Reference.mistakes)."""
+as bias_gelu_fused's reference.py is written) and its hypotheses as the grader runs them (the
+rubric's `hypotheses`)."""
 
 import numpy as np
 
@@ -18,7 +18,8 @@ def _reference(bias_gelu, rubric):
 
     global ref, bias_gelu_fn, gelu_erf, gelu_tanh, models
     ref = bias_gelu
-    models = load_reference(rubric).mistakes
+    load_reference(rubric)
+    models = rubric.hypotheses
     bias_gelu_fn, gelu_erf, gelu_tanh = ref.bias_gelu, ref.gelu_erf, ref.gelu_tanh
 
 
@@ -74,9 +75,11 @@ def test_guards_count_writes_outside_the_output():
 
 
 def diagnose(got, want, inputs, dims, cmp, guards, *, rtol, atol, axes, mistakes, init="poison"):
-    """diagnosis.diagnose of the one failed output these make (as the case's check makes it)."""
+    """diagnosis.diagnose of the one failed output these make (as the case's check makes it);
+    mistakes: the hypotheses tried (None: none)."""
+    values = dict(dims, n=dims["rows"] * dims["cols"]) if "rows" in dims else dims
     return diagnosis.diagnose(FailedOutput("case", "out", axes, got, want, inputs, dims, rtol, atol, init, cmp, guards),
-                              mistakes=mistakes)
+                              hypotheses=mistakes, values=values)
 
 
 def run_diagnose(got, x, b, guards=GuardDamage(0, 0, 0)):
@@ -90,7 +93,9 @@ def codes(got, x, b):
     return [d.code for d in run_diagnose(got, x, b)]
 
 
-def test_no_mistake_model_runs_where_every_written_element_is_right():
+def test_no_mistake_model_runs_where_every_written_element_is_right(monkeypatch):
+    from grader.verdict import hypotheses
+
     """issue 35: rows skipped at the timed shape leave the written elements right; no mistake can
     explain more of them than the right answer, so none of the models (a float64 pass over the
     whole output each, 2.5 s at 16M elements) is run: skipped_rows.cu went from 11 s to 1.8 s."""
@@ -100,14 +105,15 @@ def test_no_mistake_model_runs_where_every_written_element_is_right():
     want = bias_gelu_np(x, b)
     cmp = compare(got, want, **TOL)
     ran = []
-    counted = {code: (lambda t, d, m=m, code=code: ran.append(code) or m(t, d)) for code, m in models.items()}
+    real = hypotheses.evaluate
+    monkeypatch.setattr(hypotheses, "evaluate", lambda text, names, **kw: ran.append(text) or real(text, names, **kw))
     found = diagnose(got, want, {"x": x, "bias": b}, {"rows": 40, "cols": 30}, cmp, GuardDamage(0, 0, 0), **TOL,
-                     axes=["rows", "cols"], mistakes=counted)
+                     axes=["rows", "cols"], mistakes=models)
     assert [d.code for d in found] == ["unwritten_rows"] and ran == []
-    got[0, 0] += 1.0                     # one written element wrong: the models are asked again
+    got[0, 0] += 1.0                     # one written element wrong: the hypotheses are tried again
     found = diagnose(got, want, {"x": x, "bias": b}, {"rows": 40, "cols": 30}, compare(got, want, **TOL),
-                     GuardDamage(0, 0, 0), **TOL, axes=["rows", "cols"], mistakes=counted)
-    assert ran == list(models)
+                     GuardDamage(0, 0, 0), **TOL, axes=["rows", "cols"], mistakes=models)
+    assert {v.output for v in models.variants} <= set(ran)
 
 
 def test_diagnoses_the_usual_mistakes():
@@ -145,7 +151,7 @@ def test_unwritten_slices_are_found_along_any_axis_of_a_4d_output():
     got[..., 4:] = bits_array(POISON_BITS, 2 * 3 * 4 * 4).reshape(2, 3, 4, 4)      # the upper half of every head
     c = cmp_(got, want, **TOL)
     found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["batch", "seq", "heads", "headDim"],
-                     mistakes={})
+                     mistakes=None)
     assert [d.code for d in found] == ["unwritten_headDim"]
     assert "4 of 8 headDim never written (headDim 4..7)" in found[0].message
     assert c.first.index == [0, 0, 0, 4]
@@ -187,11 +193,11 @@ def test_an_output_that_starts_at_zero_is_unwritten_where_it_is_still_zero_and_s
     got[3] = 0.0                                       # the last row never written
     c = compare(got, want, **TOL, init="zero")
     assert c.unwritten == 6 and c.bad == 6
-    found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
+    found = diagnose(got, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes=None, init="zero")
     assert [d.code for d in found] == ["unwritten_B"] and "still hold the zero" in found[0].message
     nothing = np.zeros((4, 6), dtype=np.float32)
     c = compare(nothing, want, **TOL, init="zero")
-    found = diagnose(nothing, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes={}, init="zero")
+    found = diagnose(nothing, want, {}, {}, c, GuardDamage(0, 0, 0), **TOL, axes=["B", "D"], mistakes=None, init="zero")
     # 23 of 24 unwritten (the true zero is not): rows 1..3 and columns 1..5 whole
     assert [(d.code, d.message.split(" (")[0]) for d in found] == [("unwritten_B", "3 of 4 B never written"),
                                                                     ("unwritten_D", "5 of 6 D never written")]

@@ -27,16 +27,26 @@ def test_each_exercise_keeps_its_contract(name):
         values = dims_values(rubric, case.dims)
         for t in outputs:
             assert tuple(want[t.name].shape) == shape_of(t, values) and want[t.name].dtype == np.float64
-    # Every mistake model is a different function from the answer on random inputs (beyond the
-    # margin diagnosis matches with), or it would name right answers as mistakes.
-    case = max((c for c in plan_cases(rubric) if c.inputs == "random"), key=lambda c: sum(c.dims.values()))
-    inputs = draw(rubric, ref, case)
-    right = ref.answers_for(inputs, dict(case.dims))[outputs[0].name]
-    for code, model in ref.mistakes.items():
-        wrong, mask = model(inputs, dict(case.dims))
-        tol = rubric.tolerance
-        differs = np.abs(wrong - right) > 4 * (tol.atol + tol.rtol * np.abs(right))   # diagnosis's margin
-        assert bool((differs if mask is None else differs & mask).any()), code
+    # Every hypothesis evaluates at every check case's shape, to the output's shape, and is a different
+    # function from the answer on random inputs (beyond the margin diagnosis matches with), or it would
+    # name right answers as mistakes.
+    from grader.verdict.hypotheses import variant_output
+
+    largest = max((c for c in plan_cases(rubric) if c.inputs == "random"), key=lambda c: sum(c.dims.values()))
+    for case in plan_cases(rubric):
+        if case.timed:
+            continue
+        inputs = draw(rubric, ref, case)
+        right = ref.answers_for(inputs, dict(case.dims))[outputs[0].name]
+        values = dims_values(rubric, case.dims)
+        for v in rubric.hypotheses.variants:
+            wrong, mask = variant_output(rubric.hypotheses, v, inputs, values, right)
+            assert wrong.shape == right.shape and (mask is None or mask.shape == right.shape), (v.code, case.name)
+            if case.name != largest.name:
+                continue
+            tol = rubric.tolerance
+            differs = np.abs(wrong - right) > 4 * (tol.atol + tol.rtol * np.abs(right))   # diagnosis's margin
+            assert bool((differs if mask is None else differs & mask).any()), (v.code, case.name)
     assert len(timed_cases(rubric)) == rubric.timing.input_sets
 
 
@@ -72,7 +82,9 @@ kernel:
   signature: "__global__ void saxpy(const float* x, const float* y, float* out, int n)"
   grid: ["(n + 127) / 128"]
   block: [128]
-mistakes: [forgot_a]
+hypotheses:
+  variants:
+    - {code: forgot_a, output: "x + y"}
 checks:
   cases: [{dims: {n: 1}}, {dims: {n: 1000}}]
   seeds: [1]
@@ -96,13 +108,11 @@ GENERATORS = {"random": random}
 
 def expected(t, dims):
     return {"out": 2.0 * t["x"].double() + t["y"].double()}
-
-MISTAKES = {"forgot_a": lambda t, dims: (t["x"].double() + t["y"].double(), None)}
 """
 
 
 # The same exercise laid out as new exercises are: the generators in numpy (inputs.py), the
-# answers and mistakes with torch (reference.py).
+# answers with torch (reference.py); its mistake is the rubric's, as every exercise's is.
 COURSE_INPUTS = """
 from grader.exercises.draws import uniform
 
@@ -113,7 +123,7 @@ def random(dims, seed):
 GENERATORS = {"random": random}
 """
 COURSE_ANSWERS = COURSE_REFERENCE[COURSE_REFERENCE.index("def expected"):]
-# ... and its answers and mistakes in numpy, as the shipped exercises are (no torch in the grader).
+# ... and its answers in numpy, as the shipped exercises are (no torch in the grader).
 COURSE_NUMPY_ANSWERS = """
 import numpy as np
 
@@ -121,8 +131,6 @@ ARRAYS = "numpy"
 
 def expected(t, dims):
     return {"out": 2.0 * t["x"].astype(np.float64) + t["y"]}
-
-MISTAKES = {"forgot_a": lambda t, dims: (t["x"] + t["y"].astype(np.float64), None)}
 """
 
 
@@ -173,9 +181,10 @@ def test_a_broken_reference_is_named(course):
 
     _LOADED.clear()
     ref = course / "reference" / "saxpy" / "reference.py"
-    ref.write_text(COURSE_REFERENCE.replace('MISTAKES = {"forgot_a"', 'MISTAKES = {"forgot_b"'))
+    ref.write_text(COURSE_REFERENCE + 'MISTAKES = {"forgot_a": lambda t, dims: (t["x"] + t["y"], None)}\n')
     rubric = choose(exercise="saxpy")
-    with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES has no 'forgot_a'"):
+    with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES is no longer read: declare each mistake as a "
+                                            r"variant under hypotheses"):
         load_reference(rubric).module             # checked when first imported
     _LOADED.clear()
     ref.write_text('ARRAYS = "jax"\n' + COURSE_REFERENCE)

@@ -234,10 +234,11 @@ def test_a_negative_guard_is_refused_by_key(tmp_path):
 
 
 def test_a_misspelt_mistake_is_named_where_it_is_misspelt(tmp_path):
-    text = BASE + "mistakes: [tanh_gelux]\nfeedback:\n  diagnosis:\n    tanh_gelu: the tanh form\n"
+    text = BASE + ("hypotheses:\n  variants:\n    - {code: tanh_gelux, output: answer}\n"
+                   "feedback:\n  diagnosis:\n    tanh_gelu: the tanh form\n")
     with pytest.raises(RubricError) as err:
         load_rubric(write(tmp_path, text))
-    assert err.value.key == "mistakes[0]" and "did you mean 'tanh_gelu'" in str(err.value)
+    assert err.value.key == "hypotheses.variants[0].code" and "did you mean 'tanh_gelu'" in str(err.value)
 
 
 def test_a_number_written_without_a_dot_is_a_number(tmp_path):

@@ -129,10 +129,11 @@ class Reference:
     """An exercise's reference, used in the parent only (it never runs in the child).
 
     Its modules are imported only when something needs them: inputs.py (GENERATORS, in numpy)
-    to draw a case not yet in the cache; reference.py (expected and MISTAKES) for a case's answers
-    not yet in the cache, or to name a failing output's mistake. reference.py's functions are given
-    torch tensors, or numpy arrays where it says `ARRAYS = "numpy"` (the three shipped exercises
-    do: their first grade never imports torch); answers_for and mistakes turn either into numpy.
+    to draw a case not yet in the cache; reference.py (expected) for a case's answers not yet in
+    the cache. reference.py's functions are given torch tensors, or numpy arrays where it says
+    `ARRAYS = "numpy"` (the three shipped exercises do: their first grade never imports torch);
+    answers_for turns either into numpy. The mistakes a wrong output is named by are the rubric's
+    (its `hypotheses`), not Python's.
     A warm submission reads both from the cache. An exercise without an inputs.py draws with
     reference.py's GENERATORS (torch tensors, as before).
     """
@@ -165,21 +166,6 @@ class Reference:
         """expected() on a case's float32 inputs (writable copies): each output it gives, as a float64 array."""
         want = self.module.expected(self._given(inputs), dims)
         return {name: _float64(value) for name, value in want.items()}
-
-    @property
-    def mistakes(self) -> dict[str, Callable]:
-        """The rubric's mistakes, each a model that takes the case's numpy inputs and dims and
-        gives what that mistake would output (float64) and where it is defined (None: everywhere)."""
-        found = dict(getattr(self.module, "MISTAKES", {}))
-        return {c: self._numpy_model(found[c]) for c in self._rubric.mistakes}
-
-    def _numpy_model(self, model: Callable) -> Callable:
-        def run(inputs: dict, dims: dict):
-            import numpy as np      # numpy (75 ms) only for answers: `grader exercises` never imports it
-
-            alt, mask = model(self._given(inputs), dims)
-            return _float64(alt), (None if mask is None else np.asarray(_numpy(mask), dtype=bool))
-        return run
 
     def _given(self, inputs: dict) -> dict:
         import numpy as np          # numpy (75 ms) only for answers: `grader exercises` never imports it
@@ -221,7 +207,7 @@ def load_reference(rubric) -> Reference:
     path = folder / "reference.py"
     if not path.is_file():
         raise ExerciseError(f"{path}: no such file: exercise {rubric.exercise!r} needs its reference "
-                            "(GENERATORS, expected, MISTAKES) there")
+                            "(expected; GENERATORS, or an inputs.py beside it) there")
     cu = folder / "kernels.cu"
     kernels = cu.read_text() if cu.is_file() else ""
     if rubric.chain.kernel and f"grader_ref_{rubric.chain.kernel}" not in kernels:
@@ -276,21 +262,18 @@ def _arrays_of(module) -> str:
 
 
 def _check_answers(rubric, path: Path, module):
-    """reference.py against its rubric: expected, and MISTAKES for every mistake the rubric lists."""
+    """reference.py against its rubric: expected, and no MISTAKES (the rubric's hypotheses replace it)."""
     arrays = _arrays_of(module)
     if arrays not in ARRAY_KINDS:
-        raise ExerciseError(f"{path}: ARRAYS is {arrays!r}; it says what expected() and MISTAKES are given: "
+        raise ExerciseError(f"{path}: ARRAYS is {arrays!r}; it says what expected() is given: "
                             f"{' or '.join(repr(k) for k in ARRAY_KINDS)} (torch when it is left out)")
     if not hasattr(module, "expected"):
         raise ExerciseError(f"{path}: defines no expected (an exercise's reference.py defines expected and "
-                            "MISTAKES; its inputs.py GENERATORS)")
-    mistakes = dict(getattr(module, "MISTAKES", {}))
-    for i, code in enumerate(rubric.mistakes):
-        if code not in mistakes:
-            raise ExerciseError(f"{path}: MISTAKES has no {code!r}, which {rubric.path} lists (mistakes[{i}])")
-    for code in mistakes:
-        if code not in rubric.mistakes:
-            raise ExerciseError(f"{path}: MISTAKES models {code!r}, which {rubric.path} does not list under mistakes")
+                            "its inputs.py GENERATORS)")
+    if hasattr(module, "MISTAKES"):
+        raise ExerciseError(f"{path}: MISTAKES is no longer read: declare each mistake as a variant under "
+                            f"hypotheses in {rubric.path} (an array expression of the inputs; docs/exercises.md "
+                            "says how), and delete MISTAKES")
     return module
 
 

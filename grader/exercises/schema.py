@@ -21,8 +21,8 @@ from grader.core.typed import doc_field as _doc, type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / f"{DEFAULT_EXERCISE}.yaml"
 
-# The diagnosis codes the core emits for any exercise; an exercise adds its mistakes (codes its
-# reference models) and unwritten_<dim> for each dimension of an output. The rubric's feedback
+# The diagnosis codes the core emits for any exercise; an exercise adds its mistakes (the codes of
+# its hypotheses) and unwritten_<dim> for each dimension of an output. The rubric's feedback
 # explains each.
 CORE_CODES = (
     "unwritten_elements",
@@ -99,6 +99,41 @@ class Tolerance:
     atol: float = _doc("Absolute tolerance against the float64 reference.", default=1e-6)
     scale: Expr = _doc("Both tolerances are multiplied by this expression of the case's dimensions (for a "
                        "reduction, the error grows with its length: `sqrt(R)`).", default=Expr("1"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    code: str = _doc("The diagnosis code this mistake is named by (feedback.diagnosis explains its fix).")
+    output: str = _doc(
+        "What a kernel with this mistake writes to the output, an array expression (docs/exercises.md): numpy "
+        "arithmetic over the input tensors (float64), the dimensions, `answer` (the reference's answer for the "
+        "output), the terms, the fitted parameter and functions such as gelu_erf, erf, tanh, sum(a, axis), "
+        "reshape, concat, interleave, arange: `gelu_erf(x)`, `k * answer`, `sum(gelu_erf(x), 1)`.")
+    fit: dict[str, list[float]] = _doc(
+        "At most one parameter the output expression names, with its bounds [low, high]: fitted to the student's "
+        "output (least squares in closed form where the output is linear in it, else a bounded 1-D search) before "
+        "the variant is compared: `{k: [-8, 8]}`.", default_factory=dict)
+    defined: str = _doc("Where the variant is defined, a boolean array expression broadcast to the output's "
+                        "shape, without the fitted parameter (empty: everywhere): `arange(rows)[:, None] < cols`.",
+                        default="")
+    says: str = _doc("What the output shows, for the diagnosis' message, with the fitted parameter in braces: "
+                     "`every output is {k:.3f} times the answer` (empty: a count of the elements it explains).",
+                     default="")
+    meanings: dict[str, str] = _doc(
+        "Fitted values that mean a known slip, each with what it means: a fit within 0.1% of one adds it to the "
+        "message (`2: the 0.5 is missing` says `every output is 2.000 times the answer: the 0.5 is missing`).",
+        default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hypotheses:
+    terms: dict[str, str] = _doc(
+        "Named array expressions the variants share, in order (each may use the ones above it): "
+        "`v: x + bias`.", default_factory=dict)
+    variants: list[Variant] = _doc(
+        "The mistakes students make in the exercise's formula, in the order they are tried: a wrong output that "
+        "matches one (98% of the elements it defines, within 4 times the tolerance, and more than the right "
+        "answer matches) is named by its code.", default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -351,8 +386,9 @@ class Rubric:
     tensors: list[Tensor] = _doc("The kernel's tensors, inputs and outputs.")
     derived: dict[str, Expr] = _doc("Values computed from the dimensions (`n: rows * cols`), usable wherever a "
                                    "dimension is.", default_factory=dict)
-    mistakes: list[str] = _doc("The mistakes the reference models, by diagnosis code, in the order they are tried: "
-                               "reference.py's MISTAKES gives what each would output.", default_factory=list)
+    hypotheses: Hypotheses = _doc("The exercise's usual mistakes, each a variant of the reference the grader "
+                                  "computes on the case's inputs: what names a wrong output's cause.",
+                                  default=Hypotheses())
     chain: Chain = _doc("An optional reference kernel run after the submission (the lesson's fusion chain).",
                         default=Chain())
     calibrate: Calibrate = _doc("The lesson's reference kernels `grader calibrate` times on this GPU, so an "
@@ -370,6 +406,11 @@ class Rubric:
     findings: list[FindingRule] = _doc("What the compiled code (SASS) can show about a kernel's speed, as rules "
                                        "over facts read from it.", default_factory=list)
     path: str = field(default="", metadata={"doc": "Where this rubric was loaded from (set by the loader).", "internal": True})
+
+    @property
+    def mistakes(self) -> tuple[str, ...]:
+        """The codes of the exercise's hypotheses, in the order they are tried."""
+        return tuple(v.code for v in self.hypotheses.variants)
 
 
 def describe(cls: type = Rubric, prefix: str = "") -> list[tuple[str, str, str]]:

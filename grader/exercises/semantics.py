@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import string
 from typing import Callable
 
 from grader.core import exprs
+from grader.exercises import arrayexprs
 from grader.core.errors import RubricError
 from grader.exercises.fromyaml import key_line
 from grader.exercises.schema import CORE_CODES, FINDING_FACTS, FLOOR_KINDS, TIER_NAMES, Rubric
@@ -25,6 +27,7 @@ def check_semantics(r: Rubric, path: str) -> None:
         raise RubricError(path, key, problem, key_line(path, key) if path else None)
 
     _check_exercise(r, bad)
+    _check_hypotheses(r, bad)
     _check_bounds(r, bad)
     _check_timing_settings(r, bad)
     _check_feedback(r, bad)
@@ -81,7 +84,7 @@ def _check_feedback(r: Rubric, bad: Callable[[str, str], None]) -> None:
             close = difflib.get_close_matches(code, [m for _, m in unexplained], n=1, cutoff=0.6)
             if close:
                 i = next(i for i, m in unexplained if m == close[0])
-                bad(f"mistakes[{i}]", f"{close[0]!r} is explained by no feedback.diagnosis entry; did you mean "
+                bad(f"hypotheses.variants[{i}].code", f"{close[0]!r} is explained by no feedback.diagnosis entry; did you mean "
                                       f"{code!r} (feedback.diagnosis has it)?")
             bad(f"feedback.diagnosis.{code}", f"unknown diagnosis code (known: {', '.join(known)})")
     for tier in r.feedback.tiers:
@@ -106,6 +109,68 @@ def _check_points(r: Rubric, bad: Callable[[str, str], None]) -> None:
                 bad(f"findings[{i}].when[{j}].fact", f"unknown fact {c.fact!r} (known: {', '.join(FINDING_FACTS)})")
         if not rule.when:
             bad(f"findings[{i}].when", "name at least one condition")
+
+
+def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
+    """The hypotheses: every term's and variant's expression parses and reads only names it may (the
+    input tensors, the dimensions and derived values, `answer`, the terms above it, its fitted
+    parameter); codes unique and not the core's; at most one fitted parameter, with bounds low < high;
+    the message's braces name that parameter; each meaning is a number."""
+    known = {t.name for t in r.tensors if t.role == "in" and not t.chain} | set(r.dims) | set(r.derived)
+    known |= {"answer", *arrayexprs.CONSTANTS}
+
+    def readable(key: str, text: str, names: set[str]) -> None:
+        try:
+            unknown = arrayexprs.names(text) - names
+        except arrayexprs.ArrayExprError as exc:
+            bad(key, str(exc))
+        if unknown:
+            bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
+
+    for name, text in r.hypotheses.terms.items():
+        if name in known or not name.isidentifier():
+            bad(f"hypotheses.terms.{name}", "a term's name must be a new identifier (not a tensor, a dimension, "
+                                            "`answer` or an earlier term)")
+        readable(f"hypotheses.terms.{name}", text, known)
+        known.add(name)
+    seen: set[str] = set()
+    for i, v in enumerate(r.hypotheses.variants):
+        key = f"hypotheses.variants[{i}]"
+        if not v.code.isidentifier() or v.code in CORE_CODES or v.code.startswith("unwritten_"):
+            bad(f"{key}.code", f"{v.code!r}: a variant's code is an identifier of its own (not one of the core's: "
+                               f"{', '.join(CORE_CODES)}, nor unwritten_<dim>)")
+        if v.code in seen:
+            bad(f"{key}.code", f"{v.code!r} is given twice: each variant has a code of its own")
+        seen.add(v.code)
+        if len(v.fit) > 1:
+            bad(f"{key}.fit", "fit at most one parameter (a 1-D search keeps a wrong grade's diagnosis cheap)")
+        for p, bounds in v.fit.items():
+            if p in known or not p.isidentifier():
+                bad(f"{key}.fit.{p}", "a parameter's name must be a new identifier (not a tensor, a dimension, "
+                                      "`answer` or a term)")
+            if len(bounds) != 2 or not bounds[0] < bounds[1]:
+                bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
+        readable(f"{key}.output", v.output, known | set(v.fit))
+        if v.defined:                    # where it is defined is known before its parameter is fitted
+            readable(f"{key}.defined", v.defined, known)
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
+        except ValueError as exc:
+            bad(f"{key}.says", f"{exc} (braces name the fitted parameter: {{k:.3f}}; write {{{{ for a brace)")
+        for f in fields:
+            if f.split(".")[0].split("[")[0] not in v.fit or f != f.split(".")[0].split("[")[0]:
+                bad(f"{key}.says", f"{{{f}}} names no fitted parameter (fit: {', '.join(v.fit) or 'none'})")
+        try:
+            v.says.format(**{p: 1.0 for p in v.fit})
+        except (ValueError, KeyError, IndexError) as exc:
+            bad(f"{key}.says", f"cannot be formatted with a number: {exc}")
+        for value in v.meanings:
+            try:
+                float(value)
+            except ValueError:
+                bad(f"{key}.meanings.{value}", "a meaning's key is a value of the fitted parameter (a number)")
+        if v.meanings and not v.fit:
+            bad(f"{key}.meanings", "meanings name values of a fitted parameter: this variant fits none")
 
 
 def diagnosis_codes(r: Rubric) -> tuple[str, ...]:

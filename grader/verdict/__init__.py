@@ -250,9 +250,11 @@ def _with_index_stride(found: list[DiagnosisEntry], judging: Judging) -> list[Di
     diagnosis: the rest follows from it (rows never written, guards and inputs overwritten, threads
     writing one element, timed sets that differ). On the emulator the access faults and the check
     names the stride itself; on a GPU it lands in the guards and shows here."""
-    if any(d.code in INDEX_STRIDES for d in found):
-        return [d for d in found if d.code in INDEX_STRIDES]
     modelled = set(judging.rubric.mistakes)
+    if any(d.code in INDEX_STRIDES for d in found):
+        # a hypothesis that explained a case's values (a sum over the wrong axis) is the cause; the
+        # stride of a later case's access past the end follows from it
+        return [d for d in found if d.code in modelled] + [d for d in found if d.code in INDEX_STRIDES]
     past = next((d for d in found if d.code in OUT_OF_BOUNDS), None)
     if past is None and not {d.code for d in found} & modelled:
         # a stride that stays inside the buffers at these shapes: values from the wrong elements

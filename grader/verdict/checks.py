@@ -25,6 +25,9 @@ from grader.verdict.causes import index_strides
 from grader.verdict.maps import build_map
 
 
+# what a case's diagnosis says where the hypotheses were tried and none explained the values
+_UNEXPLAINED = frozenset({"wrong_values", "near_miss", "nan_output"})
+
 # ---------------------------------------------------------------------------
 
 
@@ -39,8 +42,8 @@ class CaseOutcome:
 
 @dataclass(frozen=True)
 class Judging:
-    """What every case of one grade is judged against: the rubric, the exercise's reference (its
-    modelled mistakes), the build (a fault's source line), the student's file as scanned (nothing
+    """What every case of one grade is judged against: the rubric (its hypotheses name a wrong
+    output), the exercise's reference, the build (a fault's source line), the student's file as scanned (nothing
     is read from disk again: its text is quoted, its code searched) and the backend."""
 
     rubric: Rubric
@@ -115,8 +118,11 @@ class _CaseCheck:
             # A named mistake, or outputs never written, explains the later cases' failures too.
             named = any(code in rubric.mistakes or code.startswith("unwritten_") for code in known)
             if not named and not (case.timed and known):
-                mistakes = self.judging.reference.mistakes if name == _first_output(rubric) else {}
-                for d in diagnose(failed, mistakes=mistakes):
+                # the hypotheses are tried on the first output, once a grade: an earlier case's values
+                # that none explained (said as wrong, NaN or near) are the same kernel's
+                tried = bool(known & _UNEXPLAINED)
+                hypotheses = rubric.hypotheses if name == _first_output(rubric) and not tried else None
+                for d in diagnose(failed, hypotheses=hypotheses, values=values):
                     d.case = case.name
                     out.diagnoses.append(d)
         self.second_run(primary, second, ref, values)

@@ -2,18 +2,20 @@
 
 Writes outside the output (its guard regions changed); slices never written, along any
 dimension (unwritten_<dim>: rows, columns, the upper half of a head); then the output is
-matched against what the exercise's usual wrong kernels compute (its reference's MISTAKES:
-the tanh GELU, a missing bias, ...); then values that are NaN or only slightly off.
+matched against the exercise's hypotheses, what its usual wrong kernels compute (the rubric's
+`hypotheses`: the tanh GELU, a missing bias, a factor, erf's argument scaled, ...; fitted and
+matched in verdict/hypotheses.py); then values that are NaN or infinite (each counted as what
+it is) or only slightly off.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from grader.core.checking import FailedOutput, GuardDamage, unwritten_mask, within
+from grader.exercises.schema import Hypotheses
+from grader.verdict.hypotheses import NEAR, name_output
 
 
 @dataclass
@@ -43,36 +45,47 @@ def _still(init: str) -> str:
     return "; they still hold the zero the output starts with" if init == "zero" else ""
 
 
-def _run_mistake(model: Callable, inputs: dict[str, np.ndarray], dims: dict, shape) -> tuple[np.ndarray, np.ndarray | None]:
-    """An exercise's mistake model (Reference.mistakes: numpy in, numpy out) at the output's shape:
-    what it outputs, as float64, and where that is defined (None: everywhere)."""
-    alt, mask = model(inputs, dims)
-    return alt.reshape(shape), (None if mask is None else mask.reshape(shape))
-
-
-def diagnose(failed: FailedOutput, *, mistakes: dict[str, Callable]) -> list[Diagnosis]:
-    """What went wrong in one output: mistakes maps a code to a function (inputs, dims) -> (what that
-    mistake outputs, mask of where that is defined), on numpy arrays (Reference.mistakes: the
-    exercise's reference.py, whatever it is written with)."""
+def diagnose(failed: FailedOutput, *, hypotheses: Hypotheses | None = None,
+             values: dict | None = None) -> list[Diagnosis]:
+    """What went wrong in one output: writes outside it, slices never written, the exercise's
+    hypotheses (the rubric's variants of the reference, verdict/hypotheses.py; None: not tried,
+    as for an output other than the first, or where an earlier case tried them), then NaN and
+    infinities, a near miss or the catch-all. values: the case's dimensions and derived values
+    (the case's dimensions where not given)."""
     got, want, cmp, axes, init, atol = failed.got, failed.want, failed.cmp, failed.axes, failed.init, failed.atol
     found = _guard_writes(failed.guards)
     if cmp.passed:
         return found
     unwritten = unwritten_mask(got, want, init, atol)
-    found += _unwritten(unwritten, axes, init)
+    slices = _unwritten(unwritten, axes, init)
     written = ~unwritten
     g = got.astype(np.float64)
-    named = _mistake(failed, g, written, mistakes)
+    named = _hypothesis(failed, g, written, hypotheses, values)
     if named is not None:
-        return found + [named]
-    nan_where_finite = np.isnan(g) & written & np.isfinite(want)
-    if bool(nan_where_finite.any()) or bool(np.isinf(g).any()):
-        found.append(Diagnosis("nan_output", f"{int(nan_where_finite.sum())} elements are NaN or infinite where the reference is finite"))
-    elif written.all() and cmp.max_rel_error < 1e-3:
+        # the mistake first: rows it never writes (a reduction along the wrong axis) follow from it
+        return found + [named] + slices
+    found += slices
+    finite_want = np.isfinite(want)
+    nan = int((np.isnan(g) & written & finite_want).sum())
+    pos_inf = int((np.isposinf(g) & written & finite_want).sum())
+    neg_inf = int((np.isneginf(g) & written & finite_want).sum())
+    if nan or pos_inf or neg_inf:
+        found.append(Diagnosis("nan_output", _not_finite(nan, pos_inf, neg_inf, int(written.sum()))))
+    elif written.all() and cmp.max_rel_error < NEAR:
         found.append(Diagnosis("near_miss", f"largest relative error {cmp.max_rel_error:.2e}, above the tolerance"))
     elif not any(d.code.startswith(("unwritten", "writes_")) for d in found):
         found.append(Diagnosis("wrong_values", f"{cmp.bad} of {cmp.total} elements wrong"))
     return found
+
+
+def _not_finite(nan: int, pos_inf: int, neg_inf: int, written: int) -> str:
+    """'3 elements are NaN and 4000 are +infinity, of the 4000 written, where the reference is finite'."""
+    parts = [f"{nan} {'is' if nan == 1 else 'are'} NaN" if nan else "",
+             f"{pos_inf} {'is' if pos_inf == 1 else 'are'} +infinity" if pos_inf else "",
+             f"{neg_inf} {'is' if neg_inf == 1 else 'are'} -infinity" if neg_inf else ""]
+    said = [p for p in parts if p]
+    text = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return f"of the {written} elements written, {text} where the reference is finite"
 
 
 def _floats(n: int) -> str:
@@ -108,35 +121,18 @@ def _unwritten(unwritten: np.ndarray, axes: list[str], init: str) -> list[Diagno
                                f"{int(unwritten.sum())} of {unwritten.size} elements never written" + _still(init))]
 
 
-def _mistake(failed: FailedOutput, g: np.ndarray, written: np.ndarray,
-             mistakes: dict[str, Callable]) -> Diagnosis | None:
-    """The first of the exercise's usual mistakes that explains the written elements, if any.
+def _hypothesis(failed: FailedOutput, g: np.ndarray, written: np.ndarray, hypotheses: Hypotheses | None,
+                values: dict | None) -> Diagnosis | None:
+    """The first of the exercise's hypotheses that explains the written elements, if any.
 
-    A mistake must explain more of the written elements than the right answer does: where every
+    A variant must explain more of the written elements than the right answer does: where every
     written element is already right (only unwritten ones are wrong, as with rows skipped at the
-    timed shape) none can, and no model is run (each is a float64 pass over the whole output:
-    2.5 s a model at 16M elements on 2 cores)."""
-    if not mistakes:
+    timed shape) none can, and none is evaluated (each is a float64 pass over the whole output:
+    2.5 s a variant at 16M elements on 2 cores)."""
+    if hypotheses is None or not hypotheses.variants:
         return None
-    want, inputs, dims, rtol, atol = failed.want, failed.inputs, failed.dims, failed.rtol, failed.atol
-    right = within(g, want, rtol=rtol, atol=atol)       # where got is the right answer: the same for every model
+    right = within(g, failed.want, rtol=failed.rtol, atol=failed.atol)   # where got is the right answer
     if bool(right[written].all()):
         return None
-    for code, model in mistakes.items():
-        alt, mask = _run_mistake(model, inputs, dims, g.shape)
-        region = written if mask is None else written & mask
-        n = int(region.sum())
-        if n == 0:
-            continue
-        matches_alt = int((within(g, alt, rtol=rtol, atol=atol, slack=4) & region).sum())
-        matches_ref = int((right & region).sum())
-        # The mistake explains the output if it matches (almost) everywhere it is defined
-        # and explains more than the right answer does.
-        if matches_alt >= 0.98 * n and matches_alt > matches_ref:
-            total, unwritten = int(written.size), int(written.size - written.sum())
-            where = (f"{matches_alt} of the {n} elements where this mistake is defined" if mask is not None and
-                     n < total - unwritten else f"{matches_alt} of the {n} elements written")
-            rest = (f" ({total - unwritten - n} more written elements lie where it is not defined)"
-                    if mask is not None and n < total - unwritten else "")
-            return Diagnosis(code, f"{where} match this mistake within tolerance{rest}")
-    return None
+    named = name_output(failed, hypotheses, dict(failed.dims) if values is None else values, g, written, right)
+    return None if named is None else Diagnosis(named.code, named.message)
