@@ -200,3 +200,20 @@ def test_tier_runs_names_each_sample_whose_tier_changed():
     assert rows[1][1].startswith("a.cu") and "b.cu" not in rows[1][1]
     seen["a.cu"] = [run("silver", 0.7506, True)] * 2
     assert tiers.rows_of("gelu_sum", seen)[0][3] is True
+
+
+def test_the_samples_record_says_its_commit_and_device_and_figures_md_shows_them(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("GRADER_COMMIT", "feedc0ffee1234")
+    sys.path.insert(0, str(benchmark.ROOT / "scripts"))
+    import docs
+
+    doc = {"a.cu": {"status": "graded", "correct": True, "tier": "silver", "fraction": 0.75, "fraction_ci": [0.74, 0.76],
+                    "exercise": "gelu_sum", "backend": "cuda",
+                    "device": {"name": "NVIDIA H200", "before": {"driver_version": "580"}, "cuda_runtime": "13.0"}}}
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    kept = json.loads(docs.record_samples(tmp_path / "s.json", tmp_path / "figs").read_text())
+    assert kept["machine"]["commit"] == "feedc0ffee1234" and kept["machine"]["device"] == "NVIDIA H200"
+    assert docs._measured_at(kept["machine"]) == ["Measured at feedc0ffee12 on NVIDIA H200.\n"]
+    assert docs._measured_at({"gpu": "an older record"}) == []
