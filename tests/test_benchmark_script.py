@@ -142,7 +142,7 @@ def test_every_figure_says_the_commit_and_the_device_it_was_measured_on(tmp_path
     monkeypatch.delenv("GRADER_COMMIT", raising=False)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=benchmark.ROOT, capture_output=True, text=True).stdout.strip()
     on_cpu = benchmark.machine("emulator")
-    assert on_cpu["commit"] == head and len(head) == 40
+    assert on_cpu["commit"] == (head or "unknown")          # a checkout's HEAD; "unknown" in a copy without .git
     assert on_cpu["device"].startswith(benchmark.cpu_name()) and f"{os.cpu_count()} cores" in on_cpu["device"]
     monkeypatch.setattr(benchmark, "ROOT", tmp_path)          # a copy of the tree without its .git
     assert benchmark.commit() == "unknown"
