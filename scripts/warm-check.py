@@ -76,16 +76,20 @@ def series(runs: list[tuple[float, dict]], backend: str = "cuda") -> tuple[dict,
     on_gpu = backend == "cuda"
     median_target = benchmark.WARM_S if on_gpu else benchmark.EMULATOR_CORRECT_S
     walls = [w for w, _ in runs]
-    parts = [benchmark.wall_parts(doc) for _, doc in runs]
+    # the wall's parts, then the child's own stages (its load, the gate, the checks, the sampling...):
+    # a slow grade's second may hide inside the child
+    parts = [benchmark.wall_parts(doc) + [(f"child {k}", v) for k, v in benchmark.child_stages(doc.get("phases", {})).items()]
+             for _, doc in runs]
     names = list(dict.fromkeys(name for p in parts for name, _ in p))
-    by_phase = {name: [dict(p).get(name, 0.0) for p in parts if p] for name in names}
+    by_phase = {name: [dict(p)[name] for p in parts if name in dict(p)] for name in names}   # over the grades that have it
     fractions = [doc.get("fraction") for _, doc in runs]
     timed = [f for f in fractions if f is not None]
     figures = {"walls_s": walls, "median_s": statistics.median(walls), "max_s": max(walls),
                "over_max": sum(w > benchmark.WARM_MAX_S for w in walls), "phases": by_phase,
                "fractions": fractions, "tiers": [doc.get("tier") for _, doc in runs],
                "spread": (max(timed) - min(timed)) / statistics.fmean(timed) if timed else None}
-    rows = [(f"warm grade {i + 1}", benchmark.wall_split(doc) or f"{w:.2f} s", "", None)
+    rows = [(f"warm grade {i + 1}", (benchmark.wall_split(doc) or f"{w:.2f} s") + "".join(
+                f"; child {k} {v:.2f}" for k, v in benchmark.child_stages(doc.get("phases", {})).items()), "", None)
             for i, (w, doc) in enumerate(runs)]
     rows += [(f"  {name}: median / largest", f"{statistics.median(v):.2f} / {max(v):.2f} s", "", None)
              for name, v in by_phase.items()]

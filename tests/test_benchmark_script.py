@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import benchmark  # noqa: E402
 
@@ -170,6 +172,10 @@ def test_the_warm_series_says_the_median_the_largest_and_which_phase_a_slow_grad
     assert by_name["warm submit, median of 4"][3] is True                # 0.615 <= 0.7
     assert by_name["warm submit, largest of 4"][3] is False              # 1.6 > 1.0
     assert by_name["  child: median / largest"][1] == "0.20 / 1.20 s"
+    runs[2][1]["phases"].update(child_job_t=0.1, child_hello_t=0.2, child_checks_t=0.3, child_sampled_t=1.2,
+                                child_done_t=1.25, child_s=1.2)
+    figures, rows = warm.series(runs)
+    assert figures["phases"]["child sampling"] == pytest.approx([0.9]) and "child sampling 0.90" in rows[2][1]    # inside the child
     assert [r[0] for r in rows[:4]] == [f"warm grade {i}" for i in range(1, 5)]
     assert by_name["fraction over the 4 grades"][3] is True
     on_cpu = {r[0]: r for r in warm.series(runs, "emulator")[1]}
