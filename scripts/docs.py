@@ -182,8 +182,13 @@ def record_samples(path: Path, into: Path) -> Path:
     first = next(iter(results.values()))
     device = first.get("device") or {}
     before = device.get("before") or {}
-    machine = {"gpu": device.get("name") or before.get("name") or "", "driver": before.get("driver_version", ""),
-               "cuda": device.get("cuda_runtime", ""), "backend": first.get("backend", "")}
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from benchmark import commit, cpu_name
+
+    gpu = device.get("name") or before.get("name") or ""
+    machine = {"commit": commit(), "device": gpu if first.get("backend") == "cuda" else cpu_name(), "gpu": gpu,
+               "driver": before.get("driver_version", ""), "cuda": device.get("cuda_runtime", ""),
+               "backend": first.get("backend", "")}
     rows = [{"file": name, "status": r["status"], "correct": r.get("correct"), "tier": r.get("tier"),
              "fraction": r.get("fraction"), "fraction_ci": r.get("fraction_ci")} for name, r in results.items()]
     slug = "".join(c if c.isalnum() else "-" for c in (machine["gpu"] or "no-gpu").lower()).strip("-")
@@ -199,6 +204,7 @@ def _samples_section(doc: dict, name: str) -> list[str]:
     where = ", ".join(v for v in (m.get("gpu"), f"driver {m['driver']}" if m.get("driver") else "",
                                   f"CUDA {m['cuda']}" if m.get("cuda") else "") if v)
     out = [f"\n## `grader samples` of {doc['exercise']} on {where or 'an unnamed machine'} ({name})\n",
+           *_measured_at(m),
            "| sample | outcome | fraction of the floor (95% interval) |", "| --- | --- | --- |"]
     for s in doc["samples"]:
         outcome = s["status"] if s["status"] != "graded" else (
@@ -210,6 +216,14 @@ def _samples_section(doc: dict, name: str) -> list[str]:
         frac = (f"{s['fraction']:.3f}" + (f" ({ci[0]:.3f} to {ci[1]:.3f})" if ci else "")) if timed else ""
         out.append(f"| {s['file']} | {outcome} | {frac} |")
     return out
+
+
+def _measured_at(m: dict) -> list[str]:
+    """The line that says at which commit and on which device a figure was measured (every figure
+    JSON written since issue 74 says both; an older one says neither)."""
+    if not m.get("commit") and not m.get("device"):
+        return []
+    return [f"Measured at {m.get('commit', 'unknown')[:12]} on {m.get('device') or 'an unnamed device'}.\n"]
 
 
 def figures_md() -> str:
@@ -249,6 +263,7 @@ def figures_md() -> str:
                                       f"torch {m['torch']}" if m.get("torch") else None) if v)
         out.append(f"\n## {doc.get('kind', 'submit')} on {where or 'an unnamed machine'} "
                    f"(`--backend {doc.get('backend', 'cuda')}`; {path.name})\n")
+        out += _measured_at(m)
         out += [note] if note else []
         out += ["| figure | measured | target | verdict |", "| --- | --- | --- | --- |"]
         for name, value, target, ok in doc.get("rows", []):

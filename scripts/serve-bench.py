@@ -37,6 +37,9 @@ sys.path.insert(0, str(ROOT))
 from grader.serve.client import _multipart  # noqa: E402
 from grader.serve.store import Store  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import benchmark  # noqa: E402
+
 
 def _gpu_name() -> str | None:
     try:
@@ -186,7 +189,9 @@ def main() -> int:
     data = args.file.read_bytes()
     work = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     env = {**os.environ, "GRADER_CACHE_DIR": str(work / "cache-server")}
-    out: dict = {"kind": "serve", "machine": {"host": platform.node(), "cores": os.cpu_count(), "gpu": _gpu_name(),
+    # where it was measured: the commit and the device, as every figure says (scripts/benchmark.py's machine)
+    where = benchmark.machine("cuda" if args.backend == "cuda" or (args.backend == "auto" and _gpu_name()) else "emulator")
+    out: dict = {"kind": "serve", "machine": {**where, "host": platform.node(),
                                               "arch": platform.processor() or platform.machine()},
                  "backend": args.backend, "file": args.file.name, "n": args.n, "watchers": args.watchers,
                  "gap_s": args.gap}

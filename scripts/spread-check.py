@@ -87,8 +87,13 @@ def main() -> int:
                   f"{' '.join(f'{s:.2f}' for s in row['seconds'])}; floor GB/s "
                   f"{' '.join(f'{g:.0f}' for g in row['floor_gbps'])}; wall median {statistics.median(row['wall_s']):.2f} s",
                   flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+    rows = [(f"{Path(args.file).name}, {name}: fraction over {args.runs} warm grades",
+             f"{100 * row['spread']:.2f}% ({min(row['fractions']):.4f} to {max(row['fractions']):.4f})",
+             f"<= {100 * benchmark.SPREAD:.1f}%", row["spread"] <= benchmark.SPREAD) for name, row in report.items()]
+    if args.json:       # where it was measured (the commit, the device), as every figure says
+        args.json.write_text(json.dumps({"machine": benchmark.machine(args.backend), "backend": args.backend,
+                                         "kind": f"fraction spread (scripts/spread-check.py, {args.runs} warm grades)",
+                                         "figures": report, "rows": [list(r) for r in rows]}, indent=1) + "\n")
     return 0
 
 

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""A short look at warm `grader submit` on a GPU (a developer's tool; scripts/benchmark.py is the
-benchmark): one grade to fill the cache, then N warm grades of the same file, each after the last
-one's drawing ahead ended, with where each one's wall time went.
+"""Warm `grader submit`, grade after grade, with where each one's wall time went (a developer's tool
+and scripts/gpu-check's warm stage; scripts/benchmark.py is the benchmark): one grade to fill the
+cache, then N warm grades of the same file, each after the last one's drawing ahead ended (--in-a-row:
+each at once after the last, as a student resubmits), each grade's phases on a line of their own, then
+the median, the largest and how many were over WARM_MAX_S, and each phase's median and largest
+across the grades: a grade a second slower than the others shows which phase it spent it in.
 
-  python scripts/warm-check.py [FILE] [--runs 5] [--trace-exit]
+  python scripts/warm-check.py [FILE] [--runs 20] [--in-a-row] [--trace-exit] [--json OUT]
 
 --trace-exit runs each grade under a wrapper that times what follows the grade (the attempt kept,
 the reports, the output document, the exit's wait for threads) and names the threads left at the
-exit, printed under each run: where "after the grade" goes.
+exit, printed under each run: where "after the grade" goes. --json writes the figures, the rows and
+where they were measured (the commit, the device) as docs/figures/*.json (docs/figures.md renders it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -65,25 +70,72 @@ cli.main()
 """
 
 
+def series(runs: list[tuple[float, dict]], backend: str = "cuda") -> tuple[dict, list]:
+    """The figures and the table's rows of warm grades (wall, result document) in their order, held to
+    the issue's targets: on a GPU the median and the largest, on the emulator the median."""
+    on_gpu = backend == "cuda"
+    median_target = benchmark.WARM_S if on_gpu else benchmark.EMULATOR_CORRECT_S
+    walls = [w for w, _ in runs]
+    # the wall's parts, then the child's own stages (its load, the gate, the checks, the sampling...):
+    # a slow grade's second may hide inside the child
+    parts = [benchmark.wall_parts(doc) + [(f"child {k}", v) for k, v in benchmark.child_stages(doc.get("phases", {})).items()]
+             for _, doc in runs]
+    names = list(dict.fromkeys(name for p in parts for name, _ in p))
+    by_phase = {name: [dict(p)[name] for p in parts if name in dict(p)] for name in names}   # over the grades that have it
+    fractions = [doc.get("fraction") for _, doc in runs]
+    timed = [f for f in fractions if f is not None]
+    figures = {"walls_s": walls, "median_s": statistics.median(walls), "max_s": max(walls),
+               "over_max": sum(w > benchmark.WARM_MAX_S for w in walls), "phases": by_phase,
+               "fractions": fractions, "tiers": [doc.get("tier") for _, doc in runs],
+               "spread": (max(timed) - min(timed)) / statistics.fmean(timed) if timed else None}
+    rows = [(f"warm grade {i + 1}", (benchmark.wall_split(doc) or f"{w:.2f} s") + "".join(
+                f"; child {k} {v:.2f}" for k, v in benchmark.child_stages(doc.get("phases", {})).items()), "", None)
+            for i, (w, doc) in enumerate(runs)]
+    rows += [(f"  {name}: median / largest", f"{statistics.median(v):.2f} / {max(v):.2f} s", "", None)
+             for name, v in by_phase.items()]
+    n = len(walls)
+    rows.append((f"warm submit, median of {n}", f"{figures['median_s']:.2f} s", f"<= {median_target} s",
+                 figures["median_s"] <= median_target))
+    rows.append((f"warm submit, largest of {n}", f"{figures['max_s']:.2f} s ({figures['over_max']} over "
+                 f"{benchmark.WARM_MAX_S} s)", f"<= {benchmark.WARM_MAX_S} s" if on_gpu else "",
+                 figures["max_s"] <= benchmark.WARM_MAX_S if on_gpu else None))
+    if timed:
+        rows.append((f"fraction over the {n} grades", f"{min(timed):.4f} to {max(timed):.4f}: "
+                     f"{100 * figures['spread']:.2f}%, tiers {sorted(set(map(str, figures['tiers'])))}",
+                     f"<= {100 * benchmark.SPREAD:.1f}%, one tier",
+                     figures["spread"] <= benchmark.SPREAD and len(set(figures["tiers"])) == 1))
+    return figures, rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", nargs="?", default="submissions/bias_gelu_fused/float4_launcher.cu")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--in-a-row", action="store_true",
+                    help="each grade at once after the last, not after its drawing ahead ended")
     ap.add_argument("--trace-exit", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="write the figures and rows here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="grader-warm-", ignore_cleanup_errors=True) as cache:
         launch = ["-c", TRACER] if args.trace_exit else None
         benchmark.submit(args.file, cache, args.backend, wait=True)
-        runs = [benchmark.submit(args.file, cache, args.backend, wait=True, launch=launch) for _ in range(args.runs)]
+        runs = [benchmark.submit(args.file, cache, args.backend, wait=not args.in_a_row, launch=launch)
+                for _ in range(args.runs)]
         benchmark._drawing_done()
     for wall, doc in runs:
         print(f"{wall:.2f} s  {benchmark.wall_split(doc)}")
         if doc.get("trace_exit"):
             print(f"         after the grade: {doc['trace_exit']}")
-    fractions = " ".join(f"{doc['fraction']:.3f}" for _, doc in runs if doc.get("fraction") is not None)
-    print(f"median of {args.runs}: {statistics.median(w for w, _ in runs):.2f} s (fractions {fractions})")
-    return 0
+    figures, rows = series(runs, args.backend)
+    for name, value, target, ok in rows[len(runs):]:
+        print(f"{name}: {value}" + (f" (target {target}: {'PASS' if ok else 'MISS'})" if ok is not None else ""))
+    if args.json:
+        how = f"{args.runs} warm grades of {Path(args.file).name}" + (", in a row" if args.in_a_row else "")
+        args.json.write_text(json.dumps({"machine": benchmark.machine(args.backend), "backend": args.backend,
+                                         "kind": f"warm check ({how})", "figures": figures,
+                                         "rows": [list(r) for r in rows]}, indent=1) + "\n")
+    return 0 if all(ok is not False for *_, ok in rows) else 1
 
 
 if __name__ == "__main__":

@@ -310,7 +310,8 @@ def test_every_float_key_of_the_schema_is_found(tmp_path):
     assert {"tolerance.rtol", "tolerance.atol", "tiers.gold", "tiers.silver", "tiers.exceeds_floor_margin",
             "timing.target_half_width", "timing.budget_s", "limits.time_limit_s", "points.correct"} <= set(FLOAT_KEYS)
     for key in FLOAT_KEYS:                        # the helper writes each where the loader reads it
-        value = {"tiers.gold": "0.95", "tiers.silver": "0.5", "timing.hard_budget_s": "12.5"}.get(key, "2.5")
+        value = {"tiers.gold": "0.95", "tiers.silver": "0.5", "timing.hard_budget_s": "12.5",
+                 "tiers.borderline_band": "0.02"}.get(key, "2.5")
         assert load_rubric(write(tmp_path, _with_value(key, value)))
 
 

@@ -1,4 +1,5 @@
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +29,10 @@ def test_interval_needs_paired_samples():
         fraction_interval([1.0, 2.0], [1.0], resamples=10)
 
 
+def _policy(rubric, policy, **more):
+    return dataclasses.replace(rubric, tiers=dataclasses.replace(rubric.tiers, borderline_policy=policy, **more))
+
+
 @pytest.mark.parametrize("frac, low, high, tier, borderline", [
     (0.95, 0.94, 0.96, "gold", False),
     (0.90, 0.895, 0.905, "gold", True),
@@ -36,14 +41,65 @@ def test_interval_needs_paired_samples():
     (0.70, 0.69, 0.71, "below", False),
 ])
 def test_tiers_from_the_median(rubric, frac, low, high, tier, borderline):
-    assert assign_tier(frac, low, high, rubric)[:2] == (tier, borderline)
+    assert assign_tier(frac, low, high, _policy(rubric, "median"))[:2] == (tier, borderline)
 
 
 def test_policy_lower_and_upper(rubric):
-    lower = dataclasses.replace(rubric, tiers=dataclasses.replace(rubric.tiers, borderline_policy="lower"))
-    upper = dataclasses.replace(rubric, tiers=dataclasses.replace(rubric.tiers, borderline_policy="upper"))
-    assert assign_tier(0.905, 0.895, 0.915, lower, )[0] == "silver"
-    assert assign_tier(0.895, 0.885, 0.905, upper)[0] == "gold"
+    assert assign_tier(0.905, 0.895, 0.915, _policy(rubric, "lower"))[0] == "silver"
+    assert assign_tier(0.895, 0.885, 0.905, _policy(rubric, "upper"))[0] == "gold"
+
+
+# gelu_sum's thread_per_output.cu on one H100, two grades: 0.7506 and 0.7470, each interval straddling or
+# just under the silver line (0.75); a scalar bias_gelu_fused kernel on either side of the gold line.
+ON_THE_SILVER_LINE = [(0.7506, 0.7456, 0.7528), (0.7470, 0.7451, 0.7489), (0.7503, 0.7479, 0.7550),
+                      (0.7420, 0.7355, 0.7478), (0.7310, 0.7287, 0.7375)]
+ON_THE_GOLD_LINE = [(0.8970, 0.8935, 0.9004), (0.9010, 0.8990, 0.9040), (0.8800, 0.8760, 0.8850)]
+
+
+@pytest.mark.parametrize("policy", ["benefit", "median"])
+def test_a_kernel_on_a_line_gets_one_tier_from_either_side_of_it(rubric, policy):
+    """The shipped rubrics' policy (benefit, from the YAML) gives every run of a kernel on a line the
+    line's tier, whichever side of it the median fell; the median policy gives two tiers."""
+    tiers = {assign_tier(*run, _policy(rubric, policy))[0] for run in ON_THE_SILVER_LINE}
+    gold = {assign_tier(*run, _policy(rubric, policy))[0] for run in ON_THE_GOLD_LINE}
+    if policy == "benefit":
+        assert tiers == {"silver"} and gold == {"gold"}
+    else:
+        assert tiers == {"silver", "below"} and gold == {"silver", "gold"}
+    assert all(assign_tier(*run, _policy(rubric, policy))[1] for run in ON_THE_SILVER_LINE + ON_THE_GOLD_LINE)
+
+
+def test_benefit_decides_from_the_interval_not_where_the_point_falls_in_the_band(rubric):
+    r = _policy(rubric, "benefit")
+    # the same upper end, the median anywhere below it in the band: the same tier
+    assert {assign_tier(m, m - 0.01, 0.735, r)[0] for m in (0.7255, 0.728, 0.732)} == {"silver"}
+    # clear of the band (0.97 x 0.75 = 0.7275): below, and not borderline
+    assert assign_tier(0.715, 0.710, 0.720, r)[:2] == ("below", False)
+    # far above a line, not borderline; in the band above it, borderline and the same tier
+    assert assign_tier(0.82, 0.815, 0.825, r)[:2] == ("silver", False)
+    assert assign_tier(0.765, 0.76, 0.77, r)[:2] == ("silver", True)
+    # a narrower band is the rubric's choice: the same interval is then below
+    assert assign_tier(0.728, 0.72, 0.735, _policy(rubric, "benefit", borderline_band=0.01))[0] == "below"
+
+
+def test_the_shipped_rubrics_grade_a_line_in_the_students_favour():
+    from grader.exercises.rubric import load_rubric
+
+    for path in sorted(Path(__file__).parent.parent.joinpath("rubrics").glob("*.yaml")):
+        tiers = load_rubric(path).tiers
+        assert (tiers.borderline_policy, tiers.borderline_band) == ("benefit", 0.03), path.name
+        assert tiers.decision_lines() == pytest.approx([tiers.silver * 0.97, tiers.gold * 0.97])
+
+
+def test_a_band_that_reaches_the_next_line_is_refused(tmp_path):
+    from grader.core.errors import RubricError
+    from grader.exercises.rubric import load_rubric
+
+    text = Path(__file__).parent.parent.joinpath("rubrics", "gelu_sum.yaml").read_text()
+    bad = tmp_path / "gelu_sum.yaml"
+    bad.write_text(text.replace("borderline_band: 0.03", "borderline_band: 0.1"))
+    with pytest.raises(RubricError, match="borderline_band"):
+        load_rubric(bad)
 
 
 def test_above_the_floor_beyond_noise_is_flagged_and_never_gold(rubric):

@@ -320,7 +320,7 @@ class Result:
     grader_version: str                     # the grader that wrote this
     correct: bool | None = None             # every check passed (None: not graded)
     tier: Tier | None = None                # gold, silver, below (None: not timed, or not correct)
-    borderline: bool = False                # the 95% interval straddles a tier's threshold
+    borderline: bool = False                # the 95% interval reaches a tier line's band (tiers.borderline_band)
     fraction: float | None = None           # of the copy floor (timing.fraction)
     fraction_ci: list[float] | None = None  # its 95% interval, [low, high]
     gbps: float | None = None               # the submission's effective bandwidth at the timed shape

@@ -254,10 +254,19 @@ class Timing:
 class Tiers:
     gold: float = _doc("Fraction of the floor at or above which the tier is gold.", default=0.90)
     silver: float = _doc("Fraction of the floor at or above which the tier is silver.", default=0.75)
-    borderline_policy: Literal["median", "lower", "upper"] = _doc(
-        "When the interval straddles a threshold: grade the median, the interval's lower or its upper end.",
-        default="median",
+    borderline_policy: Literal["benefit", "median", "lower", "upper"] = _doc(
+        "How a kernel near a tier's line is graded. benefit: from the interval, in the student's favour and the "
+        "same every run: a kernel whose interval's upper end reaches within borderline_band of a line gets that "
+        "line's tier, wherever in the band its median falls. median, lower, upper: the median, the interval's "
+        "lower or its upper end against the line itself (a kernel on the line then changes tier from run to run: "
+        "its interval moves by about 0.5% between grades, a copy's speed by up to 2.7% between processes).",
+        default="benefit",
     )
+    borderline_band: float = _doc(
+        "Width of the band below each tier's line, as a share of the line (0.03: from 0.97 x the line), within "
+        "which an interval counts as on the line: borderline in the result, and given the line's tier under the "
+        "benefit policy. Wider than what moves between processes (a copy's placement, up to 2.7%), so a kernel "
+        "whose true fraction is on the line is never graded below it.", default=0.03)
     exceeds_floor_tier: Literal["silver", "below"] = _doc(
         "Tier of a kernel measured faster than the copy floor beyond the noise (never gold).", default="below"
     )
@@ -267,6 +276,12 @@ class Tiers:
         "device memory moves a copy's bandwidth by up to 2.7% from one process to the next, which the interval "
         "does not see, and a correct kernel that moves what a copy moves measured 1.006 (interval clear of 1.0) "
         "in one grade of a batch on an H100.", default=0.03)
+
+    def decision_lines(self) -> list[float]:
+        """The fractions where the tier changes under borderline_policy: each line, or under benefit
+        the bottom of its band (the timing child stops sampling only once its interval is clear of them)."""
+        scale = 1.0 - self.borderline_band if self.borderline_policy == "benefit" else 1.0
+        return [self.silver * scale, self.gold * scale]
 
 
 @dataclass(frozen=True)

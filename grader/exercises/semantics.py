@@ -39,6 +39,10 @@ def _check_bounds(r: Rubric, bad: Callable[[str, str], None]) -> None:
     if not 0 < r.tiers.silver < r.tiers.gold <= 1:
         bad("tiers.gold" if r.tiers.gold > 1 else "tiers",
             f"need 0 < silver < gold <= 1 (fractions of the floor), got silver {r.tiers.silver} and gold {r.tiers.gold}")
+    band = r.tiers.borderline_band
+    if not 0 <= band or r.tiers.silver * (1 + band) >= r.tiers.gold * (1 - band):
+        bad("tiers.borderline_band", f"need 0 <= band and the silver line's band clear of the gold line's (got {band} "
+            f"with silver {r.tiers.silver} and gold {r.tiers.gold}): a kernel would be on both lines at once")
     if r.tiers.exceeds_floor_margin < 0:
         bad("tiers.exceeds_floor_margin", f"cannot be negative (got {r.tiers.exceeds_floor_margin}): a correct kernel "
             "at the floor would then count as faster than a copy, and get no gold")

@@ -104,9 +104,10 @@ def _timing_job(rubric: Rubric) -> TimingJob:
                   "copy_floats": int(exprs.evaluate(t.copy_floats, dims_values(rubric, t.dims))),
                   "chain": bool(rubric.chain.kernel and t.chain_bytes),
                   "floor_placement": FloorPlacement(t.floor_placement),
-                  # the tiers' lines, where exceeding the floor begins, and the floor itself (a fraction near
-                  # 1 is read against it: sampled to target_half_width, not stopped at tier_half_width)
-                  "tier_lines": sorted({rubric.tiers.silver, rubric.tiers.gold, 1.0 + rubric.tiers.exceeds_floor_margin,
+                  # where the tier changes (the policy's lines), where exceeding the floor begins, and the floor
+                  # itself (a fraction near 1 is read against it: sampled to target_half_width, not stopped
+                  # at tier_half_width)
+                  "tier_lines": sorted({*rubric.tiers.decision_lines(), 1.0 + rubric.tiers.exceeds_floor_margin,
                                         1.0})}
     same = {f.name: getattr(t, f.name) for f in dataclasses.fields(TimingJob) if f.name not in worked_out}
     return TimingJob(**same, **worked_out)

@@ -33,6 +33,10 @@ from grader.core.frames import decode, encode
 
 _PREFIX = struct.Struct("<II32s")
 MAX_HEADER = 16 << 20          # a recording (recorder.MAX_RECORDED_BYTES, in hex) fits
+# The recorder's exit when its launcher called what only the GPU answers (recorder.cpp.j2's kNeedsGpuExit,
+# toolchain/hostlibs.py's stand-in driver): here, where both sides read it, so that the grader's side
+# (run/replaying.py) imports none of the child's modules (recorder, its CUDA backend) to know it.
+NEEDS_GPU_EXIT = 96
 TAMPERED = "something other than the grader wrote to its result channel (a frame failed authentication)"
 
 

@@ -15,8 +15,8 @@ from typing import Callable
 from grader.core.contract import (FatalFrame, Job, OfflinePart, RecordedOp, Recording, RecordingFrame, RefusedFrame,
                                   ReplayPart, Role)
 from grader.core.limits import spread_threads
-from grader.run.child.recorder import NEEDS_GPU_EXIT
 from grader.run.child.replay import FORGED, STREAM_KINDS, malformed, stream_op_problem
+from grader.run.protocol import NEEDS_GPU_EXIT
 from grader.run.sandbox import ChildRun, Worker
 from grader.toolchain.build import device_code, device_variables, uses_device_heap
 from grader.toolchain.outcome import demangle

@@ -40,7 +40,7 @@ static void grader_stop(const char* name) {{
     int n = snprintf(line, sizeof line, "grader: the launcher called the driver's %s, which the recorder "
                      "answers only on the GPU\\n", name);
     if (n > 0) {{ ssize_t ignored = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)ignored; }}
-    _exit(96);                      /* recorder.py's NEEDS_GPU_EXIT */
+    _exit(96);                      /* run/protocol.py's NEEDS_GPU_EXIT */
 }}
 #define STOP(name) int name(void) {{ grader_stop(#name); return 999; }}
 {stubs}

@@ -64,7 +64,7 @@ def _against(shape: list[int], samples: dict) -> BaselineTiming:
 
 @dataclass
 class GivenTier:
-    """A correct, timed kernel's tier, whether its interval straddles a threshold, and what it is told."""
+    """A correct, timed kernel's tier, whether its interval reaches a line's band, and what it is told."""
 
     tier: Tier
     borderline: bool

@@ -10,7 +10,7 @@ later).
 Two kinds (Job.offline says which). Without a GPU (OfflineRecordingBackend, the one a grade tries
 first, outside the GPU's lane): no CUDA context, and a wall that lets no driver call through; the
 harness answers what a launcher asks of the runtime from the device code and its registration,
-and ends the process (NEEDS_GPU_EXIT) at anything it cannot answer so. On the GPU
+and ends the process (run/protocol.py's NEEDS_GPU_EXIT) at anything it cannot answer so. On the GPU
 (RecordingBackend, in the lane, where the first could not record): the context is real, and a
 launcher may ask for the device's properties, its kernels' attributes and their occupancy.
 """
@@ -33,7 +33,6 @@ _STREAMS = {0: "given", 1: "per_thread", 2: "other"}
 _THREADS = {0: "caller", 1: "other", 2: "outside"}
 MAX_RECORDED_BYTES = 4 << 20    # parameter and upload bytes of the calls that differ, in one recording (its frame's header
 # is at most protocol.MAX_HEADER; hex doubles them)
-NEEDS_GPU_EXIT = 96         # recorder.cpp.j2's kNeedsGpuExit: the launcher called what only the GPU answers
 LATE_WAIT_S = 0.02          # how long the recorder waits, after the last call, for launches of a thread left running
 # (the corpus's latest comes 1 ms after the call; one later than this is never replayed, so its work is missing)
 
