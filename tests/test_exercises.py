@@ -285,8 +285,8 @@ def test_the_childs_timing_settings_are_the_rubrics_by_name_and_what_is_worked_o
                                                                      floor_buffers=2, baseline="x.sum()"))
     job = _timing_job(changed)
     assert (job.warmup, job.budget_s, job.floor_buffers, job.baseline) == (7, 4.5, 2, "x.sum()")
-    # where the tier changes under the rubric's policy (benefit: 0.97 of each line), the margin and the floor
-    assert job.tier_lines == pytest.approx(sorted([rubric.tiers.silver * 0.97, rubric.tiers.gold * 0.97, 1.0,
+    # where the tier changes under the rubric's policy (median: each line), the margin and the floor
+    assert job.tier_lines == pytest.approx(sorted([rubric.tiers.silver, rubric.tiers.gold, 1.0,
                                                    1.0 + rubric.tiers.exceeds_floor_margin]))
     assert job.chain is True
     assert job.copy_floats == 16384 * 1024

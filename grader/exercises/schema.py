@@ -260,7 +260,7 @@ class Tiers:
         "line's tier, wherever in the band its median falls. median, lower, upper: the median, the interval's "
         "lower or its upper end against the line itself (a kernel on the line then changes tier from run to run: "
         "its interval moves by about 0.5% between grades, a copy's speed by up to 2.7% between processes).",
-        default="benefit",
+        default="median",
     )
     borderline_band: float = _doc(
         "Width of the band below each tier's line, as a share of the line (0.03: from 0.97 x the line), within "
