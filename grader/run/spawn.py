@@ -17,15 +17,11 @@ import signal
 import sys
 
 from grader.core import fswall
-from grader.core.backend import BACKENDS
+from grader.core.environment import library_path
 from grader.core.limits import lowered, set_clamped
 from grader.core.locations import PACKAGE_DIR, cache_root
 from grader.core.processes import set_death_signal
 
-# What a child keeps of the grader's environment: these, and each backend's own (its device choice,
-# its toolkit's home: core/backend.py's Backend.environment).
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS",
-            *dict.fromkeys(name for b in BACKENDS.values() for name in b.environment))
 
 
 CLONE_NEWNET = 0x40000000
@@ -93,6 +89,17 @@ def package_parent() -> str:
     return str(PACKAGE_DIR.parent)
 
 
+def python_path(*, torch: bool) -> str:
+    """The child's PYTHONPATH, computed, never the grader's: the folder that holds the grader's
+    package, numpy's, and with torch torch's (found without importing it), each where it lies."""
+    folders = [package_parent(), numpy_parent()]
+    if torch:
+        spec = importlib.util.find_spec("torch")
+        if spec and spec.origin:
+            folders.append(os.path.dirname(os.path.dirname(spec.origin)))
+    return os.pathsep.join(dict.fromkeys(f for f in folders if f))
+
+
 def child_view(workdir: str) -> fswall.View:
     """The root of its own a child on the CPU emulator runs in (core/fswall.View, as each build's):
     only the system's folders, /proc, /sys and the usual device files, the interpreter and the
@@ -111,7 +118,7 @@ def child_view(workdir: str) -> fswall.View:
     if numpy is not None and numpy.origin:
         folder = os.path.dirname(numpy.origin)
         read += [folder, folder + ".libs", os.path.join(os.path.dirname(folder), "numpy.libs")]
-    read += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    read += library_path().split(os.pathsep)
     cache = cache_root()
     with contextlib.suppress(OSError):      # a child may start before the first grade's build makes it
         cache.mkdir(parents=True, exist_ok=True)

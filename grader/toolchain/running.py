@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from grader.core import fswall, folders, processes
+from grader.core.environment import contract_environment
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
@@ -61,8 +62,17 @@ class Room:
         """The compilers' temporary folder (TMPDIR), inside the room."""
         return self.path / "tmp"
 
+    @property
+    def view(self) -> str:
+        """The empty folder beside the room that its build's own root is mounted on (VIEW_SUFFIX)."""
+        return str(self.path) + VIEW_SUFFIX
 
-VIEW = ".view"          # in a room: the empty folder its build's own root is mounted on
+
+# The empty folder a build's own root is mounted on: beside its room, named after it (so that a killed
+# grader's is swept with the rooms: core/folders.PREFIXES), never inside it. Landlock follows a path
+# up through the mount a file is reached by: beneath the room, which the build may write, everything
+# the view holds (/proc/<pid> of every process among it) was readable and writable to the build.
+VIEW_SUFFIX = "-view"
 
 
 @contextlib.contextmanager
@@ -74,7 +84,7 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
     try:
         path = Path(folders.own_folder("grader-build-", base))
         (path / "tmp").mkdir()
-        (path / VIEW).mkdir()                        # where the build's own root is mounted (fswall.View)
+        os.mkdir(str(path) + VIEW_SUFFIX, 0o755)     # where the build's own root is mounted (fswall.View)
         if os.geteuid() == 0:
             os.chown(path / "tmp", folders.NOBODY, folders.NOBODY)
     except OSError as exc:
@@ -86,6 +96,8 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
         yield Room(path, read)
     finally:
         folders.remove_tree(str(path))
+        with contextlib.suppress(OSError):
+            os.rmdir(str(path) + VIEW_SUFFIX)
 
 
 def scratch_folder() -> Path:
@@ -122,6 +134,12 @@ def wall_rules(room: Room) -> fswall.Rules:
     return fswall.base_rules().plus(read=(*tools.toolchain_folders(), *room.read), write=(str(room.path),))
 
 
+def build_environment(room: Room) -> dict[str, str]:
+    """The whole environment of a build's ninja and compilers (core/environment.py): the toolchain's
+    folders on PATH, the room's tmp/ as HOME and TMPDIR; nothing else of the grader's."""
+    return contract_environment(home=str(room.scratch), path=tools.search_path())
+
+
 # A build runs at this much lower priority: in a batch the compiles of the next students took the
 # cores from the measuring process in the GPU's lane (its sampling took 0.23 s instead of 0.09 s
 # on a 16-core H200 host), and in a lone grade from the children's start.
@@ -143,7 +161,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     clock = time.perf_counter()
     rules = wall_rules(room)
     ruleset = fswall.Ruleset(rules)
-    view = fswall.View(rules, str(room.path / VIEW), str(room.path))
+    view = fswall.View(rules, room.view, str(room.path))
     wall_ms = (time.perf_counter() - clock) * 1000
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
@@ -152,8 +170,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
                                   "Landlock enabled, or set require_read_wall to false. Nothing was compiled.")
     seen = os.pipe()                                  # what the view's entry said, back from the child
 
-    env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
-               HOME=str(room.scratch))
+    env = build_environment(room)
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
