@@ -296,3 +296,86 @@ def test_grader_submit_of_a_launcher_that_reads_its_environment_shows_no_canary(
     assert _leaks(canaries, proc, report) == []
     env = dict(line[4:].split("=", 1) for line in out.splitlines() if line.startswith("ENV "))
     assert set(env) <= CONTRACT_NAMES | {"PYTHONPATH", "PYTHONUNBUFFERED", "OPENBLAS_NUM_THREADS"}, sorted(env)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Where the grader cannot drop to another user: of /etc only what the tools need
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def own_private_etc_file():
+    """A 0600 file under /etc of the user the builds and children run as, holding a canary (the TLS
+    key docs/serve.md's example kept there): as root the builds and children run as nobody, so the
+    file is nobody's; a grader that is not root is simulated (fswall._STARTED_AS) by the test.
+    Needs root, to write under /etc."""
+    if os.geteuid() != 0 or not os.access("/etc", os.W_OK):
+        pytest.skip("planting a file under /etc needs root")
+    token = random_bits.token_hex(5)
+    path = Path(f"/etc/grader-contract-{token}.key")
+    path.write_text(f"GRADER_TOKEN=CANARY_etc_{token}\n")
+    os.chown(path, NOBODY, NOBODY)
+    path.chmod(0o600)
+    try:
+        yield path, f"CANARY_etc_{token}"
+    finally:
+        path.unlink()
+
+
+def _as_the_graders_own_user(monkeypatch) -> None:
+    """The grader as an ordinary user: the builds and the children run as that user (here nobody, who
+    owns the planted file), who cannot be dropped to another (core/fswall.drops_to_another_user)."""
+    monkeypatch.setattr(fswall, "_STARTED_AS", NOBODY)
+    assert not fswall.drops_to_another_user()
+
+
+@needs_landlock
+def test_a_build_as_the_graders_own_user_reads_no_private_file_under_etc(own_private_etc_file, monkeypatch, rubric,
+                                                                         tmp_path):
+    """The file .include'd (then GRADER_TOKEN resolved, which it defines) and tested by __has_include:
+    not opened, its canary nowhere. The control: the same .include as root (the build as nobody, /etc
+    whole) opens it, since it is nobody's, which shows what keeps it out is the narrowed /etc."""
+    path, canary = own_private_etc_file
+    _as_the_graders_own_user(monkeypatch)
+    build = _build(tmp_path / "etc.cu", _attack_source(_include_then_resolve([str(path)])), rubric, "emulator")
+    assert canary not in _everything(build).decode("utf-8", "replace"), build.log[-2000:]
+    assert f"can't open {path} for reading" in build.log, build.log[-2000:]
+    tell = _build(tmp_path / "etc-tell.cu", _attack_source(_tell(str(path))), rubric, "emulator")
+    assert not (tell.ok and b"BW_TELL_PRESENT" in Path(tell.library).read_bytes()), tell.log[-2000:]
+    monkeypatch.undo()
+    control = _build(tmp_path / "etc-control.cu", _attack_source(_include_then_resolve([str(path)])), rubric,
+                     "emulator")
+    assert f"can't resolve {canary}" in control.log, control.log[-2000:]
+
+
+ETC_PEEK = r"""
+#include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
+static void bw_peek() {
+    char b[256] = {0};
+    int f = open("@PATH@", O_RDONLY);
+    if (f < 0) { printf("DENIED etc file\n"); return; }
+    ssize_t k = read(f, b, sizeof b - 1);
+    close(f);
+    printf("READ etc file %zd: %s\n", k, b);
+}
+"""
+
+
+@needs_landlock
+def test_a_launcher_as_the_graders_own_user_reads_no_private_file_under_etc(own_private_etc_file, monkeypatch, rubric,
+                                                                            write_cu):
+    """The child on the emulator opens the file: denied (its view holds only what the tools need of
+    /etc), the grade correct, result.json's sandbox and the notices saying what of /etc it could read."""
+    from grader.grade.pipeline import grade_submission
+    from grader.report.files import notices
+
+    path, canary = own_private_etc_file
+    _as_the_graders_own_user(monkeypatch)
+    peek = ETC_PEEK.replace("@PATH@", str(path))
+    source = attack([]).replace(KERNEL, peek + KERNEL, 1).replace("once = true;", "once = true; bw_peek();", 1)
+    result = grade_submission(write_cu(source), rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+    assert "DENIED etc file" in result.output.stdout and canary not in result.output.stdout, result.output.stdout
+    assert result.sandbox.etc.startswith("of /etc only"), result.sandbox.etc
+    assert any("grader's own user" in n for n in notices(result)), notices(result)

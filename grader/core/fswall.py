@@ -14,8 +14,9 @@ Two steps use it:
   itself once the grader's own files are loaded.
 
 What every step may reach (`base_rules`):
-- read-only: the system's folders (`SYSTEM_FOLDERS`) and every entry of /proc that is not a
-  process (/proc/meminfo, /proc/sys, /proc/driver, ...); a child also its own /proc/<pid>, and /sys;
+- read-only: the system's folders (`SYSTEM_FOLDERS`; of /etc only what the tools need, `ETC_FOR_TOOLS`,
+  where the step runs as the grader's own user: `system_folders`) and every entry of /proc that is
+  not a process (/proc/meminfo, /proc/sys, /proc/driver, ...); a child also its own /proc/<pid>, and /sys;
 - read and write, one file each: the device files every program may use (`/dev/null`, `/dev/zero`,
   `/dev/full`, `/dev/random`, `/dev/urandom`), and in a child on a GPU the GPU's (its backend's
   `device_files`: `/dev/nvidia*` for CUDA);
@@ -53,6 +54,13 @@ READ = EXECUTE | READ_FILE | READ_DIR
 DEVICE = WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
+# Of /etc, what compilers, the loader and the interpreter read, where what touches a submission runs
+# as the grader's own user (drops_to_another_user): the rest of /etc may hold that user's own private
+# files (a TLS key kept 0600 under /etc, as docs/serve.md's example once did), which a build's
+# `.include` or a launcher's open() would then print into a report.
+ETC_FOR_TOOLS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/alternatives",
+                 "/etc/localtime", "/etc/timezone", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+                 "/etc/locale.alias", "/etc/host.conf", "/etc/gai.conf")
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -186,9 +194,37 @@ def _is_char_device(path: str) -> bool:
         return False
 
 
+# The user this process started as: the grader's, or in a child the one it started as (a child drops
+# from root to nobody later, run/child/walls.py, after importing this module).
+_STARTED_AS = os.geteuid()
+
+
+def drops_to_another_user() -> bool:
+    """Whether the builds and the children run as a user of their own (nobody), not the grader's: where
+    the grader runs as root. Otherwise they read what the grader's own user may, and of /etc only
+    ETC_FOR_TOOLS (system_folders); result.json's sandbox and the first screen say so."""
+    return _STARTED_AS == 0
+
+
+def system_folders() -> list[str]:
+    """The system's folders a walled step may read (SYSTEM_FOLDERS), /etc whole only where it runs as
+    a user of its own (drops_to_another_user), else of /etc only ETC_FOR_TOOLS."""
+    etc = () if drops_to_another_user() else ("/etc",)
+    return [p for p in SYSTEM_FOLDERS if p not in etc and os.path.exists(p)] + \
+        ([p for p in ETC_FOR_TOOLS if os.path.lexists(p)] if etc else [])
+
+
+def etc_view() -> str:
+    """What of /etc the builds and the children may read, in result.json's words (sandbox.etc)."""
+    if drops_to_another_user():
+        return "all of /etc, as nobody (the grader runs as root)"
+    return ("of /etc only what compilers and the loader need: the builds and the children run as the grader's own "
+            f"user (uid {_STARTED_AS}), not root, and read what it may elsewhere")
+
+
 def base_rules(*, gpu: tuple[str, ...] = (), own_pid: int | None = None, sys_folder: bool = False) -> Rules:
     """What every walled step may reach (the module's docstring); a child adds its own pid and /sys."""
-    read = [p for p in SYSTEM_FOLDERS if os.path.exists(p)] + proc_entries(own_pid)
+    read = system_folders() + proc_entries(own_pid)
     if sys_folder and os.path.isdir("/sys"):
         read.append("/sys")
     return Rules(read=tuple(read), devices=tuple(device_files(gpu)))

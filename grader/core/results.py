@@ -278,6 +278,8 @@ class SandboxSummary(ChildSandbox):
     lowered_limits: dict = field(default_factory=dict)   # limit -> what was wanted and what an inherited limit left
     adapted: list[str] = field(default_factory=list)     # what the grader changed to fit this machine, and why
     root: str = ""     # the emulator's child: "its own root" (a path outside it does not exist), or why not; "": none tried
+    environment: list[str] = field(default_factory=list)   # the names of the child's variables (core/environment.py)
+    etc: str = ""      # what of /etc the builds and the children may read (core/fswall.etc_view)
 
     def unconfined_reads(self) -> str:
         """Why a child that ran submission code read unconfined (this, the judged child, or on a GPU the

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
 from grader.toolchain.outcome import BuildResult
+from grader.core import fswall
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
@@ -213,6 +214,8 @@ def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop
         result.sandbox.lowered_limits = _lowered_limits(run.rubric, run.worker, result.sandbox)
         result.sandbox.adapted = list(run.worker.adapted)
         result.sandbox.root = run.worker.root
+        result.sandbox.environment = list(run.worker.environment)
+        result.sandbox.etc = fswall.etc_view()
     return unwalled
 
 

@@ -118,6 +118,7 @@ class Worker:
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
         env = _child_environment(backend, device, home=self._workdir, torch=torch)
+        self.environment = sorted(env)                  # its variables' names, for result.json's sandbox
         view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
