@@ -179,19 +179,19 @@ ON_NVCC = ("/proc/self/environ", "/proc/{sentinel}/environ", "/proc/1/cmdline")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_preprocessor_opens_no_proc_file_of_a_process(backend, sentinel, rubric, tmp_path):
     """__has_include of each target (it opens the file: a file it may not open is a fatal error), one
-    build each: none is found and opened, the build's own included; /proc/meminfo (not a process)
-    is, the control."""
+    build each: none is found and opened, the build's own included; the build's own copy of its
+    source (submission.cu, in its room) is, the control."""
     pid, _ = sentinel
     targets = _targets(pid) if backend == "emulator" else [t.format(sentinel=pid) for t in ON_NVCC]
     seen = {}
-    for n, target in enumerate([*targets, "/proc/meminfo"]):
+    for n, target in enumerate([*targets, "submission.cu"]):
         build = _build(tmp_path / f"tell{n}.cu", _attack_source(_tell(target)), rubric, backend)
         library = Path(build.library).read_bytes() if build.ok else b""
         seen[target] = "opened" if b"BW_TELL_PRESENT" in library else "absent" if build.ok else \
             "refused" if target in build.log and ("Permission denied" in build.log or "No such file" in build.log) \
             else build.log[-500:]
     assert seen == {**{t: seen[t] if seen[t] in ("absent", "refused") else "absent or refused" for t in targets},
-                    "/proc/meminfo": "opened"}, seen
+                    "submission.cu": "opened"}, seen
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -379,3 +379,67 @@ def test_a_launcher_as_the_graders_own_user_reads_no_private_file_under_etc(own_
     assert "DENIED etc file" in result.output.stdout and canary not in result.output.stdout, result.output.stdout
     assert result.sandbox.etc.startswith("of /etc only"), result.sandbox.etc
     assert any("grader's own user" in n for n in notices(result)), notices(result)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A PID namespace of its own: a build's and the emulator child's /proc shows their own processes
+# ---------------------------------------------------------------------------------------------------
+
+def _processes_naming(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_build_sees_no_process_of_the_grader_and_leaves_none_behind():
+    """A build's command names the grader's pid (kill -0: no such process in its world, where the
+    grader's own numbers do not exist) and starts a process in the background that outlives it: that
+    one ends with the build (its namespace's first process ends when the build's does, and every
+    process left in the namespace with it), and the build's wall says it had its own PID namespace."""
+    marker = f"bw-orphan-{random_bits.token_hex(5)}"
+    script = (f"kill -0 {os.getpid()} 2>&1; echo pid=$$; "
+              f"/bin/sh -c 'sleep 600; : {marker}' >/dev/null 2>&1 &")
+    with build_room() as room:
+        ran = run_limited(["/bin/sh", "-c", script], BuildLimits(time_s=60), room)
+    left = _processes_naming(marker)
+    for pid in left:
+        os.kill(pid, 9)
+    assert ran.over == "" and ran.proc.returncode == 0, (ran.over, ran.proc.stdout, ran.proc.stderr)
+    assert "No such process" in ran.proc.stdout, ran.proc.stdout
+    assert "pid=2\n" in ran.proc.stdout, ran.proc.stdout           # pid 1 is the namespace's first process
+    assert left == [], f"the build left {left} running"
+    assert ran.wall.endswith("its own PID namespace"), ran.wall
+
+
+PID_PEEK = r"""
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+static void bw_peek() {
+    int r = kill(@GRADER@, 0);
+    printf("KILL0 %d errno=%d pid=%d ppid=%d\n", r, r ? errno : 0, (int)getpid(), (int)getppid());
+}
+"""
+
+
+@needs_landlock
+def test_a_launcher_on_the_emulator_sees_no_process_of_the_grader(rubric, write_cu):
+    """kill(grader, 0) from the launcher: no such process (ESRCH), where it answered EPERM (there, not
+    its to signal); its parent is its namespace's first process; sandbox.pids says so."""
+    from grader.grade.pipeline import grade_submission
+
+    peek = PID_PEEK.replace("@GRADER@", str(os.getpid()))
+    source = attack([]).replace(KERNEL, peek + KERNEL, 1).replace("once = true;", "once = true; bw_peek();", 1)
+    result = grade_submission(write_cu(source), rubric=rubric, backend="emulator")
+    assert result.status == "graded" and result.correct, result.message
+    line = next(ln for ln in result.output.stdout.splitlines() if ln.startswith("KILL0 "))
+    assert line.startswith("KILL0 -1 errno=3 ") and line.endswith(" ppid=1"), line
+    assert result.sandbox.pids == "its own PID namespace", result.sandbox.pids

@@ -214,6 +214,7 @@ def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop
         result.sandbox.lowered_limits = _lowered_limits(run.rubric, run.worker, result.sandbox)
         result.sandbox.adapted = list(run.worker.adapted)
         result.sandbox.root = run.worker.root
+        result.sandbox.pids = run.worker.pids
         result.sandbox.environment = list(run.worker.environment)
         result.sandbox.etc = fswall.etc_view()
     return unwalled

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from grader.core import folders
+from grader.core.view import View
 from grader.core.environment import contract_environment
 from grader.run import groups, protocol, spawn, streams
 from grader.run.streams import CappedOutput
@@ -63,12 +64,12 @@ def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool)
     return spawn.child_view(workdir), os.pipe()
 
 
-def _view_said(said: tuple[int, int]) -> str:
-    """What the child's entry into its view said (spawn.enter_view), in result.json's words."""
+def _view_said(said: tuple[int, int]) -> tuple[str, str]:
+    """What the child's entry into its view said (spawn.enter_view), in result.json's words: (its
+    root, its process numbers)."""
     os.close(said[1])
     with os.fdopen(said[0], "rb") as f:
-        text = f.read(500).decode(errors="replace")
-    return "its own root" if text == "-" else f"no root of its own ({text or 'the child did not say'})"
+        return View.said(f.read(500).decode(errors="replace"))
 
 
 def _child_environment(backend: Backend, device: str | None, *, home: str, torch: bool) -> dict[str, str]:
@@ -139,7 +140,7 @@ class Worker:
                                                       else spawn.BESIDE_THE_LANE_NICE),
                                 spawn.enter_view(view, said[1] if said else None)),
         )
-        self.root = _view_said(said) if said is not None else ""
+        self.root, self.pids = _view_said(said) if said is not None else ("", "")
         os.close(write_fd)
         os.close(guard_write_fd)
         os.close(ready_write_fd)

@@ -17,6 +17,7 @@ import signal
 import sys
 
 from grader.core import fswall
+from grader.core.view import View
 from grader.core.environment import library_path
 from grader.core.limits import lowered, set_clamped
 from grader.core.locations import PACKAGE_DIR, cache_root
@@ -100,8 +101,8 @@ def python_path(*, torch: bool) -> str:
     return os.pathsep.join(dict.fromkeys(f for f in folders if f))
 
 
-def child_view(workdir: str) -> fswall.View:
-    """The root of its own a child on the CPU emulator runs in (core/fswall.View, as each build's):
+def child_view(workdir: str) -> View:
+    """The root of its own a child on the CPU emulator runs in (core/view.View, as each build's):
     only the system's folders, /proc, /sys and the usual device files, the interpreter and the
     packages the child imports (the grader's package alone, not the folder that holds it), the
     grader's cache (its own libraries and the cases' inputs, which its Landlock wall opens one file
@@ -131,7 +132,7 @@ def child_view(workdir: str) -> fswall.View:
     # folder (which its wall lets it write) would let it read and write everything the view holds.
     root = workdir.rstrip("/") + VIEW_SUFFIX
     os.mkdir(root, 0o755)
-    return fswall.View(rules, root, workdir)
+    return View(rules, root, workdir)
 
 
 # The view's root: beside the child's folder, named after it (so that a killed grader's is swept with
@@ -147,7 +148,7 @@ def remove_view(workdir: str) -> None:
         pass
 
 
-def enter_view(view: fswall.View | None, said_to: int | None) -> None:
+def enter_view(view: View | None, said_to: int | None) -> None:
     """Between fork and exec, after limits_in_child: into the child's view (as root, a mount
     namespace of its own; else a user namespace too, mapping its user to itself), what it said
     written to said_to ("-": entered), then the death signal again (entering a user namespace

@@ -5,7 +5,7 @@ out of time or memory, which compiler stage it was in (cicc, ptxas, ...), said i
 The wall (core/fswall.py, Landlock): every build runs in a folder of its own (`Room`, made fresh
 beside the children's folders, removed after), and ninja, every compiler, assembler and linker it
 starts may open nothing but
-- read-only: the system's folders, the entries of /proc that are not processes, the toolchain's own
+- read-only: the system's folders, nothing of its own PID namespace's /proc, the toolchain's own
   folders (`tools.toolchain_folders`: the CUDA toolkit with its headers, thrust and CUB, the host
   compiler, ninja) and what the build names besides (the emulator's shim headers);
 - read and write: the room (the build's files, its outputs, and `tmp/`, its TMPDIR and HOME, where
@@ -14,7 +14,8 @@ Nothing else: not the class folder, not another build in the cache, not a report
 a home folder, whatever the source says (`%:include`, a spliced `#include`, `.incbin` in pasted asm):
 a compiler that reaches for such a file is told it cannot open it, and the student sees that error.
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
-children do. Where the kernel has no Landlock the build runs without the wall, says so
+children do. Its environment is the contract's (core/environment.py), never the grader's; its root
+and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the kernel has no Landlock the build runs without the wall, says so
 (`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from grader.core import fswall, folders, processes
+from grader.core.view import View
 from grader.core.environment import contract_environment
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
@@ -84,7 +86,7 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
     try:
         path = Path(folders.own_folder("grader-build-", base))
         (path / "tmp").mkdir()
-        os.mkdir(str(path) + VIEW_SUFFIX, 0o755)     # where the build's own root is mounted (fswall.View)
+        os.mkdir(str(path) + VIEW_SUFFIX, 0o755)     # where the build's own root is mounted (core/view.View)
         if os.geteuid() == 0:
             os.chown(path / "tmp", folders.NOBODY, folders.NOBODY)
     except OSError as exc:
@@ -161,7 +163,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     clock = time.perf_counter()
     rules = wall_rules(room)
     ruleset = fswall.Ruleset(rules)
-    view = fswall.View(rules, room.view, str(room.path))
+    view = View(rules, room.view, str(room.path))
     wall_ms = (time.perf_counter() - clock) * 1000
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
@@ -185,7 +187,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     os.close(seen[1])
     with os.fdopen(seen[0], "rb") as f:
         said = f.read(500).decode(errors="replace")
-    view_detail = "its own root" if said == "-" else f"no root of its own ({said})"
+    root_detail, pids_detail = View.said(said)
     processes.started(proc.pid, proc)
     try:
         done, over = _wait_build(proc, args, limits)
@@ -195,11 +197,11 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
             end_build(proc)
         ruleset.close()
     wall = f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no Landlock: {ruleset.problem}"
-    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {view_detail}",
+    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {root_detail}; {pids_detail}",
                wall_ms=round(wall_ms, 3))
 
 
-def _entering(limits: BuildLimits, view: fswall.View, ruleset: fswall.Ruleset, said_to: int) -> Callable[[], None]:
+def _entering(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int) -> Callable[[], None]:
     """What the build's first process does before the command runs (preexec_fn, in the forked
     child): a process group and a priority of its own, the memory cap, the view's root (what it said
     written to said_to), nobody where the grader is root, and the wall."""
