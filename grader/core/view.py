@@ -114,37 +114,43 @@ class View:
 
     def _first_process(self) -> None:
         """This process stays outside the new PID namespace: it starts the namespace's first process,
-        waits for it and ends as it ended. That one (pid 1) lays out the view with the caller,
-        starts the step's process, which returns from here, reaps until it ends, and ends so."""
+        waits for it and ends as the step's process ended (killed by the same signal: a child the
+        seccomp filter killed is told by its SIGSYS), which pid 1 writes to it. That one (pid 1)
+        starts the step's process, which returns from here (and lays out the view), reaps every
+        orphan until the step's process ends, and ends so."""
         for sig in self._defaults:            # the grader's handlers never run in either (SIG_DFL)
             self._signal(sig, None)
         self._prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
         self._prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)    # SIGKILL when the grader ends: then pid 1, then all
+        told, tell = os.pipe()
         first = os.fork()
         if first:
-            os.closerange(0, _FDS)            # holding nothing of the step's (its output, its channels)
-            os._exit(_waited(first))
+            _close_all_but(told)              # holding nothing of the step's (its output, its channels)
+            _end_as(_waited(first, told))
         try:
             self._prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
             step = os.fork()
         except BaseException:  # noqa: BLE001 - nothing may return into the caller's exec from here
             os._exit(126)
         if step == 0:
+            os.close(told)
+            os.close(tell)
             return
+        status = 126 << 8
         try:
-            os.closerange(0, _FDS)
-            code = 0
+            _close_all_but(tell)
             while True:                       # every orphan of the step's is reaped here, until it ends
                 try:
-                    pid, status = os.waitpid(-1, 0)
+                    pid, got = os.waitpid(-1, 0)
                 except ChildProcessError:
                     break
                 if pid == step:
-                    code = _exit_code(status)
+                    status = got
                     break
+            os.write(tell, status.to_bytes(4, "little"))
         except BaseException:  # noqa: BLE001
-            code = 126
-        os._exit(code)
+            pass
+        os._exit(0)
 
     def _lay_out(self, *, fresh_proc: bool) -> str:
         """The view's root laid out and entered (chroot); fresh_proc: a /proc of this PID namespace's
@@ -187,19 +193,37 @@ class View:
                 "its own PID namespace" if not pids else pids)
 
 
-def _exit_code(status: int) -> int:
-    """An exit status as an exit code (killed by a signal: 128 and its number, as a shell says)."""
-    code = os.waitstatus_to_exitcode(status)
-    return code if code >= 0 else 128 - code
+def _close_all_but(fd: int) -> None:
+    os.closerange(0, fd)
+    os.closerange(fd + 1, _FDS)
 
 
-def _waited(pid: int) -> int:
-    """pid's exit code, once it has ended (anything else going wrong: 126)."""
+def _waited(pid: int, told: int) -> int:
+    """The wait status of the step's process, as pid 1 (pid) wrote it to told once it ended; 126 as an
+    exit code where it wrote none."""
     try:
         while True:
             try:
-                return _exit_code(os.waitpid(pid, 0)[1])
+                os.waitpid(pid, 0)
+                break
             except InterruptedError:
                 continue
+        said = os.read(told, 4)
+        return int.from_bytes(said, "little") if len(said) == 4 else 126 << 8
     except BaseException:  # noqa: BLE001 - nothing may return into the caller's exec from here
-        return 126
+        return 126 << 8
+
+
+def _end_as(status: int) -> None:
+    """End this process as a wait status says its step ended: the same exit code, or killed by the
+    same signal (without a core file: this process is a copy of the grader's memory)."""
+    try:
+        if os.WIFSIGNALED(status):
+            import resource                # imported already: the grader's limits module does
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            libc().signal(os.WTERMSIG(status), None)      # resolved by View (its restype and argtypes)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+            os._exit(128 + os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status))
+    except BaseException:  # noqa: BLE001
+        os._exit(126)
