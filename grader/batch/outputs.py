@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 from grader.core import atomic
 from grader.core.backend import named
 from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
+from grader.analysis.similarity import Similarity
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
 from grader.platforms.scoring import max_points, score
@@ -21,7 +23,7 @@ from grader.report.files import render_markdown
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
-                   "identical_to")
+                   "identical_to", "similar_to")
 GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "tier_note", "status", "identical_to")
 
 
@@ -75,27 +77,58 @@ LINES_JOINED = " / "        # what stands between a multi-line message's lines i
 
 def one_line(value: str) -> str:
     """A cell's text on one line: its lines stripped and joined with " / ", the empty ones and a
-    compiler's caret or underline (nothing but ^ and ~, pointing into the line above) left out."""
+    compiler's caret or underline (nothing but ^ and ~, after a gutter's |: pointing into the line
+    above) left out."""
     if "\n" not in value and "\r" not in value:
         return value
     lines = (line.strip() for line in value.splitlines())
-    return LINES_JOINED.join(line for line in lines if line and line.strip("^~ "))
+    return LINES_JOINED.join(line for line in lines if line and line.strip("^~| "))
 
 
-def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
-    """rows as CSV, every cell one line (one_line): a spreadsheet's row, a grep's match, a line
-    of `column -s, -t` each hold one student."""
+# What a spreadsheet reads as the start of a formula (=HYPERLINK(...), +cmd, -2+3, @SUM, and a tab or
+# carriage return before one): a cell starting so is written after a ' (OWASP's advice), which every
+# spreadsheet shows as text and drops from the shown value. Numbers (-0.5) are left as they are.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")
+
+
+def inert(value: str) -> str:
+    """A CSV cell's text as no spreadsheet will run it (FORMULA_STARTS); read_cell undoes it."""
+    if not value.startswith(FORMULA_STARTS) or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value
+
+
+def read_cell(value: str) -> str:
+    """A cell of a CSV the grader wrote, as it was before inert."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
+def csv_text(columns: tuple[str, ...], rows: list[dict]) -> str:
+    """rows as CSV, every cell one line (one_line) and inert: a spreadsheet's row, a grep's match, a
+    line of `column -s, -t` each hold one row; a student's file named =HYPERLINK(...).cu is text. Every
+    CSV the grader writes is written here."""
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: one_line(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
-    atomic.replace_text(path, text.getvalue())
+    writer.writerows({k: inert(one_line(v)) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
+    return text.getvalue()
 
 
-def write_summary(graded: list[Graded], path: Path) -> None:
+def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    atomic.replace_text(path, csv_text(columns, rows))
+
+
+def write_summary(graded: list[Graded], path: Path, *, similarity: Similarity | None = None) -> None:
     """One row per student: the outcome, the full message (a refusal's every line, joined on one
-    line), where it ran."""
-    _write_csv(path, SUMMARY_COLUMNS, [summary_row(g) for g in graded])
+    line), where it ran, and the student's closest match at or above the similarity threshold
+    ("bob (0.93)"; empty without similarity)."""
+    rows = [summary_row(g) for g in graded]
+    for row in rows:
+        row["similar_to"] = similarity.closest_text(row["student"]) if similarity is not None else ""
+    _write_csv(path, SUMMARY_COLUMNS, rows)
 
 
 def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
