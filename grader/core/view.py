@@ -70,6 +70,7 @@ class View:
         self.encoded = [(os.fsencode(p), os.fsencode(root + p), d, 0 if p in rules.write else _MS_REC)
                         for p, d in self.binds]
         self._proc_at = os.fsencode(root + "/proc")
+        self.proc_bound = ""                              # why no /proc of its own was mounted (in the step)
         import signal                                     # resolved here, not between fork and exec
         self._defaults = [int(getattr(signal, name)) for name in _FIRST_DEFAULTS if hasattr(signal, name)]
         self._signal = lib.signal                         # the C library's: no Python handler runs outside
@@ -91,7 +92,10 @@ class View:
                 return f"{problem}\t{pids or 'not tried'}"
         else:
             self._first_process()            # returns in the namespace's second process only
-        return f"{self._lay_out(fresh_proc=self.own_pids and not pids)}\t{pids}"
+        laid = self._lay_out(fresh_proc=self.own_pids and not pids)
+        if self.own_pids and not pids and self.proc_bound:
+            pids = f"its own PID namespace, the grader's /proc bound ({self.proc_bound})"
+        return f"{laid}\t{pids}"
 
     def _unshared(self, uid: int, gid: int, more: int) -> str:
         """A mount namespace (and the more namespaces asked for) of this process's own; as an ordinary
@@ -172,7 +176,8 @@ class View:
                 if at == self._proc_at and fresh_proc:
                     if self._mount(b"proc", at, b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) == 0:
                         continue
-                    fresh_proc = False        # (an unprivileged user's, where the machine forbids it): bound
+                    self.proc_bound = os.strerror(ctypes.get_errno())  # where the machine forbids it
+                    fresh_proc = False
                 if self._mount(path, at, None, _MS_BIND | rec, None) != 0:
                     return f"{shown} could not be bound ({os.strerror(ctypes.get_errno())})"
         except OSError as exc:
