@@ -368,7 +368,7 @@ def test_a_launcher_as_the_graders_own_user_reads_no_private_file_under_etc(own_
     """The child on the emulator opens the file: denied (its view holds only what the tools need of
     /etc), the grade correct, result.json's sandbox and the notices saying what of /etc it could read."""
     from grader.grade.pipeline import grade_submission
-    from grader.report.files import notices
+    from grader.report.files import notices, render_text
 
     path, canary = own_private_etc_file
     _as_the_graders_own_user(monkeypatch)
@@ -379,6 +379,9 @@ def test_a_launcher_as_the_graders_own_user_reads_no_private_file_under_etc(own_
     assert "DENIED etc file" in result.output.stdout and canary not in result.output.stdout, result.output.stdout
     assert result.sandbox.etc.startswith("of /etc only"), result.sandbox.etc
     assert any("grader's own user" in n for n in notices(result)), notices(result)
+    screen = render_text(result, rubric, colour=False).splitlines()       # the first screen: a line of its own
+    assert any(line.replace("[yellow]", "", 1).startswith("note: The build and the submission's code ran as the grader's own user")
+               for line in screen[:8]), screen[:8]
 
 
 # ---------------------------------------------------------------------------------------------------
