@@ -588,25 +588,25 @@ def build_wall(figures: dict, rows: list, runs: int = BUILD_WALL_RUNS) -> None:
     import statistics
 
     sys.path.insert(0, str(ROOT))
-    from grader.core import fswall
+    from grader.core import fswall, view
     from grader.toolchain import running
 
     walled, bare, grader_ms = [], [], []
     with running.build_room() as room:
         running.run_limited(["true"], running.BuildLimits(), room)           # the toolchain found, once
-        enter, restrict = fswall.View.enter, fswall.Ruleset.restrict
+        enter, restrict = view.View.enter, fswall.Ruleset.restrict
         for _ in range(runs):
             t = time.perf_counter()
             ran = running.run_limited(["true"], running.BuildLimits(), room)
             walled.append((time.perf_counter() - t) * 1000)
             grader_ms.append(ran.wall_ms)
-            fswall.View.enter, fswall.Ruleset.restrict = (lambda self, uid, gid: ""), (lambda self: 0)
+            view.View.enter, fswall.Ruleset.restrict = (lambda self, uid, gid: ""), (lambda self: 0)
             try:
                 t = time.perf_counter()
                 running.run_limited(["true"], running.BuildLimits(), room)
                 bare.append((time.perf_counter() - t) * 1000)
             finally:
-                fswall.View.enter, fswall.Ruleset.restrict = enter, restrict
+                view.View.enter, fswall.Ruleset.restrict = enter, restrict
     cost = statistics.median(walled) - statistics.median(bare)
     figures["build_wall"] = {"walled_ms": statistics.median(walled), "bare_ms": statistics.median(bare),
                              "cost_ms": cost, "grader_ms": statistics.median(grader_ms), "wall": ran.wall,

@@ -146,12 +146,13 @@ def test_a_gpu_backend_without_device_files_or_a_device_variable_is_refused_at_d
 
 
 def test_the_stand_ins_facts_are_what_the_lanes_the_child_and_the_architecture_read(monkeypatch):
-    from grader.run import lanes, spawn
+    from grader.run import lanes, sandbox
 
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "3,1")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert lanes.default_device(ROCM_LIKE) == "3" and lanes.visible_devices(ROCM_LIKE) == ["3", "1"]
-    assert "ROCR_VISIBLE_DEVICES" not in spawn.ENV_KEEP           # kept for its own children (sandbox.Worker)
+    env = sandbox._child_environment(ROCM_LIKE, None, home="/tmp", torch=False)     # its own children's
+    assert env["ROCR_VISIBLE_DEVICES"] == "3,1" and "CUDA_VISIBLE_DEVICES" not in env
     assert ROCM_LIKE.arch_of(9, 4) == "gfx942" and ROCM_LIKE.limits("gfx942").warp == 64
     assert ROCM_LIKE.limits("sm_90") is None and ROCM_LIKE.target("gfx942") == "gfx942"
 

@@ -14,18 +14,23 @@ Two steps use it:
   itself once the grader's own files are loaded.
 
 What every step may reach (`base_rules`):
-- read-only: the system's folders (`SYSTEM_FOLDERS`) and every entry of /proc that is not a
-  process (/proc/meminfo, /proc/sys, /proc/driver, ...); a child also its own /proc/<pid>, and /sys;
+- read-only: the system's folders (`SYSTEM_FOLDERS`; of /etc only what the tools need, `ETC_FOR_TOOLS`,
+  where the step runs as the grader's own user: `system_folders`) and every entry of /proc that is
+  not a process (/proc/meminfo, /proc/sys, /proc/driver, ...); a child also its own /proc/<pid>, and /sys;
 - read and write, one file each: the device files every program may use (`/dev/null`, `/dev/zero`,
   `/dev/full`, `/dev/random`, `/dev/urandom`), and in a child on a GPU the GPU's (its backend's
   `device_files`: `/dev/nvidia*` for CUDA);
   never a folder of /dev, where a TMPDIR of /dev/shm would put other grades' files.
 
-A build also gets a view of its own (`View`): a private mount namespace whose root holds only what
-its rules name, bound at the same paths, so that a path outside them does not exist for it at all
-(Landlock alone answers EACCES for a file that exists and ENOENT for one that does not, which would
-tell a `__has_include` which classmates have handed in). Where no mount namespace can be made
-(not root, and no user namespaces), the build runs behind Landlock alone and says so.
+A build (and the child on the CPU emulator) also gets a view of its own (`View`): a private mount
+namespace whose root holds only what its rules name, bound at the same paths, so that a path
+outside them does not exist for it at all (Landlock alone answers EACCES for a file that exists and
+ENOENT for one that does not, which would tell a `__has_include` which classmates have handed in),
+mounted beside the step's own folder, never inside it; and a PID namespace of its own, with a
+fresh /proc that shows its own processes alone (whose entries Landlock's rules, made for the
+grader's /proc, leave closed to a build). Where no mount namespace can be made (not root, and no
+user namespaces), the build runs behind Landlock alone and says so; where no PID namespace can be,
+the grader's /proc is bound and Landlock keeps every process's entries closed.
 
 Only the standard library here: the child imports this module before its wall goes up.
 """
@@ -53,6 +58,13 @@ READ = EXECUTE | READ_FILE | READ_DIR
 DEVICE = WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 SYSTEM_FOLDERS = ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin", "/etc")
+# Of /etc, what compilers, the loader and the interpreter read, where what touches a submission runs
+# as the grader's own user (drops_to_another_user): the rest of /etc may hold that user's own private
+# files (a TLS key kept 0600 under /etc, as docs/serve.md's example once did), which a build's
+# `.include` or a launcher's open() would then print into a report.
+ETC_FOR_TOOLS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload", "/etc/alternatives",
+                 "/etc/localtime", "/etc/timezone", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+                 "/etc/locale.alias", "/etc/host.conf", "/etc/gai.conf")
 DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -186,9 +198,37 @@ def _is_char_device(path: str) -> bool:
         return False
 
 
+# The user this process started as: the grader's, or in a child the one it started as (a child drops
+# from root to nobody later, run/child/walls.py, after importing this module).
+_STARTED_AS = os.geteuid()
+
+
+def drops_to_another_user() -> bool:
+    """Whether the builds and the children run as a user of their own (nobody), not the grader's: where
+    the grader runs as root. Otherwise they read what the grader's own user may, and of /etc only
+    ETC_FOR_TOOLS (system_folders); result.json's sandbox and the first screen say so."""
+    return _STARTED_AS == 0
+
+
+def system_folders() -> list[str]:
+    """The system's folders a walled step may read (SYSTEM_FOLDERS), /etc whole only where it runs as
+    a user of its own (drops_to_another_user), else of /etc only ETC_FOR_TOOLS."""
+    etc = () if drops_to_another_user() else ("/etc",)
+    return [p for p in SYSTEM_FOLDERS if p not in etc and os.path.exists(p)] + \
+        ([p for p in ETC_FOR_TOOLS if os.path.lexists(p)] if etc else [])
+
+
+def etc_view() -> str:
+    """What of /etc the builds and the children may read, in result.json's words (sandbox.etc)."""
+    if drops_to_another_user():
+        return "all of /etc, as nobody (the grader runs as root)"
+    return ("of /etc only what compilers and the loader need: the builds and the children run as the grader's own "
+            f"user (uid {_STARTED_AS}), not root, and read what it may elsewhere")
+
+
 def base_rules(*, gpu: tuple[str, ...] = (), own_pid: int | None = None, sys_folder: bool = False) -> Rules:
     """What every walled step may reach (the module's docstring); a child adds its own pid and /sys."""
-    read = [p for p in SYSTEM_FOLDERS if os.path.exists(p)] + proc_entries(own_pid)
+    read = system_folders() + proc_entries(own_pid)
     if sys_folder and os.path.isdir("/sys"):
         read.append("/sys")
     return Rules(read=tuple(read), devices=tuple(device_files(gpu)))
@@ -320,78 +360,3 @@ def confine(rules: Rules) -> Confinement:
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
-
-
-# mount(2) and unshare(2) flags (include/uapi/linux/mount.h, sched.h)
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
-_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-
-
-class View:
-    """A root of the build's own: an empty folder (root, made beforehand, beside the room) on which,
-    in a private mount namespace, a small tmpfs holds each path of rules bound at its own path (a
-    link, such as /lib -> usr/lib, made again as the same link), then chroot into it. `enter` runs
-    between fork and exec, before the privileges are dropped (as root), or in a user namespace of
-    its own (not root): only os calls and functions resolved beforehand. Its plan (what to bind,
-    what to link) is made in the grader."""
-
-    def __init__(self, rules: Rules, root: str, cwd: str):
-        self.root, self.cwd = root, cwd
-        self.links: list[tuple[str, str]] = []          # (path, its link's target)
-        self.binds: list[tuple[str, bool]] = []         # (path, is a folder)
-        seen: list[str] = []
-        # /proc whole (its non-process entries are what Landlock lets be read), before its entries
-        for path in ("/proc", *rules.read, *rules.write, *rules.devices):
-            if not path or under(path, seen) or not os.path.lexists(path):
-                continue
-            seen.append(path)
-            if os.path.islink(path):
-                self.links.append((path, os.readlink(path)))
-            else:
-                self.binds.append((path, os.path.isdir(path)))
-        self.binds.sort(key=lambda b: b[0].count("/"))   # a folder before what is bound beneath it
-        lib = libc()
-        self._mount, self._unshare, self._chroot = lib.mount, lib.unshare, lib.chroot
-        self._mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-        # the room (written) bound alone, not with what is mounted beneath it (the view itself)
-        self.encoded = [(os.fsencode(p), os.fsencode(root + p), d, 0 if p in rules.write else _MS_REC)
-                        for p, d in self.binds]
-
-    def enter(self, uid: int, gid: int) -> str:
-        """Into the view; "" when done, else what failed (the caller goes on behind Landlock alone)."""
-        if os.geteuid() != 0:
-            if self._unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
-                return f"no user namespace ({os.strerror(ctypes.get_errno())})"
-            try:
-                with open("/proc/self/setgroups", "w") as f:
-                    f.write("deny")
-                with open("/proc/self/uid_map", "w") as f:
-                    f.write(f"{uid} {uid} 1")
-                with open("/proc/self/gid_map", "w") as f:
-                    f.write(f"{gid} {gid} 1")
-            except OSError as exc:
-                return f"the user namespace's map ({exc.strerror})"
-        elif self._unshare(_CLONE_NEWNS) != 0:
-            return f"no mount namespace ({os.strerror(ctypes.get_errno())})"
-        if self._mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-            return f"/ could not be made private ({os.strerror(ctypes.get_errno())})"
-        if self._mount(b"tmpfs", os.fsencode(self.root), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=755,size=1m") != 0:
-            return f"no tmpfs for the view ({os.strerror(ctypes.get_errno())})"
-        try:
-            for path, target in self.links:
-                os.makedirs(os.path.dirname(self.root + path), exist_ok=True)
-                os.symlink(target, self.root + path)
-            for (path, at, is_dir, rec), (shown, _) in zip(self.encoded, self.binds):
-                if is_dir:
-                    os.makedirs(at, exist_ok=True)
-                else:
-                    os.makedirs(os.path.dirname(at), exist_ok=True)
-                    os.close(os.open(at, os.O_CREAT | os.O_WRONLY, 0o644))
-                if self._mount(path, at, None, _MS_BIND | rec, None) != 0:
-                    return f"{shown} could not be bound ({os.strerror(ctypes.get_errno())})"
-        except OSError as exc:
-            return f"the view could not be laid out ({exc})"
-        if self._chroot(os.fsencode(self.root)) != 0:
-            return f"chroot ({os.strerror(ctypes.get_errno())})"
-        os.chdir(self.cwd)
-        return ""

@@ -280,6 +280,9 @@ class SandboxSummary(ChildSandbox):
     root: str = ""     # the emulator's child: "its own root" (a path outside it does not exist), or why not; "": none tried
     limits: dict = field(default_factory=dict)   # what bounds the child's processes, files and CPU, and a build's
     #                                              (its memory: host_memory_how): a control group or an rlimit, the values
+    environment: list[str] = field(default_factory=list)   # the names of the child's variables (core/environment.py)
+    etc: str = ""      # what of /etc the builds and the children may read (core/fswall.etc_view)
+    pids: str = ""     # the emulator's child: "its own PID namespace" (its /proc shows its own processes alone), or why not
 
     def unconfined_reads(self) -> str:
         """Why a child that ran submission code read unconfined (this, the judged child, or on a GPU the

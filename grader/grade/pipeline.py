@@ -18,6 +18,7 @@ from grader import __version__
 from grader.toolchain.build import submission_limits
 from grader.toolchain.outcome import BuildResult
 from grader.toolchain.running import builds_held
+from grader.core import fswall
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
@@ -216,6 +217,9 @@ def _sandbox(result: Result, run: GradeRun, children, prepared, verdict) -> Stop
         result.sandbox.adapted = list(run.worker.adapted)
         result.sandbox.root = run.worker.root
         result.sandbox.limits = {**run.worker.held, "builds": builds_held(submission_limits(run.rubric))}
+        result.sandbox.pids = run.worker.pids
+        result.sandbox.environment = list(run.worker.environment)
+        result.sandbox.etc = fswall.etc_view()
     return unwalled
 
 

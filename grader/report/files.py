@@ -174,6 +174,10 @@ def notices(result: Result) -> list[str]:
         found.append(f"The file-system wall was not in force here ({unconfined}): the submission's code could read "
                      "any file its user may read, classmates' files included. Set limits.require_read_wall to refuse "
                      "to grade instead.")
+    if sb.etc and not sb.etc.startswith("all of /etc"):       # core/fswall.etc_view
+        found.append("The build and the submission's code ran as the grader's own user (the grader is not root): "
+                     "they could read what that user may outside the system's folders (of /etc only what compilers "
+                     "and the loader need). Run the grader as root, which runs them as nobody (docs/serve.md).")
     if result.sass is not None and result.sass.unavailable:
         found.append(f"What in the compiled code costs speed (wide loads, local memory, registers, occupancy) was not "
                      f"read here: {result.sass.unavailable}.")

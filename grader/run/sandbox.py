@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from grader.core import folders
+from grader.core.view import View
+from grader.core.environment import contract_environment
 from grader.run import groups, protocol, spawn, streams
 from grader.run.streams import CappedOutput
 from grader.core import processes
@@ -63,26 +65,23 @@ def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool)
     return spawn.child_view(workdir), os.pipe()
 
 
-def _view_said(said: tuple[int, int]) -> str:
-    """What the child's entry into its view said (spawn.enter_view), in result.json's words."""
+def _view_said(said: tuple[int, int]) -> tuple[str, str]:
+    """What the child's entry into its view said (spawn.enter_view), in result.json's words: (its
+    root, its process numbers)."""
     os.close(said[1])
     with os.fdopen(said[0], "rb") as f:
-        text = f.read(500).decode(errors="replace")
-    return "its own root" if text == "-" else f"no root of its own ({text or 'the child did not say'})"
+        return View.said(f.read(500).decode(errors="replace"))
 
 
-def _child_environment(backend: Backend, device: str | None) -> dict[str, str]:
-    """The child's environment: the few variables it needs (spawn.ENV_KEEP, the backend's own), the
-    GPU it may see, where its packages are; never the grader's other variables (a class folder, a
-    token). TMPDIR and HOME are its own folder, set once it is made."""
-    env = {k: v for k, v in os.environ.items() if k in spawn.ENV_KEEP or k in backend.environment}
+def _child_environment(backend: Backend, device: str | None, *, home: str, torch: bool) -> dict[str, str]:
+    """The child's whole environment (core/environment.py): its backend's own variables, the GPU it
+    may see, where its packages are (spawn.python_path), home its own folder; nothing else of the
+    grader's (a class folder, a token, the grader's PYTHONPATH)."""
+    extra = {"PYTHONPATH": spawn.python_path(torch=torch), "PYTHONUNBUFFERED": "1",
+             "OPENBLAS_NUM_THREADS": "1"}        # numpy's BLAS starts no pool of threads: the child uses none
     if device is not None and backend.visible_devices:
-        env[backend.visible_devices] = device
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [spawn.package_parent(), spawn.numpy_parent(), env.get("PYTHONPATH", "")]
-                                        if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["OPENBLAS_NUM_THREADS"] = "1"              # numpy's BLAS starts no pool of threads: the child uses none
-    return env
+        extra[backend.visible_devices] = device
+    return contract_environment(home=home, keep=backend.environment, extra=extra)
 
 
 class Worker:
@@ -115,13 +114,13 @@ class Worker:
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
         self._ready_fd, ready_write_fd = os.pipe()     # one byte once its imports and CUDA set-up are done
-        env = _child_environment(backend, device)
         folders.sweep_stale_folders_once()
         base, self.adapted = folders.child_folder_base()
         self._workdir = tempfile.mkdtemp(prefix="grader-run-", dir=base)
         if os.geteuid() == 0:                           # the child drops to nobody: let it read its files
             os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
-        env["TMPDIR"] = env["HOME"] = self._workdir
+        env = _child_environment(backend, device, home=self._workdir, torch=torch)
+        self.environment = sorted(env)                  # its variables' names, for result.json's sandbox
         view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
@@ -142,7 +141,7 @@ class Worker:
                                                       else spawn.BESIDE_THE_LANE_NICE, self.group),
                                 spawn.enter_view(view, said[1] if said else None)),
         )
-        self.root = _view_said(said) if said is not None else ""
+        self.root, self.pids = _view_said(said) if said is not None else ("", "")
         os.close(write_fd)
         os.close(guard_write_fd)
         os.close(ready_write_fd)

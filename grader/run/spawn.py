@@ -17,16 +17,13 @@ import signal
 import sys
 
 from grader.core import cgroups, fswall
-from grader.core.backend import BACKENDS
+from grader.core.environment import library_path
 from grader.core.folders import NOBODY
 from grader.core.limits import lowered, set_clamped, usable_cores
+from grader.core.view import View
 from grader.core.locations import PACKAGE_DIR, cache_root
 from grader.core.processes import set_death_signal, tasks_of_user
 
-# What a child keeps of the grader's environment: these, and each backend's own (its device choice,
-# its toolkit's home: core/backend.py's Backend.environment).
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "TMPDIR", "VIRTUAL_ENV", "OMP_NUM_THREADS",
-            *dict.fromkeys(name for b in BACKENDS.values() for name in b.environment))
 
 
 CLONE_NEWNET = 0x40000000
@@ -131,8 +128,19 @@ def package_parent() -> str:
     return str(PACKAGE_DIR.parent)
 
 
-def child_view(workdir: str) -> fswall.View:
-    """The root of its own a child on the CPU emulator runs in (core/fswall.View, as each build's):
+def python_path(*, torch: bool) -> str:
+    """The child's PYTHONPATH, computed, never the grader's: the folder that holds the grader's
+    package, numpy's, and with torch torch's (found without importing it), each where it lies."""
+    folders = [package_parent(), numpy_parent()]
+    if torch:
+        spec = importlib.util.find_spec("torch")
+        if spec and spec.origin:
+            folders.append(os.path.dirname(os.path.dirname(spec.origin)))
+    return os.pathsep.join(dict.fromkeys(f for f in folders if f))
+
+
+def child_view(workdir: str) -> View:
+    """The root of its own a child on the CPU emulator runs in (core/view.View, as each build's):
     only the system's folders, /proc, /sys and the usual device files, the interpreter and the
     packages the child imports (the grader's package alone, not the folder that holds it), the
     grader's cache (its own libraries and the cases' inputs, which its Landlock wall opens one file
@@ -149,7 +157,7 @@ def child_view(workdir: str) -> fswall.View:
     if numpy is not None and numpy.origin:
         folder = os.path.dirname(numpy.origin)
         read += [folder, folder + ".libs", os.path.join(os.path.dirname(folder), "numpy.libs")]
-    read += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    read += library_path().split(os.pathsep)
     cache = cache_root()
     with contextlib.suppress(OSError):      # a child may start before the first grade's build makes it
         cache.mkdir(parents=True, exist_ok=True)
@@ -162,7 +170,7 @@ def child_view(workdir: str) -> fswall.View:
     # folder (which its wall lets it write) would let it read and write everything the view holds.
     root = workdir.rstrip("/") + VIEW_SUFFIX
     os.mkdir(root, 0o755)
-    return fswall.View(rules, root, workdir)
+    return View(rules, root, workdir)
 
 
 # The view's root: beside the child's folder, named after it (so that a killed grader's is swept with
@@ -178,7 +186,7 @@ def remove_view(workdir: str) -> None:
         pass
 
 
-def enter_view(view: fswall.View | None, said_to: int | None) -> None:
+def enter_view(view: View | None, said_to: int | None) -> None:
     """Between fork and exec, after limits_in_child: into the child's view (as root, a mount
     namespace of its own; else a user namespace too, mapping its user to itself), what it said
     written to said_to ("-": entered), then the death signal again (entering a user namespace

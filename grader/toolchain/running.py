@@ -5,7 +5,7 @@ out of time or memory, which compiler stage it was in (cicc, ptxas, ...), said i
 The wall (core/fswall.py, Landlock): every build runs in a folder of its own (`Room`, made fresh
 beside the children's folders, removed after), and ninja, every compiler, assembler and linker it
 starts may open nothing but
-- read-only: the system's folders, the entries of /proc that are not processes, the toolchain's own
+- read-only: the system's folders, nothing of its own PID namespace's /proc, the toolchain's own
   folders (`tools.toolchain_folders`: the CUDA toolkit with its headers, thrust and CUB, the host
   compiler, ninja) and what the build names besides (the emulator's shim headers);
 - read and write: the room (the build's files, its outputs, and `tmp/`, its TMPDIR and HOME, where
@@ -16,7 +16,8 @@ a compiler that reaches for such a file is told it cannot open it, and the stude
 What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS a stream, the rest
 counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
-children do. Where the kernel has no Landlock the build runs without the wall, says so
+children do. Its environment is the contract's (core/environment.py), never the grader's; its root
+and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the kernel has no Landlock the build runs without the wall, says so
 (`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
 """
 
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from grader.core import cgroups, fswall, folders, processes
+from grader.core.environment import contract_environment
+from grader.core.view import View
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
@@ -72,8 +75,17 @@ class Room:
         """The compilers' temporary folder (TMPDIR), inside the room."""
         return self.path / "tmp"
 
+    @property
+    def view(self) -> str:
+        """The empty folder beside the room that its build's own root is mounted on (VIEW_SUFFIX)."""
+        return str(self.path) + VIEW_SUFFIX
 
-VIEW = ".view"          # in a room: the empty folder its build's own root is mounted on
+
+# The empty folder a build's own root is mounted on: beside its room, named after it (so that a killed
+# grader's is swept with the rooms: core/folders.PREFIXES), never inside it. Landlock follows a path
+# up through the mount a file is reached by: beneath the room, which the build may write, everything
+# the view holds (/proc/<pid> of every process among it) was readable and writable to the build.
+VIEW_SUFFIX = "-view"
 
 
 @contextlib.contextmanager
@@ -85,7 +97,7 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
     try:
         path = Path(folders.own_folder("grader-build-", base))
         (path / "tmp").mkdir()
-        (path / VIEW).mkdir()                        # where the build's own root is mounted (fswall.View)
+        os.mkdir(str(path) + VIEW_SUFFIX, 0o755)     # where the build's own root is mounted (core/view.View)
         if os.geteuid() == 0:
             os.chown(path / "tmp", folders.NOBODY, folders.NOBODY)
     except OSError as exc:
@@ -97,6 +109,8 @@ def build_room(*, read: tuple[str, ...] = ()) -> Iterator[Room]:
         yield Room(path, read)
     finally:
         folders.remove_tree(str(path))
+        with contextlib.suppress(OSError):
+            os.rmdir(str(path) + VIEW_SUFFIX)
 
 
 def scratch_folder() -> Path:
@@ -135,6 +149,12 @@ def wall_rules(room: Room) -> fswall.Rules:
     return fswall.base_rules().plus(read=(*tools.toolchain_folders(), *room.read), write=(str(room.path),))
 
 
+def build_environment(room: Room) -> dict[str, str]:
+    """The whole environment of a build's ninja and compilers (core/environment.py): the toolchain's
+    folders on PATH, the room's tmp/ as HOME and TMPDIR; nothing else of the grader's."""
+    return contract_environment(home=str(room.scratch), path=tools.search_path())
+
+
 # A build runs at this much lower priority: in a batch the compiles of the next students took the
 # cores from the measuring process in the GPU's lane (its sampling took 0.23 s instead of 0.09 s
 # on a 16-core H200 host), and in a lone grade from the children's start.
@@ -156,7 +176,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     clock = time.perf_counter()
     rules = wall_rules(room)
     ruleset = fswall.Ruleset(rules)
-    view = fswall.View(rules, str(room.path / VIEW), str(room.path))
+    view = View(rules, room.view, str(room.path))
     wall_ms = (time.perf_counter() - clock) * 1000
     if not ruleset.ready and limits.require_wall:
         ruleset.close()
@@ -165,8 +185,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
                                   "Landlock enabled, or set require_read_wall to false. Nothing was compiled.")
     seen = os.pipe()                                  # what the view's entry said, back from the child
 
-    env = dict(os.environ, TMPDIR=str(room.scratch), TMP=str(room.scratch), TEMP=str(room.scratch),
-               HOME=str(room.scratch))
+    env = build_environment(room)
     group = cgroups.make(memory_bytes=limits.memory_mib << 20, pids=BUILD_PIDS, what="build")
     nproc = None if group is not None else processes.tasks_of_user(_build_uid()) + BUILD_PIDS
     try:
@@ -185,7 +204,7 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     os.close(seen[1])
     with os.fdopen(seen[0], "rb") as f:
         said = f.read(500).decode(errors="replace")
-    view_detail = "its own root" if said == "-" else f"no root of its own ({said})"
+    root_detail, pids_detail = View.said(said)
     processes.started(proc.pid, proc)
     try:
         done, over = _wait_build(proc, args, limits, group)
@@ -198,8 +217,9 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
         if group is not None:
             group.remove()                            # and whatever of the build outlived ninja
     wall = f"Landlock ABI {ruleset.abi}" if not ruleset.problem else f"no Landlock: {ruleset.problem}"
-    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {view_detail}",
-               wall_ms=round(wall_ms, 3), held=build_limits_held(limits, group.version if group else None, nproc), timed_out=timed_out)
+    return Ran(done, over, confined=ruleset.abi > 0 and not ruleset.problem, wall=f"{wall}; {root_detail}; {pids_detail}",
+               wall_ms=round(wall_ms, 3), held=build_limits_held(limits, group.version if group else None, nproc),
+               timed_out=timed_out)
 
 
 def build_limits_held(limits: BuildLimits, version: str | None, nproc: int | None = None) -> str:
@@ -224,7 +244,7 @@ def _build_uid() -> int:
     return folders.NOBODY if os.geteuid() == 0 else os.geteuid()
 
 
-def _entering(limits: BuildLimits, view: fswall.View, ruleset: fswall.Ruleset, said_to: int,
+def _entering(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int,
               group: cgroups.Group | None, nproc: int | None) -> Callable[[], None]:
     """What the build's first process does before the command runs (preexec_fn, in the forked
     child): a session, a priority and a control group of its own (group: the whole build's memory

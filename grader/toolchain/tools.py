@@ -83,6 +83,13 @@ def version(name: str) -> str:
 _HOST_TOOLS = ("gcc", "g++", "cc", "c++", "as", "ld")
 
 
+def search_path() -> tuple[str, ...]:
+    """The folders a build's PATH holds before the system's (core/environment.py): where nvcc, the
+    host compiler and binutils, and ninja were found (nvcc runs its host compiler by name)."""
+    found = (locate(name) for name in ("nvcc", *_HOST_TOOLS, "ninja"))
+    return tuple(dict.fromkeys(os.path.dirname(p) for p in found if p))
+
+
 @functools.lru_cache(maxsize=None)
 def toolchain_folders() -> tuple[str, ...]:
     """What a build's wall lets its compilers read besides the system's folders (toolchain/running.py):
