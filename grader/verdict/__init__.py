@@ -26,7 +26,7 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import causes, races
+from grader.verdict import bounds, causes, races
 from grader.verdict.checks import Judging, check_case, index_stride
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
@@ -141,8 +141,9 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
     v.diagnosis = _named_causes(v, judging)
+    missing = next((bounds.named_fix(d.message) for d in v.diagnosis if bounds.named_fix(d.message)), "")
     for d in v.diagnosis:
-        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code)
+        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code, missing=missing)
     return v
 
 
@@ -272,11 +273,12 @@ def _squeezed(code: str) -> str:
     return re.sub(r"\s+", "", code)
 
 
-def advice_for(advice: str, source: str) -> str:
+def advice_for(advice: str, source: str, missing: str = "") -> str:
     """The rubric's advice, less what the student's file already does: a sentence that tells the
     student to write a piece of code in backticks (`if (col < cols)`) which the file already holds
     (spaces aside, comments not counted) is replaced by a sentence that says so, with its line: the
-    fix lies elsewhere. Advice that quotes no code, or code the file lacks, is given as written."""
+    fix lies elsewhere, or, where the diagnosis named the guard the file lacks (missing: `row < rows`),
+    that this one is. Advice that quotes no code, or code the file lacks, is given as written."""
     if not advice or not source:
         return advice
     lines = [line.split("//")[0] for line in source.splitlines()]
@@ -296,6 +298,8 @@ def advice_for(advice: str, source: str) -> str:
     if not already:
         return advice
     said = ", ".join(f"`{snippet}` (line {n})" for snippet, n in already)
+    if missing:                 # the diagnosis named the guard the file lacks (verdict/bounds.py)
+        return (f"Your file already has {said}; the guard it lacks is `{missing}`. " + " ".join(kept)).strip()
     return (f"Your file already has {said}, so adding it is not the fix: work out by hand the index "
             "each access computes for the last elements. " + " ".join(kept)).strip()
 

@@ -3,6 +3,7 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from grader.exercises.plan import Case, shape_of
 from grader.core.results import CaseResult, MistakeMap
 from grader.exercises.rubric import Rubric, dims_values
 from grader.core.source import Submission
+from grader.verdict import bounds
 from grader.verdict.causes import index_strides
 from grader.verdict.maps import build_map
 
@@ -137,7 +139,11 @@ class _CaseCheck:
                 cr.note = f"the kernel {msg}{where}"
                 stride = (index_stride(sub, self.judging.rubric) if code in ("reads_past_input", "writes_past_output")
                           else None)
-                if stride is not None:
+                ran_past = self.ran_past(fault, where) if stride is None else None
+                if ran_past is not None:
+                    # the thread, the index that ran past and the guard it lacks (verdict/bounds.py)
+                    out.diagnoses.append(Diagnosis(code, ran_past.text, self.case.name))
+                elif stride is not None:
                     # the fault follows from the index's row or column stride: said with its line, and no
                     # advice to add a guard the file may already have
                     out.diagnoses.append(Diagnosis(stride[0], f"{stride[1]} ({msg}{where})", self.case.name))
@@ -159,6 +165,16 @@ class _CaseCheck:
         cr.passed = False
         cr.note = h.error or "launch failed"
         out.diagnoses.append(Diagnosis("launch_error", cr.note, self.case.name))
+
+    def ran_past(self, fault: Fault, where: str):
+        """The access behind a fault in a buffer, attributed to the index that ran past (bounds.attribute),
+        or None."""
+        rubric = self.judging.rubric
+        tensor = self.roles.get(fault.buffer)
+        line = re.search(r":(\d+)$", where)
+        return bounds.attribute(self.judging.source, fault, line=int(line.group(1)) if line else None,
+                                shape=[str(d) for d in tensor.shape] if tensor is not None else [],
+                                dims=dims_values(rubric, self.case.dims))
 
     def compare_outputs(self, primary: list, ref: Expected, values: dict):
         """Every output against its float64 answer and its guards: the counts into cr, a chain's into

@@ -1,0 +1,386 @@
+"""An access past a buffer attributed to the index that ran past: which thread made it, what each
+index in its subscript held there, which of them is out of its dimension's range, and the guard
+that would have stopped it (`row < rows`), or the comparison that lets it through.
+
+The evidence: the emulator's fault (core/frames.Fault: the buffer, the element the address falls
+on, the faulting thread's block and thread, the launch's shape) and the line the fault's address
+maps to. The kernel's own statements (object-like macros expanded, comments blanked: the code the
+compiler sees) are evaluated for that thread, with the case's dimensions for the parameters named
+as the rubric names them: a small integer evaluator of C's + - * / % << >> and min/max, nothing
+else. Where a subscript cannot be evaluated, or its value does not land on the faulting element,
+nothing is claimed (None): the caller says what the fault alone shows.
+
+On a GPU no address comes back (an illegal address ends the context): `attribute_anywhere` looks
+for the same evidence from the source and the launch's shape, trying the last block and thread
+along each axis, and names an access only where its index provably lands past its buffer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from grader.core.emulation import device_bodies
+from grader.core.frames import Fault
+from grader.core.scan import expand_object_macros
+from grader.core.source import Submission
+from grader.verdict.causes import Cause, index_names, quoted
+from grader.verdict.cexpr import bracketed as _bracketed, evaluate
+
+_ASSIGN = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\s*=(?!=)\s*([^;{}]*);")
+_SUBSCRIPT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\[")
+_WIDTH = {"float4": 4, "float2": 2, "int4": 4, "int2": 2, "uint4": 4, "uint2": 2, "double2": 4, "double": 2}
+
+
+@dataclass(frozen=True)
+class Thread:
+    """A thread of a launch: its block and thread, the launch's grid and block."""
+
+    block: tuple[int, int, int]
+    thread: tuple[int, int, int]
+    block_dim: tuple[int, int, int]
+    grid_dim: tuple[int, int, int]
+
+    def said(self) -> str:
+        def xyz(v: tuple[int, ...]) -> str:
+            used = [str(c) for c in v[:max(1, max((k + 1 for k, c in enumerate(v) if c), default=1))]]
+            return f"({', '.join(used)})" if len(used) > 1 else used[0]
+        return f"thread {xyz(self.thread)} of block {xyz(self.block)}"
+
+    def env(self) -> dict[str, int]:
+        out = {}
+        for name, v in (("threadIdx", self.thread), ("blockIdx", self.block), ("blockDim", self.block_dim),
+                        ("gridDim", self.grid_dim)):
+            out.update({f"{name}_{a}": int(c) for a, c in zip("xyz", v)})
+        return out
+
+
+def _terms(expr: str) -> list[str]:
+    """expr's terms added at its top level (`row * cols + col` -> ['row * cols', 'col'])."""
+    out, depth, last = [], 0, 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(ch, 0)
+        if depth == 0 and ch in "+-" and i > last and expr[i - 1] not in "*/%(<>" and not expr[last:i].strip() == "":
+            out.append(expr[last:i])
+            last = i + 1
+    out.append(expr[last:])
+    return [t.strip() for t in out if t.strip()]
+
+
+def _factors(term: str) -> list[str]:
+    out, depth, last = [], 0, 0
+    for i, ch in enumerate(term):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and ch == "*":
+            out.append(term[last:i])
+            last = i + 1
+    out.append(term[last:])
+    return [f.strip() for f in out]
+
+
+@dataclass
+class _Kernel:
+    start: int                  # the body's offset in the code
+    first_line: int
+    body: str
+    params: dict[str, str]      # a parameter's name: its declaration
+
+
+def _kernels(code: str) -> list[_Kernel]:
+    out = []
+    for start, body in device_bodies(code):
+        close = code.rfind(")", 0, start)
+        depth, i = 0, close
+        while i >= 0:
+            depth += {")": 1, "(": -1}.get(code[i], 0)
+            if depth == 0:
+                break
+            i -= 1
+        params = {}
+        for p in code[i + 1:close].split(","):
+            m = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", p.strip())
+            if m:
+                params[m.group(1)] = p.strip()
+        out.append(_Kernel(start, code.count("\n", 0, start) + 1, body, params))
+    return out
+
+
+def _environment(k: _Kernel, upto: int, thread: Thread, dims: dict[str, int],
+                 loop: tuple[str, int] | None = None) -> dict[str, int]:
+    """The names' values for thread at offset upto of k's body: the parameters named as the
+    exercise's dimensions, then each assignment before upto in order (a loop's variable fixed)."""
+    env = thread.env()
+    for p in k.params:
+        if p in dims:
+            env[p] = dims[p]
+    for m in _ASSIGN.finditer(k.body[:upto]):
+        name = m.group(1)
+        if loop is not None and name == loop[0]:
+            env[name] = loop[1]
+            continue
+        v = evaluate(m.group(2), env)
+        if v is None:
+            env.pop(name, None)
+        else:
+            env[name] = v
+    if loop is not None:
+        env[loop[0]] = loop[1]
+    return env
+
+
+def _enclosing_loop(body: str, at: int) -> tuple[str, str, str, str] | None:
+    """The innermost for loop whose body holds offset at: (variable, first value, condition, step)."""
+    found = None
+    for m in re.finditer(r"\bfor\s*\(", body[:at]):
+        head, end = _bracketed(body, m.end() - 1)
+        parts = head.split(";")
+        if len(parts) != 3:
+            continue
+        init = re.match(r"\s*(?:[\w:<>]+\s+)*([A-Za-z_]\w*)\s*=\s*(.*)$", parts[0], re.S)
+        if init is None:
+            continue
+        rest = body[end:]
+        brace = re.match(r"\s*\{", rest)
+        if brace:
+            _, close = _body_span(body, end + brace.end() - 1)
+            inside = close > at
+        else:
+            inside = body.find(";", end) >= at
+        if inside:
+            found = (init.group(1), init.group(2), parts[1], parts[2])
+    return found
+
+
+def _body_span(body: str, open_at: int) -> tuple[int, int]:
+    depth, i = 0, open_at
+    while i < len(body):
+        depth += {"{": 1, "}": -1}.get(body[i], 0)
+        if depth == 0:
+            return open_at, i
+        i += 1
+    return open_at, len(body)
+
+
+def _loop_values(loop: tuple[str, str, str, str], env: dict[str, int], limit: int = 4096) -> list[int]:
+    """The values a loop's variable takes for this thread, up to limit of them."""
+    var, first, cond, step = loop
+    v = evaluate(first, env)
+    if v is None:
+        return []
+    m = re.fullmatch(rf"\s*{re.escape(var)}\s*(<=?)\s*(.+?)\s*", cond)
+    bound = evaluate(m.group(2), env) if m else None
+    s = re.fullmatch(rf"\s*(?:\+\+\s*{re.escape(var)}|{re.escape(var)}\s*\+\+|{re.escape(var)}\s*\+=\s*(.+?))\s*", step)
+    by = 1 if s and s.group(1) is None else (evaluate(s.group(1), env) if s else None)
+    if bound is None or not by or by < 0:
+        return [v]
+    out = []
+    while (v < bound or (m.group(1) == "<=" and v == bound)) and len(out) < limit:
+        out.append(v)
+        v += by
+    return out
+
+
+def _comparisons(body: str, names: set[str]) -> list[tuple[str, str, int]]:
+    """The comparisons in body of any of names with a bound: (name, bound's text, offset)."""
+    out = []
+    alt = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    if not alt:
+        return out
+    bound = r"([^;&|?(){}]*(?:\([^()]*\)[^;&|?(){}]*)*)"
+    for m in re.finditer(rf"(?<![\w.])({alt})\s*(?:<=?|>=?|!=)(?![<>])\s*{bound}", body):
+        out.append((m.group(1), m.group(2).strip(), m.start()))
+    for m in re.finditer(rf"{bound}(?<![<>])(?:<=?|>=?)\s*({alt})(?![\w.(\[])", body):
+        if m.group(1).strip():
+            out.append((m.group(2), m.group(1).strip().split("(")[-1].strip(), m.start()))
+    return out
+
+
+def _derived_from(body: str, name: str) -> set[str]:
+    """name and the names assigned from it (to a fixed point)."""
+    names, assigned = {name}, [(m.group(1), m.group(2)) for m in _ASSIGN.finditer(body)]
+    changed = True
+    while changed:
+        changed = False
+        for n, expr in assigned:
+            if n not in names and any(re.search(rf"(?<![\w.]){re.escape(x)}\b", expr) for x in names):
+                names.add(n)
+                changed = True
+    return names
+
+
+@dataclass(frozen=True)
+class _Hit:
+    kernel: _Kernel
+    pointer: str                # the subscripted name
+    subscript: str
+    offset: int                 # of the access, in the body
+    env: dict
+    index: int                  # the subscript's value
+    width: int                  # floats an element of the pointer's type holds
+
+
+def _accesses(sub_code: str, line: int | None):
+    """Each subscript of a pointer parameter in device code (on line, where it is known)."""
+    for k in _kernels(sub_code):
+        first_line = k.first_line
+        for m in _SUBSCRIPT.finditer(k.body):
+            if m.group(1) not in k.params or "*" not in k.params[m.group(1)] and "[" not in k.params[m.group(1)]:
+                continue
+            at_line = first_line + k.body.count("\n", 0, m.start())
+            if line is not None and at_line != line:
+                continue
+            subscript, _ = _bracketed(k.body, m.end() - 1)
+            decl = k.params[m.group(1)]
+            width = next((w for t, w in _WIDTH.items() if re.search(rf"\b{t}\b", decl)), 1)
+            yield k, m.group(1), subscript, m.start(), at_line, width
+
+
+def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[str], dims: dict[str, int]) -> Cause | None:
+    """The access behind fault (an access past fault.buffer by the thread it names) and the index
+    that ran past, with the guard to write; None where the thread's subscripts do not evaluate to
+    the faulting element. shape: the buffer's dimensions as the rubric names them; dims: the case's."""
+    if fault.buffer is None or fault.thread is None or fault.element is None:
+        return None
+    thread = Thread(tuple(fault.block), tuple(fault.thread), tuple(fault.block_dim), tuple(fault.grid_dim))
+    code = expand_object_macros(sub.code)
+    for tries in ((line,), (None,)) if line is not None else ((None,),):
+        for k, pointer, subscript, offset, at_line, width in _accesses(code, tries[0]):
+            for env in _environments(k, offset, thread, dims):
+                index = evaluate(subscript, env)
+                if index is None or not (index * width <= fault.element < (index + 1) * width):
+                    continue
+                hit = _Hit(k, pointer, subscript, offset, env, index, width)
+                return _said(sub, code, hit, fault, thread, at_line, shape, dims)
+    return None
+
+
+def _environments(k: _Kernel, offset: int, thread: Thread, dims: dict[str, int]):
+    env = _environment(k, offset, thread, dims)
+    loop = _enclosing_loop(k.body, offset)
+    if loop is None:
+        yield env
+        return
+    for v in _loop_values(loop, env):
+        yield _environment(k, offset, thread, dims, (loop[0], v))
+
+
+def _said(sub: Submission, code: str, hit: _Hit, fault: Fault, thread: Thread, line: int, shape: list[str],
+          dims: dict[str, int]) -> Cause:
+    verb = "wrote" if fault.is_write == 1 else "read"
+    code_name = "writes_past_output" if verb == "wrote" and fault.where == "past" else (
+        "writes_before_output" if verb == "wrote" else "reads_past_input")
+    body, env = hit.kernel.body, hit.env
+    names = index_names(body)
+    used = [n for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?", hit.subscript))
+            if n in names or re.fullmatch(r"(?:threadIdx|blockIdx)\.[xyz]", n)]
+    values = ", ".join(f"{n} = {env.get(n.replace('.', '_'))}" for n in used if env.get(n.replace(".", "_")) is not None)
+    where = (f"element {hit.index} of {hit.pointer}" + (f" (floats {hit.index * hit.width}..{hit.index * hit.width + hit.width - 1}"
+             f" of {fault.buffer})" if hit.width > 1 else ""))
+    size = _size_said(fault, shape, dims, hit.width)
+    head = (f"line {line}: `{quoted(sub, line)}` {verb} past the end of {fault.buffer}: {thread.said()} has "
+            f"{values or hit.subscript + ' = ' + str(hit.index)}, so `{hit.pointer}[{hit.subscript.strip()}]` is "
+            f"{where}, and {fault.buffer} holds {size}")
+    ran, bound = _ran_past(hit, shape, dims, fault.floats)
+    if ran is None:
+        return Cause(code_name, line, head)
+    name, value, limit_name, limit = ran, env.get(ran.replace(".", "_")), bound[0], bound[1]
+    guards = [(n, b, off) for n, b, off in _comparisons(body, _derived_from(body, name)) if off < hit.offset]
+    own = [g for g in guards if g[0] == name]
+    right = [g for g in own if evaluate(g[1], env) == limit or re.sub(r"\s+", "", g[1]) == limit_name]
+    if right:
+        return Cause(code_name, line, head)          # compared with its bound: a guard off by one says the rest
+    others = _other_guards(body, hit, names, name)
+    row_use = re.search(rf"(?<![\w.]){re.escape(name)}\s*\)?\s*\*\s*[A-Za-z_(]", body) if len(shape) == 1 else None
+    if row_use is not None and not own:
+        # a 1-D buffer (the bias: one value a column) indexed by what steps the rows
+        ul = _line_in(code, hit.kernel, row_use.start())
+        text = (f"{head}. {name} is {value} there: it counts rows (line {ul}: `{quoted(sub, ul)}`), and "
+                f"{fault.buffer} has one value per {shape[0].rstrip('s') or shape[0]}: index it by the column, "
+                f"as the output's element is")
+        return Cause(code_name, line, text)
+    if own:
+        g = own[0]
+        gl = _line_in(code, hit.kernel, g[2])
+        text = (f"{head}. {name} is {value} there, past {limit_name} - 1 = {limit - 1}: it is compared only with "
+                f"`{g[1]}` (line {gl}), not with {limit_name}: write `{name} < {limit_name}`")
+        return Cause(code_name, line, text, f"{name} < {limit_name}")
+    also = (f" (line {others[0][1]} compares only `{others[0][0]}`)" if others else "")
+    fix = f"{name} < {limit_name}"
+    combined = f"`if ({name} < {limit_name} && {others[0][0]})`" if others and "<" in others[0][0] else f"`{fix}`"
+    text = (f"{head}. {name} is {value} there, past {limit_name} - 1 = {limit - 1}, and nothing compares {name} "
+            f"with {limit_name}{also}: the last blocks' extra threads along it run past the end. {MISSING}"
+            f"{fix}: write {combined}")
+    return Cause(code_name, line, text, fix)
+
+
+MISSING = "The missing guard is "
+
+
+def named_fix(message: str) -> str:
+    """The guard a diagnosis's message names as missing (attribute's words), or ""."""
+    m = re.search(re.escape(MISSING) + r"([^:]+):", message)
+    return m.group(1).strip() if m else ""
+
+
+def _other_guards(body: str, hit: _Hit, names: set[str], ran: str) -> list[tuple[str, int]]:
+    """The comparisons before the access of the subscript's other indices: ('col < cols', line)."""
+    out = []
+    for n in re.findall(r"(?<![\w.])[A-Za-z_]\w*", hit.subscript):
+        if n == ran or n not in names:
+            continue
+        for m in re.finditer(rf"(?<![\w.]){re.escape(n)}\s*(?:<=?|>=?)(?![<>])\s*[A-Za-z_0-9][\w.]*(?:\s*[*/]\s*[\w.]+)*",
+                             body[:hit.offset]):
+            out.append((re.sub(r"\s+", " ", m.group(0)).strip(), _line_in_body(hit.kernel, m.start())))
+    return out
+
+
+def _line_in_body(k: _Kernel, off: int) -> int:
+    return k.first_line + k.body.count("\n", 0, off)
+
+
+def _line_in(code: str, k: _Kernel, off: int) -> int:
+    return code.count("\n", 0, k.start + off) + 1
+
+
+def _size_said(fault: Fault, shape: list[str], dims: dict[str, int], width: int) -> str:
+    values = [dims.get(d) for d in shape]
+    if len(shape) >= 2 and None not in values:
+        text = " x ".join(f"{v} ({d})" for d, v in zip(shape, values)) + f" = {fault.floats} floats"
+    else:
+        text = f"{fault.floats} floats" + (f" ({shape[0]})" if len(shape) == 1 else "")
+    return text + (f", {fault.floats // width} as {width}-float vectors" if width > 1 else "")
+
+
+def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
+    """The index in the subscript that ran past its range, and that range's (name, value): the
+    row's (a name times the row's length) against the first dimension, the one left against the
+    last; a 1-D buffer's single index against its length. None where no one index is out."""
+    env, names = hit.env, index_names(hit.kernel.body)
+    values = [dims.get(d) for d in shape]
+    terms = _terms(hit.subscript)
+    if len(shape) == 2 and None not in values:
+        rows, cols = values
+        row_len = cols // hit.width if hit.width > 1 else cols
+        for t in terms:
+            fs = _factors(t)
+            if len(fs) != 2:
+                continue
+            for a, b in (fs, fs[::-1]):
+                a = a.strip("() ")
+                if re.fullmatch(r"[A-Za-z_]\w*(?:\.[xyz])?", a) and evaluate(b, env) == row_len:
+                    v = env.get(a.replace(".", "_"))
+                    if v is not None and v >= rows:
+                        return a, (shape[0], rows)
+        lone = [t.strip("() ") for t in terms if re.fullmatch(r"\(?\s*[A-Za-z_]\w*(?:\.[xyz])?\s*\)?", t)]
+        for a in lone:
+            v = env.get(a.replace(".", "_"))
+            if v is not None and v >= row_len and a in names:
+                return a, (shape[1] + (f" / {hit.width}" if hit.width > 1 else ""), row_len)
+        return None, None
+    if len(terms) == 1 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[xyz])?", terms[0]):
+        a = terms[0]
+        length = floats // hit.width
+        name = (shape[0] if len(shape) == 1 else "the length") + (f" / {hit.width}" if hit.width > 1 else "")
+        if env.get(a.replace(".", "_"), -1) >= length:
+            return a, (name, length)
+    return None, None
