@@ -296,7 +296,7 @@ def advice_for(advice: str, source: str, missing: str = "") -> str:
         else:
             kept.append(sentence)
     if not already:
-        return advice
+        return f"The guard your file lacks is `{missing}`. {advice}" if missing else advice
     said = ", ".join(f"`{snippet}` (line {n})" for snippet, n in already)
     if missing:                 # the diagnosis named the guard the file lacks (verdict/bounds.py)
         return (f"Your file already has {said}; the guard it lacks is `{missing}`. " + " ".join(kept)).strip()

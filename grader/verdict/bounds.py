@@ -25,7 +25,7 @@ from grader.core.frames import Fault
 from grader.core.scan import expand_object_macros
 from grader.core.source import Submission
 from grader.verdict.causes import Cause, index_names, quoted
-from grader.verdict.cexpr import bracketed as _bracketed, evaluate
+from grader.verdict.cexpr import bracketed as _bracketed, evaluate, uncast
 
 _ASSIGN = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\s*=(?!=)\s*([^;{}]*);")
 _SUBSCRIPT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\[")
@@ -244,7 +244,8 @@ def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[st
     thread = Thread(tuple(fault.block), tuple(fault.thread), tuple(fault.block_dim), tuple(fault.grid_dim))
     code = expand_object_macros(sub.code)
     for tries in ((line,), (None,)) if line is not None else ((None,),):
-        for k, pointer, subscript, offset, at_line, width in _accesses(code, tries[0]):
+        found = sorted(_accesses(code, tries[0]), key=lambda a: a[1] != fault.buffer)   # the buffer's own name first
+        for k, pointer, subscript, offset, at_line, width in found:
             for env in _environments(k, offset, thread, dims):
                 index = evaluate(subscript, env)
                 if index is None or not (index * width <= fault.element < (index + 1) * width):
@@ -271,7 +272,8 @@ def _said(sub: Submission, code: str, hit: _Hit, fault: Fault, thread: Thread, l
         "writes_before_output" if verb == "wrote" else "reads_past_input")
     body, env = hit.kernel.body, hit.env
     names = index_names(body)
-    used = [n for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?", hit.subscript))
+    used = [n for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?",
+                                                 hit.subscript + " " + _expanded(hit)))
             if n in names or re.fullmatch(r"(?:threadIdx|blockIdx)\.[xyz]", n)]
     values = ", ".join(f"{n} = {env.get(n.replace('.', '_'))}" for n in used if env.get(n.replace(".", "_")) is not None)
     where = (f"element {hit.index} of {hit.pointer}" + (f" (floats {hit.index * hit.width}..{hit.index * hit.width + hit.width - 1}"
@@ -301,8 +303,10 @@ def _said(sub: Submission, code: str, hit: _Hit, fault: Fault, thread: Thread, l
     if own:
         g = own[0]
         gl = _line_in(code, hit.kernel, g[2])
+        held = evaluate(g[1], env)
         text = (f"{head}. {name} is {value} there, past {limit_name} - 1 = {limit - 1}: it is compared only with "
-                f"`{g[1]}` (line {gl}), not with {limit_name}: write `{name} < {limit_name}`")
+                f"`{g[1]}` (line {gl})" + (f", which is {held} here" if held is not None else "") +
+                f", never with {limit_name}. {MISSING}{name} < {limit_name}: compare {name} with {limit_name}")
         return Cause(code_name, line, text, f"{name} < {limit_name}")
     also = (f" (line {others[0][1]} compares only `{others[0][0]}`)" if others else "")
     fix = f"{name} < {limit_name}"
@@ -325,7 +329,7 @@ def named_fix(message: str) -> str:
 def _other_guards(body: str, hit: _Hit, names: set[str], ran: str) -> list[tuple[str, int]]:
     """The comparisons before the access of the subscript's other indices: ('col < cols', line)."""
     out = []
-    for n in re.findall(r"(?<![\w.])[A-Za-z_]\w*", hit.subscript):
+    for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*", _expanded(hit))):
         if n == ran or n not in names:
             continue
         for m in re.finditer(rf"(?<![\w.]){re.escape(n)}\s*(?:<=?|>=?)(?![<>])\s*[A-Za-z_0-9][\w.]*(?:\s*[*/]\s*[\w.]+)*",
@@ -351,13 +355,23 @@ def _size_said(fault: Fault, shape: list[str], dims: dict[str, int], width: int)
     return text + (f", {fault.floats // width} as {width}-float vectors" if width > 1 else "")
 
 
+def _expanded(hit: _Hit) -> str:
+    """The subscript, a flat index held in a name replaced by what it was assigned, casts dropped."""
+    subscript = hit.subscript.strip()
+    if re.fullmatch(r"[A-Za-z_]\w*", subscript):
+        held = [m.group(2) for m in _ASSIGN.finditer(hit.kernel.body[:hit.offset]) if m.group(1) == subscript]
+        if held:
+            subscript = held[-1]
+    return uncast(subscript)
+
+
 def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
     """The index in the subscript that ran past its range, and that range's (name, value): the
     row's (a name times the row's length) against the first dimension, the one left against the
     last; a 1-D buffer's single index against its length. None where no one index is out."""
     env, names = hit.env, index_names(hit.kernel.body)
     values = [dims.get(d) for d in shape]
-    terms = _terms(hit.subscript)
+    terms = _terms(_expanded(hit))
     if len(shape) == 2 and None not in values:
         rows, cols = values
         row_len = cols // hit.width if hit.width > 1 else cols
@@ -372,7 +386,7 @@ def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
                     if v is not None and v >= rows:
                         return a, (shape[0], rows)
         lone = [t.strip("() ") for t in terms if re.fullmatch(r"\(?\s*[A-Za-z_]\w*(?:\.[xyz])?\s*\)?", t)]
-        for a in lone:
+        for a in lone if len(terms) > 1 else []:
             v = env.get(a.replace(".", "_"))
             if v is not None and v >= row_len and a in names:
                 return a, (shape[1] + (f" / {hit.width}" if hit.width > 1 else ""), row_len)

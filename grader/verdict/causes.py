@@ -293,8 +293,8 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
     wrong = set(_WIDTHS) | {d for d in dims if d != row_length}
     row_terms = "|".join([r"blockIdx\.y"] + [re.escape(r) for r in rows])
     product = re.compile(rf"(?<![\w.])(?:{_CASTED})?\(?\s*(?:{_CASTED})?(?P<row>{row_terms})\s*\)?\s*\*\s*{_CASTED}"
-                         rf"(?P<by>(?:blockDim|gridDim)\.[xy]|[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)?)\b"
-                         rf"(?!\s*[\[(])")
+                         rf"(?P<by>(?:blockDim|gridDim)\.[xy]\b|[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)?\b"
+                         rf"|\([^()]*\))(?!\s*[\[(])")
     for n, code in enumerate(code_lines, 1):
         for m in product.finditer(code):
             by = m.group("by")
@@ -431,6 +431,6 @@ def launch_width(by: str, text: str, *, row_length: str, dims: tuple[str, ...]) 
     if value is None or value in (_PROBE, _PROBE // 2, _PROBE // 4):
         return None
     shown = re.sub(r"\s+", " ", expr).strip()
-    while shown.startswith("(") and shown.endswith(")") and shown.count("(") == 1:
+    while shown.startswith("(") and bracketed(shown, 0)[1] == len(shown):      # one pair around it all
         shown = shown[1:-1].strip()
     return shown, value

@@ -12,6 +12,11 @@ _CAST = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:size_t|int|l
                    r"u?int(?:8|16|32|64)_t|ptrdiff_t|ssize_t)\s*\)")
 _STATIC_CAST = re.compile(r"\b(?:static_cast|reinterpret_cast)\s*<[^<>]*>\s*")
 _SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
+def uncast(expr: str) -> str:
+    """expr without its integer casts ((size_t)r, static_cast<int>(c) -> (c))."""
+    return _STATIC_CAST.sub("", _CAST.sub(" ", expr))
+
+
 def evaluate(expr: str, env: dict[str, int]) -> int | None:
     """An integer C expression's value with the names in env, or None (a name unknown, an operator
     outside + - * / % << >> min max, a division by zero)."""
