@@ -241,7 +241,7 @@ def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[st
     the faulting element. shape: the buffer's dimensions as the rubric names them; dims: the case's."""
     if fault.buffer is None or fault.thread is None or fault.element is None:
         return None
-    thread = Thread(tuple(fault.block), tuple(fault.thread), tuple(fault.block_dim), tuple(fault.grid_dim))
+    thread = _thread_of(fault)
     code = expand_object_macros(sub.code)
     for tries in ((line,), (None,)) if line is not None else ((None,),):
         found = sorted(_accesses(code, tries[0]), key=lambda a: a[1] != fault.buffer)   # the buffer's own name first
@@ -251,8 +251,12 @@ def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[st
                 if index is None or not (index * width <= fault.element < (index + 1) * width):
                     continue
                 hit = _Hit(k, pointer, subscript, offset, env, index, width)
-                return _said(sub, code, hit, fault, thread, at_line, shape, dims)
+                return _said(sub, hit, fault, at_line, shape, dims)
     return None
+
+
+def _thread_of(fault: Fault) -> Thread:
+    return Thread(tuple(fault.block), tuple(fault.thread), tuple(fault.block_dim), tuple(fault.grid_dim))
 
 
 def _environments(k: _Kernel, offset: int, thread: Thread, dims: dict[str, int]):
@@ -265,8 +269,8 @@ def _environments(k: _Kernel, offset: int, thread: Thread, dims: dict[str, int])
         yield _environment(k, offset, thread, dims, (loop[0], v))
 
 
-def _said(sub: Submission, code: str, hit: _Hit, fault: Fault, thread: Thread, line: int, shape: list[str],
-          dims: dict[str, int]) -> Cause:
+def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str], dims: dict[str, int]) -> Cause:
+    code, thread = expand_object_macros(sub.code), _thread_of(fault)
     verb = "wrote" if fault.is_write == 1 else "read"
     code_name = "writes_past_output" if verb == "wrote" and fault.where == "past" else (
         "writes_before_output" if verb == "wrote" else "reads_past_input")

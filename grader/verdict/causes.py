@@ -308,7 +308,7 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                     else held
                 return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {said}: consecutive "
                                       f"rows are a row's length apart ({row_length}), not {what}")
-            if by != row_length and held not in dims and not re.match(r"(?:blockDim|gridDim)\.", by):
+            if dims and by != row_length and held not in dims and not re.match(r"(?:blockDim|gridDim)\.", by):
                 padded = launch_width(by, text, row_length=row_length, dims=dims)
                 if padded is not None:
                     return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {by}, which holds "
@@ -430,6 +430,8 @@ def launch_width(by: str, text: str, *, row_length: str, dims: tuple[str, ...]) 
     value = evaluate(expr, env)
     if value is None or value in (_PROBE, _PROBE // 2, _PROBE // 4):
         return None
+    if not re.search(rf"\b(?:gridDim|blockDim|{re.escape(row_length)})\b", expr):
+        return None             # a constant step (a chunk of rows), not a width computed from the launch or the row
     shown = re.sub(r"\s+", " ", expr).strip()
     while shown.startswith("(") and bracketed(shown, 0)[1] == len(shown):      # one pair around it all
         shown = shown[1:-1].strip()
