@@ -68,6 +68,7 @@ class _Frames:
     baselines: list[BaselineTimingFrame] = field(default_factory=list)
     fatal: FatalFrame | None = None
     done: bool = False
+    ended_by_access: bool = False       # a GPU's fatal launch named as an access past a buffer (checks.past_anywhere)
 
 
 def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"],
@@ -88,6 +89,7 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
                                  {d.code for d in v.diagnosis})
             v.cases += outcome.rows
             v.maps += outcome.maps
+            out.ended_by_access |= h.fatal and any(d.code in OUT_OF_BOUNDS for d in outcome.diagnoses)
             for d in outcome.diagnoses:
                 if all(e.code != d.code for e in v.diagnosis):    # the first case that shows a mistake names it
                     v.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
@@ -340,6 +342,8 @@ def _how_it_ended(run: ChildRun, read: _Frames, v: Verdict, rubric: Rubric) -> S
         stage, error = read.fatal.stage, read.fatal.error
         status = Outcome.CRASHED if stage != "load" or "undefined symbol" in error else Outcome.INFRASTRUCTURE_ERROR
         return Stop(status, f"{error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
+    if not read.done and read.ended_by_access:
+        return None             # graded, as the emulator grades it: the access past the buffer is the student's
     if not read.done:
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""

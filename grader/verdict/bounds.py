@@ -17,6 +17,7 @@ along each axis, and names an access only where its index provably lands past it
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from grader.core.frames import Fault
 from grader.core.scan import expand_object_macros
 from grader.core.source import Submission
 from grader.verdict.causes import Cause, index_names, quoted
-from grader.verdict.cexpr import bracketed as _bracketed, evaluate, uncast
+from grader.verdict.cexpr import bracketed as _bracketed, evaluate, split_args, truth, uncast
 
 _ASSIGN = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\s*=(?!=)\s*([^;{}]*);")
 _SUBSCRIPT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\[")
@@ -219,20 +220,22 @@ class _Hit:
     width: int                  # floats an element of the pointer's type holds
 
 
-def _accesses(sub_code: str, line: int | None):
-    """Each subscript of a pointer parameter in device code (on line, where it is known)."""
-    for k in _kernels(sub_code):
-        first_line = k.first_line
+def _accesses(sub_code: str, line: int | None, only: _Kernel | None = None):
+    """Each subscript of a pointer parameter in device code (on line, where it is known; in only,
+    where given): (kernel, pointer, subscript, offset in the body, line, floats an element holds,
+    whether it is written)."""
+    for k in [only] if only is not None else _kernels(sub_code):
         for m in _SUBSCRIPT.finditer(k.body):
             if m.group(1) not in k.params or "*" not in k.params[m.group(1)] and "[" not in k.params[m.group(1)]:
                 continue
-            at_line = first_line + k.body.count("\n", 0, m.start())
+            at_line = k.first_line + k.body.count("\n", 0, m.start())
             if line is not None and at_line != line:
                 continue
-            subscript, _ = _bracketed(k.body, m.end() - 1)
+            subscript, end = _bracketed(k.body, m.end() - 1)
             decl = k.params[m.group(1)]
             width = next((w for t, w in _WIDTH.items() if re.search(rf"\b{t}\b", decl)), 1)
-            yield k, m.group(1), subscript, m.start(), at_line, width
+            written = re.match(r"\s*(?:\.\s*[xyzw]\s*)?=(?!=)", k.body[end:]) is not None
+            yield k, m.group(1), subscript, m.start(), at_line, width, written
 
 
 def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[str], dims: dict[str, int]) -> Cause | None:
@@ -245,7 +248,7 @@ def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[st
     code = expand_object_macros(sub.code)
     for tries in ((line,), (None,)) if line is not None else ((None,),):
         found = sorted(_accesses(code, tries[0]), key=lambda a: a[1] != fault.buffer)   # the buffer's own name first
-        for k, pointer, subscript, offset, at_line, width in found:
+        for k, pointer, subscript, offset, at_line, width, _ in found:
             for env in _environments(k, offset, thread, dims):
                 index = evaluate(subscript, env)
                 if index is None or not (index * width <= fault.element < (index + 1) * width):
@@ -259,13 +262,16 @@ def _thread_of(fault: Fault) -> Thread:
     return Thread(tuple(fault.block), tuple(fault.thread), tuple(fault.block_dim), tuple(fault.grid_dim))
 
 
-def _environments(k: _Kernel, offset: int, thread: Thread, dims: dict[str, int]):
+def _environments(k: _Kernel, offset: int, thread: Thread, dims: dict[str, int], ends_only: bool = False):
+    """The names' values for thread at offset: once, or once for each value of the loop around it
+    (ends_only: its first two and last two)."""
     env = _environment(k, offset, thread, dims)
     loop = _enclosing_loop(k.body, offset)
     if loop is None:
         yield env
         return
-    for v in _loop_values(loop, env):
+    values = _loop_values(loop, env)
+    for v in (values[:2] + values[2:][-2:] if ends_only else values):
         yield _environment(k, offset, thread, dims, (loop[0], v))
 
 
@@ -288,7 +294,8 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
             f"{where}, and {fault.buffer} holds {size}")
     ran, bound = _ran_past(hit, shape, dims, fault.floats)
     if ran is None:
-        return Cause(code_name, line, head)
+        stride = _wrong_row_step(hit, shape, dims)
+        return Cause(code_name, line, f"{head}. {stride}" if stride else head)
     name, value, limit_name, limit = ran, env.get(ran.replace(".", "_")), bound[0], bound[1]
     guards = [(n, b, off) for n, b, off in _comparisons(body, _derived_from(body, name)) if off < hit.offset]
     own = [g for g in guards if g[0] == name]
@@ -369,6 +376,28 @@ def _expanded(hit: _Hit) -> str:
     return uncast(subscript)
 
 
+def _wrong_row_step(hit: _Hit, shape: list[str], dims: dict[str, int]) -> str:
+    """A row index within its range stepped by another length than the buffer's rows are apart
+    (`cosTab[pos * headDim + j]`, the table's rows halfDim apart): said, with the index to write."""
+    values = [dims.get(d) for d in shape]
+    if len(shape) != 2 or None in values:
+        return ""
+    rows, cols = values
+    row_len = cols // hit.width if hit.width > 1 else cols
+    for t in _terms(_expanded(hit)):
+        fs = _factors(t)
+        if len(fs) != 2:
+            continue
+        for a, b in (fs, fs[::-1]):
+            a = a.strip("() ")
+            v, step = hit.env.get(a.replace(".", "_")), evaluate(b, hit.env)
+            if v is not None and 0 <= v < rows and step is not None and step != row_len and \
+                    re.fullmatch(r"[A-Za-z_]\w*", a):
+                return (f"{a} is {v} there, within {shape[0]}, but it steps by {b.strip()} = {step}, and "
+                        f"{hit.pointer}'s rows are {shape[1]} = {row_len} apart: write {a} * {shape[1]}")
+    return ""
+
+
 def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
     """The index in the subscript that ran past its range, and that range's (name, value): the
     row's (a name times the row's length) against the first dimension, the one left against the
@@ -402,3 +431,136 @@ def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
         if env.get(a.replace(".", "_"), -1) >= length:
             return a, (name, length)
     return None, None
+
+
+# ---------------------------------------------------------------------------
+# A GPU's illegal address: no address comes back, so the access is looked for
+# ---------------------------------------------------------------------------
+
+def _runs(body: str, offset: int, env: dict[str, int]) -> bool | None:
+    """Whether the statement at offset runs for env's thread, by the ifs around it and the early
+    returns before it (None: a condition that cannot be evaluated)."""
+    for m in re.finditer(r"\bif\s*\(", body[:offset]):
+        cond, end = _bracketed(body, m.end() - 1)
+        after = body[end:]
+        ret = re.match(r"\s*(?:return\s*;|\{\s*return\s*;\s*\})", after)
+        block = _enclosing_block(body, m.start())
+        if ret is not None:
+            if not block[0] <= offset <= block[1]:
+                continue                    # a return in a block the access is not in
+            t = truth(cond, env)
+            if t is None or t:
+                return None if t is None else False
+            continue
+        brace = re.match(r"\s*\{", after)
+        if brace:
+            lo, hi = _body_span(body, end + brace.end() - 1)
+        else:
+            lo, hi = end, body.find(";", end)
+        if lo <= offset <= hi:
+            t = truth(cond, env)
+            if not t:
+                return t
+    return True
+
+
+def _enclosing_block(body: str, at: int) -> tuple[int, int]:
+    depth, i = 0, at
+    while i > 0:
+        i -= 1
+        depth += {"}": 1, "{": -1}.get(body[i], 0)
+        if depth < 0:
+            return _body_span(body, i)
+    return 0, len(body)
+
+
+def _corners(grid: list[int], block: list[int]) -> list[Thread]:
+    """The first and last block and thread along each axis of a launch: where an index is at its
+    least and its most for an index that grows with them."""
+    g = (tuple(grid) + (1, 1, 1))[:3]
+    b = (tuple(block) + (1, 1, 1))[:3]
+    ends = [sorted({0, n - 1}) for n in g] + [sorted({0, n - 1}) for n in b]
+    return [Thread((bx, by, bz), (tx, ty, tz), b, g) for bx, by, bz, tx, ty, tz in itertools.product(*ends)]
+
+
+def _launches_of(code: str, name: str) -> list[list[str]]:
+    """The arguments of each launch of the kernel name in code (`name<<<...>>>(args)`)."""
+    out = []
+    for m in re.finditer(rf"\b{re.escape(name)}\s*<<<[^;]*?>>>\s*\(", code):
+        out.append(split_args(_bracketed(code, m.end() - 1)[0]))
+    return out
+
+
+def _host_env(code: str, dims: dict[str, int], upto: int) -> dict[str, int]:
+    """The host's names before offset upto: the dimensions, then every assignment in order."""
+    env = dict(dims)
+    for m in _ASSIGN.finditer(code[:upto]):
+        v = evaluate(m.group(2), env)
+        if v is not None:
+            env[m.group(1)] = v
+    return env
+
+
+def attribute_anywhere(sub: Submission, *, launches: list, buffers: dict[str, tuple[list[str], int]],
+                       dims: dict[str, int]) -> Cause | None:
+    """Where no address came back (a GPU's illegal address): an access of a grader's buffer in a
+    launched kernel whose index, for a thread at a corner of the launch (the first or last block
+    and thread along each axis) that the ifs around it let through, lands past the buffer's end or
+    before its start. launches: the case's launch log (kernel, grid, block); buffers: each tensor's
+    (shape, floats) at the case's dims. None where none provably does."""
+    code = expand_object_macros(sub.code)
+    kernels = {_name_of(code, k): k for k in _kernels(code)}
+    for rec in launches:
+        name = next((n for n in kernels if n and (rec.kernel == n or re.search(rf"\d{re.escape(n)}\w", rec.kernel or "")
+                                                  or f"{len(n)}{n}" in (rec.kernel or ""))), None)
+        if name is None and len(kernels) == 1:
+            name = next(iter(kernels))
+        if name is None:
+            continue
+        k = kernels[name]
+        params, tensors = _kernel_values(code, name, k, dims, buffers)
+        for _, pointer, subscript, offset, at_line, width, write in _accesses(code, None, only=k):
+            if pointer not in tensors:
+                continue
+            tensor = tensors[pointer]
+            shape, floats = buffers[tensor]
+            for thread in _corners(rec.grid, rec.block):
+                for env in _environments(k, offset, thread, params, ends_only=True):
+                    index = evaluate(subscript, env)
+                    if index is None or 0 <= index * width < floats or _runs(k.body, offset, env) is not True:
+                        continue
+                    fault = Fault(signal=11, is_write=1 if write else 0, buffer=tensor,
+                                  where="past" if index >= 0 else "before", element=index * width, floats=floats,
+                                  shape=list(shape), block=list(thread.block), thread=list(thread.thread),
+                                  block_dim=list(thread.block_dim), grid_dim=list(thread.grid_dim))
+                    return _said(sub, _Hit(k, pointer, subscript, offset, env, index, width), fault, at_line,
+                                 shape, dims)
+    return None
+
+
+def _name_of(code: str, k: _Kernel) -> str:
+    head = code[:code.rfind("(", 0, code.rfind(")", 0, k.start) + 1)]
+    m = re.search(r"([A-Za-z_]\w*)\s*(?:<[^<>]*>)?\s*$", head)
+    return m.group(1) if m else ""
+
+
+def _kernel_values(code: str, name: str, k: _Kernel, dims: dict[str, int],
+                   buffers: dict) -> tuple[dict[str, int], dict[str, str]]:
+    """A launched kernel's scalar parameters' values and its pointers' tensors: by the parameter's
+    own name (the default launch passes each tensor and dimension by name), else through the
+    launcher's arguments (a tensor's name with a cast, a dimension, a host variable)."""
+    values = {p: dims[p] for p in k.params if p in dims}
+    tensors = {p: p for p in k.params if p in buffers}
+    for args in _launches_of(code, name)[:1]:
+        at = code.find(f"{name}")
+        env = _host_env(code, dims, code.find("<<<", at) if at >= 0 else len(code))
+        for p, a in zip(k.params, args):
+            bare = re.sub(r"^\(\s*(?:const\s+)?\w+\s*\*\s*\)\s*|^(?:reinterpret_cast|static_cast)\s*<[^<>]*>\s*",
+                          "", a.strip()).strip("() ")
+            if bare in buffers:
+                tensors[p] = bare
+            elif p not in values:
+                v = evaluate(a, env)
+                if v is not None:
+                    values[p] = v
+    return values, tensors

@@ -12,6 +12,8 @@ _CAST = re.compile(r"\(\s*(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:size_t|int|l
                    r"u?int(?:8|16|32|64)_t|ptrdiff_t|ssize_t)\s*\)")
 _STATIC_CAST = re.compile(r"\b(?:static_cast|reinterpret_cast)\s*<[^<>]*>\s*")
 _SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
+
+
 def uncast(expr: str) -> str:
     """expr without its integer casts ((size_t)r, static_cast<int>(c) -> (c))."""
     return _STATIC_CAST.sub("", _CAST.sub(" ", expr))
@@ -32,6 +34,35 @@ def evaluate(expr: str, env: dict[str, int]) -> int | None:
     except SyntaxError:
         return None
     return _value(tree.body, env)
+
+
+def truth(cond: str, env: dict[str, int]) -> bool | None:
+    """A condition's truth (comparisons of such expressions joined by && || !), or None where a
+    part of it cannot be evaluated."""
+    text = cond.strip()
+    depth, i = 0, 0
+    for op in ("||", "&&"):                    # the loosest operator at the top level splits first
+        depth = 0
+        for i in range(len(text)):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0 and text.startswith(op, i):
+                a, b = truth(text[:i], env), truth(text[i + 2:], env)
+                if op == "||":
+                    return True if (a or b) else (None if a is None or b is None else False)
+                return False if (a is False or b is False) else (None if a is None or b is None else True)
+    if text.startswith("!") and not text.startswith("!="):
+        inner = truth(text[1:], env)
+        return None if inner is None else not inner
+    if text.startswith("(") and bracketed(text, 0)[1] == len(text):
+        return truth(text[1:-1], env)
+    m = re.fullmatch(r"(.+?)(<=|>=|==|!=|(?<![<>])<(?![<])|(?<![<>])>(?![>]))(.+)", text, re.S)
+    if m is None:
+        v = evaluate(text, env)
+        return None if v is None else v != 0
+    a, b = evaluate(m.group(1), env), evaluate(m.group(3), env)
+    if a is None or b is None:
+        return None
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[m.group(2)]
 
 
 def _value(node: ast.AST, env: dict[str, int]) -> int | None:

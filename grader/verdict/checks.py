@@ -3,6 +3,7 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from concurrent.futures import Future
@@ -160,6 +161,14 @@ class _CaseCheck:
                            f"({sig or 'fault'}): a wild pointer{where}")
             return
         if h.fatal:
+            found = self.past_anywhere() if self.judging.backend.on_gpu else None
+            if found is not None:
+                # The GPU stops at an illegal address and says no more: the access the source shows
+                # running past a grader's buffer at this case's shape is the student's, as on the emulator.
+                cr.passed = False
+                cr.note = f"the kernel stopped with {h.error.removeprefix('CUDA error: ')}: {found.text}"
+                out.diagnoses.append(Diagnosis(found.code, f"{found.text} (on the GPU: {h.error})", self.case.name))
+                return
             cr.note = f"crashed: {h.error}"
             return
         cr.passed = False
@@ -175,6 +184,16 @@ class _CaseCheck:
         return bounds.attribute(self.judging.source, fault, line=int(line.group(1)) if line else None,
                                 shape=[str(d) for d in tensor.shape] if tensor is not None else [],
                                 dims=dims_values(rubric, self.case.dims))
+
+    def past_anywhere(self):
+        """A launch that ended the GPU's context (an illegal address): the access of a grader's buffer
+        that runs past it at this case's shape (bounds.attribute_anywhere), or None."""
+        rubric, h = self.judging.rubric, self.h
+        if "illegal" not in h.error and "out of bounds" not in h.error.lower():
+            return None
+        values = dims_values(rubric, self.case.dims)
+        buffers = {t.name: ([str(d) for d in t.shape], math.prod(shape_of(t, values))) for t in rubric.tensors}
+        return bounds.attribute_anywhere(self.judging.source, launches=h.launches, buffers=buffers, dims=values)
 
     def compare_outputs(self, primary: list, ref: Expected, values: dict):
         """Every output against its float64 answer and its guards: the counts into cr, a chain's into
