@@ -218,6 +218,7 @@ class _Hit:
     env: dict
     index: int                  # the subscript's value
     width: int                  # floats an element of the pointer's type holds
+    given: tuple = ()           # parameters named as a dimension the launch gives another value
 
 
 def _accesses(sub_code: str, line: int | None, only: _Kernel | None = None):
@@ -249,11 +250,12 @@ def attribute(sub: Submission, fault: Fault, *, line: int | None, shape: list[st
     for tries in ((line,), (None,)) if line is not None else ((None,),):
         found = sorted(_accesses(code, tries[0]), key=lambda a: a[1] != fault.buffer)   # the buffer's own name first
         for k, pointer, subscript, offset, at_line, width, _ in found:
-            for env in _environments(k, offset, thread, dims):
+            params, _, given = _kernel_values(code, _name_of(code, k), k, dims, {})
+            for env in _environments(k, offset, thread, params):
                 index = evaluate(subscript, env)
                 if index is None or not (index * width <= fault.element < (index + 1) * width):
                     continue
-                hit = _Hit(k, pointer, subscript, offset, env, index, width)
+                hit = _Hit(k, pointer, subscript, offset, env, index, width, tuple(given))
                 return _said(sub, hit, fault, at_line, shape, dims)
     return None
 
@@ -284,7 +286,7 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
     names = index_names(body)
     used = [n for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?",
                                                  hit.subscript + " " + _expanded(hit)))
-            if n in names or re.fullmatch(r"(?:threadIdx|blockIdx)\.[xyz]", n)]
+            if n in names or re.fullmatch(r"(?:threadIdx|blockIdx)\.[xyz]", n) and n in hit.subscript]
     values = ", ".join(f"{n} = {env.get(n.replace('.', '_'))}" for n in used if env.get(n.replace(".", "_")) is not None)
     where = (f"element {hit.index} of {hit.pointer}" + (f" (floats {hit.index * hit.width}..{hit.index * hit.width + hit.width - 1}"
              f" of {fault.buffer})" if hit.width > 1 else ""))
@@ -292,6 +294,12 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
     head = (f"line {line}: `{quoted(sub, line)}` {verb} past the end of {fault.buffer}: {thread.said()} has "
             f"{values or hit.subscript + ' = ' + str(hit.index)}, so `{hit.pointer}[{hit.subscript.strip()}]` is "
             f"{where}, and {fault.buffer} holds {size}")
+    if hit.given:
+        p, arg, v = hit.given[0]
+        launch = re.search(rf"\b{re.escape(_name_of(code, hit.kernel))}\s*<<<", code)
+        ll = code.count("\n", 0, launch.start()) + 1 if launch else line
+        return Cause(code_name, line, f"{head}. The kernel's {p} is {v} here: the launch (line {ll}: "
+                                      f"`{quoted(sub, ll)}`) passes `{arg}` for it, but the exercise's {p} is {dims[p]}: pass that")
     ran, bound = _ran_past(hit, shape, dims, fault.floats)
     if ran is None:
         stride = _wrong_row_step(hit, shape, dims)
@@ -304,11 +312,11 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
         return Cause(code_name, line, head)          # compared with its bound: a guard off by one says the rest
     others = _other_guards(body, hit, names, name)
     row_use = re.search(rf"(?<![\w.]){re.escape(name)}\s*\)?\s*\*\s*[A-Za-z_(]", body) if len(shape) == 1 else None
-    if row_use is not None and not own:
+    if row_use is not None:
         # a 1-D buffer (the bias: one value a column) indexed by what steps the rows
         ul = _line_in(code, hit.kernel, row_use.start())
         text = (f"{head}. {name} is {value} there: it counts rows (line {ul}: `{quoted(sub, ul)}`), and "
-                f"{fault.buffer} has one value per {shape[0].rstrip('s') or shape[0]}: index it by the column, "
+                f"{fault.buffer} has one value per {_singular(shape[0])}: index it by the column, "
                 f"as the output's element is")
         return Cause(code_name, line, text)
     if own:
@@ -335,6 +343,10 @@ def named_fix(message: str) -> str:
     """The guard a diagnosis's message names as missing (attribute's words), or ""."""
     m = re.search(re.escape(MISSING) + r"([^:]+):", message)
     return m.group(1).strip() if m else ""
+
+
+def _singular(dim: str) -> str:
+    return {"cols": "column", "rows": "row"}.get(dim, dim[:-1] if dim.endswith("s") and len(dim) > 2 else dim)
 
 
 def _other_guards(body: str, hit: _Hit, names: set[str], ran: str) -> list[tuple[str, int]]:
@@ -424,6 +436,7 @@ def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
             if v is not None and v >= row_len and a in names:
                 return a, (shape[1] + (f" / {hit.width}" if hit.width > 1 else ""), row_len)
         return None, None
+    terms = _terms(uncast(hit.subscript)) if len(shape) < 2 else terms
     if len(terms) == 1 and re.fullmatch(r"[A-Za-z_]\w*(?:\.[xyz])?", terms[0]):
         a = terms[0]
         length = floats // hit.width
@@ -518,7 +531,7 @@ def attribute_anywhere(sub: Submission, *, launches: list, buffers: dict[str, tu
         if name is None:
             continue
         k = kernels[name]
-        params, tensors = _kernel_values(code, name, k, dims, buffers)
+        params, tensors, given = _kernel_values(code, name, k, dims, buffers)
         for _, pointer, subscript, offset, at_line, width, write in _accesses(code, None, only=k):
             if pointer not in tensors:
                 continue
@@ -533,8 +546,8 @@ def attribute_anywhere(sub: Submission, *, launches: list, buffers: dict[str, tu
                                   where="past" if index >= 0 else "before", element=index * width, floats=floats,
                                   shape=list(shape), block=list(thread.block), thread=list(thread.thread),
                                   block_dim=list(thread.block_dim), grid_dim=list(thread.grid_dim))
-                    return _said(sub, _Hit(k, pointer, subscript, offset, env, index, width), fault, at_line,
-                                 shape, dims)
+                    return _said(sub, _Hit(k, pointer, subscript, offset, env, index, width, tuple(given)), fault,
+                                 at_line, shape, dims)
     return None
 
 
@@ -545,12 +558,14 @@ def _name_of(code: str, k: _Kernel) -> str:
 
 
 def _kernel_values(code: str, name: str, k: _Kernel, dims: dict[str, int],
-                   buffers: dict) -> tuple[dict[str, int], dict[str, str]]:
-    """A launched kernel's scalar parameters' values and its pointers' tensors: by the parameter's
-    own name (the default launch passes each tensor and dimension by name), else through the
-    launcher's arguments (a tensor's name with a cast, a dimension, a host variable)."""
+                   buffers: dict) -> tuple[dict[str, int], dict[str, str], list[tuple[str, str, int]]]:
+    """A launched kernel's scalar parameters' values, its pointers' tensors, and the parameters
+    named as a dimension that the launch gives another value ((parameter, argument, value)): through
+    the launcher's arguments (a tensor's name with a cast, a dimension, a host variable), else by the
+    parameter's own name (the default launch passes each tensor and dimension by name)."""
     values = {p: dims[p] for p in k.params if p in dims}
     tensors = {p: p for p in k.params if p in buffers}
+    given: list[tuple[str, str, int]] = []
     for args in _launches_of(code, name)[:1]:
         at = code.find(f"{name}")
         env = _host_env(code, dims, code.find("<<<", at) if at >= 0 else len(code))
@@ -559,8 +574,11 @@ def _kernel_values(code: str, name: str, k: _Kernel, dims: dict[str, int],
                           "", a.strip()).strip("() ")
             if bare in buffers:
                 tensors[p] = bare
-            elif p not in values:
-                v = evaluate(a, env)
-                if v is not None:
-                    values[p] = v
-    return values, tensors
+                continue
+            v = evaluate(a, env)
+            if v is None:
+                continue
+            if p in dims and v != dims[p]:
+                given.append((p, a.strip(), v))
+            values[p] = v
+    return values, tensors, given
