@@ -120,3 +120,44 @@ def test_a_row_guard_missing_on_a_gpu_is_named_through_the_launcher(tmp_path):
     assert "read past the end of x" in first.message and "The missing guard is row < rows" in first.message, \
         first.message
     assert "row < rows" in first.advice and "adding it is not the fix" not in first.advice
+
+
+def _timing_stopped(rubric, path):
+    """A GPU run whose checks passed and whose timing then stopped with an illegal address (the
+    measuring process sends a fatal frame for the timing, and no done frame)."""
+    from test_verdict import output_frame
+
+    cases, timed = plan_cases(rubric), timed_cases(rubric)
+    with ThreadPoolExecutor(2) as pool:
+        refs = {c.name: pool.submit(reference_for, c, rubric) for c in cases}
+        frames = [protocol.Frame({"type": "hello"}, b"")]
+        frames += [output_frame(c, refs[c.name].result(), rubric.checks.guard_floats) for c in cases]
+        frames += [protocol.Frame({"type": "fatal", "stage": "timing", "error": f"RuntimeError: {ILLEGAL}"}, b"")]
+        run = ChildRun(frames, 1, False, 1.0, CappedOutput(64), CappedOutput(64))
+        result = Result(exercise=rubric.exercise, submission={}, backend="cuda", status="graded", grader_version="0")
+        read_run(run, cases + timed, refs, rubric, BuildResult(True, None, None, True, 0.0, ""), path, result)
+    return result
+
+
+SAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "submissions"
+
+
+def test_a_timing_stopped_by_a_stride_past_the_input_names_the_stride_as_the_emulator_does():
+    """row_stride_rows.cu: its checks pass on a GPU at their small shapes (the reads land in other
+    memory), and the timed shape's rows land 16384 apart: the emulator names the stride (row_stride),
+    and so does the GPU now, graded incorrect, not crashed with no cause."""
+    r = load_exercise("bias_gelu_fused")
+    r = dataclasses.replace(r, checks=dataclasses.replace(
+        r.checks, cases=[CaseSpec(dims={"rows": 3, "cols": 5}, inputs="lesson", seeded=False)], seeds=[1]))
+    result = _timing_stopped(r, SAMPLES / "bias_gelu_fused" / "row_stride_rows.cu")
+    assert result.status == "graded" and result.correct is False, (result.status, result.message)
+    assert result.diagnosis[0].code == "row_stride", [(d.code, d.message) for d in result.diagnosis]
+    assert result.diagnosis[0].message.startswith("line 15 (`const size_t i = (size_t)row * rows + col;`)")
+
+
+def test_a_timing_stopped_that_the_source_does_not_explain_stays_a_crash():
+    r = load_exercise("bias_gelu_fused")
+    r = dataclasses.replace(r, checks=dataclasses.replace(
+        r.checks, cases=[CaseSpec(dims={"rows": 3, "cols": 5}, inputs="lesson", seeded=False)], seeds=[1]))
+    result = _timing_stopped(r, SAMPLES / "bias_gelu_fused" / "float4_launcher.cu")
+    assert result.status == "crashed" and ILLEGAL in result.message

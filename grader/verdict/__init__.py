@@ -27,7 +27,7 @@ from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
 from grader.verdict import bounds, causes, races
-from grader.verdict.checks import Judging, check_case, index_stride
+from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
@@ -133,6 +133,10 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
         v.sandbox.peak_rss_mib = round(run.max_rss_kib / 1024)
         v.sandbox.audit, v.sandbox.audit_open_paths = audited(run)
     v.stop = stopped_by_wall(run, read.fatal, rubric, v.sandbox, str(sub.path))
+    found = past_in_timing(judging, read.fatal, v.cases) if v.stop is None and backend.on_gpu else None
+    if found is not None:                       # graded as the emulator grades it
+        read.fatal, read.ended_by_access = None, True
+        v.diagnosis.append(found)
     if v.stop is None and _timed_shape_only_too_slow(run, read, v):
         _graded_too_slow(v, rubric, backend)
     elif v.stop is None:
@@ -143,9 +147,8 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
     v.diagnosis = _named_causes(v, judging)
-    missing = next((bounds.named_fix(d.message) for d in v.diagnosis if bounds.named_fix(d.message)), "")
-    for d in v.diagnosis:
-        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code, missing=missing)
+    for d in v.diagnosis:                       # bounds.named_fix: the guard a diagnosis named as missing
+        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code, missing=bounds.named_fix(v.diagnosis))
     return v
 
 
@@ -276,11 +279,10 @@ def _squeezed(code: str) -> str:
 
 
 def advice_for(advice: str, source: str, missing: str = "") -> str:
-    """The rubric's advice, less what the student's file already does: a sentence that tells the
-    student to write a piece of code in backticks (`if (col < cols)`) which the file already holds
-    (spaces aside, comments not counted) is replaced by a sentence that says so, with its line: the
-    fix lies elsewhere, or, where the diagnosis named the guard the file lacks (missing: `row < rows`),
-    that this one is. Advice that quotes no code, or code the file lacks, is given as written."""
+    """The rubric's advice, less what the student's file already does: a sentence that tells the student
+    to write code in backticks (`if (col < cols)`) the file already holds (spaces aside, comments not
+    counted) is replaced by one that says so, with its line: the fix lies elsewhere (in missing, where
+    the diagnosis named it: `row < rows`). Advice that quotes no code the file holds is given as written."""
     if not advice or not source:
         return advice
     lines = [line.split("//")[0] for line in source.splitlines()]
@@ -300,10 +302,9 @@ def advice_for(advice: str, source: str, missing: str = "") -> str:
     if not already:
         return f"The guard your file lacks is `{missing}`. {advice}" if missing else advice
     said = ", ".join(f"`{snippet}` (line {n})" for snippet, n in already)
-    if missing:                 # the diagnosis named the guard the file lacks (verdict/bounds.py)
-        return (f"Your file already has {said}; the guard it lacks is `{missing}`. " + " ".join(kept)).strip()
-    return (f"Your file already has {said}, so adding it is not the fix: work out by hand the index "
-            "each access computes for the last elements. " + " ".join(kept)).strip()
+    why = (f"; the guard it lacks is `{missing}`." if missing else ", so adding it is not the fix: work out by hand the "
+           "index each access computes for the last elements.")
+    return (f"Your file already has {said}{why} " + " ".join(kept)).strip()
 
 
 def _timed_shape_only_too_slow(run: ChildRun, read: _Frames, v: Verdict) -> bool:
@@ -342,9 +343,7 @@ def _how_it_ended(run: ChildRun, read: _Frames, v: Verdict, rubric: Rubric) -> S
         stage, error = read.fatal.stage, read.fatal.error
         status = Outcome.CRASHED if stage != "load" or "undefined symbol" in error else Outcome.INFRASTRUCTURE_ERROR
         return Stop(status, f"{error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
-    if not read.done and read.ended_by_access:
-        return None             # graded, as the emulator grades it: the access past the buffer is the student's
-    if not read.done:
+    if not read.done and not read.ended_by_access:     # ended by an access past a buffer: graded, as the emulator does
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""
         return Stop(Outcome.CRASHED, f"the grading process died ({how}){problem} before finishing.")

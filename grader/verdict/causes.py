@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from grader.core.emulation import device_bodies
 from grader.core.scan import expand_object_macros
-from grader.verdict.cexpr import bracketed, evaluate, split_args
 from grader.core.source import Submission
+from grader.verdict.strides import PROBE, launch_width
 
 
 @dataclass(frozen=True)
@@ -81,20 +81,35 @@ def body_lines(sub: Submission) -> list[tuple[int, str]]:
 # Guards
 # ---------------------------------------------------------------------------
 
+
 _ID = r"[A-Za-z_]\w*(?:\.[xyz])?"
 # a bound: a size's name, or a product of names (a flattened size: rows * cols), casts allowed
+
+
 _CAST = r"(?:\(\s*(?:size_t|int|unsigned|long|long\s+long|unsigned\s+int|int64_t|uint64_t)\s*\)\s*)?"
+
+
 _BOUND = rf"{_CAST}[A-Za-z_]\w*(?:\s*\*\s*{_CAST}[A-Za-z_]\w*)*"
+
+
 _END = r"(?!\s*(?:[-+*/%(\[.]|<<|>>))"            # the bound ends there: no `- 1`, no `/ 4` after it
+
 
 _NOT_INDEX = {"threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y", "blockIdx.z"}
 
+
 _ALONE = r"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])"      # the index stands alone: no `a + ` before it
+
+
 _AT_N = ("{i} == {n}", "`{i} < {n}`")                 # lets i == n through; i < n is right
+
+
 _AT_N_LESS_1 = ("{i} == {n} - 1", "`{i} < {n}`")      # never lets i == n - 1 through
 
 # (pattern, direction, how the fix is written: what it lets through or never does, and the check to
 # write, as templates of the match's i and n, and of n's whole rows ({whole}: (B - 1) * D -> B * D))
+
+
 _GUARDS = [
     (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*3\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
      ("{i} + 3 == {n}", "`{i} + 3 < {n}`")),
@@ -261,7 +276,11 @@ _COLUMN = re.compile(r"\b(\w+)\s*=\s*(?:[^;]*\bblockIdx\.x\b[^;]*\bthreadIdx\.x\
                      r"\bblockIdx\.x\b)[^;]*;")
 # A column scaled into an element index: `col * sizeof(float)`, `col * 4`, `4 * col`.
 _SCALE = r"(?:sizeof\s*\(\s*float\s*\)|[2-9]|1[0-9]+)"
+
+
 _CASTED = r"(?:\(\s*[\w ]+\)\s*|static_cast<[\w ]+>\(\s*)?"
+
+
 _WIDTHS = {"blockDim.x"}       # a block's width: the rows' distance apart only by chance
 
 
@@ -273,6 +292,19 @@ def _aliases(text: str) -> dict[str, str]:
                          text):
         out[m.group(1)] = m.group(2)
     return out
+
+
+def _padded(sub: Submission, text: str, n: int, by: str, row_length: str,
+            dims: tuple[str, ...]) -> tuple[str, str] | None:
+    """A row stepped (line n) by a name that holds the launch's padded width (strides.launch_width)."""
+    if not dims or by == row_length or re.match(r"(?:blockDim|gridDim)\.", by):
+        return None
+    padded = launch_width(by, text, row_length=row_length, dims=dims)
+    if padded is None:
+        return None
+    return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {by}, which holds `{padded[0]}` "
+                          f"({padded[1]} where {row_length} is {PROBE}): consecutive rows are a row's length apart "
+                          f"({row_length}), not the launch's padded width")
 
 
 def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str, ...] = ()) -> tuple[str, str] | None:
@@ -308,13 +340,9 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                     else held
                 return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {said}: consecutive "
                                       f"rows are a row's length apart ({row_length}), not {what}")
-            if dims and by != row_length and held not in dims and not re.match(r"(?:blockDim|gridDim)\.", by):
-                padded = launch_width(by, text, row_length=row_length, dims=dims)
-                if padded is not None:
-                    return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {by}, which holds "
-                                          f"`{padded[0]}` ({padded[1]} where {row_length} is {_PROBE}): consecutive "
-                                          f"rows are a row's length apart ({row_length}), not the launch's padded "
-                                          f"width")
+            padded = _padded(sub, text, n, by, row_length, dims) if held not in dims else None
+            if padded is not None:
+                return padded
     columns = {m.group(1) for m in _COLUMN.finditer(text)}
     guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*{re.escape(row_length)}\b(?!\s*(?:/|>>))",
                                                text)}
@@ -338,101 +366,3 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                                           f"{m.group('d')}: in a row-major tensor consecutive columns are one "
                                           f"element apart, and rows {row_length} apart: row * {row_length} + {c}")
     return None
-
-
-# A stride held in a name is followed to what it is computed from (a variable, a kernel's parameter
-# through its launch's argument, a struct's field, a host dim3's x), then evaluated at a row length
-# of _PROBE: a row stride that is the launch's padded width (gridDim.x * blockDim.x, (cols + 255) /
-# 256 * 256) comes out as another length.
-_PROBE = 1000
-_LAUNCH_PROBE = {"blockDim_x": 256, "blockDim_y": 1, "blockDim_z": 1, "gridDim_x": 4, "gridDim_y": 1003, "gridDim_z": 1}
-
-
-def _definition(name: str, text: str) -> str | None:
-    """What name is assigned (its last assignment), a field's (`.ld = ...`, `->ld = ...`), a host
-    dim3's x or y (`dim3 grid(a, b)`), or a kernel parameter's launch argument."""
-    field_ = re.fullmatch(r"(\w+)\s*(?:\.|->)\s*(\w+)", name)
-    if field_:
-        obj, f = field_.groups()
-        if f in ("x", "y", "z"):
-            m = re.search(rf"\bdim3\s+{re.escape(obj)}\s*[({{]", text)
-            if m:
-                inner, _ = bracketed(text, m.end() - 1) if text[m.end() - 1] == "(" else (
-                    text[m.end():text.find("}", m.end())], 0)
-                args = split_args(inner)
-                k = "xyz".index(f)
-                return args[k] if k < len(args) else "1"
-        found = re.findall(rf"(?:\.|->)\s*{re.escape(f)}\s*=(?!=)\s*([^;,}}]+)", text)
-        return found[-1] if found else None
-    found = re.findall(rf"(?<![\w.>])(?:const\s+)?(?:[\w:]+\s+)?{re.escape(name)}\s*=(?!=)\s*([^;]+);", text)
-    if found:
-        return found[-1]
-    for start, body in body_lines_of(text):
-        params = _param_names(start, text)
-        if name not in params:
-            continue
-        kernel = re.search(r"(\w+)\s*\($", text[:text.rfind("(", 0, text.rfind(")", 0, start) + 1) + 1])
-        if kernel is None:
-            continue
-        launch = re.search(rf"\b{re.escape(kernel.group(1))}\s*<<<[^;]*?>>>\s*\(", text)
-        if launch is None:
-            continue
-        args = split_args(bracketed(text, launch.end() - 1)[0])
-        k = params.index(name)
-        return args[k] if k < len(args) else None
-    return None
-
-
-def body_lines_of(text: str) -> list[tuple[int, str]]:
-    return device_bodies(text)
-
-
-def _param_names(body_start: int, code: str) -> list[str]:
-    close = code.rfind(")", 0, body_start)
-    depth, i = 0, close
-    while i >= 0:
-        depth += {")": 1, "(": -1}.get(code[i], 0)
-        if depth == 0:
-            break
-        i -= 1
-    out = []
-    for p in split_args(code[i + 1:close]):
-        m = re.search(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*$", p)
-        out.append(m.group(1) if m else "")
-    return out
-
-
-def launch_width(by: str, text: str, *, row_length: str, dims: tuple[str, ...]) -> tuple[str, int] | None:
-    """(what by is computed from, its value) where the stride named by resolves, through its
-    definitions (a few deep), to a length other than the row's at _PROBE: the launch's padded width.
-    None where it is the row's length (in floats or in 2- or 4-float vectors) or cannot be followed."""
-    env = dict(_LAUNCH_PROBE)
-    env.update({d: _PROBE + 3 for d in dims if d != row_length})
-    env[row_length] = _PROBE
-    expr, seen = by, set()
-    for _ in range(5):
-        names = [n for n in dict.fromkeys(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)?", expr))
-                 if not re.fullmatch(r"(?:blockDim|gridDim)\s*\.\s*[xyz]", n) and n not in env
-                 and n not in ("sizeof", "static_cast", "size_t", "int", "unsigned", "long", "min", "max")]
-        if not names:
-            break
-        progressed = False
-        for n in names:
-            if n in seen:
-                continue
-            d = _definition(n, text)
-            seen.add(n)
-            if d is not None and d.strip() != n:
-                expr = re.sub(rf"(?<![\w.>]){re.escape(n)}(?![\w])", f"({d.strip()})", expr)
-                progressed = True
-        if not progressed:
-            break
-    value = evaluate(expr, env)
-    if value is None or value in (_PROBE, _PROBE // 2, _PROBE // 4):
-        return None
-    if not re.search(rf"\b(?:gridDim|blockDim|{re.escape(row_length)})\b", expr):
-        return None             # a constant step (a chunk of rows), not a width computed from the launch or the row
-    shown = re.sub(r"\s+", " ", expr).strip()
-    while shown.startswith("(") and bracketed(shown, 0)[1] == len(shown):      # one pair around it all
-        shown = shown[1:-1].strip()
-    return shown, value

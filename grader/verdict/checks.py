@@ -15,16 +15,17 @@ from grader.core.backend import Backend
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
 from grader.core.checking import FailedOutput, compare, read_guards, within
-from grader.core.contract import CaseFrame, Fault
+from grader.core.contract import CaseFrame, FatalFrame, Fault
 from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
-from grader.core.results import CaseResult, MistakeMap
-from grader.exercises.rubric import Rubric, dims_values
+from grader.core.results import CaseResult, DiagnosisEntry, MistakeMap
+from grader.exercises.rubric import Rubric, default_launch, dims_values
 from grader.core.source import Submission
 from grader.verdict import bounds
 from grader.verdict.causes import index_strides
+from grader.verdict.hostlaunch import launches_at
 from grader.verdict.maps import build_map
 
 
@@ -310,6 +311,29 @@ def index_stride(sub: Submission, rubric: Rubric | None = None) -> tuple[str, st
     if out is not None and len(out.shape) == 2 and all(str(d) in rubric.dims for d in out.shape):
         return index_strides(sub, row_length=str(out.shape[1]), dims=tuple(str(d) for d in out.shape))
     return index_strides(sub)
+
+
+def past_in_timing(judging: Judging, fatal: FatalFrame | None, rows: list[CaseResult]) -> DiagnosisEntry | None:
+    """A GPU timing that stopped (fatal: its frame) with an illegal address, where the source shows an access of a
+    grader's buffer running past it at the timed shape (bounds.attribute_anywhere, the launches the
+    launcher makes there or the default launch): that access, as the emulator names it there, and
+    the first timed set's row (of rows) failed with it; None where the source does not explain it."""
+    rubric, sub = judging.rubric, judging.source
+    error = fatal.error if fatal is not None and fatal.stage == "timing" else ""
+    if "illegal" not in error and "out of bounds" not in error.lower():
+        return None
+    values = dims_values(rubric, dict(rubric.timing.dims))
+    buffers = {t.name: ([str(d) for d in t.shape], math.prod(shape_of(t, values))) for t in rubric.tensors}
+    grid, block = default_launch(rubric, values)
+    launches = launches_at(sub, values, None if sub.has_launcher else (rubric.kernel.name, grid, block))
+    found = bounds.attribute_anywhere(sub, launches=launches, buffers=buffers, dims=values)
+    if found is None:
+        return None
+    message = f"{found.text} (on the GPU, at the timed shape: {error})"
+    row = next((c for c in rows if c.kind == "timed"), None)
+    if row is not None:
+        row.passed, row.note = False, message
+    return DiagnosisEntry(found.code, message, "", row.name if row is not None else "timing")
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, name: str) -> str:
