@@ -262,3 +262,67 @@ def test_an_emulated_verdict_is_the_same_on_one_core_and_on_every_core(tmp_path,
     assert one == every, f"{sample}: one core {one}, every core {every}"
     if sample == "bias4_by_row":
         assert every == ("graded", "reads_past_input"), every
+
+
+# ---------------------------------------------------------------------------
+# A read past a table or the bias, said with what its index holds
+# ---------------------------------------------------------------------------
+
+ROPE_HEAD = """#include <cuda_runtime.h>
+__global__ void ropeHalfSplit(const float* __restrict__ in, const float* __restrict__ cosTab,
+                              const float* __restrict__ sinTab, float* __restrict__ out, size_t pairs,
+                              int halfDim, int heads, int seq) {
+    const size_t p = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (p >= pairs) return;
+    const size_t half = halfDim;
+    const size_t row = p / half;
+    const size_t j = p - row * half;
+    const size_t pos = (row / heads) % seq;
+    const size_t lo = row * 2 * half + j;
+"""
+ROPE_TAIL = """    out[lo] = in[lo] * c - in[lo + half] * s;
+    out[lo + half] = in[lo] * s + in[lo + half] * c;
+}
+"""
+# the tables' rows stepped by the head dimension (line 12)
+ROPE_TABLE_STRIDE = ROPE_HEAD + """    const float c = cosTab[pos * 2 * half + j];
+    const float s = sinTab[pos * 2 * half + j];
+""" + ROPE_TAIL
+# the lesson's kernel, launched with headDim where the kernel's parameter is halfDim (line 20)
+ROPE_LAUNCHER_HEADDIM = ROPE_HEAD + """    const float c = cosTab[pos * half + j];
+    const float s = sinTab[pos * half + j];
+""" + ROPE_TAIL + """void launchRope(const float* in, const float* cosTab, const float* sinTab, float* out, int batch,
+                int seq, int heads, int headDim, cudaStream_t stream) {
+    const size_t pairs = (size_t)batch * seq * heads * (headDim / 2);
+    ropeHalfSplit<<<(unsigned)((pairs + 255) / 256), 256, 0, stream>>>(in, cosTab, sinTab, out, pairs, headDim, heads, seq);
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source, line, says", [
+    (ROPE_TABLE_STRIDE, 12, "pos is 9 there, within seq, but it steps by 2 * half = 64, and cosTab's rows are "
+                            "halfDim = 32 apart: write pos * halfDim"),
+    (ROPE_LAUNCHER_HEADDIM, 12, "The kernel's halfDim is 64 here: the launch (line 20: "),
+], ids=["table_stride_head_dim", "launcher_passes_head_dim"])
+def test_a_read_past_a_table_says_what_its_index_holds(tmp_path, source, line, says):
+    p = tmp_path / "rope.cu"
+    p.write_text(source)
+    r = grade_submission(p, rubric=load_exercise("rope_half_split"), backend="emulator")
+    assert r.correct is False
+    first = r.diagnosis[0]
+    assert first.code == "reads_past_input" and first.message.startswith(f"line {line}: `const float c = cosTab["), \
+        first.message
+    assert "read past the end of cosTab: thread " in first.message and says in first.message, first.message
+
+
+@pytest.mark.slow
+def test_a_bias_read_by_the_row_is_said_as_a_row_index_on_any_core_count(tmp_path, bias_gelu_rubric):
+    p = tmp_path / "bias4.cu"
+    p.write_text(BIAS4_BY_ROW)
+    r = grade_submission(p, rubric=bias_gelu_rubric, backend="emulator")
+    assert r.status == "graded" and r.correct is False, (r.status, r.message)
+    first = r.diagnosis[0]
+    assert first.code == "reads_past_input", first.message
+    assert "row is 256 there: it counts rows" in first.message and "one value per column" in first.message, \
+        first.message

@@ -177,6 +177,15 @@ def _expanded(hit: _Hit) -> str:
     return uncast(subscript)
 
 
+def _one_and_the_rest(term: str) -> list[tuple[str, str]]:
+    """A product's factors, each with the product of the others (`pos * 2 * half` -> ('pos', '2 * half'),
+    ...): the index and what it steps by, whichever way round it is written."""
+    fs = product_factors(term)
+    if len(fs) < 2:
+        return []
+    return [(f.strip("() "), " * ".join(g for k, g in enumerate(fs) if k != i)) for i, f in enumerate(fs)]
+
+
 def _wrong_row_step(hit: _Hit, shape: list[str], dims: dict[str, int]) -> str:
     """A row index within its range stepped by another length than the buffer's rows are apart
     (`cosTab[pos * headDim + j]`, the table's rows halfDim apart): said, with the index to write."""
@@ -186,11 +195,7 @@ def _wrong_row_step(hit: _Hit, shape: list[str], dims: dict[str, int]) -> str:
     rows, cols = values
     row_len = cols // hit.width if hit.width > 1 else cols
     for t in added_terms(_expanded(hit)):
-        fs = product_factors(t)
-        if len(fs) != 2:
-            continue
-        for a, b in (fs, fs[::-1]):
-            a = a.strip("() ")
+        for a, b in _one_and_the_rest(t):
             v, step = hit.env.get(a.replace(".", "_")), evaluate(b, hit.env)
             if v is not None and 0 <= v < rows and step is not None and step != row_len and \
                     re.fullmatch(r"[A-Za-z_]\w*", a):
@@ -210,11 +215,7 @@ def _ran_past(hit: _Hit, shape: list[str], dims: dict[str, int], floats: int):
         rows, cols = values
         row_len = cols // hit.width if hit.width > 1 else cols
         for t in terms:
-            fs = product_factors(t)
-            if len(fs) != 2:
-                continue
-            for a, b in (fs, fs[::-1]):
-                a = a.strip("() ")
+            for a, b in _one_and_the_rest(t):
                 if re.fullmatch(r"[A-Za-z_]\w*(?:\.[xyz])?", a) and evaluate(b, env) == row_len:
                     v = env.get(a.replace(".", "_"))
                     if v is not None and v >= rows:
