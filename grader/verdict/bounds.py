@@ -81,7 +81,8 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
     where = (f"element {hit.index} of {hit.pointer}" + (f" (floats {hit.index * hit.width}..{hit.index * hit.width + hit.width - 1}"
              f" of {fault.buffer})" if hit.width > 1 else ""))
     size = _size_said(fault, shape, dims, hit.width)
-    head = (f"line {line}: `{quoted(sub, line)}` {verb} past the end of {fault.buffer}: {thread.said()} has "
+    past = "past the end of" if fault.where == "past" else "before the start of"
+    head = (f"line {line}: `{quoted(sub, line)}` {verb} {past} {fault.buffer}: {thread.said()} has "
             f"{values or hit.subscript + ' = ' + str(hit.index)}, so `{hit.pointer}[{hit.subscript.strip()}]` is "
             f"{where}, and {fault.buffer} holds {size}")
     if hit.given:
@@ -102,12 +103,14 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
         return Cause(code_name, line, head)          # compared with its bound: a guard off by one says the rest
     others = _other_guards(body, hit, names, name)
     row_use = re.search(rf"(?<![\w.]){re.escape(name)}\s*\)?\s*\*\s*[A-Za-z_(]", body) if len(shape) == 1 else None
-    if row_use is not None:
-        # a 1-D buffer (the bias: one value a column) indexed by what steps the rows
-        ul = line_in(code, hit.kernel, row_use.start())
-        text = (f"{head}. {name} is {value} there: it counts rows (line {ul}: `{quoted(sub, ul)}`), and "
-                f"{fault.buffer} has one value per {_singular(shape[0])}: index it by the column, "
-                f"as the output's element is")
+    if len(shape) == 1 and (row_use is not None or own):
+        # a 1-D buffer (the bias: one value a column) indexed by what runs over something else: no guard fixes it
+        at = row_use.start() if row_use is not None else own[0][2]
+        ul = line_in(code, hit.kernel, at)
+        what = "counts rows" if row_use is not None else f"runs up to `{own[0][1]}`"
+        text = (f"{head}. {name} is {value} there: it {what} (line {ul}: `{quoted(sub, ul)}`), and "
+                f"{fault.buffer} has one value per {_singular(shape[0])}: index it with what stays below "
+                f"{shape[0]} (the column, where it is the bias)")
         return Cause(code_name, line, text)
     if own:
         g = own[0]
