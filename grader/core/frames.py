@@ -16,7 +16,9 @@ from grader.core.typed import from_data
 
 @dataclass
 class Fault:
-    """Where the emulator caught a fault: the signal, the address, and the buffer it lies in."""
+    """Where the emulator caught a fault: the signal, the address, the buffer it lies in and the
+    element of it the address falls on, and the thread that made the access (its block and thread,
+    the launch's shape)."""
 
     signal: int = 0
     address: int = 0
@@ -25,6 +27,13 @@ class Fault:
     message: str = ""
     buffer: str | None = None        # None: outside every buffer (a wild pointer)
     where: str | None = None         # past | before
+    element: int | None = None       # the float of buffer the address falls on (past its end: >= floats)
+    floats: int = 0                  # buffer's length in floats
+    shape: list[int] = field(default_factory=list)    # buffer's shape for the exercise
+    block: list[int] | None = None   # the faulting thread's blockIdx (None: not in a kernel's thread)
+    thread: list[int] | None = None  # its threadIdx
+    block_dim: list[int] | None = None
+    grid_dim: list[int] | None = None
 
 
 @dataclass

@@ -36,7 +36,10 @@
 // kSpreadFrom threads, in order, on up to grader_emu_set_threads() OS threads:
 // each takes chunks of consecutive blocks from a shared counter. The thread
 // and block indices are then thread_local, and each OS thread has its own
-// fault recovery; the first fault is the one reported, and it stops the rest.
+// fault recovery; each records its own first fault, and the one reported is the fault in the
+// earliest block in launch order: the one a launch on one OS thread meets first, so that the
+// verdict never depends on how many cores ran it (every block before it was taken, and runs to
+// its chunk's end or its own fault, before the others stop).
 #pragma once
 
 #include <algorithm>
@@ -740,6 +743,9 @@ struct FaultInfo {
     uintptr_t address;   // faulting data address
     uintptr_t pc_offset; // program counter relative to the library's base, 0 if unknown
     char message[256];
+    int in_kernel;       // 1: a kernel's thread faulted, and the coordinates below are its
+    unsigned block[3], thread[3], block_dim[3], grid_dim[3];
+    unsigned long long block_seq;   // the block's place in launch order (x fastest)
 };
 inline FaultInfo g_fault;
 inline sigjmp_buf g_fault_jmp;                       // guarded()'s recovery point
@@ -748,6 +754,9 @@ GRADER_EMU_TLS inline sigjmp_buf* g_fault_target = nullptr;   // a spreading thr
 inline std::atomic<int> g_fault_claimed{0};          // set by the first fault (or abort) of a launch
 inline std::atomic<bool> g_stop{false};              // a fault happened: spreading threads stop
 inline uintptr_t g_fault_pc = 0;
+GRADER_EMU_TLS inline int g_in_kernel = 0;                    // inside a kernel's body (its coordinates mean something)
+GRADER_EMU_TLS inline unsigned long long g_block_seq = 0;     // the running block's place in launch order
+GRADER_EMU_TLS inline FaultInfo* g_fault_slot = nullptr;      // a spreading thread's own record; else g_fault
 
 // The first access to a thread_local on an OS thread (of a spreading build) may take the dynamic
 // linker's slow path, which some C libraries run without saving the vector registers compiled
@@ -757,6 +766,21 @@ __attribute__((noinline)) inline void touch_thread_locals() {
     g_blockIdx = uint3{0, 0, 0};
     g_in_guarded = 0;
     g_fault_target = nullptr;
+    g_in_kernel = 0;
+    g_block_seq = 0;
+    g_fault_slot = nullptr;
+}
+
+// Where the faulting thread was: its block and thread, the launch's shape, the block's place.
+inline void note_coordinates(FaultInfo& f) {
+    f.in_kernel = g_in_kernel;
+    if (!g_in_kernel) return;
+    const uint3 b = g_blockIdx, t = g_threadIdx;
+    f.block[0] = b.x; f.block[1] = b.y; f.block[2] = b.z;
+    f.thread[0] = t.x; f.thread[1] = t.y; f.thread[2] = t.z;
+    f.block_dim[0] = g_blockDim.x; f.block_dim[1] = g_blockDim.y; f.block_dim[2] = g_blockDim.z;
+    f.grid_dim[0] = g_gridDim.x; f.grid_dim[1] = g_gridDim.y; f.grid_dim[2] = g_gridDim.z;
+    f.block_seq = g_block_seq;
 }
 
 // Whether this fault is the launch's first (and so the one g_fault describes).
@@ -777,17 +801,21 @@ inline void fault_handler(int sig, siginfo_t* info, void* uctx) {
         raise(sig);
         return;
     }
-    if (claim_fault()) {
-        g_fault.signal = sig;
-        g_fault.address = reinterpret_cast<uintptr_t>(info->si_addr);
-        g_fault.is_write = -1;
+    FaultInfo* const own = g_fault_slot;      // a spreading thread records its own first fault
+    if (own != nullptr ? own->signal == 0 : claim_fault()) {
+        FaultInfo& f = own != nullptr ? *own : g_fault;
+        f.signal = sig;
+        f.address = reinterpret_cast<uintptr_t>(info->si_addr);
+        f.is_write = -1;
 #if defined(__x86_64__)
         auto* uc = static_cast<ucontext_t*>(uctx);
-        if (sig == SIGSEGV) g_fault.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-        g_fault_pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+        if (sig == SIGSEGV) f.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+        const uintptr_t pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+        if (own != nullptr) own->pc_offset = pc; else g_fault_pc = pc;   // a slot keeps its raw pc
 #else
         (void)uctx;
 #endif
+        note_coordinates(f);
     }
     leave_after_fault();
 }
@@ -817,9 +845,12 @@ inline void install_handlers() {
 }
 
 [[noreturn]] inline void emu_abort(const char* why) {
-    if (claim_fault()) {
-        g_fault.signal = -1;
-        std::snprintf(g_fault.message, sizeof g_fault.message, "%s", why);
+    FaultInfo* const own = g_fault_slot;
+    if (own != nullptr ? own->signal == 0 : claim_fault()) {
+        FaultInfo& f = own != nullptr ? *own : g_fault;
+        f.signal = -1;
+        std::snprintf(f.message, sizeof f.message, "%s", why);
+        note_coordinates(f);
     }
     leave_after_fault();
 }
@@ -838,6 +869,7 @@ template <class F> inline int guarded(F&& f) {
     g_fault_target = nullptr;
     g_last_error = cudaSuccess;
     if (sigsetjmp(g_fault_jmp, 1) != 0) {
+        g_in_kernel = 0;
         reset_fibers();
         g_dynamic_shared = nullptr;
         if (g_fault_pc) {
@@ -904,26 +936,36 @@ template <class Body> struct Spread {
 
 // Takes chunks of consecutive blocks until none is left or a fault stops the launch. A fault in
 // this thread's blocks comes back here (claimed in g_fault if first), not to guarded()'s point.
-template <class Body> inline void take_chunks(Spread<Body>& s) {
+template <class Body> inline void take_chunks(Spread<Body>& s, FaultInfo* slot) {
     sigjmp_buf here;
     sigjmp_buf* const outer = g_fault_target;
     const sig_atomic_t was_guarded = g_in_guarded;
     g_fault_target = &here;
+    g_fault_slot = slot;
     if (sigsetjmp(here, 1) == 0) {
         g_in_guarded = 1;
+        g_in_kernel = 1;
         while (!g_stop.load(std::memory_order_relaxed)) {
             const unsigned long long from = s.next.fetch_add(s.chunk, std::memory_order_relaxed);
             if (from >= s.blocks) break;
             const unsigned long long to = std::min(from + s.chunk, s.blocks);
             for (unsigned long long b = from; b < to; ++b) {
                 set_block(b, s.grid);
+                g_block_seq = b;
                 run_threads_forward(*s.body, s.block);
             }
         }
     }
+    g_in_kernel = 0;
+    g_fault_slot = nullptr;
     g_in_guarded = was_guarded;
     g_fault_target = outer;
 }
+
+template <class Body> struct SpreadSeat {
+    Spread<Body>* spread;
+    FaultInfo fault;            // this OS thread's first fault, if any
+};
 
 template <class Body> inline void* spread_thread(void* arg) {
     touch_thread_locals();
@@ -934,7 +976,8 @@ template <class Body> inline void* spread_thread(void* arg) {
     ss.ss_sp = alt;
     ss.ss_size = sizeof alt;
     sigaltstack(&ss, nullptr);
-    take_chunks(*static_cast<Spread<Body>*>(arg));
+    auto* seat = static_cast<SpreadSeat<Body>*>(arg);
+    take_chunks(*seat->spread, &seat->fault);
     ss.ss_flags = SS_DISABLE;
     sigaltstack(&ss, nullptr);
     return nullptr;
@@ -952,18 +995,33 @@ template <class Body> inline void spread(Body& body, dim3 grid, dim3 block, unsi
     const unsigned long long threads = std::min<unsigned long long>(static_cast<unsigned long long>(g_threads), blocks);
     s.chunk = std::max<unsigned long long>(1, blocks / (threads * 16));
     pthread_t started[kMaxThreads];
+    std::vector<SpreadSeat<Body>> seats(threads);      // seat 0 is this thread's
+    for (auto& seat : seats) {
+        seat.spread = &s;
+        std::memset(&seat.fault, 0, sizeof seat.fault);
+    }
     int count = 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, kSpreadStack);
     for (unsigned long long i = 1; i < threads; ++i) {
-        if (pthread_create(&started[count], &attr, &spread_thread<Body>, &s) != 0) break;
+        if (pthread_create(&started[count], &attr, &spread_thread<Body>, &seats[i]) != 0) break;
         ++count;
     }
     pthread_attr_destroy(&attr);
-    take_chunks(s);
+    take_chunks(s, &seats[0].fault);
     for (int i = 0; i < count; ++i) pthread_join(started[i], nullptr);
-    if (g_fault_claimed.load()) leave_after_fault();     // some thread faulted: the launch did
+    // The fault reported is the earliest block's: the one a launch on one OS thread meets first.
+    const FaultInfo* first = nullptr;
+    for (const auto& seat : seats)
+        if (seat.fault.signal != 0 && (first == nullptr || seat.fault.block_seq < first->block_seq))
+            first = &seat.fault;
+    if (first != nullptr && claim_fault()) {
+        g_fault = *first;
+        g_fault_pc = first->pc_offset;                  // a slot kept its raw pc
+        g_fault.pc_offset = 0;
+    }
+    if (first != nullptr || g_fault_claimed.load()) leave_after_fault();     // some thread faulted: the launch did
 }
 #endif
 
@@ -990,8 +1048,10 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
 #endif
     g_sched.body = [](void* ctx) { (*static_cast<Body*>(ctx))(); };
     g_sched.body_ctx = &body;
+    g_in_kernel = 1;
     for (unsigned long long k = 0; k < blocks; ++k) {
-        set_block(g_reverse ? blocks - 1 - k : k, grid);
+        g_block_seq = g_reverse ? blocks - 1 - k : k;
+        set_block(g_block_seq, grid);
         if (g_fiber_mode)
             run_block_fibers(n);
         else if (!g_reverse)
@@ -999,6 +1059,7 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
         else
             run_threads_reverse(body, block);
     }
+    g_in_kernel = 0;
     g_dynamic_shared = nullptr;
 }
 

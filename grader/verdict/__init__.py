@@ -26,8 +26,8 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import causes, races
-from grader.verdict.checks import Judging, check_case, index_stride
+from grader.verdict import bounds, causes, races
+from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
@@ -68,6 +68,7 @@ class _Frames:
     baselines: list[BaselineTimingFrame] = field(default_factory=list)
     fatal: FatalFrame | None = None
     done: bool = False
+    ended_by_access: bool = False       # a GPU's fatal launch named as an access past a buffer (checks.past_anywhere)
 
 
 def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future[Expected]"],
@@ -88,6 +89,7 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
                                  {d.code for d in v.diagnosis})
             v.cases += outcome.rows
             v.maps += outcome.maps
+            out.ended_by_access |= h.fatal and any(d.code in OUT_OF_BOUNDS for d in outcome.diagnoses)
             for d in outcome.diagnoses:
                 if all(e.code != d.code for e in v.diagnosis):    # the first case that shows a mistake names it
                     v.diagnosis.append(DiagnosisEntry(d.code, d.message, "", d.case))
@@ -131,6 +133,10 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
         v.sandbox.peak_rss_mib = round(run.max_rss_kib / 1024)
         v.sandbox.audit, v.sandbox.audit_open_paths = audited(run)
     v.stop = stopped_by_wall(run, read.fatal, rubric, v.sandbox, str(sub.path))
+    found = past_in_timing(judging, read.fatal, v.cases) if v.stop is None and backend.on_gpu else None
+    if found is not None:                       # graded as the emulator grades it
+        read.fatal, read.ended_by_access = None, True
+        v.diagnosis.append(found)
     if v.stop is None and _timed_shape_only_too_slow(run, read, v):
         _graded_too_slow(v, rubric, backend)
     elif v.stop is None:
@@ -141,8 +147,8 @@ def judge_run(run: ChildRun, cases: list[Case], references: dict[str, "Future[Ex
                 c.passed is None and not c.note.startswith("skipped") for c in v.cases)
             _timed(v, read, rubric)
     v.diagnosis = _named_causes(v, judging)
-    for d in v.diagnosis:
-        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code)
+    for d in v.diagnosis:                       # bounds.named_fix: the guard a diagnosis named as missing
+        d.advice = advice_for(rubric.feedback.diagnosis.get(d.code, ""), sub.code, missing=bounds.named_fix(v.diagnosis))
     return v
 
 
@@ -274,11 +280,11 @@ def _squeezed(code: str) -> str:
     return re.sub(r"\s+", "", code)
 
 
-def advice_for(advice: str, source: str) -> str:
-    """The rubric's advice, less what the student's file already does: a sentence that tells the
-    student to write a piece of code in backticks (`if (col < cols)`) which the file already holds
-    (spaces aside, comments not counted) is replaced by a sentence that says so, with its line: the
-    fix lies elsewhere. Advice that quotes no code, or code the file lacks, is given as written."""
+def advice_for(advice: str, source: str, missing: str = "") -> str:
+    """The rubric's advice, less what the student's file already does: a sentence that tells the student
+    to write code in backticks (`if (col < cols)`) the file already holds (spaces aside, comments not
+    counted) is replaced by one that says so, with its line: the fix lies elsewhere (in missing, where
+    the diagnosis named it: `row < rows`). Advice that quotes no code the file holds is given as written."""
     if not advice or not source:
         return advice
     lines = [line.split("//")[0] for line in source.splitlines()]
@@ -296,10 +302,11 @@ def advice_for(advice: str, source: str) -> str:
         else:
             kept.append(sentence)
     if not already:
-        return advice
+        return f"The guard your file lacks is `{missing}`. {advice}" if missing else advice
     said = ", ".join(f"`{snippet}` (line {n})" for snippet, n in already)
-    return (f"Your file already has {said}, so adding it is not the fix: work out by hand the index "
-            "each access computes for the last elements. " + " ".join(kept)).strip()
+    why = (f"; the guard it lacks is `{missing}`." if missing else ", so adding it is not the fix: work out by hand the "
+           "index each access computes for the last elements.")
+    return (f"Your file already has {said}{why} " + " ".join(kept)).strip()
 
 
 def _timed_shape_only_too_slow(run: ChildRun, read: _Frames, v: Verdict) -> bool:
@@ -338,7 +345,7 @@ def _how_it_ended(run: ChildRun, read: _Frames, v: Verdict, rubric: Rubric) -> S
         stage, error = read.fatal.stage, read.fatal.error
         status = Outcome.CRASHED if stage != "load" or "undefined symbol" in error else Outcome.INFRASTRUCTURE_ERROR
         return Stop(status, f"{error or 'the child process failed'}" + (f" (during {stage})" if stage else ""))
-    if not read.done:
+    if not read.done and not read.ended_by_access:     # ended by an access past a buffer: graded, as the emulator does
         how = f"killed by {run.signal_name}" if run.signal_name else f"exit status {run.returncode}"
         problem = f"; {run.stream_problem}" if run.stream_problem else ""
         return Stop(Outcome.CRASHED, f"the grading process died ({how}){problem} before finishing.")

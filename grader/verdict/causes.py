@@ -23,7 +23,9 @@ import re
 from dataclasses import dataclass
 
 from grader.core.emulation import device_bodies
+from grader.core.scan import expand_object_macros
 from grader.core.source import Submission
+from grader.verdict.strides import PROBE, launch_width
 
 
 @dataclass(frozen=True)
@@ -79,20 +81,35 @@ def body_lines(sub: Submission) -> list[tuple[int, str]]:
 # Guards
 # ---------------------------------------------------------------------------
 
+
 _ID = r"[A-Za-z_]\w*(?:\.[xyz])?"
 # a bound: a size's name, or a product of names (a flattened size: rows * cols), casts allowed
+
+
 _CAST = r"(?:\(\s*(?:size_t|int|unsigned|long|long\s+long|unsigned\s+int|int64_t|uint64_t)\s*\)\s*)?"
+
+
 _BOUND = rf"{_CAST}[A-Za-z_]\w*(?:\s*\*\s*{_CAST}[A-Za-z_]\w*)*"
+
+
 _END = r"(?!\s*(?:[-+*/%(\[.]|<<|>>))"            # the bound ends there: no `- 1`, no `/ 4` after it
+
 
 _NOT_INDEX = {"threadIdx.x", "threadIdx.y", "threadIdx.z", "blockIdx.x", "blockIdx.y", "blockIdx.z"}
 
+
 _ALONE = r"(?<![\w.+\-*/]\s)(?<![\w.+\-*/])"      # the index stands alone: no `a + ` before it
+
+
 _AT_N = ("{i} == {n}", "`{i} < {n}`")                 # lets i == n through; i < n is right
+
+
 _AT_N_LESS_1 = ("{i} == {n} - 1", "`{i} < {n}`")      # never lets i == n - 1 through
 
 # (pattern, direction, how the fix is written: what it lets through or never does, and the check to
 # write, as templates of the match's i and n, and of n's whole rows ({whole}: (B - 1) * D -> B * D))
+
+
 _GUARDS = [
     (re.compile(rf"(?<![\w.])(?P<i>{_ID})\s*\+\s*3\s*<=\s*(?P<n>{_BOUND}){_END}"), "past",
      ("{i} + 3 == {n}", "`{i} + 3 < {n}`")),
@@ -259,7 +276,11 @@ _COLUMN = re.compile(r"\b(\w+)\s*=\s*(?:[^;]*\bblockIdx\.x\b[^;]*\bthreadIdx\.x\
                      r"\bblockIdx\.x\b)[^;]*;")
 # A column scaled into an element index: `col * sizeof(float)`, `col * 4`, `4 * col`.
 _SCALE = r"(?:sizeof\s*\(\s*float\s*\)|[2-9]|1[0-9]+)"
+
+
 _CASTED = r"(?:\(\s*[\w ]+\)\s*|static_cast<[\w ]+>\(\s*)?"
+
+
 _WIDTHS = {"blockDim.x"}       # a block's width: the rows' distance apart only by chance
 
 
@@ -273,6 +294,19 @@ def _aliases(text: str) -> dict[str, str]:
     return out
 
 
+def _padded(sub: Submission, text: str, n: int, by: str, row_length: str,
+            dims: tuple[str, ...]) -> tuple[str, str] | None:
+    """A row stepped (line n) by a name that holds the launch's padded width (strides.launch_width)."""
+    if not dims or by == row_length or re.match(r"(?:blockDim|gridDim)\.", by):
+        return None
+    padded = launch_width(by, text, row_length=row_length, dims=dims)
+    if padded is None:
+        return None
+    return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {by}, which holds `{padded[0]}` "
+                          f"({padded[1]} where {row_length} is {PROBE}): consecutive rows are a row's length apart "
+                          f"({row_length}), not the launch's padded width")
+
+
 def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str, ...] = ()) -> tuple[str, str] | None:
     """What in the student's file steps through a row-major tensor with the wrong stride, as (code,
     text with the line), or None. row_length: the output's last dimension (the rows' distance
@@ -283,15 +317,16 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
     - col_stride: the guarded column scaled into an element index (`col * sizeof(float)`, `col * 4`),
       or the column times a dimension (`col * cols + row`). A vectorised kernel's `col4 * 4` is not
       this: its vector index is not the one compared with cols."""
-    code_lines = sub.code.splitlines()
-    text = sub.code
+    text = expand_object_macros(sub.code)       # the code the compiler sees: a macro's stride is its value
+    code_lines = text.splitlines()
     rows = {m.group(1) for m in re.finditer(r"\b(\w+)\s*=\s*(?:static_cast<\w+>\(|\(\s*\w+\s*\))?\s*blockIdx\.y\b",
                                             text)}
     alias = _aliases(text)
     wrong = set(_WIDTHS) | {d for d in dims if d != row_length}
     row_terms = "|".join([r"blockIdx\.y"] + [re.escape(r) for r in rows])
     product = re.compile(rf"(?<![\w.])(?:{_CASTED})?\(?\s*(?:{_CASTED})?(?P<row>{row_terms})\s*\)?\s*\*\s*{_CASTED}"
-                         rf"(?P<by>(?:blockDim|gridDim)\.[xy]|[A-Za-z_]\w*)\b(?!\s*[\[(])")
+                         rf"(?P<by>(?:blockDim|gridDim)\.[xy]\b|[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*)?\b"
+                         rf"|\([^()]*\))(?!\s*[\[(])")
     for n, code in enumerate(code_lines, 1):
         for m in product.finditer(code):
             by = m.group("by")
@@ -305,6 +340,9 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                     else held
                 return ("row_stride", f"line {n} (`{quoted(sub, n)}`) steps from row to row by {said}: consecutive "
                                       f"rows are a row's length apart ({row_length}), not {what}")
+            padded = _padded(sub, text, n, by, row_length, dims) if held not in dims else None
+            if padded is not None:
+                return padded
     columns = {m.group(1) for m in _COLUMN.finditer(text)}
     guarded = {c for c in columns if re.search(rf"\b{re.escape(c)}\s*<\s*\w*{re.escape(row_length)}\b(?!\s*(?:/|>>))",
                                                text)}

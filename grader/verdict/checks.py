@@ -3,6 +3,8 @@ and the second run (reverse order on the emulator, a repeat on a GPU)."""
 
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -13,15 +15,17 @@ from grader.core.backend import Backend
 from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult
 from grader.core.checking import FailedOutput, compare, read_guards, within
-from grader.core.contract import CaseFrame, Fault
+from grader.core.contract import CaseFrame, FatalFrame, Fault
 from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
-from grader.core.results import CaseResult, MistakeMap
-from grader.exercises.rubric import Rubric, dims_values
+from grader.core.results import CaseResult, DiagnosisEntry, MistakeMap
+from grader.exercises.rubric import Rubric, default_launch, dims_values
 from grader.core.source import Submission
+from grader.verdict import bounds
 from grader.verdict.causes import index_strides
+from grader.verdict.hostlaunch import launches_at
 from grader.verdict.maps import build_map
 
 
@@ -143,7 +147,11 @@ class _CaseCheck:
                 cr.note = f"the kernel {msg}{where}"
                 stride = (index_stride(sub, self.judging.rubric) if code in ("reads_past_input", "writes_past_output")
                           else None)
-                if stride is not None:
+                ran_past = self.ran_past(fault, where) if stride is None else None
+                if ran_past is not None:
+                    # the thread, the index that ran past and the guard it lacks (verdict/bounds.py)
+                    out.diagnoses.append(Diagnosis(code, ran_past.text, self.case.name))
+                elif stride is not None:
                     # the fault follows from the index's row or column stride: said with its line, and no
                     # advice to add a guard the file may already have
                     out.diagnoses.append(Diagnosis(stride[0], f"{stride[1]} ({msg}{where})", self.case.name))
@@ -160,11 +168,39 @@ class _CaseCheck:
                            f"({sig or 'fault'}): a wild pointer{where}")
             return
         if h.fatal:
+            found = self.past_anywhere() if self.judging.backend.on_gpu else None
+            if found is not None:
+                # The GPU stops at an illegal address and says no more: the access the source shows
+                # running past a grader's buffer at this case's shape is the student's, as on the emulator.
+                cr.passed = False
+                cr.note = f"the kernel stopped with {h.error.removeprefix('CUDA error: ')}: {found.text}"
+                out.diagnoses.append(Diagnosis(found.code, f"{found.text} (on the GPU: {h.error})", self.case.name))
+                return
             cr.note = f"crashed: {h.error}"
             return
         cr.passed = False
         cr.note = h.error or "launch failed"
         out.diagnoses.append(Diagnosis("launch_error", cr.note, self.case.name))
+
+    def ran_past(self, fault: Fault, where: str):
+        """The access behind a fault in a buffer, attributed to the index that ran past (bounds.attribute),
+        or None."""
+        rubric = self.judging.rubric
+        tensor = self.roles.get(fault.buffer)
+        line = re.search(r":(\d+)$", where)
+        return bounds.attribute(self.judging.source, fault, line=int(line.group(1)) if line else None,
+                                shape=[str(d) for d in tensor.shape] if tensor is not None else [],
+                                dims=dims_values(rubric, self.case.dims))
+
+    def past_anywhere(self):
+        """A launch that ended the GPU's context (an illegal address): the access of a grader's buffer
+        that runs past it at this case's shape (bounds.attribute_anywhere), or None."""
+        rubric, h = self.judging.rubric, self.h
+        if "illegal" not in h.error and "out of bounds" not in h.error.lower():
+            return None
+        values = dims_values(rubric, self.case.dims)
+        buffers = {t.name: ([str(d) for d in t.shape], math.prod(shape_of(t, values))) for t in rubric.tensors}
+        return bounds.attribute_anywhere(self.judging.source, launches=h.launches, buffers=buffers, dims=values)
 
     def compare_outputs(self, primary: list, ref: Expected, values: dict):
         """Every output against its float64 answer and its guards: the counts into cr, a chain's into
@@ -281,6 +317,29 @@ def index_stride(sub: Submission, rubric: Rubric | None = None) -> tuple[str, st
     if out is not None and len(out.shape) == 2 and all(str(d) in rubric.dims for d in out.shape):
         return index_strides(sub, row_length=str(out.shape[1]), dims=tuple(str(d) for d in out.shape))
     return index_strides(sub)
+
+
+def past_in_timing(judging: Judging, fatal: FatalFrame | None, rows: list[CaseResult]) -> DiagnosisEntry | None:
+    """A GPU timing that stopped (fatal: its frame) with an illegal address, where the source shows an access of a
+    grader's buffer running past it at the timed shape (bounds.attribute_anywhere, the launches the
+    launcher makes there or the default launch): that access, as the emulator names it there, and
+    the first timed set's row (of rows) failed with it; None where the source does not explain it."""
+    rubric, sub = judging.rubric, judging.source
+    error = fatal.error if fatal is not None and fatal.stage == "timing" else ""
+    if "illegal" not in error and "out of bounds" not in error.lower():
+        return None
+    values = dims_values(rubric, dict(rubric.timing.dims))
+    buffers = {t.name: ([str(d) for d in t.shape], math.prod(shape_of(t, values))) for t in rubric.tensors}
+    grid, block = default_launch(rubric, values)
+    launches = launches_at(sub, values, None if sub.has_launcher else (rubric.kernel.name, grid, block))
+    found = bounds.attribute_anywhere(sub, launches=launches, buffers=buffers, dims=values)
+    if found is None:
+        return None
+    message = f"{found.text} (on the GPU, at the timed shape: {error})"
+    row = next((c for c in rows if c.kind == "timed"), None)
+    if row is not None:
+        row.passed, row.note = False, message
+    return DiagnosisEntry(found.code, message, "", row.name if row is not None else "timing")
 
 
 def _source_line(build: BuildResult, pc_offset: int | None, name: str) -> str:

@@ -50,7 +50,9 @@ class Region:
 
 class _FaultInfo(ctypes.Structure):
     _fields_ = [("signal", ctypes.c_int), ("is_write", ctypes.c_int), ("address", ctypes.c_size_t),
-                ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256)]
+                ("pc_offset", ctypes.c_size_t), ("message", ctypes.c_char * 256), ("in_kernel", ctypes.c_int),
+                ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3), ("block_dim", ctypes.c_uint * 3),
+                ("grid_dim", ctypes.c_uint * 3), ("block_seq", ctypes.c_ulonglong)]
 
 
 class _LaunchRecord(ctypes.Structure):

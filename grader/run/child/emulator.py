@@ -53,6 +53,7 @@ class EmulatorBackend(ChildBackend):
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
+        self._shapes: dict[int, tuple[int, ...]] = {}  # a tensor's shape, by its data start
         self._every: list[tuple[int, int]] = []        # every buffer ever made (data start, data end): no call's but its own
         self._writable: set[int] = set()               # the outputs' views (their start)
         self.workspace_cap = 256 << 20
@@ -92,6 +93,7 @@ class EmulatorBackend(ChildBackend):
         self.fill(Region(start + 4 * floats, room // 4 - floats), 0x7FC00000)   # the slack before the guard page reads as NaN
         if floats:
             ctypes.memmove(start, host_ptr, 4 * floats)
+        self._shapes[start] = shape
         return Region(start, floats, shape)
 
     def output(self, n: int, pad: int, name: str, init: str = "poison",
@@ -101,6 +103,7 @@ class EmulatorBackend(ChildBackend):
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
+        self._shapes[view.ptr] = shape
         return full, view
 
     def fill(self, region: Region, bits: int) -> None:
@@ -194,13 +197,19 @@ class EmulatorBackend(ChildBackend):
 
     def _describe_fault(self, info: _FaultInfo) -> Fault:
         fault = Fault(info.signal, info.address, info.is_write, info.pc_offset, info.message.decode(errors="replace"))
+        if info.in_kernel:
+            fault.block, fault.thread = list(info.block), list(info.thread)
+            fault.block_dim, fault.grid_dim = list(info.block_dim), list(info.grid_dim)
         if info.signal > 0:
             for name, lo, start, end, hi in self.regions:
                 if lo <= info.address < hi:
                     fault.buffer, fault.where = name, "past" if info.address >= end else "before"
+                    fault.element, fault.floats = (info.address - start) // 4, (end - start) // 4
+                    fault.shape = list(self._shapes.get(start, ()))
                     break
         return fault
 
     def release_case(self) -> None:
         """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
         self.regions.clear()
+        self._shapes.clear()
