@@ -412,3 +412,27 @@ def test_noinline_beside_the_standard_librarys_headers(tmp_path):
     x = torch.arange(100, dtype=torch.float32)
     code, out = run(dll, x, 100)
     assert code == 0 and torch.equal(out, 2 * x)
+
+
+FAST_INTRINSICS = r"""
+// The fast intrinsics CUDA documents beside __sinf: each must build and run on the emulator as on a GPU.
+__global__ void fast(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s, c;
+    __sincosf(in[i], &s, &c);
+    double ds, dc;
+    sincos((double)in[i], &ds, &dc);
+    out[i] = s * s + c * c + (float)(ds * ds + dc * dc) + __log2f(4.0f) + __log10f(100.0f) + __exp10f(0.0f);
+}
+void launchAll(const float* in, float* out, int n) { fast<<<(n + 63) / 64, 64>>>(in, out, n); }
+"""
+
+
+def test_the_fast_intrinsics_a_gpu_builds_are_there_on_the_emulator(tmp_path):
+    """A correct kernel that calls __sincosf was graded `crashed` ("undefined symbol: __sincosf")
+    on the emulator: a fault of the emulator's, never the student's."""
+    dll = build(tmp_path, FAST_INTRINSICS, fibers=False)
+    x = torch.randn(100)
+    code, out = run(dll, x, 100)
+    assert code == 0 and torch.allclose(out, torch.full((100,), 7.0), atol=1e-5)
