@@ -215,12 +215,11 @@ async def home(request: Request):
     person = course.who(request)
     if person is None:
         doubled = request.headers.get("cookie", "").count(COOKIE + "=") > 1
-        return course.page("login.html.j2", error="Your browser sent two sign-in cookies for this server (one may "
+        return course.page("login.html.j2", server=course.origin(request), error="Your browser sent two sign-in cookies for this server (one may "
                            "have been set by another site on this machine): clear this site's cookies, then sign in."
                            if doubled else "")
     if person[1]:
-        return course.page("class.html.j2", rows=course.class_rows(), csrf=course.csrf(request),
-                           leaderboard=course.settings.leaderboard)
+        return course.class_page(request)
     return course.student_page(request, person[0], own=True)
 
 
@@ -231,7 +230,7 @@ async def login(request: Request):
     form = await course.bounded_form(request, SMALL_FORM) or {}
     token = str(form.get("token", "")).strip()
     if not token or course.store.who(token) is None:
-        return course.page("login.html.j2", 401, error="That token is not valid here: paste the token your instructor "
+        return course.page("login.html.j2", 401, server=course.origin(request), error="That token is not valid here: paste the token your instructor "
                                                        "gave you (revoked tokens no longer work).")
     response = RedirectResponse("/", 303)
     response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",

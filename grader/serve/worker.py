@@ -66,16 +66,13 @@ def staged_name(name: str) -> str:
 
 
 def _entry(claimed: Claimed, staging: Path):
-    """The upload as the batch's Entry: its bytes (as stored) written into a private folder the
-    worker made, and held (core/handin.held: the grade reads the bytes, never the file again).
-    The Entry's student is the upload's id, so its reports land in <wave>/<id>/."""
-
-    folder = staging / claimed.id
-    folder.mkdir(mode=0o700)
-    path = folder / staged_name(claimed.name)
-    path.write_bytes(claimed.data)
-    source = SourceFile(held(path, claimed.data), claimed.data, hashlib.sha256(claimed.data).hexdigest(),
-                        len(claimed.data))
+    """The upload as the batch's Entry: its bytes (as stored), held (core/handin.held: the grade
+    reads the bytes, never a file) under the name the student gave the file, so that the result,
+    its notes, its compiler messages and its reports name the student's own file, as a local grade
+    names the path it was given, never the worker's staging folder. The Entry's student is the
+    upload's id, so its reports land in <wave>/<id>/."""
+    shown = held(Path(claimed.name), claimed.data)
+    source = SourceFile(shown, claimed.data, hashlib.sha256(claimed.data).hexdigest(), len(claimed.data))
     return Entry(claimed.id, source.path, source=source)
 
 
