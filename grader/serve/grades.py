@@ -113,8 +113,11 @@ def next_step(doc: dict) -> NextStep:
         note = next((n for n in notes if n.get("line")), notes[0] if notes else None)
         first = (message.strip().splitlines() or [""])[0]
         said = str(note.get("message") or first) if note is not None else first
-        sentences = _sentences((said.strip().splitlines() or [""])[0]) or [""]
+        lines = [line.strip() for line in said.strip().splitlines() if line.strip()] or [""]
+        sentences = _sentences(lines[0]) or [""]
         fix = sentences[1] if len(sentences) > 1 else (STOPPED_FIX.get(status, "") if status else "")
+        if fix.endswith(":") and len(lines) > 1:            # "Define this one:" and the signature under it
+            fix = f"{fix} {lines[1]}"
         return NextStep(str(note.get("title") or status) if note is not None else (status or "not graded"),
                         _cut(sentences[0]), (note or {}).get("line") or _line(said, message), _cut(fix))
     if not doc.get("correct"):

@@ -247,8 +247,16 @@ def run(folder: Path, grading: Grading, *, once: bool = False, parent: int | Non
             return
     lock = os.open(folder / WORKER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)         # the previous worker's end (the kernel drops a dead one's lock)
-    os.ftruncate(lock, 0)
-    os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
+        _work(folder, grading, once=once, parent=parent)
+    finally:
+        os.close(lock)                       # the next worker's turn (this process's, too, with once)
+
+
+def _work(folder: Path, grading: Grading, *, once: bool, parent: int | None) -> None:
+    """The worker's loop, its lock held (run)."""
     store = Store(folder)
     # The backend ("auto" resolved), the GPUs and the jobs decided once, as a batch decides them for a class
     # (on Slurm, grade_on_slurm decides the backend by what the array asks for, as `grader batch --slurm`).

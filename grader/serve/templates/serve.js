@@ -18,13 +18,15 @@ function localTimes(root) {
   });
 }
 
-// The page again, as the server renders it now: its latest grade, best and attempts replace ours.
-var refreshing = null;
+// The page again, as the server renders it now: its latest grade, best and attempts replace ours
+// (the newest fetch wins: one that started earlier and ends later is dropped).
+var fetched = 0;
 function refresh() {
-  if (refreshing) return refreshing;
-  refreshing = fetch(location.pathname, { credentials: "same-origin" })
+  var mine = ++fetched;
+  return fetch(location.pathname, { credentials: "same-origin" })
     .then(function (r) { return r.text(); })
     .then(function (html) {
+      if (mine !== fetched) return;
       var fresh = new DOMParser().parseFromString(html, "text/html");
       ["latest", "best", "best-fraction"].forEach(function (id) {
         var now = document.getElementById(id), got = fresh.getElementById(id);
@@ -35,9 +37,7 @@ function refresh() {
       localTimes(document);
       watchAll();
     })
-    .catch(function () {})
-    .then(function () { refreshing = null; });
-  return refreshing;
+    .catch(function () {});
 }
 
 var watching = {};
@@ -45,18 +45,24 @@ function watch(row) {
   var id = row.getAttribute("data-id");
   if (watching[id]) return;
   watching[id] = true;
-  var live = document.getElementById("live");
+  var live = document.getElementById("live"), name = row.cells[1].textContent;
   var es = new EventSource("/api/submissions/" + encodeURIComponent(id) + "/events");
   es.addEventListener("phase", function (e) {
     var d = JSON.parse(e.data), text = d.phase + (d.place ? " (" + d.place + " in line)" : "");
-    var now = document.querySelector('tr[data-id="' + id + '"] .outcome');
-    if (now) now.textContent = text;
-    if (live) live.textContent = row.cells[1].textContent + ": " + text;
+    var now = document.querySelector('tr[data-id="' + id + '"]');
+    if (now) {
+      now.querySelector(".outcome").textContent = text;
+      now.setAttribute("data-state", d.phase);
+    }
+    if (live) live.textContent = name + ": " + text;
   });
   es.addEventListener("done", function () {
     es.close();
     delete watching[id];
-    refresh();
+    refresh().then(function () {
+      var now = document.querySelector('tr[data-id="' + id + '"] .outcome');
+      if (live && now) live.textContent = name + ": " + now.textContent;
+    });
   });
 }
 
@@ -108,7 +114,7 @@ function classPage() {
       });
       var got = fresh.getElementById("class");
       if (got) table.tBodies[0].innerHTML = got.tBodies[0].innerHTML;
-      table.setAttribute("data-updated", "1");
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) { r.setAttribute("data-updated", "1"); });
       localTimes(document);
     }).catch(function () {}).then(function () {
       busy = false;
