@@ -17,6 +17,7 @@ from grader.batch.grading import BatchOutcome, Graded, class_machine, grade_entr
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.similarity import class_similarity
 from grader.batch.store import holding
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     find_submissions for this request, so the class is listed and read once; None: listed here).
     With a report_dir: each student's reports in report_dir/<student>/, and summary.csv,
     gradebook.csv, junit.xml, results.jsonl, class.html and insights.json beside them, written even
-    when the batch is interrupted (with the rows done so far). The backend ("auto" decided once for
+    when the batch is interrupted (with the rows done so far). The class's similar kernels
+    (batch/similarity.py) are found once, into outcome.similarity, summary.csv and class.html. The backend ("auto" decided once for
     the class) and the jobs (default_jobs: a few per GPU lane, or one per core on the emulator) are
     resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
     for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
@@ -54,9 +56,14 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     report_dir, rubric = request.report_dir, request.rubric
     with holding(report_dir) if report_dir is not None else contextlib.nullcontext():
         outcome = grade_entries(entries, request, machine=machine, progress=progress, said=said)
+        if outcome.graded:
+            outcome.similarity = class_similarity(outcome.graded, rubric=rubric,
+                                                  threshold=request.similarity_threshold,
+                                                  given=request.similarity_given)
         if report_dir is not None and outcome.graded:
-            write_summary(outcome.graded, report_dir / "summary.csv")
+            write_summary(outcome.graded, report_dir / "summary.csv", similarity=outcome.similarity)
             write_gradebook(outcome.graded, rubric, report_dir / "gradebook.csv")
             write_platform_exports(outcome.graded, rubric, report_dir, per_student=False)
-            outcome.insights = write_class_report(outcome.graded, rubric, report_dir / "class.html").insights
+            outcome.insights = write_class_report(outcome.graded, rubric, report_dir / "class.html",
+                                                  similarity=outcome.similarity).insights
     return outcome

@@ -3,7 +3,10 @@
 Tier counts, a table of every student (outcome, tier, fraction, diagnosis; sortable by each, each
 row linked to that student's report.html), a histogram of the correct kernels' fractions with the
 tier lines, each GPU's floor, the class's insights (batch/insights.py: the named mistakes and the
-speed findings with the students who have them, linked), and the submissions that were not graded with why. The numbers are gathered here into a small typed object; the page is a template.
+speed findings with the students who have them, linked), the similar kernels (batch/similarity.py:
+the pairs ranked by score, each with its matching regions side by side), and the submissions that
+were not graded with why. The numbers are gathered here into a small typed object; the page is a
+template.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from urllib.parse import quote
 from grader.core import atomic
 from grader.batch.grading import Graded
 from grader.batch.insights import INSIGHTS_NAME, ClassInsights, gather, write_insights
+from grader.batch.similarity import Similarity, class_similarity
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
 from grader.exercises.rubric import Rubric
@@ -61,6 +65,8 @@ class ClassSummary:
     unconfined: list[str] = field(default_factory=list)        # students whose code read unconfined (no Landlock)
     rows: list[StudentRow] = field(default_factory=list)                     # every student, by name
     insights: ClassInsights | None = None        # what made the slow kernels slow (batch/insights.py)
+    similarity: Similarity | None = None         # the similar kernels (batch/similarity.py)
+    reports: dict[str, str] = field(default_factory=dict)   # each student's report.html as a URL, where there is one
 
 
 def css_class(outcome: str) -> str:
@@ -139,10 +145,14 @@ def class_insights(graded: list[Graded], folder: Path | None = None) -> ClassIns
     return gather([(g.entry.student, g.result, link(g)) for g in graded])
 
 
-def write_class_report(graded: list[Graded], rubric: Rubric, path: Path) -> ClassSummary:
-    """class.html at path, and insights.json beside it."""
+def write_class_report(graded: list[Graded], rubric: Rubric, path: Path, *,
+                       similarity: Similarity | None = None) -> ClassSummary:
+    """class.html at path, and insights.json beside it; similarity: the class's similar kernels
+    (None: found here, at the default threshold)."""
     summary = summarise(graded, rubric, path.parent)
     summary.insights = class_insights(graded, path.parent)
+    summary.similarity = similarity if similarity is not None else class_similarity(graded, rubric=rubric)
+    summary.reports = {row.student: row.report for row in summary.rows if row.report}
     write_insights(summary.insights, path.parent / INSIGHTS_NAME)
     atomic.replace_text(path, render("class.html.j2", s=summary, bin=BIN, css=css_class))
     return summary

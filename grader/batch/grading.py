@@ -34,6 +34,7 @@ from grader.grade import pipeline
 from grader.grade.request import GradeOptions, GradeRequest
 import json
 from grader.core.results import result_from_json
+from grader.analysis.similarity import Similarity
 
 if TYPE_CHECKING:
     from grader.batch.insights import ClassInsights
@@ -52,6 +53,7 @@ class BatchOutcome:
     interrupted: bool = False      # Ctrl-C: the rows so far, the rest not graded
     not_reached: int = 0           # submissions an interruption left ungraded
     insights: ClassInsights | None = None   # the class's (insights.json), where its report was written
+    similarity: Similarity | None = None  # the class's similar kernels (batch/similarity.py)
 
     @property
     def infrastructure_failures(self) -> list[Graded]:

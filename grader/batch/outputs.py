@@ -12,6 +12,7 @@ from grader.core import atomic
 from grader.core.backend import named
 from grader.core.backend import BACKENDS
 from grader.batch.grading import Graded
+from grader.analysis.similarity import Similarity
 from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Outcome
 from grader.platforms.scoring import max_points, score
@@ -21,7 +22,7 @@ from grader.report.files import render_markdown
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
                    "fraction_high", "gbps", "diagnosis", "flags", "message", "backend", "gpu", "seconds", "reused",
-                   "identical_to")
+                   "identical_to", "similar_to")
 GRADEBOOK_COLUMNS = ("student", "points", "max_points", "tier", "tier_note", "status", "identical_to")
 
 
@@ -92,10 +93,14 @@ def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
     atomic.replace_text(path, text.getvalue())
 
 
-def write_summary(graded: list[Graded], path: Path) -> None:
+def write_summary(graded: list[Graded], path: Path, *, similarity: Similarity | None = None) -> None:
     """One row per student: the outcome, the full message (a refusal's every line, joined on one
-    line), where it ran."""
-    _write_csv(path, SUMMARY_COLUMNS, [summary_row(g) for g in graded])
+    line), where it ran, and the student's closest match at or above the similarity threshold
+    ("bob (0.93)"; empty without similarity)."""
+    rows = [summary_row(g) for g in graded]
+    for row in rows:
+        row["similar_to"] = similarity.closest_text(row["student"]) if similarity is not None else ""
+    _write_csv(path, SUMMARY_COLUMNS, rows)
 
 
 def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:

@@ -1,6 +1,6 @@
 """A class to grade, as one frozen object: the folder, the rubric, the backend and what the
 instructor chose (where the reports go, the submission's file name, the roster, how many at once,
-the shard, the counters). `grader batch` builds it once; grade_class, grade_entries and the Slurm
+the shard, the counters, the similarity check's threshold and given code). `grader batch` builds it once; grade_class, grade_entries and the Slurm
 array take it, so no step of a batch takes these one by one."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.analysis.similarity import DEFAULT_THRESHOLD
 from grader.core.backend import AUTO, Backend, named
 from grader.core.typed import doc_field
 from grader.exercises.rubric import Rubric
@@ -31,6 +32,10 @@ class ClassRequest:
     shard: tuple[int, int] = doc_field("(K, N): only the K-th of N deterministic shares of the students.", default=(1, 1))
     counters: bool = doc_field("Each correct, timed kernel's counters' pass on a GPU (GradeOptions.counters).",
                           default=False)
+    similarity_threshold: float = doc_field("The score (0 to 1) at which two students' kernels are named similar "
+                                            "(analysis/similarity.py).", default=DEFAULT_THRESHOLD)
+    similarity_given: tuple[Path, ...] = doc_field("Code the course handed out besides the exercise's reference "
+                                                   "folder (the lesson's kernel): no match.", default=())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory))

@@ -27,6 +27,7 @@ from grader.batch.outputs import summary_row
 from grader.cli.screen import print_table
 from grader.batch.outputs import identical_text
 from grader.batch.slurm import grade_on_slurm
+from grader.analysis.similarity import DEFAULT_THRESHOLD
 from grader.batch import merge_reports
 import json
 from grader.batch.manifest import run_samples
@@ -67,13 +68,23 @@ class _SlurmFlag(click.Option):
                    "DRAM throughput, sectors per request, occupancy) into its report, and the class's spread of them "
                    "into class.html and insights.json; the counters' pass costs each correct student a few seconds "
                    "more on the GPU, never a change of fraction or tier.")
+@click.option("--similarity-threshold", type=click.FloatRange(0.0, 1.0), default=DEFAULT_THRESHOLD, show_default=True,
+              metavar="SCORE",
+              help="Name two students' kernels as similar at this score and above (0 to 1: the mean share of each "
+                   "kernel's code the other holds, once names, numbers, comments, spacing and the order of the "
+                   "functions are set aside); class.html lists the pairs, summary.csv each student's closest.")
+@click.option("--similarity-given", type=click.Path(dir_okay=False, exists=True, path_type=Path), multiple=True,
+              metavar="FILE",
+              help="Code the course handed out (the lesson's kernel, a starter file): no match between students "
+                   "who both kept it. The exercise's reference folder is always left out. Repeatable.")
 @click.option("--slurm", is_flag=True, cls=_SlurmFlag,
               help="Grade on a Slurm cluster: a job array through submitit, one shard and one GPU a task, merged into "
                    "--report-dir (on a filesystem every node sees) when all are done.")
 @options_from(SlurmOptions, into="slurm_options", section=SLURM_SECTION)
 def batch(directory: Path, report_dir: Path | None, file_name: str | None, roster: Path | None, backend: str,
           jobs: int | None, shard: tuple[int, int], exercise: str | None, rubric_path: Path | None,
-          counters: bool, slurm: bool, slurm_options: SlurmOptions) -> None:
+          counters: bool, similarity_threshold: float, similarity_given: tuple[Path, ...], slurm: bool,
+          slurm_options: SlurmOptions) -> None:
     """Grade every student's submission in DIRECTORY: .cu files, or one folder per student.
 
     Exit status: 0 when every submission was processed (whatever its grade), 4 when some could
@@ -92,7 +103,8 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
             err.print(f"[dim]grader: grading against {picked.exercise} (the kernel most files define; "
                       "--exercise names another)[/dim]")
         request = ClassRequest(directory, rubric, backend, report_dir=report_dir, file_name=file_name, roster=roster,
-                               jobs=jobs, shard=shard, counters=counters)
+                               jobs=jobs, shard=shard, counters=counters, similarity_threshold=similarity_threshold,
+                               similarity_given=similarity_given)
         if slurm:
             _batch_on_slurm(request, options=slurm_options, err=err)
             return
@@ -101,6 +113,18 @@ def batch(directory: Path, report_dir: Path | None, file_name: str | None, roste
     except GraderError as exc:
         fail(exc)
     _print_class(outcome, report_dir, err)
+
+
+def _say_similar(outcome, report_dir: Path | None, err, shown: int = 5) -> None:
+    """The most similar pairs of kernels (not byte-identical: those are named above), a line each."""
+    sim = outcome.similarity
+    pairs = [p for p in sim.pairs if not p.identical] if sim is not None else []
+    for p in pairs[:shown]:
+        err.print(f"grader: similar kernels: {p.a} and {p.b} (score {p.score:.2f})", markup=False)
+    if len(pairs) > shown:
+        err.print(f"grader: {len(pairs) - shown} more similar pair(s)", markup=False)
+    if pairs and report_dir is not None:
+        err.print(f"grader: {report_dir / 'class.html'} shows their matching code side by side", markup=False)
 
 
 def _say_insights(outcome, err) -> None:
@@ -151,6 +175,7 @@ def _print_class(outcome, report_dir: Path | None, err) -> None:
     for g in outcome.graded:
         if g.entry.identical_to:
             err.print(f"grader: {g.entry.student}: {identical_text(g)}")
+    _say_similar(outcome, report_dir, err)
     _say_insights(outcome, err)
     if report_dir is not None and outcome.graded:          # the tables are written only when a row exists
         graded = sum(1 for g in outcome.graded if g.result is not None)

@@ -17,6 +17,7 @@ from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
 from grader.batch.inputs import Entry
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.similarity import class_similarity
 from grader.core import atomic
 from grader.core.errors import UsageError
 from grader.core.handin import SourceFile, held
@@ -72,8 +73,9 @@ def export_class(folder: Path, *, out: Path, include_late: bool = False) -> int:
         for column, name in (("result", "result.json"), ("report_md", "report.md"), ("report_html", "report.html")):
             atomic.replace_text(out / g.entry.student / name, kept[column])
     graded = [g for g, _upload in rows]
-    write_summary(graded, out / "summary.csv")
+    similar = class_similarity(graded, rubric=rubric)           # the uploads' bytes, as a batch's
+    write_summary(graded, out / "summary.csv", similarity=similar)
     write_gradebook(graded, rubric, out / "gradebook.csv")
     write_platform_exports(graded, rubric, out)
-    write_class_report(graded, rubric, out / "class.html")
+    write_class_report(graded, rubric, out / "class.html", similarity=similar)
     return len(graded)
