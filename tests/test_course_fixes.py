@@ -63,7 +63,7 @@ def test_a_chain_not_run_after_an_out_of_bounds_launch_says_so():
 def test_grader_samples_fits_80_columns_and_says_each_mismatch_whole(tmp_path):
     folder = tmp_path / "bias_gelu_fused"
     folder.mkdir()
-    long_name = "a_rather_long_sample_file_name_for_the_table.cu"
+    long_name = "python_capi_replay_outputs_x.cu"          # as long as the samples' longest names
     shutil.copy(ROOT / "submissions" / "gelu_sum" / "float4_launcher.cu", folder / long_name)
     (folder / "manifest.yaml").write_text(f"{long_name}:\n  status: graded\n  correct: true\n")
     out = subprocess.run([sys.executable, "-m", "grader", "samples", str(folder), "--backend", "emulator"],
@@ -75,7 +75,7 @@ def test_grader_samples_fits_80_columns_and_says_each_mismatch_whole(tmp_path):
     said = " ".join(line.strip() for line in lines if "│" not in line and not line.startswith(("┏", "┃", "┡", "└")))
     assert f"{long_name}: status rejected, expected graded" in said
     # the message quoted whole: up to its end, not cut mid-sentence
-    assert "`grader submit a_rather_long_sample_file_name_for_the_table.cu --exercise gelu_sum`)" in said, said
+    assert f"`grader submit {long_name} --exercise gelu_sum`)" in said, said
 
 
 def test_gradescope_json_links_no_image_file_gradescope_will_not_have(tmp_path):

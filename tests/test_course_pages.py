@@ -6,7 +6,8 @@ graded once, for real, on the emulator by the server's own worker (serve/worker.
 
 ann: missing_brace.cu (a compile error), then draft.cu replaced by empty.cu before its grade
 (rejected: no kernel), then guard_stops_short.cu (incorrect: a guard one short, line 13); bob:
-float4_launcher.cu (correct, on the emulator: no GPU here); cy: nothing graded.
+float4_launcher.cu (correct, on the emulator: no GPU here); cy: bob's kernel with its names, spacing and
+a comment changed (copied.cu, a similar pair with bob's); dee: nothing handed in.
 """
 
 import json
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SUBMISSIONS
+from similarity_cases import disguise
 
 from grader.serve import worker
 from grader.serve.store import Rules, Store
@@ -33,11 +35,13 @@ def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     store = Store(folder)
     store.set_setting("exercise", EXERCISE)
-    people = {s: store.issue(s) for s in ("ann", "bob", "cy")}
+    people = {s: store.issue(s) for s in ("ann", "bob", "cy", "dee")}
     people["@instructor"] = store.issue("@instructor", instructor=True)
     ids = {}
     for student, name in (("ann", "missing_brace.cu"), ("bob", "float4_launcher.cu")):
         ids[name] = store.accept(student, name, (SUBMISSIONS / name).read_bytes(), Rules()).id
+    copied = disguise((SUBMISSIONS / "float4_launcher.cu").read_text(), 1, reorder=False, renumber=False)
+    ids["copied.cu"] = store.accept("cy", "copied.cu", copied.encode(), Rules()).id     # still correct
     worker.run(folder, worker.Grading(EXERCISE, "emulator"), once=True)        # the first wave
     first = store.accept("ann", "draft.cu", b"// a draft\n", Rules())
     second = store.accept("ann", "empty.cu", b"// nothing here yet\n", Rules())
@@ -92,11 +96,13 @@ def test_the_students_page_says_what_to_fix_next_without_javascript(graded):
         # a correct kernel on a server without a GPU says so, in place of a fraction
         assert NO_GPU in text_of(get(c, "/", people["bob"]).text)
         # the report is the student's own file's, never the staging folder's
+        owner = {"float4_launcher.cu": "bob", "copied.cu": "cy"}
         for name, upload in ids.items():
-            report = get(c, f"/submissions/{upload}/report", people["ann" if name != "float4_launcher.cu" else "bob"]).text
+            token = people[owner.get(name, "ann")]
+            report = get(c, f"/submissions/{upload}/report", token).text
             assert ".grader-serve" not in report and "wave-" not in report
-            assert f"<code>{name}</code>" in report or f"{name}</code>" in report, name
-            status = get(c, f"/api/submissions/{upload}", people["ann" if name != "float4_launcher.cu" else "bob"]).json()
+            assert f"<code>{name}</code>" in report, name
+            status = get(c, f"/api/submissions/{upload}", token).json()       # NaN in a result: not a 500
             assert status["result"]["submission"]["path"] == name
         assert ".grader-serve" not in html
 
@@ -116,12 +122,17 @@ def test_the_instructors_page_says_who_needs_help(graded):
     # ann: her latest outcome and its cause with its line; 3 graded, the replaced upload counted apart
     assert rows["ann"].startswith("ann incorrect guard_stops_short (line 13) incorrect"), rows["ann"]
     assert "3 (+1 replaced before grading)" in rows["ann"]
+    assert re.search(r"\b(just now|\d+ min ago) \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", rows["ann"]), rows["ann"]   # since the last upload
     assert rows["bob"].startswith("bob correct") and " 1 " in rows["bob"] and "replaced" not in rows["bob"]
-    assert rows["cy"].startswith("cy - ")
+    assert rows["cy"].startswith("cy correct") and rows["dee"].startswith("dee - ")
     assert f'href="/submissions/{ids["guard_stops_short.cu"]}/report"' in html and 'href="/students/ann"' in html
     counts = text_of(html.split('id="causes"', 1)[1].split("</p>", 1)[0])
-    assert "1 guard_stops_short" in counts and "1 correct" in counts
-    assert 'id="similarity"' in html                 # the place for the similar pairs
+    assert "1 guard_stops_short" in counts and "2 correct" in counts
+    # who copied: bob and cy's kernels, side by side, with links to both histories
+    pairs = html.split('id="pairs"', 1)[1].split("</table>", 1)[0]
+    assert re.search(r'<tr><td>[01]\.\d\d</td><td><a href="/students/bob">bob</a> and <a href="/students/cy">cy</a>',
+                     pairs), pairs[:500]
+    assert "ann" not in pairs and 'class="sides"' in pairs
 
 
 # --- in Chromium, at 1280x800 ------------------------------------------------------------------------
@@ -189,6 +200,6 @@ def test_the_pages_in_chromium_at_1280x800_with_screenshots(graded, tmp_path):
         assert page["times"] and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", t) for t in page["times"]), page["times"]
         assert page["scroll"] <= 1280
     assert "guard_stops_short (line 13)" in teacher["ann"] and "1 guard_stops_short" in teacher["causes"]
-    assert teacher["similarity"]
+    assert "bob and cy" in teacher["similarity"]
     assert all((shots / n).stat().st_size > 10_000 for n in ("student-incorrect.png", "student-correct-emulator.png",
                                                               "instructor.png"))

@@ -168,9 +168,7 @@ def class_rows(outcome) -> tuple[list[str], list[list[str]], str]:
 def _print_class(outcome, report_dir: Path | None, err) -> None:
     """The class's table, where its files went, and the exit status for what could not be graded."""
     columns, rows, caption = class_rows(outcome)
-    print_table(columns, rows, caption=caption, steady=("fraction", "sample"), last=("diagnosis", "outcome"))
-    for line in mismatch_lines(outcomes, terminal_width() or 200):
-        click.echo(line)
+    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))
 
     for g in outcome.graded:
         if g.entry.identical_to:
@@ -347,7 +345,7 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
         fail(exc)
 
     columns, rows, caption = sample_rows(outcomes)
-    print_table(columns, rows, caption=caption, steady=("fraction", "sample"), last=("diagnosis", "outcome"))
+    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome", "sample"))
     for line in mismatch_lines(outcomes, terminal_width() or 200):
         click.echo(line)
     if json_out is not None:

@@ -20,9 +20,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
 from grader.serve.fanout import DROPPED, RECHECK, Fanout
+from grader.batch.similarity import similarity_of
+from grader.exercises import load_exercise
 from grader.report.history import Attempt, difference
+from grader.serve.export import chosen
 from grader.serve.grades import next_step, performance
-from grader.serve.store import DONE, QUEUED, REPLACED, Accepted, Rules, Store, best, outcome_word, token_hash
+from grader.serve.store import DONE, INSTRUCTOR, QUEUED, REPLACED, Accepted, Rules, Store, best, outcome_word, token_hash
 
 COOKIE = "grader_session"
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
@@ -92,6 +95,8 @@ class Course:
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self._rows_after: dict[int, dict] = {}
         self._streams: dict[str, int] = {}          # open event streams, by token hash
+        self._similar = None                         # (the uploads compared, their Similarity)
+        self.rubric = load_exercise(settings.exercise)
 
     # --- who asks ---------------------------------------------------------------------------------
 
@@ -341,6 +346,7 @@ class Course:
                 "line": step.line if step is not None and graded and not graded[0]["correct"] else None,
                 "latest_id": graded[0]["id"] if graded else None,
                 "last_upload": utc(latest["received"]) if latest else None,
+                "ago": ago(time.time() - latest["received"]) if latest else "",
                 "late": any(r["late"] for r in rows)}
 
     def class_row_after(self, event) -> dict:
@@ -366,12 +372,19 @@ class Course:
                 causes[key] = causes.get(key, 0) + 1
         return self.page("class.html.j2", rows=rows, csrf=self.csrf(request), leaderboard=self.settings.leaderboard,
                          causes=sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])), now=utc(time.time()),
-                         pairs=self.similar_pairs())
+                         similarity=self.similar_pairs())
 
-    def similar_pairs(self) -> list | None:
-        """The class's similar pairs, where the similarity detector is part of this grader; None where
-        it is not (the page says so)."""
-        return None
+    def similar_pairs(self):
+        """The class's similar pairs (batch/similarity.similarity_of, the exercise's own code set aside)
+        among each student's upload that counts (export.chosen: the latest graded), best first;
+        worked out again only when one of those uploads changed."""
+        latest = {student: row["id"] for student, row in chosen(self.store, include_late=True).items()
+                  if student != INSTRUCTOR}
+        key = tuple(sorted(latest.items()))
+        if self._similar is None or self._similar[0] != key:
+            sources = [(student, self.store.data(upload)) for student, upload in key]
+            self._similar = (key, similarity_of(sources, rubric=self.rubric))
+        return self._similar[1]
 
     def student_page(self, request: Request, student: str, *, own: bool, alias_problem: str = "",
                      status: int = 200) -> HTMLResponse:
@@ -394,3 +407,14 @@ def utc(t: float) -> dict:
     the script."""
     return {"iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
             "text": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))}
+
+
+def ago(seconds: float) -> str:
+    """How long ago, in the unit a reader counts it in: just now, 12 min ago, 5 h ago, 3 days ago."""
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"
