@@ -11,7 +11,7 @@ from grader.batch.classreport import write_class_report
 from grader.batch.grading import Graded
 from grader.batch.inputs import Entry, Problem
 from grader.batch.insights import ClassInsights
-from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.outputs import read_cell, write_gradebook, write_platform_exports, write_summary
 from grader.batch.store import STORE_NAME, ResultStore
 from grader.core.errors import UsageError
 from grader.exercises.rubric import Rubric
@@ -30,6 +30,7 @@ def read_shard(folder: Path) -> dict[str, Graded]:
     summary = folder / "summary.csv"
     if summary.is_file():
         for row in csv.DictReader(summary.open(newline="", encoding="utf-8")):
+            row = {k: read_cell(v) if isinstance(v, str) else v for k, v in row.items()}
             if row.get("status") in _PROBLEMS and row.get("student") not in found:
                 found[row["student"]] = Graded(Entry(row["student"], None, row["status"], row.get("message", "")), None)
     return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 from grader.core import atomic
@@ -76,21 +77,48 @@ LINES_JOINED = " / "        # what stands between a multi-line message's lines i
 
 def one_line(value: str) -> str:
     """A cell's text on one line: its lines stripped and joined with " / ", the empty ones and a
-    compiler's caret or underline (nothing but ^ and ~, pointing into the line above) left out."""
+    compiler's caret or underline (nothing but ^ and ~, after a gutter's |: pointing into the line
+    above) left out."""
     if "\n" not in value and "\r" not in value:
         return value
     lines = (line.strip() for line in value.splitlines())
-    return LINES_JOINED.join(line for line in lines if line and line.strip("^~ "))
+    return LINES_JOINED.join(line for line in lines if line and line.strip("^~| "))
 
 
-def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
-    """rows as CSV, every cell one line (one_line): a spreadsheet's row, a grep's match, a line
-    of `column -s, -t` each hold one student."""
+# What a spreadsheet reads as the start of a formula (=HYPERLINK(...), +cmd, -2+3, @SUM, and a tab or
+# carriage return before one): a cell starting so is written after a ' (OWASP's advice), which every
+# spreadsheet shows as text and drops from the shown value. Numbers (-0.5) are left as they are.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?")
+
+
+def inert(value: str) -> str:
+    """A CSV cell's text as no spreadsheet will run it (FORMULA_STARTS); read_cell undoes it."""
+    if not value.startswith(FORMULA_STARTS) or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value
+
+
+def read_cell(value: str) -> str:
+    """A cell of a CSV the grader wrote, as it was before inert."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
+def csv_text(columns: tuple[str, ...], rows: list[dict]) -> str:
+    """rows as CSV, every cell one line (one_line) and inert: a spreadsheet's row, a grep's match, a
+    line of `column -s, -t` each hold one row; a student's file named =HYPERLINK(...).cu is text. Every
+    CSV the grader writes is written here."""
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: one_line(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
-    atomic.replace_text(path, text.getvalue())
+    writer.writerows({k: inert(one_line(v)) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
+    return text.getvalue()
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    atomic.replace_text(path, csv_text(columns, rows))
 
 
 def write_summary(graded: list[Graded], path: Path, *, similarity: Similarity | None = None) -> None:

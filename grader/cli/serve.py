@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -117,20 +118,43 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
 @click.argument("roster", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--folder", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The course's folder (its store, grader.sqlite); made (private, 0700) where it does not exist.")
-def tokens(roster: Path, folder: Path) -> None:
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the tokens to this file, made readable by you alone (0600), instead of printing them.")
+def tokens(roster: Path, folder: Path, out: Path | None) -> None:
     """Print `identifier,token` for each student of ROSTER and the instructor (its identifier
-    @instructor); a student's earlier token stops working. Only hashes are stored: keep the output."""
+    @instructor), or write them to --out FILE (0600); a student's earlier token stops working. Only
+    hashes are stored: keep the output."""
     try:
         students = [ident for ident, _user in read_roster(roster)]
         if not students:
             raise UsageError(f"{roster}: no students (a roster needs an identifier column)")
         _make_course_folder(folder)
+        fd = _private_file(out) if out is not None else None     # before any token is issued
         store = Store(folder)
         lines = [f"{s},{store.issue(s)}" for s in students] + [f"{INSTRUCTOR},{store.issue(INSTRUCTOR, instructor=True)}"]
     except GraderError as exc:
         fail(exc)
-    click.echo("identifier,token")
-    click.echo("\n".join(lines))
+    # (the roster's identifiers are the instructor's, and a token may start with '-': written as they are)
+    text = "identifier,token\n" + "".join(f"{line}\n" for line in lines)
+    if fd is None:
+        click.echo(text, nl=False)
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    click.echo(f"grader: wrote {len(lines)} tokens to {out} (readable by you alone); hand each student their line",
+               err=True)
+
+
+def _private_file(path: Path) -> int:
+    """path opened for writing, emptied and readable and writable by this user alone (0600) whatever
+    the umask, before anything is written to it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        os.fchmod(fd, 0o600)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the tokens there ({exc.strerror}): name a file in a folder you can "
+                         "write, that is not another user's") from None
+    return fd
 
 
 def _make_course_folder(folder: Path) -> None:

@@ -155,6 +155,10 @@ class Backend:
 
 
 _NVCC = ("-O3", "-lineinfo", "-std=c++17", "-arch={arch}", "-Xcompiler", "-fPIC")
+# A compile stops after this many errors, its preprocessor's (#error) and its front end's alike: a file
+# that includes itself under #error otherwise printed hundreds of megabytes (issue 70; what is read
+# of the output is bounded as well, toolchain/running.py and outcome.py).
+_ERROR_LIMIT = 20
 # What code brought from elsewhere (PyTorch's extensions, CUB's and thrust's examples) is built
 # with: constexpr host functions (std::max, std::numeric_limits) called in kernels, and, in a file
 # that has them, __device__ lambdas. Each only accepts more: code that compiles without them
@@ -170,7 +174,9 @@ _SM = (("sm_80", SmLimits(max_warps=64, max_blocks=32, shared_bytes=167936, sms=
        ("sm_120", SmLimits(max_warps=48, max_blocks=32, shared_bytes=102400, sms=170)))
 CUDA = Backend(
     "cuda", about="on the GPU: checked against float64 and timed against the copy floor",
-    toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "--expt-relaxed-constexpr", "-Xptxas", "-v", *_NVCC[4:]),
+    toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "--expt-relaxed-constexpr", "-Xptxas", "-v", *_NVCC[4:],
+                                                "-Xcompiler", f"-fmax-errors={_ERROR_LIMIT}",
+                                                "-Xcudafe", f"--error_limit={_ERROR_LIMIT}"),
                         reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu",
@@ -196,7 +202,8 @@ _SHIM = ("-x", "c++", "-std=c++17", "-O2", "-gdwarf-4", "-fPIC", "-fno-gnu-uniqu
          "-fno-strict-aliasing", "-include", "{shim}", "-w")
 EMULATOR = Backend(
     "emulator", about="on the CPU, through the CUDA shim: checked, never timed",
-    toolchain=Toolchain(compiler="g++", flags=_SHIM, reference_flags=_SHIM, library_flags=("-fPIC",),
+    toolchain=Toolchain(compiler="g++", flags=(*_SHIM, f"-fmax-errors={_ERROR_LIMIT}"), reference_flags=_SHIM,
+                        library_flags=("-fPIC",),
                         alone_flags=("-fsyntax-only",), shim=True),
     child=ChildClasses(run="grader.run.child.emulator:EmulatorBackend"),
     reverse_check=True, checked_by=CUDA)

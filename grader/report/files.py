@@ -213,14 +213,57 @@ def render_text(result: Result, rubric: Rubric, *, colour: bool = True, report: 
                   report=str(report) if report else "")
 
 
+# The most a grade's documents hold, whatever the student's file makes large (issue 70: a compiler's
+# flood made 165-494 MB of each): each report under half a megabyte (both under 1 MB), result.json
+# under 256 KiB (what the course server stores and a status request returns).
+REPORT_BYTES = 480 * 1024
+RESULT_CHARS = 256 * 1024          # result.json is ASCII (json.dumps escapes the rest): characters are bytes
+
+
+def bounded_report(text: str, *, html: bool) -> str:
+    """A report cut to REPORT_BYTES of UTF-8, saying where and how much (what is cut is the end: the
+    verdict and the first messages come first)."""
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) <= REPORT_BYTES:
+        return text
+    said = f"[this report was cut here: {len(data) - REPORT_BYTES} more bytes]"
+    kept = data[:REPORT_BYTES].decode("utf-8", "ignore")
+    return kept + (f"\n<p><strong>{said}</strong></p>\n" if html else f"\n\n{said}\n")
+
+
+def bounded_result(doc: dict) -> dict:
+    """result.json's document within RESULT_CHARS: as it is where it fits; else with every text and
+    every list cut shorter, step by step, until it does (the schema kept: a reader still reads it),
+    its message saying so."""
+    if len(json.dumps(doc)) <= RESULT_CHARS:
+        return doc
+    for chars, items in ((4000, 100), (1000, 20), (200, 5), (60, 1)):
+        cut = _cut(doc, chars, items)
+        cut["message"] = (f"{cut.get('message', '')}\n[result.json was over {RESULT_CHARS // 1024} KiB: its texts "
+                          f"were cut to {chars} characters and its lists to {items} items]")
+        if len(json.dumps(cut)) <= RESULT_CHARS:
+            return cut
+    return cut
+
+
+def _cut(value, chars: int, items: int):
+    if isinstance(value, str):
+        return value if len(value) <= chars else f"{value[:chars]} [... {len(value) - chars} more characters]"
+    if isinstance(value, list):
+        return [_cut(v, chars, items) for v in value[:items]]
+    if isinstance(value, dict):
+        return {k: _cut(v, chars, items) for k, v in value.items()}
+    return value
+
+
 def render_markdown(result: Result, rubric: Rubric, attempts: list | None = None,
                     views: list[MapView] | None = None) -> str:
-    return render("report.md.j2", **_context(result, rubric, attempts, views))
+    return bounded_report(render("report.md.j2", **_context(result, rubric, attempts, views)), html=False)
 
 
 def render_html(result: Result, rubric: Rubric, attempts: list | None = None,
                 views: list[MapView] | None = None) -> str:
-    return render("report.html.j2", **_context(result, rubric, attempts, views))
+    return bounded_report(render("report.html.j2", **_context(result, rubric, attempts, views)), html=True)
 
 
 def render_map_svg(view: MapView) -> str:
@@ -229,7 +272,11 @@ def render_map_svg(view: MapView) -> str:
 
 
 def render_json(result: Result) -> str:
-    return json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+    """result.json's text, within RESULT_CHARS (bounded_result)."""
+    text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+    if len(text) <= RESULT_CHARS:
+        return text
+    return json.dumps(bounded_result(result.to_json()), sort_keys=False) + "\n"
 
 
 def default_report_dir(file: Path) -> Path:

@@ -36,11 +36,12 @@ from starlette.routing import Route
 
 from grader.serve.course import (COOKIE, SMALL_FORM, STALE_FORM, BodyTimeout, Course, Settings, not_found,
                                  unauthorised)
+from grader.serve import connections as connections_module
 from grader.serve.export import chosen, export_class
 from grader.serve.store import DONE, INSTRUCTOR
 
 WORKER_RESTART_S = 1.0      # the wait before a dead worker is started again
-CONNECTIONS = 2048          # uvicorn's limit_concurrency: connections beyond it answer 503
+CONNECTIONS = connections_module.CONNECTIONS   # uvicorn's limit_concurrency (fewer where file descriptors are): beyond, 503
 
 # A stored report is the grader's own HTML, but it quotes a student's source and output: no script
 # runs in it, nothing loads from elsewhere, and it is sandboxed (an origin of its own).
@@ -375,10 +376,14 @@ def run_server(settings: Settings, *, host: str = "127.0.0.1", port: int = 8000,
     """Serve the course until interrupted (uvicorn; TLS where certfile and keyfile are given).
     uvicorn's access log names the method, path and status, never a header: no token is logged
     (tokens travel only in the Authorization header, the cookie and the token form's body), and
-    its path is redacted (RedactedAccessLog: no query string, nothing shaped like a token)."""
+    its path is redacted (RedactedAccessLog: no query string, nothing shaped like a token).
+    Connections (serve/connections.py): a request's headers within HEADERS_S, at most PER_ADDRESS
+    from one address but this machine's (the proxy's), and `connections` in all (503 beyond)."""
     config = uvicorn.Config(create_app(settings), host=host, port=port, ssl_certfile=str(certfile) if certfile else None,
-                            ssl_keyfile=str(keyfile) if keyfile else None, limit_concurrency=connections,
-                            access_log=True, server_header=False, timeout_graceful_shutdown=5, log_level="info")
+                            ssl_keyfile=str(keyfile) if keyfile else None,
+                            limit_concurrency=connections_module.connection_limit(connections),
+                            http=connections_module.GuardedH11, access_log=True, server_header=False,
+                            timeout_graceful_shutdown=5, log_level="info")
     logging.getLogger("uvicorn.access").addFilter(RedactedAccessLog())     # configured by Config: added after
     uvicorn.Server(config).run()
 

@@ -12,6 +12,7 @@ where XDG_CONFIG_HOME is set).
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
 import secrets
@@ -65,9 +66,48 @@ def _ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+def server_url(server: str) -> str:
+    """The course server's URL as --server gives it, checked before a token goes anywhere: its scheme
+    is said (a bare host:port would send the token over plain http), and plain http goes only to this
+    machine (127.0.0.1, ::1, localhost); anything else is https. UsageError saying the fix."""
+    parsed = urllib.parse.urlsplit(server.strip())
+    if "://" not in server or not parsed.hostname:
+        raise UsageError(f"--server {server}: give the server's URL with its scheme, e.g. https://{server.strip('/')} "
+                         "(your instructor's URL; http:// only for a server on this machine)")
+    if parsed.scheme == "https":
+        return server.strip().rstrip("/")
+    if parsed.scheme != "http":
+        raise UsageError(f"--server {server}: the course server's URL starts with https:// (or http:// for a server "
+                         "on this machine)")
+    if not _loopback(parsed.hostname):
+        raise UsageError(f"--server {server}: plain http would send your token unencrypted across the network: use "
+                         f"https://{parsed.netloc}{parsed.path.rstrip('/')} (http:// only for a server on this machine)")
+    return server.strip().rstrip("/")
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _url(server: str, path: str) -> str:
-    base = server if "://" in server else f"http://{server}"
-    return base.rstrip("/") + path
+    return server_url(server) + path
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed: urllib would send the Authorization header on to wherever it points,
+    plain http or another host included."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"the server redirected to {newurl}: use that URL as "
+                                     "--server if it is your course's (with https://)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def _refusal(exc: urllib.error.HTTPError, server: str) -> GraderError:
@@ -97,7 +137,7 @@ def _refusal(exc: urllib.error.HTTPError, server: str) -> GraderError:
 
 def _open(request: urllib.request.Request, server: str, timeout: float):
     try:
-        return urllib.request.urlopen(request, timeout=timeout)     # noqa: S310 - the URL is the student's server
+        return _OPENER.open(request, timeout=timeout)     # noqa: S310 - the URL is the student's server (server_url)
     except urllib.error.HTTPError as exc:
         raise _refusal(exc, server) from None
     except (urllib.error.URLError, OSError) as exc:
@@ -153,6 +193,7 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     return the Result the server stored (its result.json, naming file where the server named its
     staging copy). GraderError subclasses where it cannot:
     ServerUnreachable (no answer), ServerRefused (401 token, 429 cap, 413 size, 403 deadline)."""
+    server = server_url(server)                      # UsageError: no scheme, or plain http beyond this machine
     source = read_file(Path(file))                   # UsageError: missing, a folder, a link
     say = progress or (lambda _line: None)
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}

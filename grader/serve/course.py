@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
+from grader.report.files import RESULT_CHARS, bounded_result
 from grader.serve.fanout import DROPPED, RECHECK, Fanout
 from grader.batch.similarity import similarity_of
 from grader.exercises import load_exercise
@@ -33,7 +34,7 @@ FORM_OVERHEAD = 16 * 1024   # a multipart body's bytes beyond its file's (bounda
 SMALL_FORM = 8 * 1024       # the token form's, the alias form's and the sign-out's bodies at most
 BODY_TIMEOUT_S = 60.0       # a request's body arrives whole within this, else 408 (a client that stalls)
 MAX_NAME = 128              # an upload's file name, as kept and shown: its last part, printable, at most this
-STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of uvicorn's 2048
+STREAMS_PER_PERSON = 128    # event streams one token may hold open at once (beyond: 429), of the server's 8192 connections
 
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; "
             "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -237,7 +238,8 @@ class Course:
         if row["state"] == QUEUED:
             doc["place"] = self.store.place(row["id"])
         if row["state"] == DONE:
-            doc["result"] = json.loads(row["result"])
+            doc["result"] = json.loads(row["result"]) if len(row["result"]) <= RESULT_CHARS else \
+                bounded_result(json.loads(row["result"]))          # one stored before results were bounded
         return doc
 
     # --- event streams ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -34,6 +35,7 @@ from typing import Iterator
 
 from grader.core.errors import UsageError
 from grader.core.outcomes import Outcome
+from grader.report.files import RESULT_CHARS, bounded_report, bounded_result
 from grader.serve.grades import DONE, GRADING, QUEUED, REPLACED, best, outcome_word, rank, summary
 
 STORE_NAME = "grader.sqlite"
@@ -113,6 +115,7 @@ class Store:
         if not self.folder.is_dir():
             raise UsageError(f"{self.folder}: no such course folder (create it, or name the folder that holds "
                              f"{STORE_NAME})")
+        private_files(self.path)
         self._lock = threading.Lock()
         self._db = self._connect()
         self._db.executescript(_SCHEMA)
@@ -285,6 +288,10 @@ class Store:
         """Store an upload's result.json (its text, as a local grade writes it) and reports, and mark
         it done, in one transaction; False (nothing stored) where it was not in flight."""
         doc = json.loads(result)
+        if len(result) > RESULT_CHARS:            # one written elsewhere (report/files.py bounds the grader's own)
+            doc = bounded_result(doc)
+            result = json.dumps(doc)
+        report_md, report_html = bounded_report(report_md, html=False), bounded_report(report_html, html=True)
         with self.transaction() as db:
             row = db.execute("SELECT student FROM uploads WHERE id = ? AND state = ?", (upload_id, GRADING)).fetchone()
             if row is None:
@@ -399,6 +406,27 @@ def _place(db: sqlite3.Connection, upload_id: str) -> int:
 def _event(db: sqlite3.Connection, upload_id: str, student: str, kind: str, data: dict) -> None:
     db.execute("INSERT INTO events (upload, student, kind, data, at) VALUES (?, ?, ?, ?, ?)",
                (upload_id, student, kind, json.dumps(data), time.time()))
+
+
+# SQLite's journal files beside the store: made by SQLite with the store's own mode (so 0600 too).
+JOURNALS = ("-wal", "-shm", "-journal")
+
+
+def private_files(path: Path) -> None:
+    """The store (made here where it is new) and its journal files readable and writable by the
+    grader's user alone (0600), whatever the umask: it holds every student's source and result, the
+    token hashes and the CSRF secret. SQLite makes its -wal and -shm with the store's mode."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        if os.fstat(fd).st_uid == os.geteuid():    # another user's store: theirs to keep private
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in JOURNALS:
+        try:
+            os.chmod(f"{path}{suffix}", 0o600)
+        except (FileNotFoundError, PermissionError):
+            pass
 
 
 def open_store(folder: Path) -> Store:

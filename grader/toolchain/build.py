@@ -34,7 +34,7 @@ from grader.core.locations import PACKAGE_DIR, cache_root, reference_dir
 from grader.core.source import Submission, blank_comments_and_strings, find_kernels, uses_device_lambdas
 from grader.exercises.rubric import Rubric
 from grader.toolchain import tools
-from grader.toolchain.cache import cached_build, digest, keep, keep_record, touch
+from grader.toolchain.cache import cached_build, digest, keep, keep_record, keep_text, touch
 from grader.toolchain.faults import check_scratch_folder, disk_fault, known_good_fault, machine_fault
 from grader.toolchain.flags import RECORDER_LINK_FLAGS, SHIM_HEADER, compile_flags, shim_text
 from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
@@ -278,7 +278,7 @@ def _write_files(plan: Plan, backend: Backend, compiler: str, room: Room, direct
                                  included=[name for name in plan.files if name != plan.main and name not in plan.also])
     for name, text in made.items():
         _write_text(room.path / name, text)
-        _write_text(directory / name, text)
+        keep_text(directory / name, text.encode("utf-8", "surrogateescape"))      # the student's source: 0600
 
 
 def _result_of(plan: Plan, backend: Backend, compiler: str, room: Room, ran: Ran, start: float) -> BuildResult:

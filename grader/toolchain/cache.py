@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grader.core import sealed
+from grader.core.folders import NOBODY
 from grader.core.locations import RUNS, cache_root
 from grader.toolchain.outcome import KernelResources
 
@@ -61,15 +62,32 @@ def touch(directory: Path) -> None:
         pass
 
 
+# A build's kept outputs (its library and object): the grader's user's alone, and, where the grader is
+# root, its children's too (they run as nobody and load the library: the cache's group is nobody's,
+# core/locations.private_cache).
+ENTRY_MODE = 0o640 if os.geteuid() == 0 else 0o600
+
+
 def keep(made: Path, kept: Path) -> None:
     """A build's output copied from its room into the cache (whole, or not at all)."""
     tmp = kept.with_name(f"{kept.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         shutil.copyfile(made, tmp)
-        os.chmod(tmp, 0o644)
+        if os.geteuid() == 0:
+            os.chown(tmp, -1, NOBODY)               # an entry made before the cache's group was nobody's
+        os.chmod(tmp, ENTRY_MODE)
         os.replace(tmp, kept)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def keep_text(path: Path, data: bytes) -> None:
+    """A file of a build kept in its entry to read (the student's source, the harness, build.ninja):
+    the grader's user's alone (0600) whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o600)
+        f.write(data)
 
 
 def cached_build(directory: Path, library: Path, obj: Path, meta: Path) -> dict | None:
@@ -100,8 +118,11 @@ def keep_record(meta: Path, *, log: str, resources: list[KernelResources], compi
                 wall: str) -> None:
     """A build's record (build.json, what cached_build reads back), written whole or not at all."""
     tmp = meta.with_name(f"build.json.{os.getpid()}")
-    tmp.write_text(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": compiler,
-                               "confined": confined, "wall": wall}))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)    # the grader's alone
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"log": log, "resources": [asdict(r) for r in resources], "compiler": compiler,
+                            "confined": confined, "wall": wall}))
     os.replace(tmp, meta)
 
 

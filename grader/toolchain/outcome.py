@@ -62,10 +62,29 @@ _NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|war
 _GCC_MSG = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:\d+:)? (?P<sev>error|warning|fatal error): (?P<text>.*)$")
 
 
+# Bounds on what the compiler said as the grader keeps and shows it (issue 70: a file that includes
+# itself under #error with a long line made hundreds of megabytes of messages, in result.json and
+# both reports): its first MESSAGES_KEPT diagnostics, each cut to MESSAGE_CHARS characters; in the
+# student's compile error, LINE_CHARS a line, ALONE_LINES lines, and a source line shown through a
+# window of SOURCE_COLUMNS around its caret.
+MESSAGES_KEPT = 50
+MESSAGE_CHARS = 300
+LINE_CHARS = 200
+SOURCE_COLUMNS = 72
+
+
+def clip(text: str, limit: int) -> str:
+    """text cut to its first limit characters, saying how many more there were."""
+    return text if len(text) <= limit else f"{text[:limit]} [... {len(text) - limit} more characters]"
+
+
 def parse_messages(log: str, directory: Path, user_path: str) -> list[CompilerMessage]:
-    """Compiler diagnostics, with the cache copy of the submission named as the student's file."""
-    out = []
+    """Compiler diagnostics, with the cache copy of the submission named as the student's file: the
+    first MESSAGES_KEPT, each cut to MESSAGE_CHARS."""
+    out: list[CompilerMessage] = []
     for raw in log.splitlines():
+        if len(out) >= MESSAGES_KEPT:
+            break
         m = _NVCC_MSG.match(raw) or _GCC_MSG.match(raw)
         if not m:
             continue
@@ -75,7 +94,7 @@ def parse_messages(log: str, directory: Path, user_path: str) -> list[CompilerMe
         shown = user_path if in_sub else ("the grader's harness" if name == "harness.cu" else file)
         sev = "error" if "error" in m.group("sev") else "warning"
         out.append(CompilerMessage(file=shown, line=int(m.group("line")), severity=sev,
-                                   text=m.group("text").strip(), in_submission=in_sub))
+                                   text=clip(m.group("text").strip(), MESSAGE_CHARS), in_submission=in_sub))
     return out
 
 
@@ -162,7 +181,7 @@ def parse_alone(log: str, user_path: str) -> list[CompilerMessage]:
         near = next((_MATCHING.match(ln) for ln in lines[i + 1: i + 3] if _MATCHING.match(ln)), None)
         out.append(CompilerMessage(file=user_path, line=int(near.group("line")) if near else None,
                                    severity="error" if m.group("sev") == "error" else "warning",
-                                   text=f"at the end of the file: {m.group('text')}"
+                                   text=clip(f"at the end of the file: {m.group('text')}", MESSAGE_CHARS)
                                         + (" (to match the { on this line)" if near else ""), in_submission=True))
     return out
 
@@ -219,8 +238,8 @@ def _compile_errors(build: BuildResult, sub: Submission, *, expected: Signature 
     errors in system headers and the harness. Where it compiles on its own, the build's errors
     (file, line, message, the source line; at most ten) after what the grader calls (expected)."""
     if build.alone_log.strip():
-        shown = [_named_end(ln, sub.path.name) for ln in build.alone_log.strip().splitlines()
-                 if not re.match(r"^\d+ errors? detected in the compilation of", ln)]
+        shown = own_lines([_named_end(ln, sub.path.name) for ln in build.alone_log.strip().splitlines()
+                           if not re.match(r"^\d+ errors? detected in the compilation of", ln)], sub)
         while shown and not shown[-1].strip():
             shown.pop()
         text = "\n".join(shown[:ALONE_LINES]) + (f"\n... ({len(shown) - ALONE_LINES} more lines)"
@@ -246,14 +265,85 @@ def _compile_errors(build: BuildResult, sub: Submission, *, expected: Signature 
 
 def _build_errors(build: BuildResult, sub: Submission, errors: list[CompilerMessage]) -> str:
     if not errors:
-        return f"{sub.path.name} did not compile:\n{build.log.strip()[-4000:]}"
+        return f"{sub.path.name} did not compile:\n" + "\n".join(clip(ln, LINE_CHARS) for ln in
+                                                               build.log.strip()[-4000:].splitlines())
     lines = sub.text.splitlines()
     out = []
     for m in errors[:10]:
         loc = f"{m.file}:{m.line}" if m.line else m.file
         out.append(f"{loc}: error: {m.text}")
         if m.in_submission and m.line and 0 < m.line <= len(lines):
-            out.append(f"    {m.line} | {lines[m.line - 1].rstrip()}")
+            out += _excerpt(lines[m.line - 1], None, gutter=f"    {m.line} | ")
     if len(errors) > 10:
         out.append(f"... and {len(errors) - 10} more errors")
     return "\n".join(out)
+
+
+# A diagnostic's first line, gcc's (file:line:col: ...) or nvcc's (file(line): ...), and what each
+# quotes beneath it: gcc "   12 | text" and "      |   ^~~", nvcc "  text" then "  ^".
+_GCC_HEAD = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+):(?:(?P<col>\d+):)? ")
+_NVCC_HEAD = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): ")
+_GCC_QUOTED = re.compile(r"^ *\d+ \| (?P<text>.*)$")
+_GCC_CARET = re.compile(r"^ *\| ")
+_NVCC_CARET = re.compile(r"^ *\^ *$")
+
+
+def own_lines(log: list[str], sub: Submission) -> list[str]:
+    """A compiler's output as the student reads it: where it quotes a line of the student's file, the
+    line as the student wrote it (the emulator compiles a rewritten copy: its __global__ is the shim's
+    __attribute__((global))), through a window of SOURCE_COLUMNS around the caret, the caret kept
+    only where the compiler quoted the line as written; every other line cut to LINE_CHARS."""
+    lines = sub.text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(log):
+        raw = log[i]
+        i += 1
+        gcc, nvcc = _GCC_HEAD.match(raw), _NVCC_HEAD.match(raw)
+        head = gcc or nvcc
+        out.append(clip(raw, LINE_CHARS))
+        if head is None or Path(head.group("file")).name != sub.path.name:
+            continue
+        number = int(head.group("line"))
+        quoted, col = None, None
+        if gcc and i < len(log) and _GCC_QUOTED.match(log[i]):
+            quoted = _GCC_QUOTED.match(log[i]).group("text")
+            col = int(gcc.group("col")) if gcc.group("col") else None
+            i += 1 + (i + 1 < len(log) and bool(_GCC_CARET.match(log[i + 1])))
+        elif nvcc and i + 1 < len(log) and _NVCC_CARET.match(log[i + 1].expandtabs(8)):
+            quoted = log[i].expandtabs(8)[2:]
+            col = log[i + 1].expandtabs(8).index("^") - 1
+            i += 2
+        if quoted is None or not 0 < number <= len(lines):
+            continue
+        gutter, under = (f"{number:>5} | ", "      | ") if gcc else ("  ", "  ")      # each compiler's own style
+        out += _excerpt(lines[number - 1], _own_column(quoted, lines[number - 1], col), gutter=gutter, under=under)
+    return out
+
+
+def _own_column(quoted: str, own: str, col: int | None) -> int | None:
+    """The caret's column (1-based) in the student's own line, from col in the line the compiler
+    quoted: the same where the two agree up to it, or where they agree from it to their ends (nvcc
+    quotes a line with its macros expanded: __global__ as __attribute__((global))); else None."""
+    quoted, own = quoted.expandtabs(8).rstrip(), own.expandtabs(8).rstrip()
+    if col is None or not 0 < col <= len(quoted):
+        return None
+    if quoted[:col] == own[:col]:
+        return col
+    tail = quoted[col - 1:]
+    return len(own) - len(tail) + 1 if own.endswith(tail) and len(own) >= len(tail) else None
+
+
+def _excerpt(text: str, col: int | None, *, gutter: str, under: str = "") -> list[str]:
+    """A line of the student's file (text) after gutter, through a window of SOURCE_COLUMNS around
+    col (1-based, display columns) or from its start, and a caret under col after under, where known."""
+    text = text.expandtabs(8).rstrip()
+    start = 0
+    if len(text) > SOURCE_COLUMNS and col is not None:
+        start = min(max(0, col - 1 - SOURCE_COLUMNS // 2), len(text) - SOURCE_COLUMNS)
+    shown = text[start:start + SOURCE_COLUMNS]
+    before, after = ("..." if start else ""), ("..." if start + SOURCE_COLUMNS < len(text) else "")
+    out = [f"{gutter}{before}{shown}{after}"]
+    if col is not None and start < col <= start + SOURCE_COLUMNS:
+        out.append(under + " " * (len(before) + col - 1 - start) + "^")
+    return out

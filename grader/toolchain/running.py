@@ -13,6 +13,8 @@ starts may open nothing but
 Nothing else: not the class folder, not another build in the cache, not a report folder, not /root or
 a home folder, whatever the source says (`%:include`, a spliced `#include`, `.incbin` in pasted asm):
 a compiler that reaches for such a file is told it cannot open it, and the student sees that error.
+What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS a stream, the rest
+counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
 children do. Where the kernel has no Landlock the build runs without the wall, says so
 (`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
@@ -26,6 +28,7 @@ import re
 import resource
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,14 +219,65 @@ def _close(fds) -> None:
             pass
 
 
+# What the grader keeps of each of a build's streams (stdout, stderr): its first this many characters,
+# then a line saying how much was cut. A file that includes itself under #error with a long line made
+# hundreds of megabytes of messages (issue 70); what a student reads of them is bounded again
+# downstream (outcome.py), this bounds what the grader holds at all.
+OUTPUT_CAP_CHARS = 1 << 20
+
+
+class BoundedOutput:
+    """A process's stdout and stderr read to their end (so that it never blocks on a full pipe), each
+    kept to its first cap characters, and the rest counted and dropped: communicate() without the
+    memory. wait() is communicate's (raises subprocess.TimeoutExpired; may be called again after)."""
+
+    def __init__(self, proc: subprocess.Popen, cap: int = OUTPUT_CAP_CHARS):
+        self.proc, self.cap = proc, cap
+        self.kept: dict[str, list[str]] = {}
+        self.cut: dict[str, int] = {}
+        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True,
+                                         name=f"build-{name}")
+                        for name, stream in (("out", proc.stdout), ("err", proc.stderr)) if stream is not None]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, name: str, stream) -> None:
+        kept, held, cut = self.kept.setdefault(name, []), 0, 0
+        with stream:
+            while chunk := stream.read(1 << 16):
+                room = self.cap - held
+                if room > 0:
+                    kept.append(chunk[:room])
+                    held += min(room, len(chunk))
+                cut += max(0, len(chunk) - max(room, 0))
+        self.cut[name] = cut
+
+    def wait(self, timeout: float | None = None) -> tuple[str, str]:
+        """(stdout, stderr) once both have ended and the process has, within timeout seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in self.readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.proc.args, timeout)
+        self.proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self._text("out"), self._text("err")
+
+    def _text(self, name: str) -> str:
+        text = "".join(self.kept.get(name, []))
+        cut = self.cut.get(name, 0)
+        return text + (f"\n[the compiler printed {cut} more characters here; the grader kept the first {self.cap}]\n"
+                       if cut else "")
+
+
 def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits) -> tuple[subprocess.CompletedProcess, str]:
+    output = BoundedOutput(proc)                    # read as it comes, never more than its cap held
     try:
-        out, err = proc.communicate(timeout=limits.time_s)
+        out, err = output.wait(timeout=limits.time_s)
     except subprocess.TimeoutExpired:
         stage = _running_stage(proc.pid)
         starved = _starved(proc.pid, limits)
         end_build(proc)
-        out, err = proc.communicate()
+        out, err = output.wait()
         if starved:
             raise InfrastructureError(starved)
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
