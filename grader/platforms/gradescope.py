@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 
-from grader.platforms.scoring import Score
 from grader.core.results import LEGEND_TEXT, Result
-
+from grader.platforms.scoring import Score
 
 # report.md's map images (report.md.j2: one line each, `![where ...](map-N.svg)`)
-_MAP_IMAGES = re.compile(r"(?:^!\[[^\]\n]*\]\(map-\d+\.svg\)[ \t]*\n+)+", re.M)
+_MAP_IMAGES = re.compile(r"(?:^!\[[^\]\n]*\]\(map-\d+\.svg\)[ \t]*\n+)+", re.MULTILINE)
 MAPS_ELSEWHERE = "The maps of where the output went wrong are in report.html (its images are inline there).\n\n"
 
 

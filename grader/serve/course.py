@@ -19,14 +19,23 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
-from grader.report.files import RESULT_CHARS, bounded_result
-from grader.serve.fanout import DROPPED, RECHECK, Fanout
 from grader.batch.similarity import similarity_of
 from grader.exercises import load_exercise
-from grader.report.history import Attempt, difference
+from grader.report.files import RESULT_CHARS, bounded_result
+from grader.serve import views
 from grader.serve.export import chosen
-from grader.serve.grades import next_step, performance
-from grader.serve.store import DONE, INSTRUCTOR, QUEUED, REPLACED, Accepted, Rules, Store, best, outcome_word, token_hash
+from grader.serve.fanout import DROPPED, RECHECK, Fanout
+from grader.serve.store import (
+    DONE,
+    INSTRUCTOR,
+    QUEUED,
+    Accepted,
+    Rules,
+    Store,
+    best,
+    outcome_word,
+    token_hash,
+)
 
 COOKIE = "grader_session"
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
@@ -307,49 +316,8 @@ class Course:
 
     # --- the class and a student's page -----------------------------------------------------------
 
-    def attempt(self, r, previous=None) -> dict:
-        """One upload as the student's page shows it (previous: the upload graded before it, for what
-        changed): its outcome, what to fix next (grades.next_step), its speed (grades.performance)."""
-        doc = json.loads(r["result"]) if r["state"] == DONE and r["result"] else None
-        step = next_step(doc) if doc is not None else None
-        change = ""
-        if doc is not None and previous is not None:
-            change = difference(Attempt.of_document(json.loads(previous["result"]), previous["name"], previous["received"]),
-                                Attempt.of_document(doc, r["name"], r["received"]))
-        return {"id": r["id"], "file": r["name"], "state": r["state"], "late": bool(r["late"]),
-                "when": utc(r["received"]), "outcome": outcome_word(r) if r["state"] == DONE else r["state"],
-                "step": step, "performance": performance(doc) if doc is not None else "", "change": change,
-                "first": previous is None and doc is not None, "again": r["state"] == QUEUED and r["claimed"] is not None}
-
-    def attempts(self, student: str) -> list[dict]:
-        """A student's uploads as their page shows them, the newest first; each graded one says what
-        changed since the one graded before it (report/history.difference, as `grader history` says it)."""
-        rows = self.store.attempts(student)
-        graded = [r for r in reversed(rows) if r["state"] == DONE and r["result"]]
-        before = {b["id"]: a for a, b in zip(graded, graded[1:])}
-        return [self.attempt(r, before.get(r["id"])) for r in rows]
-
     def class_row(self, student: str) -> dict:
-        """A student's row on the instructor's page: their latest outcome and its cause, their best,
-        their graded attempts (replaced uploads counted apart), when they last uploaded."""
-        rows = self.store.attempts(student)
-        top = best(rows)
-        latest = rows[0] if rows else None
-        graded = [r for r in rows if r["state"] == DONE]
-        doc = json.loads(graded[0]["result"]) if graded and graded[0]["result"] else None
-        step = next_step(doc) if doc is not None else None
-        return {"student": student, "attempts": len(graded),
-                "replaced": sum(1 for r in rows if r["state"] == REPLACED),
-                "best": outcome_word(top) if top is not None else "-",
-                "fraction": top["fraction"] if top is not None and top["correct"] else None,
-                "tier": top["tier"] if top is not None and top["correct"] else None,
-                "latest": (outcome_word(latest) if latest["state"] == DONE else latest["state"]) if latest else "-",
-                "cause": step.cause if step is not None and graded and not graded[0]["correct"] else "",
-                "line": step.line if step is not None and graded and not graded[0]["correct"] else None,
-                "latest_id": graded[0]["id"] if graded else None,
-                "last_upload": utc(latest["received"]) if latest else None,
-                "ago": ago(time.time() - latest["received"]) if latest else "",
-                "late": any(r["late"] for r in rows)}
+        return views.class_row(self.store.attempts(student), student)
 
     def class_row_after(self, event) -> dict:
         """A student's row as of an event, made once for every class page watching."""
@@ -373,7 +341,7 @@ class Course:
                 key = r["cause"] or r["latest"]
                 causes[key] = causes.get(key, 0) + 1
         return self.page("class.html.j2", rows=rows, csrf=self.csrf(request), leaderboard=self.settings.leaderboard,
-                         causes=sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])), now=utc(time.time()),
+                         causes=sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])), now=views.utc(time.time()),
                          similarity=self.similar_pairs())
 
     def similar_pairs(self):
@@ -392,7 +360,7 @@ class Course:
                      status: int = 200) -> HTMLResponse:
         rows = self.store.attempts(student)
         top = best(rows)
-        attempts = self.attempts(student)
+        attempts = views.attempts(rows)
         board = self.settings.leaderboard
         latest = next((a for a in attempts if a["state"] == DONE), None)
         return self.page("student.html.j2", status, alias_problem=alias_problem, student=student, own=own,
@@ -401,22 +369,3 @@ class Course:
                          best=(outcome_word(top) if top is not None else None),
                          best_fraction=(f"{top['fraction']:.3f}" if top is not None and top["fraction"] is not None
                                         else ""))
-
-
-def utc(t: float) -> dict:
-    """A moment as the pages write it: ISO 8601 in UTC for the <time> element's datetime (the
-    script shows it in the reader's local time) and the same moment as text, for a reader without
-    the script."""
-    return {"iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)),
-            "text": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))}
-
-
-def ago(seconds: float) -> str:
-    """How long ago, in the unit a reader counts it in: just now, 12 min ago, 5 h ago, 3 days ago."""
-    if seconds < 60:
-        return "just now"
-    if seconds < 3600:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 2 * 86400:
-        return f"{int(seconds // 3600)} h ago"
-    return f"{int(seconds // 86400)} days ago"
