@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.serve.store import QUEUED, REPLACED, Accepted, Refused, Rules, Store
+from grader.serve.store import DONE, QUEUED, REPLACED, Accepted, Refused, Rules, Store
 
 EXERCISE = "bias_gelu_fused"
 SRC = b"__global__ void k() {}\n"
@@ -745,25 +745,31 @@ def test_a_flooding_student_delays_another_by_at_most_one_wave(tmp_path):
     store.close()
 
 
-def test_a_replaced_upload_is_never_graded_after_a_restart_or_a_retry(tmp_path):
+def test_an_upload_cut_short_by_a_restart_or_a_retry_is_graded_before_the_newer_one(tmp_path):
+    """An acknowledged upload whose grade began is graded, whatever came after it: a restart (or a
+    machine fault's retry) queues it again ahead of the same student's newer upload, which a later
+    upload may still replace (its grade never began); the student never has more than one queued
+    upload that has not begun."""
     store = Store(tmp_path)
     old = store.accept("ann", "old.cu", SRC, Rules(), now=1.0)
     (claimed,) = store.claim_wave(now=2.0)
     newer = store.accept("ann", "new.cu", SRC + b"//2", Rules(), now=3.0)       # while the old one grades
     assert claimed.id == old.id and newer.replaced == ()
     again = Store(tmp_path)                                          # the worker died; the next one starts
-    again.requeue_stale()
-    assert again.upload(old.id)["state"] == REPLACED                # the newer one supersedes it
-    assert [c.id for c in again.claim_wave(now=4.0)] == [newer.id]
-    assert json.loads(again.events(upload=old.id)[-1]["data"]) == {"state": REPLACED, "by": newer.id}
-    # a machine fault's retry: the same
+    assert again.requeue_stale() == [old.id]
+    assert [again.upload(u)["state"] for u in (old.id, newer.id)] == [QUEUED, QUEUED]
+    assert again.place(old.id) < again.place(newer.id)
+    assert [c.id for c in again.claim_wave(now=4.0)] == [old.id]    # the old one first: one in flight
+    # a machine fault's retry: the same; a third upload replaces the newer (never begun), not the old
+    assert again.retry(old.id, "the machine failed the grade")
     third = again.accept("ann", "third.cu", SRC + b"//3", Rules(), now=5.0)
-    assert again.retry(newer.id, "the machine failed the grade")
-    assert again.upload(newer.id)["state"] == REPLACED
-    assert [c.id for c in again.claim_wave(now=6.0)] == [third.id]
-    assert [r["state"] for r in again.attempts("ann")].count(QUEUED) == 0
-    # a retry with nothing newer: queued again, as before
-    assert again.retry(third.id, "again") and again.upload(third.id)["state"] == QUEUED
+    assert third.replaced == (newer.id,) and again.upload(old.id)["state"] == QUEUED
+    (retried,) = again.claim_wave(now=6.0)
+    assert retried.id == old.id and retried.tries == 2
+    assert again.finish(old.id, result=json.dumps({"status": "graded", "correct": True}), report_md="", report_html="")
+    assert [c.id for c in again.claim_wave(now=7.0)] == [third.id]
+    kinds = [(e["kind"], json.loads(e["data"]).get("state")) for e in again.events(upload=old.id)]
+    assert kinds.count(("done", "graded")) + kinds.count(("done", DONE)) == 1 and ("done", REPLACED) not in kinds
     again.close()
     store.close()
 

@@ -122,12 +122,20 @@ def load_manifest(path: Path, backend: Backend, rubric: Rubric) -> list[Expectat
     return out
 
 
+def _first_line(message: str) -> str:
+    """A result's message as a mismatch quotes it: its first line, whole (a compiler's quoted source
+    and caret lines after it are the report's)."""
+    return (message.strip().splitlines() or [""])[0]
+
+
 def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[str]:
     """What differs between the expected and the actual outcome (empty when it matches). twin: the
     result of the attack's honest kernel in the same run, where the manifest names one."""
     problems = []
     if result.status != exp.status:
-        problems.append(f"status {result.status!r}, expected {exp.status!r} ({result.message[:200]})")
+        problems.append(f"status {getattr(result.status, 'value', result.status)}, expected "
+                        f"{getattr(exp.status, 'value', exp.status)}" +
+                        (f" ({_first_line(result.message)})" if result.message.strip() else ""))
     if exp.correct is not None and result.correct is not exp.correct:
         problems.append(f"correct {result.correct}, expected {exp.correct}")
     codes = {d.code for d in result.diagnosis}
@@ -155,7 +163,7 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
         if flag not in result.flags:
             problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
     if exp.message_contains and exp.message_contains not in result.message:
-        problems.append(f"message lacks {exp.message_contains!r}: {result.message[:200]!r}")
+        problems.append(f"message lacks {exp.message_contains!r}: {_first_line(result.message)!r}")
     if exp.counter_findings is not None and named(result.backend).on_gpu and result.status == Outcome.GRADED:
         counted = result.counters
         if counted is None or not counted.kernels:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -288,7 +289,8 @@ class _BatchProgress:
 def sample_rows(outcomes) -> tuple[list[str], list[list[str]], str]:
     """`grader samples`'s table: headers, rows and a caption, as `grader batch`'s (class_rows): the
     backend in the caption where every sample ran on one, fraction only where one was timed; each
-    sample's verdict, ok or what its manifest expected that it did not get."""
+    sample's verdict, ok or "mismatch" (what it did not get is said under the table, whole:
+    mismatch_lines)."""
     backends = sorted({o.result.backend for o in outcomes})
     timed = any(o.result.fraction is not None for o in outcomes)
     columns = ["sample", *(["backend"] if len(backends) > 1 else []), "outcome", *(["fraction"] if timed else []),
@@ -300,10 +302,21 @@ def sample_rows(outcomes) -> tuple[list[str], list[list[str]], str]:
                 "outcome": outcome_word(r.status, r.correct, r.tier),
                 "fraction": f"{r.fraction:.3f}" if r.fraction is not None else "-",
                 "diagnosis": ", ".join(d.code for d in r.diagnosis) or "-", "seconds": f"{r.seconds:.1f}",
-                "verdict": "ok" if o.ok else "[red]" + escape("; ".join(o.problems)) + "[/red]"}
+                "verdict": "ok" if o.ok else "[red]mismatch[/red]"}
         rows.append([cell[c] if c == "verdict" else escape(cell[c]) for c in columns])
     caption = f"backend: {backends[0]}" if len(backends) == 1 else ""
     return columns, rows, caption
+
+
+def mismatch_lines(outcomes, width: int) -> list[str]:
+    """What each sample's manifest expected that it did not get, whole (never cut), wrapped at width
+    with its sample's name first: the table says only "mismatch", so its columns fit."""
+    lines = []
+    for o in outcomes:
+        for problem in ([] if o.ok else o.problems):
+            lines += textwrap.wrap(f"{o.expectation.file}: {problem}", width=width, subsequent_indent="  ",
+                                   break_long_words=True, break_on_hyphens=False)
+    return lines
 
 
 @click.command()
@@ -332,7 +345,9 @@ def samples(directory: Path, backend: str, exercise: str | None, rubric_path: Pa
         fail(exc)
 
     columns, rows, caption = sample_rows(outcomes)
-    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome"))
+    print_table(columns, rows, caption=caption, steady=("fraction",), last=("diagnosis", "outcome", "sample"))
+    for line in mismatch_lines(outcomes, terminal_width() or 200):
+        click.echo(line)
     if json_out is not None:
         json_out.write_text(json.dumps({o.expectation.file: o.result.to_json() for o in outcomes}, indent=1))
     bad = [o for o in outcomes if not o.ok]

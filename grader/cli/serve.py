@@ -30,7 +30,8 @@ class _ServeGroup(click.Group):
 
 @click.group(cls=_ServeGroup)
 def serve() -> None:
-    """Run a course server that takes submissions over HTTP: `grader serve COURSE --exercise NAME`.
+    """Run a course server that takes submissions over HTTP: `grader serve COURSE --exercise NAME`
+    (`grader serve COURSE --help` lists its options).
 
     Students submit with `grader submit FILE --server URL` (their token in GRADER_TOKEN) or from
     the web page; the store is COURSE/grader.sqlite. docs/serve.md says the rest.
@@ -53,7 +54,16 @@ class _SlurmFlag(click.Option):
     section = SLURM_SECTION
 
 
-@serve.command(cls=SectionedCommand)
+class _StartCommand(SectionedCommand):
+    """`start`, written as the docs write it: `grader serve COURSE --exercise NAME [OPTIONS]` (the
+    group takes a folder as its first argument for `start`)."""
+
+    def format_usage(self, ctx: click.Context, formatter) -> None:
+        formatter.write_usage(ctx.parent.command_path if ctx.parent is not None else ctx.command_path,
+                              "FOLDER --exercise NAME [OPTIONS]")
+
+
+@serve.command(cls=_StartCommand, short_help="Serve the course in FOLDER: `grader serve FOLDER --exercise NAME`.")
 @click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--exercise", required=True, metavar="NAME", help="The exercise the course grades (`grader exercises`).")
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -106,8 +116,8 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
 
 @serve.command()
 @click.argument("roster", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--folder", required=True, type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="The course's folder (its store, grader.sqlite).")
+@click.option("--folder", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The course's folder (its store, grader.sqlite); made (private, 0700) where it does not exist.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the tokens to this file, made readable by you alone (0600), instead of printing them.")
 def tokens(roster: Path, folder: Path, out: Path | None) -> None:
@@ -118,6 +128,7 @@ def tokens(roster: Path, folder: Path, out: Path | None) -> None:
         students = [ident for ident, _user in read_roster(roster)]
         if not students:
             raise UsageError(f"{roster}: no students (a roster needs an identifier column)")
+        _make_course_folder(folder)
         fd = _private_file(out) if out is not None else None     # before any token is issued
         store = Store(folder)
         lines = [f"{s},{store.issue(s)}" for s in students] + [f"{INSTRUCTOR},{store.issue(INSTRUCTOR, instructor=True)}"]
@@ -144,6 +155,16 @@ def _private_file(path: Path) -> int:
         raise UsageError(f"{path}: cannot write the tokens there ({exc.strerror}): name a file in a folder you can "
                          "write, that is not another user's") from None
     return fd
+
+
+def _make_course_folder(folder: Path) -> None:
+    """The course's folder, made private (0700: it will hold every upload and the tokens' hashes)
+    where it does not exist yet; one that exists is left as it is."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{folder}: cannot make the course's folder ({exc.strerror}): name a folder you may "
+                         "create, or create it first") from None
 
 
 @serve.command()

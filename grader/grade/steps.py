@@ -18,6 +18,7 @@ from grader.toolchain import tools
 from grader.toolchain.outcome import BuildResult, compile_message
 from grader.toolchain.build import build_baseline, build_submission
 from grader.core.results import BuildSummary, SourceNote, Stop
+from grader.exercises import exercise_files, load_exercise
 from grader.exercises.rubric import Rubric
 from grader.analysis.screening import refusal_message, screen_object
 from grader.core.handin import SourceFile
@@ -25,6 +26,7 @@ from grader.core.progress import Phase, Progress, Said
 from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
                                 source_refusals)
 from grader.core.emulation import emulator_blockers, uses_collectives
+from grader.core.scan import defines_function
 from grader.core.outcomes import Outcome
 
 
@@ -39,6 +41,28 @@ def read_source(source: SourceFile, rubric: Rubric) -> Submission | Stop:
     return scanned
 
 
+def _other_exercise(sub: Submission, rubric: Rubric) -> Rubric | None:
+    """Another exercise whose kernel or launcher the file defines by name (a file handed in to the
+    wrong exercise), or None."""
+    for name in exercise_files():
+        if name == rubric.exercise:
+            continue
+        other = load_exercise(name)
+        if _what_defines(sub, other):
+            return other
+    return None
+
+
+def _what_defines(sub: Submission, other: Rubric) -> str:
+    """'launchGeluSum, that exercise's launcher' or 'geluSum, that exercise's kernel': what of the
+    other exercise the file defines ("" where nothing)."""
+    if other.kernel.launcher and defines_function(sub.code, other.kernel.launcher_name):
+        return f"{other.kernel.launcher_name}, that exercise's launcher"
+    if sub.kernel(other.kernel.name) is not None:
+        return f"{other.kernel.name}, that exercise's kernel"
+    return ""
+
+
 def vet_source(p: Path, sub: Submission, rubric: Rubric) -> Stop | None:
     """What can be checked on the text: nothing it may not do, the kernel there with the right
     parameters. A Stop when refused."""
@@ -50,7 +74,11 @@ def vet_source(p: Path, sub: Submission, rubric: Rubric) -> Stop | None:
     if sub.has_launcher and not rubric.kernel.name_required:
         return None                 # the launcher is the contract: its kernels may have any name
     if kernel is None:
-        message = missing_kernel_message(sub, rubric.kernel)
+        other = _other_exercise(sub, rubric)
+        message = (f"{p.name} is a {other.exercise} file (it defines {_what_defines(sub, other)}), and this is "
+                   f"{rubric.exercise}, whose kernel is {rubric.kernel.name}: hand in your {rubric.exercise} file, or "
+                   f"grade this one against its own exercise (`grader submit {p.name} --exercise {other.exercise}`)"
+                   if other is not None else missing_kernel_message(sub, rubric.kernel))
         return Stop(Outcome.REJECTED, message, [SourceNote(str(p), None, f"no kernel named {rubric.kernel.name}", message)])
     problem = None if sub.has_launcher else signature_problem(kernel, rubric.kernel)
     if problem:

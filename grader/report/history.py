@@ -48,6 +48,17 @@ class Attempt:
                    [d.code for d in result.diagnosis], [f.code for f in result.findings],
                    "" if result.status == Outcome.GRADED else (result.message.strip().splitlines() or [""])[0][:80])
 
+    @classmethod
+    def of_document(cls, doc: dict, file: str, when: float) -> "Attempt":
+        """An attempt from a stored result.json document (the course server's), as `of` makes one
+        from its Result."""
+        status = str(doc.get("status") or "")
+        return cls(file, str((doc.get("submission") or {}).get("sha256") or ""), when, status, doc.get("correct"),
+                   doc.get("fraction"), doc.get("tier"), str(doc.get("backend") or ""),
+                   [str(d.get("code")) for d in doc.get("diagnosis") or []],
+                   [str(f.get("code")) for f in doc.get("findings") or []],
+                   "" if status == Outcome.GRADED else (str(doc.get("message") or "").strip().splitlines() or [""])[0][:80])
+
     @property
     def outcome(self) -> str:
         """correct, incorrect, or the status when it was not graded."""
@@ -123,6 +134,12 @@ def change(previous: Attempt | None, now: Attempt) -> str | None:
     below -> gold; scalar_loads fixed'. None for a first attempt."""
     if previous is None:
         return None
+    return f"since {when_text(previous.time)}: {difference(previous, now)}"
+
+
+def difference(previous: Attempt, now: Attempt) -> str:
+    """change's line without its time: '0.59 -> 0.94 of the floor, below -> gold; scalar_loads
+    fixed', or 'no change (an edited file)'."""
     parts = []
     if previous.outcome != now.outcome and previous.sha256 and previous.sha256 == now.sha256 \
             and previous.backend == now.backend and {previous.outcome, now.outcome} <= {"correct", "incorrect"}:
@@ -141,8 +158,8 @@ def change(previous: Attempt | None, now: Attempt) -> str | None:
     notes = ([", ".join(fixed) + " fixed"] if fixed else []) + ([", ".join(new) + " new"] if new else [])
     if not parts and not notes:
         same = "the same file" if previous.sha256 == now.sha256 else "an edited file"
-        return f"since {when_text(previous.time)}: no change ({same})"
-    return f"since {when_text(previous.time)}: " + ", ".join(parts) + ("; " if parts and notes else "") + "; ".join(notes)
+        return f"no change ({same})"
+    return ", ".join(parts) + ("; " if parts and notes else "") + "; ".join(notes)
 
 
 def when_text(t: float) -> str:

@@ -11,10 +11,12 @@ where XDG_CONFIG_HOME is set).
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import os
 import secrets
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +30,8 @@ from grader.core.results import Result, result_from_json
 TOKEN_ENV = "GRADER_TOKEN"
 CONNECT_TIMEOUT_S = 30.0
 WAIT_S = 3600.0                # the longest a grade is waited for (the queue and the grade together)
+RECONNECT_S = 120.0            # how long a server that went away after it took the upload is waited for
+RECONNECT_PAUSE_S = 1.0        # between two tries to reach it again
 
 
 class ServerUnreachable(InfrastructureError):
@@ -201,31 +205,60 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     upload_id = accepted["id"]
     if accepted.get("late"):
         say("after the deadline: kept and marked late")
-    said_last = None
-    events = urllib.request.Request(_url(server, f"/api/submissions/{urllib.parse.quote(upload_id)}/events"),
-                                    headers={**headers, "Accept": "text/event-stream"})
-    with _open(events, server, WAIT_S) as stream:
-        for kind, data in _events(stream):
-            try:
-                event = json.loads(data)
-            except ValueError:
-                continue
-            if kind == "done":
-                if event.get("state") == "replaced":
-                    raise ServerRefused(f"{server}: this upload was replaced by a newer one of yours before it was "
-                                        "graded (the newer one is graded instead)", 409)
-                break
-            line = _said(event) if kind == "phase" else None
-            if line and line != said_last:
-                say(line)
-                said_last = line
-    status = urllib.request.Request(_url(server, f"/api/submissions/{urllib.parse.quote(upload_id)}"), headers=headers)
-    with _open(status, server, CONNECT_TIMEOUT_S) as response:
-        doc = json.loads(response.read().decode("utf-8"))
-    if "result" not in doc:
-        raise ServerUnreachable(f"{server} ended the progress stream before the grade ({doc.get('state')}): run the "
-                                "same command again later; the upload is kept")
+    doc = _wait(server, upload_id, headers, say)
     return result_from_json(_as_submitted(doc["result"], str(file)))
+
+
+def fetch_later(server: str, upload_id: str) -> str:
+    """How a student sees an upload's result without this command: the course's page, or its status."""
+    return (f"its result will be on the course's page ({_url(server, '/')}), or run "
+            f"`curl -H \"Authorization: Bearer $GRADER_TOKEN\" {_url(server, '/api/submissions/' + urllib.parse.quote(upload_id))}`")
+
+
+def _wait(server: str, upload_id: str, headers: dict, say: Callable[[str], None]) -> dict:
+    """The upload's status document once graded: its progress stream followed, and, where the server
+    goes away after it took the upload (a restart), reconnected to for RECONNECT_S; then
+    ServerUnreachable saying the upload was received and will be graded, and where its result
+    will be (fetch_later)."""
+    said_last, lost_since = None, None
+    quoted = urllib.parse.quote(upload_id)
+    while True:
+        try:
+            events = urllib.request.Request(_url(server, f"/api/submissions/{quoted}/events"),
+                                            headers={**headers, "Accept": "text/event-stream"})
+            with _open(events, server, WAIT_S) as stream:
+                if lost_since is not None:
+                    say("the server is back")
+                    lost_since = None
+                for kind, data in _events(stream):
+                    try:
+                        event = json.loads(data)
+                    except ValueError:
+                        continue
+                    if kind == "done":
+                        if event.get("state") == "replaced":
+                            raise ServerRefused(f"{server}: this upload was replaced by a newer one of yours before "
+                                                "it was graded (the newer one is graded instead)", 409)
+                        break
+                    line = _said(event) if kind == "phase" else None
+                    if line and line != said_last:
+                        say(line)
+                        said_last = line
+            status = urllib.request.Request(_url(server, f"/api/submissions/{quoted}"), headers=headers)
+            with _open(status, server, CONNECT_TIMEOUT_S) as response:
+                doc = json.loads(response.read().decode("utf-8"))
+            if "result" in doc:
+                return doc
+        except (ServerUnreachable, http.client.HTTPException, OSError):
+            if lost_since is None:
+                lost_since = time.monotonic()
+                say(f"lost the server; your upload {upload_id} was received and will be graded: waiting up to "
+                    f"{RECONNECT_S:.0f} s for the server to come back")
+            elif time.monotonic() - lost_since > RECONNECT_S:
+                raise ServerUnreachable(f"{server} stopped answering after it received your upload {upload_id}: the "
+                                        f"upload is kept and will be graded when the server is back; "
+                                        f"{fetch_later(server, upload_id)}") from None
+        time.sleep(RECONNECT_PAUSE_S)
 
 
 def _as_submitted(document: dict, file: str) -> dict:

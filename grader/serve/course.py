@@ -19,9 +19,23 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, StreamingResponse
 
+from grader.batch.similarity import similarity_of
+from grader.exercises import load_exercise
 from grader.report.files import RESULT_CHARS, bounded_result
+from grader.serve import views
+from grader.serve.export import chosen
 from grader.serve.fanout import DROPPED, RECHECK, Fanout
-from grader.serve.store import DONE, QUEUED, Accepted, Rules, Store, best, outcome_word, token_hash
+from grader.serve.store import (
+    DONE,
+    INSTRUCTOR,
+    QUEUED,
+    Accepted,
+    Rules,
+    Store,
+    best,
+    outcome_word,
+    token_hash,
+)
 
 COOKIE = "grader_session"
 KEEPALIVE_S = 15.0          # a comment line on a quiet event stream, so proxies keep it open
@@ -91,6 +105,8 @@ class Course:
                                      autoescape=select_autoescape(default=True, default_for_string=True))
         self._rows_after: dict[int, dict] = {}
         self._streams: dict[str, int] = {}          # open event streams, by token hash
+        self._similar = None                         # (the uploads compared, their Similarity)
+        self.rubric = load_exercise(settings.exercise)
 
     # --- who asks ---------------------------------------------------------------------------------
 
@@ -152,6 +168,11 @@ class Course:
         """The upload's row where the person may see it (a student: their own), else None."""
         student, instructor = person
         return self.store.upload(upload_id, None if instructor else student)
+
+    @staticmethod
+    def origin(request: Request) -> str:
+        """This server's URL as the reader reached it (for the `grader submit --server` line)."""
+        return f"{request.url.scheme}://{request.url.netloc}"
 
     def page(self, name: str, status: int = 200, **context) -> HTMLResponse:
         html = self.templates.get_template(name).render(exercise=self.settings.exercise, **context)
@@ -296,15 +317,7 @@ class Course:
     # --- the class and a student's page -----------------------------------------------------------
 
     def class_row(self, student: str) -> dict:
-        rows = self.store.attempts(student)
-        top = best(rows)
-        latest = rows[0] if rows else None
-        return {"student": student, "attempts": len(rows),
-                "best": outcome_word(top) if top is not None else "-",
-                "fraction": top["fraction"] if top is not None and top["correct"] else None,
-                "tier": top["tier"] if top is not None and top["correct"] else None,
-                "latest": (outcome_word(latest) if latest["state"] == DONE else latest["state"]) if latest else "-",
-                "late": any(r["late"] for r in rows)}
+        return views.class_row(self.store.attempts(student), student)
 
     def class_row_after(self, event) -> dict:
         """A student's row as of an event, made once for every class page watching."""
@@ -318,18 +331,40 @@ class Course:
         students = sorted(set(self.store.students()) | {r["student"] for r in self.store.all_uploads()})
         return [self.class_row(s) for s in students]
 
+    def class_page(self, request: Request) -> HTMLResponse:
+        """The instructor's page: who needs help (each student's latest outcome and cause, the class's
+        counts by cause) and who copied (the similarity pairs, where the detector is here)."""
+        rows = self.class_rows()
+        causes: dict[str, int] = {}
+        for r in rows:
+            if r["latest"] not in ("-", "queued", "grading"):
+                key = r["cause"] or r["latest"]
+                causes[key] = causes.get(key, 0) + 1
+        return self.page("class.html.j2", rows=rows, csrf=self.csrf(request), leaderboard=self.settings.leaderboard,
+                         causes=sorted(causes.items(), key=lambda kv: (-kv[1], kv[0])), now=views.utc(time.time()),
+                         similarity=self.similar_pairs())
+
+    def similar_pairs(self):
+        """The class's similar pairs (batch/similarity.similarity_of, the exercise's own code set aside)
+        among each student's upload that counts (export.chosen: the latest graded), best first;
+        worked out again only when one of those uploads changed."""
+        latest = {student: row["id"] for student, row in chosen(self.store, include_late=True).items()
+                  if student != INSTRUCTOR}
+        key = tuple(sorted(latest.items()))
+        if self._similar is None or self._similar[0] != key:
+            sources = [(student, self.store.data(upload)) for student, upload in key]
+            self._similar = (key, similarity_of(sources, rubric=self.rubric))
+        return self._similar[1]
+
     def student_page(self, request: Request, student: str, *, own: bool, alias_problem: str = "",
                      status: int = 200) -> HTMLResponse:
         rows = self.store.attempts(student)
         top = best(rows)
-        attempts = [{"id": r["id"], "file": r["name"], "state": r["state"], "late": bool(r["late"]),
-                     "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["received"])),
-                     "outcome": outcome_word(r) if r["state"] == DONE else r["state"],
-                     "fraction": f"{r['fraction']:.3f}" if r["fraction"] is not None else "",
-                     "tier": r["tier"] or ""} for r in rows]
+        attempts = views.attempts(rows)
         board = self.settings.leaderboard
+        latest = next((a for a in attempts if a["state"] == DONE), None)
         return self.page("student.html.j2", status, alias_problem=alias_problem, student=student, own=own,
-                         attempts=attempts, csrf=self.csrf(request), leaderboard=board,
+                         attempts=attempts, latest=latest, csrf=self.csrf(request), leaderboard=board,
                          alias=self.store.alias(student) if board else "",
                          best=(outcome_word(top) if top is not None else None),
                          best_fraction=(f"{top['fraction']:.3f}" if top is not None and top["fraction"] is not None

@@ -8,12 +8,14 @@ sha256) and the queue's memory of whom it served last.
 An upload is committed (synchronous=FULL) before the server answers 2xx, so a `kill -9` at any
 moment loses no acknowledged upload; a result is stored in the same transaction that marks its
 upload done, so an upload has at most one result; uploads a dead worker left `grading` go back to
-`queued` when the next worker starts (requeue_stale). Every write is one short transaction
+`queued` when the next worker starts (requeue_stale) and are graded, each before its student's
+newer uploads: every acknowledged upload is graded once, unless a newer one of the same student's
+replaced it before its grade began. Every write is one short transaction
 (BEGIN IMMEDIATE): the server and the worker, two processes, share the file.
 
 The fair queue (claim_wave): at most one grade in flight per student; the students whose turn
 came least recently first (round robin), each one's oldest queued upload (a newer upload
-replaces the queued one: accept).
+replaces the queued one whose grade never began: accept).
 """
 
 from __future__ import annotations
@@ -221,9 +223,11 @@ class Store:
                     wait = max(1, int(recent[-rules.per_hour] + HOUR_S - now + 0.999))
                     return Refused(429, f"{len(recent)} uploads in the last hour, the course's cap is "
                                    f"{rules.per_hour}: upload again in {wait} s", wait)
-            replaced = [r[0] for r in db.execute("SELECT id FROM uploads WHERE student = ? AND state = ?",
-                                                 (student, QUEUED))]
-            db.execute("UPDATE uploads SET state = ?, finished = ? WHERE student = ? AND state = ?",
+            # the queued one that never began grading: one that began (and was cut short by a restart, or
+            # failed by the machine) is graded all the same, ahead of this one
+            replaced = [r[0] for r in db.execute("SELECT id FROM uploads WHERE student = ? AND state = ? AND "
+                                                 "claimed IS NULL", (student, QUEUED))]
+            db.execute("UPDATE uploads SET state = ?, finished = ? WHERE student = ? AND state = ? AND claimed IS NULL",
                        (REPLACED, now, student, QUEUED))
             for old in replaced:
                 _event(db, old, student, "done", {"state": REPLACED, "by": upload_id})
@@ -258,26 +262,26 @@ class Store:
             return [Claimed(r["id"], r["student"], r["name"], r["data"], r["sha256"], r["tries"] + 1) for r in chosen]
 
     def requeue_stale(self) -> list[str]:
-        """Uploads a dead worker left `grading`, queued again (their grades were not stored)."""
+        """Uploads a dead worker left `grading`, queued again (their grades were not stored): each is
+        graded, before any newer upload of the same student's (the queue takes a student's oldest)."""
         with self.transaction() as db:
             rows = db.execute("SELECT id, student FROM uploads WHERE state = ?", (GRADING,)).fetchall()
             db.execute("UPDATE uploads SET state = ?, tries = MAX(tries - 1, 0) WHERE state = ?", (QUEUED, GRADING))
-            again = [r for r in rows if not _superseded(db, r["id"], r["student"])]
-            for r in again:
+            for r in rows:
                 _event(db, r["id"], r["student"], "phase", {"phase": QUEUED, "place": _place(db, r["id"]),
                                                             "again": "the grading worker restarted"})
-        return [r["id"] for r in again]
+        return [r["id"] for r in rows]
 
     def retry(self, upload_id: str, why: str) -> bool:
-        """A grade the machine failed, queued again; False where it was not in flight."""
+        """A grade the machine failed, queued again (graded before the student's newer upload, as
+        after a restart); False where it was not in flight."""
         with self.transaction() as db:
             row = db.execute("SELECT student FROM uploads WHERE id = ? AND state = ?", (upload_id, GRADING)).fetchone()
             if row is None:
                 return False
             db.execute("UPDATE uploads SET state = ? WHERE id = ?", (QUEUED, upload_id))
-            if not _superseded(db, upload_id, row["student"]):
-                _event(db, upload_id, row["student"], "phase", {"phase": QUEUED, "place": _place(db, upload_id),
-                                                                "again": why})
+            _event(db, upload_id, row["student"], "phase", {"phase": QUEUED, "place": _place(db, upload_id),
+                                                            "again": why})
         return True
 
     def finish(self, upload_id: str, *, result: str, report_md: str, report_html: str) -> bool:
@@ -397,19 +401,6 @@ def _place(db: sqlite3.Connection, upload_id: str) -> int:
                        "WHERE u.state = ? AND (COALESCE(s.turn, 0) < ? OR (COALESCE(s.turn, 0) = ? AND u.seq < ?))",
                        (QUEUED, row["turn"], row["turn"], row["seq"])).fetchone()[0]
     return ahead + 1
-
-
-def _superseded(db: sqlite3.Connection, upload_id: str, student: str) -> bool:
-    """An upload queued again (a restart, a retry) while the student's newer one waits in the
-    queue: replaced by it (marked so, its watchers told), as accept replaces a queued one, so a
-    student never has two uploads queued and the older is never graded after the newer came."""
-    newer = db.execute("SELECT id FROM uploads WHERE student = ? AND state = ? AND seq > (SELECT seq FROM uploads "
-                       "WHERE id = ?) ORDER BY seq DESC LIMIT 1", (student, QUEUED, upload_id)).fetchone()
-    if newer is None:
-        return False
-    db.execute("UPDATE uploads SET state = ?, finished = ? WHERE id = ?", (REPLACED, time.time(), upload_id))
-    _event(db, upload_id, student, "done", {"state": REPLACED, "by": newer["id"]})
-    return True
 
 
 def _event(db: sqlite3.Connection, upload_id: str, student: str, kind: str, data: dict) -> None:

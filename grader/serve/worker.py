@@ -66,16 +66,13 @@ def staged_name(name: str) -> str:
 
 
 def _entry(claimed: Claimed, staging: Path):
-    """The upload as the batch's Entry: its bytes (as stored) written into a private folder the
-    worker made, and held (core/handin.held: the grade reads the bytes, never the file again).
-    The Entry's student is the upload's id, so its reports land in <wave>/<id>/."""
-
-    folder = staging / claimed.id
-    folder.mkdir(mode=0o700)
-    path = folder / staged_name(claimed.name)
-    path.write_bytes(claimed.data)
-    source = SourceFile(held(path, claimed.data), claimed.data, hashlib.sha256(claimed.data).hexdigest(),
-                        len(claimed.data))
+    """The upload as the batch's Entry: its bytes (as stored), held (core/handin.held: the grade
+    reads the bytes, never a file) under the name the student gave the file, so that the result,
+    its notes, its compiler messages and its reports name the student's own file, as a local grade
+    names the path it was given, never the worker's staging folder. The Entry's student is the
+    upload's id, so its reports land in <wave>/<id>/."""
+    shown = held(Path(claimed.name), claimed.data)
+    source = SourceFile(shown, claimed.data, hashlib.sha256(claimed.data).hexdigest(), len(claimed.data))
     return Entry(claimed.id, source.path, source=source)
 
 
@@ -250,8 +247,16 @@ def run(folder: Path, grading: Grading, *, once: bool = False, parent: int | Non
             return
     lock = os.open(folder / WORKER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)         # the previous worker's end (the kernel drops a dead one's lock)
-    os.ftruncate(lock, 0)
-    os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"pid {os.getpid()}\n".encode(), 0)
+        _work(folder, grading, once=once, parent=parent)
+    finally:
+        os.close(lock)                       # the next worker's turn (this process's, too, with once)
+
+
+def _work(folder: Path, grading: Grading, *, once: bool, parent: int | None) -> None:
+    """The worker's loop, its lock held (run)."""
     store = Store(folder)
     # The backend ("auto" resolved), the GPUs and the jobs decided once, as a batch decides them for a class
     # (on Slurm, grade_on_slurm decides the backend by what the array asks for, as `grader batch --slurm`).

@@ -57,6 +57,17 @@ class Judging:
     backend: Backend                        # what the verdict asks what it times
 
 
+def _how_it_ended(note: str) -> str:
+    """A launch that did not finish, as its check's note says it: 'read past the end of bias at
+    k.cu:9' (the sandbox stopped an access out of bounds), 'crashed (...)', else 'failed (...)'."""
+    first = (note.strip().splitlines() or [""])[0]
+    if first.startswith("the kernel "):
+        return first[len("the kernel "):]
+    if first.startswith("crashed: "):
+        return f"crashed ({first[len('crashed: '):]})"
+    return f"failed ({first})" if first else "failed"
+
+
 def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, judging: Judging,
                known: set[str]) -> CaseOutcome:
     """Judge one case's frame; known: the diagnosis codes earlier cases gave (a named mistake
@@ -72,8 +83,8 @@ def check_case(case: Case, h: CaseFrame, payload: bytes, expected: Future, judgi
         # and sends no chain output back.
         out.rows.append(CaseResult(f"chain {case.shape_text} ({rubric.chain.title or rubric.chain.kernel})",
                                    list(case.dims.values()), case.inputs, case.seed, False, kind="chain",
-                                   note="not run: the kernel's own launch in this check failed, and the chain runs "
-                                        "on its output"))
+                                   note=f"not run: the kernel's own launch in this check {_how_it_ended(cr.note)}, "
+                                        "and the chain runs on its output"))
     if h.clobbered:
         cr.passed = False
         what = ", ".join(h.clobbered)

@@ -1,60 +1,83 @@
-// The course server's pages: an upload without leaving the page, each grade's progress as it comes
-// (server-sent events), and the instructor's class table updated as grades finish.
+// The course server's pages, made on the server (a reader without this script sees the same
+// content): this script only keeps them live. Each grade's phases as they come (server-sent
+// events); when a grade ends, or an upload is taken, the page's parts are fetched again as the
+// server renders them; the instructor's table updated as grades finish; every <time> shown in the
+// reader's own time zone, in one form.
 "use strict";
 
-function cell(text, cls) {
-  var td = document.createElement("td");
-  td.textContent = text == null ? "" : String(text);
-  if (cls) td.className = cls;
-  return td;
+function two(n) { return (n < 10 ? "0" : "") + n; }
+
+// One form for every date on the pages: 2026-12-07 14:09, in the reader's local time.
+function localTimes(root) {
+  Array.prototype.forEach.call((root || document).querySelectorAll("time[datetime]"), function (t) {
+    var d = new Date(t.getAttribute("datetime"));
+    if (isNaN(d.getTime())) return;
+    t.textContent = d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes());
+    t.title = "your local time";
+  });
 }
 
-function word(doc) {
-  if (doc.status !== "graded") return doc.status;
-  if (doc.correct && doc.tier) return doc.tier;
-  return doc.correct ? "correct" : "incorrect";
+// The page again, as the server renders it now: its latest grade, best and attempts replace ours
+// (the newest fetch wins: one that started earlier and ends later is dropped).
+var fetched = 0;
+function refresh() {
+  var mine = ++fetched;
+  return fetch(location.pathname, { credentials: "same-origin" })
+    .then(function (r) { return r.text(); })
+    .then(function (html) {
+      if (mine !== fetched) return;
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      ["latest", "best", "best-fraction"].forEach(function (id) {
+        var now = document.getElementById(id), got = fresh.getElementById(id);
+        if (now && got) now.innerHTML = got.innerHTML;
+      });
+      var table = document.getElementById("attempts"), got = fresh.getElementById("attempts");
+      if (table && got) table.tBodies[0].innerHTML = got.tBodies[0].innerHTML;
+      localTimes(document);
+      watchAll();
+    })
+    .catch(function () {});
 }
 
+var watching = {};
 function watch(row) {
-  var id = row.getAttribute("data-id"), live = document.getElementById("live"), out = row.querySelector(".outcome");
+  var id = row.getAttribute("data-id");
+  if (watching[id]) return;
+  watching[id] = true;
+  var live = document.getElementById("live"), name = row.cells[1].textContent;
   var es = new EventSource("/api/submissions/" + encodeURIComponent(id) + "/events");
   es.addEventListener("phase", function (e) {
     var d = JSON.parse(e.data), text = d.phase + (d.place ? " (" + d.place + " in line)" : "");
-    out.textContent = text;
-    row.setAttribute("data-state", d.phase);
-    if (live) live.textContent = row.cells[1].textContent + ": " + text;
-  });
-  es.addEventListener("done", function (e) {
-    es.close();
-    var d = JSON.parse(e.data);
-    if (d.state === "replaced") { out.textContent = "replaced by a newer upload"; row.setAttribute("data-state", "replaced"); return; }
-    var w = word(d);
-    out.textContent = w;
-    out.className = "outcome " + w;
-    row.setAttribute("data-state", "done");
-    row.cells[3].textContent = d.fraction != null ? d.fraction.toFixed(3) : "";
-    var a = document.createElement("a");
-    a.href = "/submissions/" + encodeURIComponent(id) + "/report";
-    a.textContent = "report";
-    row.cells[4].textContent = "";
-    row.cells[4].appendChild(a);
-    if (live) live.textContent = row.cells[1].textContent + ": " + w;
-    var best = document.getElementById("best"), bf = document.getElementById("best-fraction");
-    if (best && d.best) {
-      best.textContent = d.best;
-      best.className = d.best;
-      bf.textContent = d.best_fraction != null ? "(" + d.best_fraction.toFixed(3) + " of the copy floor)" : "";
+    var now = document.querySelector('tr[data-id="' + id + '"]');
+    if (now) {
+      now.querySelector(".outcome").textContent = text;
+      now.setAttribute("data-state", d.phase);
     }
+    if (live) live.textContent = name + ": " + text;
+  });
+  es.addEventListener("done", function () {
+    es.close();
+    delete watching[id];
+    refresh().then(function () {
+      var now = document.querySelector('tr[data-id="' + id + '"] .outcome');
+      if (live && now) live.textContent = name + ": " + now.textContent;
+    });
+  });
+}
+
+function watchAll() {
+  var table = document.getElementById("attempts");
+  if (!table) return;
+  Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+    var s = row.getAttribute("data-state");
+    if (s === "queued" || s === "grading") watch(row);
   });
 }
 
 function studentPage() {
-  var form = document.getElementById("upload"), table = document.getElementById("attempts");
-  if (!table) return;
-  Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
-    var s = row.getAttribute("data-state");
-    if (s !== "done" && s !== "replaced") watch(row);
-  });
+  var form = document.getElementById("upload");
+  watchAll();
   if (!form) return;
   form.addEventListener("submit", function (ev) {
     ev.preventDefault();
@@ -66,23 +89,9 @@ function studentPage() {
       .then(function (got) {
         var r = got[0], j = got[1];
         if (r.status !== 202) { live.textContent = j.error || ("refused: " + r.status); return; }
-        var row = document.createElement("tr");
-        row.setAttribute("data-id", j.id);
-        row.setAttribute("data-state", "queued");
-        row.appendChild(cell(new Date().toLocaleString()));
-        row.appendChild(cell(file ? file.name : ""));
-        row.appendChild(cell("queued (" + j.place + " in line)", "outcome"));
-        row.appendChild(cell(""));
-        row.appendChild(cell(""));
-        table.tBodies[0].insertBefore(row, table.tBodies[0].firstChild);
-        Array.prototype.forEach.call(table.tBodies[0].rows, function (other) {
-          if (other !== row && other.getAttribute("data-state") === "queued") {
-            other.querySelector(".outcome").textContent = "replaced by a newer upload";
-            other.setAttribute("data-state", "replaced");
-          }
-        });
-        watch(row);
+        live.textContent = (file ? file.name : "the upload") + ": queued (" + j.place + " in line)";
         form.reset();
+        refresh();
       })
       .catch(function (e) { live.textContent = "upload failed: " + e; });
   });
@@ -91,30 +100,28 @@ function studentPage() {
 function classPage() {
   var table = document.getElementById("class");
   if (!table) return;
-  var es = new EventSource("/api/class/events");
-  es.addEventListener("student", function (e) {
-    var d = JSON.parse(e.data), row = null;
-    Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-      if (r.getAttribute("data-student") === d.student) row = r;
+  var es = new EventSource("/api/class/events"), busy = false, again = false;
+  // the table, the counts by cause and the pairs, as the server renders them now (one fetch at a
+  // time: a burst of grades is one more fetch, not one each)
+  function reload() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch("/", { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      ["causes", "similarity"].forEach(function (id) {
+        var now = document.getElementById(id), got = fresh.getElementById(id);
+        if (now && got) now.innerHTML = got.innerHTML;
+      });
+      var got = fresh.getElementById("class");
+      if (got) table.tBodies[0].innerHTML = got.tBodies[0].innerHTML;
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) { r.setAttribute("data-updated", "1"); });
+      localTimes(document);
+    }).catch(function () {}).then(function () {
+      busy = false;
+      if (again) { again = false; reload(); }
     });
-    if (!row) {
-      row = document.createElement("tr");
-      row.setAttribute("data-student", d.student);
-      var name = document.createElement("td"), a = document.createElement("a");
-      a.href = "/students/" + encodeURIComponent(d.student);
-      a.textContent = d.student;
-      name.appendChild(a);
-      row.appendChild(name);
-      for (var i = 0; i < 4; i++) row.appendChild(cell(""));
-      table.tBodies[0].appendChild(row);
-    }
-    row.cells[1].textContent = d.best;
-    row.cells[1].className = "best " + d.best;
-    row.cells[2].textContent = d.fraction != null ? d.fraction.toFixed(3) : "";
-    row.cells[3].textContent = d.attempts;
-    row.cells[4].textContent = d.latest;
-    row.setAttribute("data-updated", "1");
-  });
+  }
+  es.addEventListener("student", reload);
 }
 
-document.addEventListener("DOMContentLoaded", function () { studentPage(); classPage(); });
+document.addEventListener("DOMContentLoaded", function () { localTimes(document); studentPage(); classPage(); });
