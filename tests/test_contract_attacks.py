@@ -198,3 +198,178 @@ def test_the_emulators_child_finds_no_canary_in_its_memory_or_any_proc_file(cana
     assert "SCANNED" in out and "READ /proc/self/maps" in out, out[-3000:]
     assert "FOUND" not in out, [ln for ln in out.splitlines() if "FOUND" in ln]
     assert _found(canaries, json.dumps(result.to_json())) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Floods: what a student prints, bounded where it is read
+# ---------------------------------------------------------------------------------------------------
+
+FLOODS = {
+    "#warning spam": "".join(f"#warning {'W' * 900} {i}\n" for i in range(100)) + attack([]),
+    "a template backtrace": ("template <int N> struct BwDeep { static const int v = BwDeep<N + 1>::v + BwNo<N>::x; };\n"
+                             "int bw_deep = BwDeep<0>::v;\n" + attack([])),
+    "one gigantic line": "int bw_giant = " + "+".join(["bw_undeclared"] * 8000) + ";\n" + attack([]),
+    "a launcher's stdout and stderr": attack([]).replace(
+        "once = true;", "once = true; for (int i = 0; i < 200000; ++i) { printf(\"%0500d\\n\", i); "
+                        "fprintf(stderr, \"%0500d\\n\", i); }", 1),
+    "printf from a kernel": attack([]).replace(
+        "out[i] = 0.5f", "printf(\"%0300d\\n\", (int)i); out[i] = 0.5f", 1),
+    "kernels named with 10,000 characters each, 64 of them launched": attack([]).replace(
+        KERNEL, KERNEL + "template <int N> __global__ void " + "K" * 10000 + "(float* p) {}\n"
+        "template <int N> struct BwLaunch { static void go(float* p) { " + "K" * 10000 + "<N><<<1, 1>>>(p); "
+        "BwLaunch<N - 1>::go(p); } };\ntemplate <> struct BwLaunch<0> { static void go(float*) {} };\n", 1).replace(
+        "once = true;", "once = true; BwLaunch<64>::go(out);", 1),
+}
+
+
+@pytest.mark.parametrize("flood", list(FLOODS))
+def test_a_flood_is_bounded_in_the_result_and_the_reports(flood, tmp_path):
+    src = tmp_path / "flood.cu"
+    src.write_text(FLOODS[flood])
+    out = tmp_path / "report"
+    r = CliRunner().invoke(cli, ["submit", str(src), "--exercise", "bias_gelu_fused", "--backend", "emulator",
+                                 "--report-dir", str(out)], catch_exceptions=False)
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] != "infrastructure_error", result.get("message")
+    assert (out / "result.json").stat().st_size <= 256 * 1024
+    assert (out / "report.md").stat().st_size + (out / "report.html").stat().st_size <= 1024 * 1024
+    assert len(r.output) <= 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------------------
+# Files a build writes, and its time
+# ---------------------------------------------------------------------------------------------------
+
+def _lowered(rubric, **limits):
+    return dataclasses.replace(rubric, limits=dataclasses.replace(rubric.limits, **limits))
+
+
+BIG_WRITES = {
+    ".skip in .data": ".pushsection .data\n.skip 64 << 20, 1\n.popsection\n",
+    ".fill in .rodata": ".pushsection .rodata\n.fill 16 << 20, 4, 0x41414141\n.popsection\n",
+    ".incbin of /dev/zero with a count": '.pushsection .rodata\n.incbin "/dev/zero", 0, 64 << 20\n.popsection\n',
+    ".rept of .quad": ".pushsection .data\n.rept 8 << 20\n.quad 1\n.endr\n.popsection\n",
+}
+
+
+@pytest.mark.parametrize("how", list(BIG_WRITES))
+def test_an_assembler_writing_past_build_file_mib_is_the_students_compile_error(how, rubric, tmp_path):
+    from test_contract_limits import _cache_files_over
+
+    source = _attack_source(CAT + f"BW_CAT(__as, m__)({_c(BIG_WRITES[how])});\n")
+    build = _build(tmp_path / "big.cu", source, _lowered(rubric, build_file_mib=8), "emulator")
+    assert not build.ok, "a 64 MiB object built under an 8 MiB limit"
+    assert _cache_files_over(8 << 20) == []
+
+
+EXPLOSIONS = {
+    "a macro doubling 40 times": "#define BW_D0 x\n" + "".join(f"#define BW_D{i + 1} BW_D{i} BW_D{i}\n" for i in range(40))
+                                 + "int bw_x = sizeof(BW_D40);\n",
+    "a template instantiated 2^30 ways": ("template <int N> struct BwT { static constexpr long v = BwT<N - 1>::v + "
+                                          "BwT<N - 2>::v; };\ntemplate <> struct BwT<0> { static constexpr long v = 0; };\n"
+                                          "template <> struct BwT<1> { static constexpr long v = 1; };\n"
+                                          "#pragma GCC optimize(\"O0\")\nlong bw_t = BwT<100000>::v;\n"),
+}
+
+
+@pytest.mark.parametrize("how", list(EXPLOSIONS))
+def test_an_explosion_at_compile_time_is_the_students(how, rubric, write_cu, monkeypatch):
+    """Under a short build_time_s and build memory, on a machine said to be loaded: the student's
+    timeout or compile_error, never the machine's. As in test_contract_limits, the share is lowered so
+    that only a CPU reading of next to nothing (time spent where the build's CPU is not read) would
+    blame the machine: this 2-core machine's real load is not the test's."""
+    from grader.grade.pipeline import grade_submission
+    from grader.toolchain import running
+
+    monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(running, "_STARVED_SHARE", 0.1)
+
+    path = write_cu(_attack_source(EXPLOSIONS[how]))
+    result = grade_submission(path, rubric=_lowered(rubric, build_time_s=8.0, build_memory_mib=1024),
+                              backend="emulator")
+    assert result.status in ("timeout", "compile_error"), (result.status, result.message)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Memory, threads and processes of the child
+# ---------------------------------------------------------------------------------------------------
+
+MORE_TAKES = {
+    "mremap growth": ("static char* g = nullptr; static size_t have = 0;\n"
+                      "            char* p = g ? (char*)mremap(g, have, have + chunk, MREMAP_MAYMOVE)\n"
+                      "                        : (char*)mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n"
+                      "            if (p == (char*)MAP_FAILED) break;\n            memset(p + have, 1, chunk); g = p; have += chunk;"),
+    "big thread stacks touched": ("pthread_attr_t at; pthread_attr_init(&at); pthread_attr_setstacksize(&at, chunk);\n"
+                                  "            pthread_t t; if (pthread_create(&t, &at, [](void*) -> void* { volatile char s[15 << 20]; "
+                                  "for (size_t i = 0; i < sizeof s; i += 4096) s[i] = 1; sleep(30); return nullptr; }, nullptr)) break;\n"
+                                  "            usleep(20000);"),
+    "MADV_DONTFORK then touched": ("char* p = (char*)mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | "
+                                   "MAP_NORESERVE, -1, 0);\n            if (p == (char*)MAP_FAILED) break;\n"
+                                   "            madvise(p, chunk, MADV_DONTFORK); memset(p, 1, chunk);"),
+}
+
+
+@pytest.mark.parametrize("take", list(MORE_TAKES))
+def test_a_launcher_taking_memory_another_way_is_held_within_its_cap(take, rubric, write_cu):
+    from test_contract_limits import CAP_MIB, HOG, _grade, _touched_mib
+
+    hog = HOG.replace("#include <unistd.h>", "#include <unistd.h>\n#include <pthread.h>", 1)
+    result = _grade(write_cu(hog.replace("TAKE", MORE_TAKES[take])), rubric, host_memory_mib=CAP_MIB)
+    touched = _touched_mib(result)
+    room = 1.1 * CAP_MIB
+    if "cgroup" not in result.sandbox.host_memory_how:
+        from grader.core.limits import spread_threads
+        from grader.run.child.walls import ADDRESS_SPACE_PER_THREAD
+
+        room += 160 + (spread_threads(0) + 4) * (ADDRESS_SPACE_PER_THREAD >> 20)
+    assert touched <= room, (touched, result.status, result.message)
+    assert result.status in ("crashed", "graded", "rejected"), (result.status, result.message)
+
+
+# The screen refuses a file-scope initialiser that calls a function (a courtesy, read from the built
+# object): here the constructor calls only through pointers kept in data, so the wall behind the
+# screen (the system-call filter, the process limit) is what is tried.
+CTOR = CAT + ("#include <pthread.h>\n#include <unistd.h>\n#include <cstdio>\n"
+              "static void* bw_park(void*) { sleep(60); return nullptr; }\n"
+              "static int (*volatile bw_create)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*) = pthread_create;\n"
+              "static pid_t (*volatile bw_fork)() = fork;\n"
+              "static int (*volatile bw_fmt)(char*, size_t, const char*, ...) = snprintf;\n"
+              "static ssize_t (*volatile bw_write)(int, const void*, size_t) = write;\n"
+              "#define bw_print(what, n) do { char b[64]; int k = bw_fmt(b, sizeof b, what, n); bw_write(2, b, k); } while (0)\n"
+              "#define BW_CTOR __attribute__((BW_CAT(constr, uctor)))\n")
+CONSTRUCTORS = {
+    "a thread storm": (CTOR + "BW_CTOR static void bw_storm() { int n = 0;\n"
+                       "  for (int i = 0; i < 3000; ++i) { pthread_t t; if (bw_create(&t, nullptr, bw_park, nullptr)) break; ++n; }\n"
+                       "  bw_print(\"THREADS %d\\n\", n); }\n"),
+    "a fork bomb": (CTOR + "BW_CTOR static void bw_forks() { int n = 0; for (int i = 0; i < 3000; ++i) "
+                    "{ if (bw_fork() < 0) break; ++n; } bw_print(\"FORKS %d\\n\", n); }\n"),
+}
+
+
+@pytest.mark.parametrize("how", list(CONSTRUCTORS))
+def test_a_static_constructors_storm_is_bounded_and_the_students(how, rubric, write_cu):
+    from grader.grade.pipeline import grade_submission
+    from grader.run import spawn
+
+    result = grade_submission(write_cu(_attack_source(CONSTRUCTORS[how])), rubric=rubric, backend="emulator")
+    said = re.findall(r"(?:THREADS|FORKS) (\d+)", result.output.stderr if result.output else "")
+    assert result.status != "infrastructure_error", result.message
+    assert all(int(n) < spawn.child_pids() for n in said), said
+    if how == "a fork bomb":
+        assert result.status == "rejected" and not said, (result.status, result.message, said)
+
+
+# ---------------------------------------------------------------------------------------------------
+# --server: the checker and the opener must read the same host
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("url", ["http://evil.example\\@127.0.0.1", "http://user@127.0.0.1:9", "http://evil.example:80@127.0.0.1"])
+@pytest.mark.xfail(strict=True, reason="server_url checks urlsplit's hostname (after the '@'), while urllib connects "
+                   "to the whole netloc ('evil.example\\@127.0.0.1'): a URL with user info should be refused "
+                   "(serve/client.py, outside this engineer's files)")
+def test_a_server_url_with_user_info_is_refused(url):
+    from grader.core.errors import UsageError
+    from grader.serve.client import server_url
+
+    with pytest.raises(UsageError):
+        server_url(url)
