@@ -20,16 +20,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from test_build_wall import CAT, _c, attack
 from test_contract_limits import memory_held_by  # noqa: F401
-from test_contract_view import (_as_the_graders_own_user, _attack_source, _build, _everything, _found,  # noqa: F401
-                                canaries, needs_landlock, sentinel)
+from test_contract_view import (  # noqa: F401
+    _as_the_graders_own_user,
+    _attack_source,
+    _build,
+    _everything,
+    _found,
+    canaries,
+    needs_landlock,
+    sentinel,
+)
 from test_wall import KERNEL
+
 from grader.cli import cli
 
 CANARY_NAMES = ("GRADER_TOKEN", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "GRADER_SERVE_SECRET")
@@ -273,8 +280,9 @@ def test_an_assembler_writing_past_build_file_mib_is_the_students_compile_error(
     compile_error, nothing over the limit cached, and where the file-size limit stopped it, the stage
     named is the host assembler that wrote it (it was "ptxas" from nvcc's -Xptxas and ptxas's info
     lines, and "the linker" from the "ld" in "build")."""
-    from grader.grade.pipeline import grade_submission
     from test_contract_limits import _cache_files_over
+
+    from grader.grade.pipeline import grade_submission
 
     path = write_cu(_attack_source(CAT + f"BW_CAT(__as, m__)({_c(BIG_WRITES[how])});\n"))
     before = set(_cache_files_over(8 << 20))             # an earlier test's build under the default limit
@@ -409,10 +417,11 @@ def test_a_server_url_with_user_info_is_refused(url):
                    "child's filter where no control group holds memory, or count it (docs/design.md says only a "
                    "control group holds many)")
 def test_many_memfds_written_and_never_mapped_are_held_without_a_control_group(monkeypatch, rubric, write_cu):
+    from test_contract_limits import CAP_MIB, HOG, TAKES, _grade, _touched_mib
+
     from grader.core.limits import spread_threads
     from grader.run import spawn
     from grader.run.child.walls import ADDRESS_SPACE_PER_THREAD
-    from test_contract_limits import CAP_MIB, HOG, TAKES, _grade, _touched_mib
 
     monkeypatch.setattr(spawn, "child_group", lambda: None)
     result = _grade(write_cu(HOG.replace("TAKE", TAKES["memfd"])), rubric, host_memory_mib=CAP_MIB)

@@ -171,7 +171,7 @@ _STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template e
 
 # How a compiler driver names the program that failed: gcc's "signal terminated program as",
 # nvcc's "'ptxas' died due to signal 25", collect2's "ld terminated with signal 25", "cc1plus: out of memory".
-_DIED = re.compile(r"terminated program (\S+)|'([^']+)' died|(\S+) terminated with signal|^(\S+?): out of memory", re.M)
+_DIED = re.compile(r"terminated program (\S+)|'([^']+)' died|(\S+) terminated with signal|^(\S+?): out of memory", re.MULTILINE)
 
 
 def _stage_said(text: str, trigger: re.Pattern) -> str:
@@ -399,7 +399,7 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
 # A compiler, assembler or linker stopped at the file-size limit (RLIMIT_FSIZE): SIGXFSZ (signal 25) as
 # g++, collect2, nvcc and ninja say it, or EFBIG where the signal is ignored.
 _FILE_TOO_LARGE = re.compile(r"File size limit exceeded|signal 25\b|File too large", re.I)
-_OUT_OF_MEMORY = re.compile(r"out of memory|cannot allocate memory|std::bad_alloc|virtual memory exhausted", re.I)
+_OUT_OF_MEMORY = re.compile(r"out of memory|cannot allocate memory|std::bad_alloc|virtual memory exhausted", re.IGNORECASE)
 
 
 def build_cpu_seconds(sid: int, group: cgroups.Group | None) -> float | None:
