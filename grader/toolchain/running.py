@@ -166,7 +166,29 @@ _STAGES = {"cicc": "cicc, CUDA's optimiser (a huge unrolled loop or a template e
            "ptxas": "ptxas, which assembles the GPU code (a huge unrolled loop?)",
            "cudafe++": "cudafe++, CUDA's front end (deeply nested templates?)",
            "cc1plus": "the host C++ compiler (deeply nested templates or a huge function?)",
-           "nvlink": "nvlink", "fatbinary": "fatbinary", "ld": "the linker"}
+           "nvlink": "nvlink", "fatbinary": "fatbinary", "as": "the host assembler (a file-scope asm?)",
+           "ld": "the linker"}
+
+# How a compiler driver names the program that failed: gcc's "signal terminated program as",
+# nvcc's "'ptxas' died due to signal 25", collect2's "ld terminated with signal 25", "cc1plus: out of memory".
+_DIED = re.compile(r"terminated program (\S+)|'([^']+)' died|(\S+) terminated with signal|^(\S+?): out of memory", re.MULTILINE)
+
+
+def _stage_said(text: str, trigger: re.Pattern) -> str:
+    """The stage a build's output names on the lines that say why it stopped (trigger): the program
+    the driver says died, else a stage's name as a word of those lines. Never a name elsewhere in the
+    log (nvcc's -Xptxas, ptxas's own info lines, "ld" inside "build"), nor "as", an English word too."""
+    said = [line for line in text.splitlines() if trigger.search(line)]
+    for line in said:
+        for m in _DIED.finditer(line):
+            name = os.path.basename(next(g for g in m.groups() if g))
+            if name in _STAGES:
+                return _STAGES[name]
+    for line in said:
+        for key, name in _STAGES.items():
+            if key != "as" and re.search(rf"(?<![\w+-]){re.escape(key)}(?![\w+-])", line):
+                return name
+    return ""
 
 
 def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
@@ -360,14 +382,13 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
     # faults.machine_fault; the limit here makes an allocation fail, and the compiler says so, or the
     # build's control group, at its memory limit, killed one: the build's, its oom_kill count says)
     killed_at_limit = group is not None and group.memory_kills() > 0
-    if proc.returncode != 0 and (killed_at_limit or re.search(r"out of memory|cannot allocate memory|std::bad_alloc|"
-                                                               r"virtual memory exhausted", text, re.I)):
-        stage = next((name for key, name in _STAGES.items() if key in text), "")
+    if proc.returncode != 0 and (killed_at_limit or _OUT_OF_MEMORY.search(text)):
+        stage = _stage_said(text, _OUT_OF_MEMORY)
         why = (f"the build ran out of its memory limit of {limits.memory_mib} MiB"
                + (f" in {stage}" if stage else "") + "; simplify the code and submit again")
         return subprocess.CompletedProcess(args, proc.returncode, out, err), why
     if proc.returncode != 0 and _FILE_TOO_LARGE.search(text):
-        stage = next((name for key, name in _STAGES.items() if key in text), "")
+        stage = _stage_said(text, _FILE_TOO_LARGE)
         why = (f"the build wrote a file larger than its limit of {limits.file_mib} MiB (limits.build_file_mib)"
                + (f", in {stage}" if stage else "") + "; a large initialised array (static or __device__) is "
                "written whole into the object file: fill it at run time instead, and submit again")
@@ -378,6 +399,7 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
 # A compiler, assembler or linker stopped at the file-size limit (RLIMIT_FSIZE): SIGXFSZ (signal 25) as
 # g++, collect2, nvcc and ninja say it, or EFBIG where the signal is ignored.
 _FILE_TOO_LARGE = re.compile(r"File size limit exceeded|signal 25\b|File too large", re.I)
+_OUT_OF_MEMORY = re.compile(r"out of memory|cannot allocate memory|std::bad_alloc|virtual memory exhausted", re.IGNORECASE)
 
 
 def build_cpu_seconds(sid: int, group: cgroups.Group | None) -> float | None:
