@@ -399,9 +399,6 @@ def test_a_static_constructors_storm_is_bounded_and_the_students(how, rubric, wr
 # ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("url", ["http://evil.example\\@127.0.0.1", "http://user@127.0.0.1:9", "http://evil.example:80@127.0.0.1"])
-@pytest.mark.xfail(strict=True, reason="server_url checks urlsplit's hostname (after the '@'), while urllib connects "
-                   "to the whole netloc ('evil.example\\@127.0.0.1'): a URL with user info should be refused "
-                   "(serve/client.py, outside this engineer's files)")
 def test_a_server_url_with_user_info_is_refused(url):
     from grader.core.errors import UsageError
     from grader.serve.client import server_url

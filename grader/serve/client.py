@@ -71,6 +71,11 @@ def server_url(server: str) -> str:
     is said (a bare host:port would send the token over plain http), and plain http goes only to this
     machine (127.0.0.1, ::1, localhost); anything else is https. UsageError saying the fix."""
     parsed = urllib.parse.urlsplit(server.strip())
+    if "@" in parsed.netloc or "\\" in parsed.netloc:
+        # the check would read the host after the '@' while urllib connects to the whole netloc
+        # ('http://evil.example\\@127.0.0.1' goes to evil.example): a course server has no user info
+        raise UsageError(f"--server {server}: a course server's URL has no user name or '@' before its host: give "
+                         "it as your instructor wrote it, e.g. https://gpu.example.edu (the token goes in GRADER_TOKEN)")
     if "://" not in server or not parsed.hostname:
         raise UsageError(f"--server {server}: give the server's URL with its scheme, e.g. https://{server.strip('/')} "
                          "(your instructor's URL; http:// only for a server on this machine)")
