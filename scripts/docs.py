@@ -218,6 +218,26 @@ def _samples_section(doc: dict, name: str) -> list[str]:
     return out
 
 
+def _mistakes_section(doc: dict, name: str) -> list[str]:
+    """The mistakes corpus (tests/data/mistakes/) graded on a GPU beside the emulator
+    (scripts/mistakes-check.py --compare): each file's outcome and first diagnosis on both."""
+    m = doc.get("machine", {})
+
+    def said(outcome: list) -> str:
+        status, correct, first = outcome
+        word = status if status != "graded" else ("correct" if correct else "incorrect" if correct is False else "graded")
+        return f"{word}, {first}" if first else word
+
+    agree = sum(r["emulator"] == r["gpu"] for r in doc["rows"])
+    out = [f"\n## The mistakes corpus on {m.get('gpu') or 'a GPU'} and on the emulator ({name})\n", *_measured_at(m),
+           f"{agree} of {len(doc['rows'])} files get the same outcome and first diagnosis on both backends.\n",
+           "| file | its cause | emulator | GPU |", "| --- | --- | --- | --- |"]
+    for r in doc["rows"]:
+        mark = "" if r["emulator"] == r["gpu"] else " (differs)"
+        out.append(f"| {r['file']} | {r['cause']} | {said(r['emulator'])} | {said(r['gpu'])}{mark} |")
+    return out
+
+
 def _measured_at(m: dict) -> list[str]:
     """The line that says at which commit and on which device a figure was measured (every figure
     JSON written since issue 74 says both; an older one says neither)."""
@@ -245,6 +265,9 @@ def figures_md() -> str:
         if doc.get("kind") == "samples":
             out += _samples_section(doc, path.name)
             out += [note] if note else []
+            continue
+        if doc.get("kind") == "mistakes":
+            out += _mistakes_section(doc, path.name)
             continue
         if doc.get("kind") == "calibrate":
             from grader.grade.calibration import read_json, render
