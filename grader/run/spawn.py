@@ -116,6 +116,8 @@ def process_limit() -> int:
     (docs/design.md says so); only a control group (child_group) bounds each child alone."""
     uid = NOBODY if os.geteuid() == 0 else os.geteuid()
     return tasks_of_user(uid) + child_pids()
+
+
 @functools.cache
 def numpy_parent() -> str:
     """The folder numpy is installed in: the child runs with -S (no site-packages: a faster start)
