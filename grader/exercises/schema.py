@@ -123,6 +123,12 @@ class Variant:
         "Fitted values that mean a known slip, each with what it means: a fit within 0.1% of one adds it to the "
         "message (`2: the 0.5 is missing` says `every output is 2.000 times the answer: the 0.5 is missing`).",
         default_factory=dict)
+    at: list[str] = _doc(
+        "Where the student's line for this mistake is, tried in order (the first found is cited in the message): "
+        "a function's name, the line of its call (`erff`, `expf`, `pow`); `store`, the line writing the output; "
+        "`accumulate`, the line adding into a sum; `seed`, the line starting that sum; `table`, the line reading "
+        "a cos/sin table; `position`, the line computing the table's row; `rotation`, the line using both "
+        "values read from the tables. Empty: `store`.", default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from grader.core.source import Submission
 from grader.verdict import bounds, causes, races
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
+from grader.verdict.formulaline import formula_line, with_line
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
 
@@ -159,10 +160,27 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     order) is said on a correct run too, with what this backend could not see."""
     found = _with_index_stride(v.diagnosis, judging)
     if any(d.code in INDEX_STRIDES for d in found):
-        return found
+        return _with_formula_line(found, judging)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
     found = _with_guard_line(found, judging)
+    found = _with_formula_line(found, judging)
     return _with_race(found, v, judging)
+
+
+def _with_formula_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
+    """A mistake a declared hypothesis named from the outputs, with the student's line that computes
+    it (verdict/formulaline.py, guided by the variant's `at:` hints), where no line is said yet."""
+    variants = {}
+    for variant in judging.rubric.hypotheses.variants:
+        variants.setdefault(variant.code, variant)
+    for d in found:
+        variant = variants.get(d.code)
+        if variant is None or d.message.startswith("line "):
+            continue
+        line = formula_line(judging.source, variant.at)
+        if line is not None:
+            d.message = with_line(judging.source, line, d.message)
+    return found
 
 
 def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
