@@ -38,6 +38,8 @@ CASES = [   # (file, the variant whose hints are read, the line)
     ("rope_half_split/row_modulo_seq.cu", "position_ignores_heads", 10),
     ("rope_half_split/upper_table_offset.cu", "table_offset", 14),
     ("rope_half_split/theta_recomputed.cu", "theta_exponent", 12),          # pow(10000.0, ...)
+    ("rope_half_split/position_from_one.cu", "cos_position_shift", 14),     # cosTab[pos * halfDim + j], pos from 1
+    ("rope_half_split/partner_quarter.cu", "partner_offset", 9),            # offset = halfDim / 2, read at in[lo + offset]
 ]
 
 

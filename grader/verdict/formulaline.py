@@ -10,7 +10,9 @@ lines kept), guided by the variant's `at:` hints (exercises/schema.py, Variant.a
 - `seed`: the line declaring that variable with its first value (`float acc = gelu(x[idx]);`);
 - `table`: the first line reading a cos/sin table (`cosTab[...]`);
 - `position`: the line computing the variable that indexes that table (`pos = head;`);
-- `rotation`: the first line, after the table reads, using both values read from the tables.
+- `rotation`: the first line, after the table reads, using both values read from the tables;
+- `partner`: the line computing the offset a partner element is read at (`in[lo + offset]`: the
+  line `offset = ...`), else that read's line.
 
 A hint that finds nothing gives way to the next; none found, no line is cited (the message stays
 what the outputs show). A scan, not a parse: it cites a line, it decides nothing.
@@ -130,5 +132,22 @@ def _rotation(sub: Submission, _hint: str) -> int | None:
     return None
 
 
+def _partner(sub: Submission, _hint: str) -> int | None:
+    for start, body in _kernels(sub) or body_lines(sub):
+        reads = [(m.start(), m.group("name"), re.sub(r"\s+", "", m.group("index")))
+                 for m in re.finditer(r"\b(?P<name>[A-Za-z_]\w*)\s*\[(?P<index>[^\]]*)\]", body)]
+        for pos, name, index in reads:
+            first = next((i for _, n, i in reads if n == name and index.startswith(i + "+")), None)
+            if first is None:
+                continue
+            offset = index[len(first) + 1:]
+            d = None
+            if re.fullmatch(r"[A-Za-z_]\w*", offset):
+                for d in re.finditer(rf"(?<![\w.]){offset}\s*=(?!=)", body[:pos]):
+                    pass
+            return line_of(sub.code, start + (d.start() if d is not None else pos))
+    return None
+
+
 _FINDERS = {"store": _store, "accumulate": _accumulate, "seed": _seed, "table": _table, "position": _position,
-            "rotation": _rotation}
+            "rotation": _rotation, "partner": _partner}
