@@ -42,6 +42,8 @@ CORE_CODES = (
     "guard_stops_short",
     "race_lost_update",
     "race_missing_barrier",
+    "unzeroed_workspace",       # verdict/workspace.py: memory of the student's own that nothing resets
+    "stale_workspace",
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

@@ -26,7 +26,7 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import bounds, causes, races
+from grader.verdict import bounds, causes, races, workspace
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.formulaline import formula_line, with_line
@@ -161,10 +161,29 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     found = _with_index_stride(v.diagnosis, judging)
     if any(d.code in INDEX_STRIDES for d in found):
         return _with_formula_line(found, judging)
+    found = _with_workspace(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
     found = _with_guard_line(found, judging)
     found = _with_formula_line(found, judging)
     return _with_race(found, v, judging)
+
+
+def _with_workspace(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Memory of the student's own that a kernel adds into and nothing resets (verdict/workspace.py),
+    where the outputs show it: a cudaMalloc'd workspace never zeroed, where they are NaN (the grader
+    poisons a workspace before every call); a __device__ array never reset, where they change from
+    one run of a case to the next (or are wrong in no recognised way): that line first, echoes dropped."""
+    shows = {d.code: d for d in found}
+    for cause, codes in ((workspace.unzeroed_workspace, ("nan_output",)),
+                         (workspace.stale_workspace, ("order_dependent", "timed_outputs_differ", "wrong_values"))):
+        seen = next((shows[c] for c in codes if c in shows), None)
+        if seen is None:
+            continue
+        named = cause(sub)
+        if named is not None:
+            kept = [d for d in found if d.code not in _RACE_SHOWS]
+            return [DiagnosisEntry(named.code, f"{named.text} ({seen.message})", "", seen.case)] + kept
+    return found
 
 
 def _with_formula_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
