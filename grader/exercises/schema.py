@@ -44,6 +44,9 @@ CORE_CODES = (
     "race_missing_barrier",
     "unzeroed_workspace",       # verdict/workspace.py: memory of the student's own that nothing resets
     "stale_workspace",
+    "grid_rounds_down",         # verdict/coverage.py: the launch that leaves elements unwritten
+    "no_launch",
+    "block_too_small",
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

@@ -26,7 +26,7 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import bounds, causes, races, workspace
+from grader.verdict import bounds, causes, coverage, races, workspace
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.formulaline import formula_line, with_line
@@ -163,6 +163,7 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
         return _with_formula_line(found, judging)
     found = _with_workspace(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
+    found = _with_coverage(found, judging.source)
     found = _with_guard_line(found, judging)
     found = _with_formula_line(found, judging)
     return _with_race(found, v, judging)
@@ -183,6 +184,21 @@ def _with_workspace(found: list[DiagnosisEntry], sub: Submission) -> list[Diagno
         if named is not None:
             kept = [d for d in found if d.code not in _RACE_SHOWS]
             return [DiagnosisEntry(named.code, f"{named.text} ({seen.message})", "", seen.case)] + kept
+    return found
+
+
+def _with_coverage(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Elements never written, shown first and explained by no guard: the launch that leaves them
+    (verdict/coverage.py: a grid that rounds down, a switch that launches nothing, a fixed block one
+    index a thread), with its line."""
+    if not found or not found[0].code.startswith("unwritten_"):
+        return found
+    shown = found[0]
+    for cause in (coverage.grid_rounds_down, coverage.block_too_small,
+                  *((coverage.no_launch,) if shown.message.startswith("none of") else ())):
+        named = cause(sub)
+        if named is not None:
+            return [DiagnosisEntry(named.code, f"{named.text} ({shown.message})", "", shown.case)] + found[1:]
     return found
 
 
