@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.source import read_submission
-from grader.verdict.coverage import block_too_small, grid_rounds_down, no_launch
+from grader.verdict.coverage import block_too_small, grid_rounds_down, no_launch, tail_start
 
 DATA = Path(__file__).resolve().parent / "data" / "mistakes"
 
@@ -18,9 +18,11 @@ FOUND = [
     ("bias_gelu_fused/rows_per_thread_grid.cu", grid_rounds_down, 29, "`rows / ROWS` rounds down"),
     ("rope_half_split/template_dispatch_missing.cu", no_launch, 36, "launches no kernel"),
     ("gelu_sum/block_per_row_fixed_threads.cu", block_too_small, 16, "each block has 128 threads"),
+    ("bias_gelu_fused/flat_float4_tail.cu", tail_start, 26, "the scalar tail starts at n4, the number of float4s"),
 ]
 
 RIGHT = [
+    ("bias_gelu_fused/flat_float4_tail.cu", tail_start, "const int i = n4 + tid;", "const int i = n4 * 4 + tid;"),
     ("rope_half_split/blocks_rounded_down.cu", grid_rounds_down,
      "int blocks = pairs / 256 + (pairs < 256 ? 1 : 0);", "int blocks = (pairs + 255) / 256;"),
     ("bias_gelu_fused/rows_per_thread_grid.cu", grid_rounds_down, "rows / ROWS);", "(rows + ROWS - 1) / ROWS);"),

@@ -47,6 +47,8 @@ CORE_CODES = (
     "grid_rounds_down",         # verdict/coverage.py: the launch that leaves elements unwritten
     "no_launch",
     "block_too_small",
+    "tail_start",
+    "shifted_index",            # verdict/causes.py: a loop numbered from 1, one access not shifted back
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

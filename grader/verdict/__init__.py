@@ -194,7 +194,7 @@ def _with_coverage(found: list[DiagnosisEntry], sub: Submission) -> list[Diagnos
     if not found or not found[0].code.startswith("unwritten_"):
         return found
     shown = found[0]
-    for cause in (coverage.grid_rounds_down, coverage.block_too_small,
+    for cause in (coverage.tail_start, coverage.grid_rounds_down, coverage.block_too_small,
                   *((coverage.no_launch,) if shown.message.startswith("none of") else ())):
         named = cause(sub)
         if named is not None:
@@ -251,6 +251,7 @@ def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]
     guards = causes.guard_off_by_one(sub)
     if past is not None:
         guard = next((g for g in guards if g.code == "guard_past_end"), None)
+        guard = (guard and causes.one_based_index(sub, guard)) or guard   # the guard right, an index not shifted
         if guard is not None:
             kept = [d for d in found if d.code not in _ECHOES]
             return [DiagnosisEntry(guard.code, f"{guard.text} ({past.message})", "", past.case)] + kept

@@ -366,3 +366,32 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                                           f"{m.group('d')}: in a row-major tensor consecutive columns are one "
                                           f"element apart, and rows {row_length} apart: row * {row_length} + {c}")
     return None
+
+
+def one_based_index(sub: Submission, guard: Cause) -> Cause | None:
+    """A loop numbered from 1 (`for (c = 1; c <= cols; ++c)`) whose body shifts the index back at
+    some accesses (`bias[c - 1]`) and not at another (`x[row * cols + c]`): the guard is right for
+    the numbering; the unshifted access is the mistake, one element late and past the end at the last."""
+    lines = sub.code.splitlines()
+    head = lines[guard.line - 1] if 0 < guard.line <= len(lines) else ""
+    m = re.search(r"\bfor\s*\(\s*(?:int|unsigned|size_t|long)?\s*(?P<i>[A-Za-z_]\w*)\s*=\s*1\s*;\s*(?P=i)\s*<=", head)
+    if m is None:
+        return None
+    i = m.group("i")
+    shifted = unshifted = None
+    for n in range(guard.line, min(len(lines), guard.line + 8) + 1):
+        for a in re.finditer(r"\b[A-Za-z_]\w*\s*\[(?P<index>[^\]]*)\]", lines[n - 1] if n > guard.line else
+                             lines[n - 1][m.end():]):
+            if not re.search(rf"(?<![\w.]){i}\b", a.group("index")):
+                continue
+            if re.search(rf"(?<![\w.]){i}\s*-\s*1\b", a.group("index")):
+                shifted = shifted or (n, a.group(0))
+            elif unshifted is None:
+                unshifted = (n, a.group(0))
+    if shifted is None or unshifted is None:
+        return None
+    line, access = unshifted
+    return Cause("shifted_index", line,
+                 f"line {line} (`{quoted(sub, line)}`): {i} runs from 1 to the bound (line {guard.line}) and "
+                 f"`{shifted[1]}` shifts it back, but `{access}` does not: it reads one element late, past the "
+                 f"end at the last. Write {i} - 1 there too, or number {i} from 0 (`{i} = 0; {i} < ...`)")

@@ -8,7 +8,9 @@ unwritten elements and no guard of the file explains them (verdict/causes.guard_
 - no_launch: a launcher whose switch has a default that launches nothing, where none of the
   output was written;
 - block_too_small: a kernel that gives each thread of a block one index (`d = threadIdx.x`, no
-  blockIdx, no loop by blockDim) launched with a fixed block size: indices past it are never reached.
+  blockIdx, no loop by blockDim) launched with a fixed block size: indices past it are never reached;
+- tail_start: a float4 loop's scalar tail that starts at the count of float4s (`n4 + tid`, where
+  `n4 = n / 4`), not at the first float after them (`n4 * 4`).
 """
 
 from __future__ import annotations
@@ -105,4 +107,22 @@ def block_too_small(sub: Submission) -> Cause | None:
                              f"line {line} (`{quoted(sub, line)}`): each block has {n} threads and the kernel gives "
                              f"each thread one {i} ({i} = threadIdx.x), so {i} never reaches {n} or more: loop "
                              f"`for ({i} = threadIdx.x; {i} < ...; {i} += blockDim.x)`")
+    return None
+
+
+def tail_start(sub: Submission) -> Cause | None:
+    if "float4" not in sub.code:
+        return None
+    for body in _kernel_bodies(sub):
+        for m in re.finditer(r"\b(?P<q>[A-Za-z_]\w*)\s*=\s*(?P<n>[A-Za-z_]\w*)\s*/\s*4\s*;", body):
+            q = m.group("q")
+            use = re.search(rf"(?<![\w.*])\b{q}\s*\+\s*(?!\d)[A-Za-z_]", body[m.end():])
+            if use is None:
+                continue
+            at = sub.code.find(body) + m.end() + use.start()
+            line = line_of(sub.code, at)
+            return Cause("tail_start", line,
+                         f"line {line} (`{quoted(sub, line)}`): the scalar tail starts at {q}, the number of float4s "
+                         f"({q} = {m.group('n')} / 4), not at {q} * 4, the first float after them: the last "
+                         f"{m.group('n')} % 4 floats are never written")
     return None
