@@ -26,7 +26,7 @@ from grader.grade.pipeline import grade_submission
 
 CORPUS = Path(__file__).resolve().parent / "data" / "mistakes"
 ENTRIES = yaml.safe_load((CORPUS / "manifest.yaml").read_text())["mistakes"]
-RATCHET = 46
+RATCHET = 47
 CATCH_ALL = "wrong_values"
 WORKERS = max(1, min(2, os.cpu_count() or 1))
 

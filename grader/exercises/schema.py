@@ -49,6 +49,7 @@ CORE_CODES = (
     "block_too_small",
     "tail_start",
     "shifted_index",            # verdict/causes.py: a loop numbered from 1, one access not shifted back
+    "partial_warp_reduce",      # verdict/causes.py: a warp's shuffle reduction starting below 16
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

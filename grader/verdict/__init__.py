@@ -164,6 +164,7 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     found = _with_workspace(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
     found = _with_coverage(found, judging.source)
+    found = _with_partial_warp(found, judging)
     found = _with_guard_line(found, judging)
     found = _with_formula_line(found, judging)
     return _with_race(found, v, judging)
@@ -200,6 +201,18 @@ def _with_coverage(found: list[DiagnosisEntry], sub: Submission) -> list[Diagnos
         if named is not None:
             return [DiagnosisEntry(named.code, f"{named.text} ({shown.message})", "", shown.case)] + found[1:]
     return found
+
+
+def _with_partial_warp(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
+    """A warp's shuffle reduction that starts below 16 (causes.partial_warp_reduce), where the values
+    are wrong (a modelled mistake they happen to match at this shape, the last slice left out where
+    R is 17, included): that line first."""
+    if not found or not (found[0].code in judging.rubric.mistakes or found[0].code in ("wrong_values", "near_miss")):
+        return found
+    named = causes.partial_warp_reduce(judging.source)
+    if named is None:
+        return found
+    return [DiagnosisEntry(named.code, f"{named.text} ({found[0].message})", "", found[0].case)] + found[1:]
 
 
 def _with_formula_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
