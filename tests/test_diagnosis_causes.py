@@ -195,3 +195,27 @@ def test_no_correct_sample_gets_a_race_or_a_guard_or_a_stride(path):
     assert causes.unguarded_index(sub) is None
     rows = path.parent.name == "bias_gelu_fused"
     assert causes.index_strides(sub, row_length="cols", dims=("rows", "cols") if rows else ()) is None
+
+
+def test_a_loop_numbered_from_one_with_one_access_not_shifted_back_names_that_access(tmp_path):
+    path = ROOT / "tests" / "data" / "mistakes" / "bias_gelu_fused" / "one_based_columns.cu"
+    sub = read_submission(path, launcher="")
+    guard = next(g for g in causes.guard_off_by_one(sub) if g.code == "guard_past_end")
+    found = causes.one_based_index(sub, guard)
+    assert found is not None and found.code == "shifted_index" and found.line == 10
+    assert "`x[row * cols + c]` does not" in found.text and "c < cols`" not in found.text
+    shifted = tmp_path / "k.cu"                    # every access shifted back: the numbering is right
+    shifted.write_text(path.read_text().replace("x[row * cols + c]", "x[row * cols + c - 1]"))
+    sub = read_submission(shifted, launcher="")
+    assert all(causes.one_based_index(sub, g) is None for g in causes.guard_off_by_one(sub))
+
+
+def test_a_warp_shuffle_reduction_starting_below_16_is_named_and_one_with_a_width_is_not(tmp_path):
+    path = ROOT / "tests" / "data" / "mistakes" / "gelu_sum" / "warp_reduce_half_warp.cu"
+    found = causes.partial_warp_reduce(read_submission(path, launcher=""))
+    assert found is not None and found.code == "partial_warp_reduce" and found.line == 9
+    assert "lanes 16 to 31 are never added" in found.text
+    for wrong, right in (("off = 8", "off = 16"), ("v, off)", "v, off, 16)")):   # from 16; a half-warp by width
+        other = tmp_path / "k.cu"
+        other.write_text(path.read_text().replace(wrong, right))
+        assert causes.partial_warp_reduce(read_submission(other, launcher="")) is None

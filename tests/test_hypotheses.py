@@ -349,24 +349,25 @@ def test_mistakes_in_python_are_refused_with_where_they_now_go(tmp_path):
 
 # -- end to end: wrong kernels graded on the emulator, result.json read ---------------------------
 
+# (file, code, the line the message begins with: where the formula is computed, words it then says)
 E2E = [
-    ("mistakes/bias_gelu_fused/half_forgotten_macro.cu", "output_scaled",
+    ("mistakes/bias_gelu_fused/half_forgotten_macro.cu", "output_scaled", 6,   # the GELU macro's erff
      "every output is 2.000 times the answer: the 0.5 is missing (9797 of the 9797 elements written match"),
-    ("mistakes/bias_gelu_fused/erf_over_two.cu", "erf_arg_scaled",
+    ("mistakes/bias_gelu_fused/erf_over_two.cu", "erf_arg_scaled", 7,
      "erf's argument is scaled by 0.5000, not 0.7071: v / 2 where v / sqrt(2) is meant (9797 of the 9797"),
-    ("mistakes/bias_gelu_fused/integer_half.cu", "all_zero", "every output is 0 (9797 of the 9797 elements"),
-    ("mistakes/gelu_sum/erf_times_sqrt2.cu", "erf_arg_scaled",
+    ("mistakes/bias_gelu_fused/integer_half.cu", "all_zero", 11, "every output is 0 (9797 of the 9797 elements"),
+    ("mistakes/gelu_sum/erf_times_sqrt2.cu", "erf_arg_scaled", 6,                # the helper's erff(v * kSqrt2)
      "erf's argument is scaled by 1.4142, not 0.7071: x * sqrt(2) where x / sqrt(2) is meant (560 of the 560"),
-    ("hypotheses/sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
+    ("hypotheses/sum_over_b.cu", "wrong_reduction_axis", 12, "160 of the 160 elements written match"),  # acc +=
     # the same mistake unguarded: a later case (R > B) writes past the output, said as a row stride
     # second; the hypothesis that explained the first case's values stays first
-    ("mistakes/gelu_sum/sum_over_b.cu", "wrong_reduction_axis", "160 of the 160 elements written match"),
+    ("mistakes/gelu_sum/sum_over_b.cu", "wrong_reduction_axis", 11, "160 of the 160 elements written match"),
 ]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
-@pytest.mark.parametrize("name, code, words", E2E, ids=[Path(e[0]).name for e in E2E])
-def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name, code, words):
+@pytest.mark.parametrize("name, code, line, words", E2E, ids=[Path(e[0]).name for e in E2E])
+def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name, code, line, words):
     from click.testing import CliRunner
 
     from grader.cli import cli
@@ -378,7 +379,8 @@ def test_a_wrong_kernel_is_named_by_its_hypothesis_in_result_json(tmp_path, name
     result = json.loads((report / "result.json").read_text())
     assert result["status"] == "graded" and result["correct"] is False
     first = result["diagnosis"][0]
-    assert first["code"] == code and first["message"].startswith(words), first
+    assert first["code"] == code and first["message"].startswith(f"line {line} (`"), first
+    assert first["message"].split("`): ", 1)[1].startswith(words), first
     assert first["advice"]                              # the rubric explains the fix
     if name == "mistakes/gelu_sum/sum_over_b.cu":
         assert [d["code"] for d in result["diagnosis"]] == ["wrong_reduction_axis", "row_stride"]

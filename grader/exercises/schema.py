@@ -42,6 +42,14 @@ CORE_CODES = (
     "guard_stops_short",
     "race_lost_update",
     "race_missing_barrier",
+    "unzeroed_workspace",       # verdict/workspace.py: memory of the student's own that nothing resets
+    "stale_workspace",
+    "grid_rounds_down",         # verdict/coverage.py: the launch that leaves elements unwritten
+    "no_launch",
+    "block_too_small",
+    "tail_start",
+    "shifted_index",            # verdict/causes.py: a loop numbered from 1, one access not shifted back
+    "partial_warp_reduce",      # verdict/causes.py: a warp's shuffle reduction starting below 16
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")
@@ -123,6 +131,12 @@ class Variant:
         "Fitted values that mean a known slip, each with what it means: a fit within 0.1% of one adds it to the "
         "message (`2: the 0.5 is missing` says `every output is 2.000 times the answer: the 0.5 is missing`).",
         default_factory=dict)
+    at: list[str] = _doc(
+        "Where the student's line for this mistake is, tried in order (the first found is cited in the message): "
+        "a function's name, the line of its call (`erff`, `expf`, `pow`); `store`, the line writing the output; "
+        "`accumulate`, the line adding into a sum; `seed`, the line starting that sum; `table`, the line reading "
+        "a cos/sin table; `position`, the line computing the table's row; `rotation`, the line using both "
+        "values read from the tables. Empty: `store`.", default_factory=list)
 
 
 @dataclass(frozen=True)

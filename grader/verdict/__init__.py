@@ -26,9 +26,10 @@ from grader.run.sandbox import ChildRun
 from grader.exercises.data import Expected, expected_for
 from grader.core.emulation import spreads_over_cores
 from grader.core.source import Submission
-from grader.verdict import bounds, causes, races
+from grader.verdict import bounds, causes, coverage, races, workspace
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
 from grader.verdict.timing import give_tier, judge_timing
+from grader.verdict.formulaline import formula_line, with_line
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
 from grader.core.outcomes import Outcome, Tier
 
@@ -159,10 +160,75 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     order) is said on a correct run too, with what this backend could not see."""
     found = _with_index_stride(v.diagnosis, judging)
     if any(d.code in INDEX_STRIDES for d in found):
-        return found
+        return _with_formula_line(found, judging)
+    found = _with_workspace(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
+    found = _with_coverage(found, judging.source)
+    found = _with_partial_warp(found, judging)
     found = _with_guard_line(found, judging)
+    found = _with_formula_line(found, judging)
     return _with_race(found, v, judging)
+
+
+def _with_workspace(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Memory of the student's own that a kernel adds into and nothing resets (verdict/workspace.py),
+    where the outputs show it: a cudaMalloc'd workspace never zeroed, where they are NaN (the grader
+    poisons a workspace before every call); a __device__ array never reset, where they change from
+    one run of a case to the next (or are wrong in no recognised way): that line first, echoes dropped."""
+    shows = {d.code: d for d in found}
+    for cause, codes in ((workspace.unzeroed_workspace, ("nan_output",)),
+                         (workspace.stale_workspace, ("order_dependent", "timed_outputs_differ", "wrong_values"))):
+        seen = next((shows[c] for c in codes if c in shows), None)
+        if seen is None:
+            continue
+        named = cause(sub)
+        if named is not None:
+            kept = [d for d in found if d.code not in _RACE_SHOWS]
+            return [DiagnosisEntry(named.code, f"{named.text} ({seen.message})", "", seen.case)] + kept
+    return found
+
+
+def _with_coverage(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Elements never written, shown first and explained by no guard: the launch that leaves them
+    (verdict/coverage.py: a grid that rounds down, a switch that launches nothing, a fixed block one
+    index a thread), with its line."""
+    if not found or not found[0].code.startswith("unwritten_"):
+        return found
+    shown = found[0]
+    for cause in (coverage.tail_start, coverage.grid_rounds_down, coverage.block_too_small,
+                  *((coverage.no_launch,) if shown.message.startswith("none of") else ())):
+        named = cause(sub)
+        if named is not None:
+            return [DiagnosisEntry(named.code, f"{named.text} ({shown.message})", "", shown.case)] + found[1:]
+    return found
+
+
+def _with_partial_warp(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
+    """A warp's shuffle reduction that starts below 16 (causes.partial_warp_reduce), where the values
+    are wrong (a modelled mistake they happen to match at this shape, the last slice left out where
+    R is 17, included): that line first."""
+    if not found or not (found[0].code in judging.rubric.mistakes or found[0].code in ("wrong_values", "near_miss")):
+        return found
+    named = causes.partial_warp_reduce(judging.source)
+    if named is None:
+        return found
+    return [DiagnosisEntry(named.code, f"{named.text} ({found[0].message})", "", found[0].case)] + found[1:]
+
+
+def _with_formula_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
+    """A mistake a declared hypothesis named from the outputs, with the student's line that computes
+    it (verdict/formulaline.py, guided by the variant's `at:` hints), where no line is said yet."""
+    variants = {}
+    for variant in judging.rubric.hypotheses.variants:
+        variants.setdefault(variant.code, variant)
+    for d in found:
+        variant = variants.get(d.code)
+        if variant is None or d.message.startswith("line "):
+            continue
+        line = formula_line(judging.source, variant.at)
+        if line is not None:
+            d.message = with_line(judging.source, line, d.message)
+    return found
 
 
 def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[DiagnosisEntry]:
@@ -198,6 +264,7 @@ def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]
     guards = causes.guard_off_by_one(sub)
     if past is not None:
         guard = next((g for g in guards if g.code == "guard_past_end"), None)
+        guard = (guard and causes.one_based_index(sub, guard)) or guard   # the guard right, an index not shifted
         if guard is not None:
             kept = [d for d in found if d.code not in _ECHOES]
             return [DiagnosisEntry(guard.code, f"{guard.text} ({past.message})", "", past.case)] + kept

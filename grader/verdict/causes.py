@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from grader.core.emulation import device_bodies
 from grader.core.scan import expand_object_macros
 from grader.core.source import Submission
+from grader.verdict.cexpr import split_args
 from grader.verdict.strides import PROBE, launch_width
 
 
@@ -366,3 +367,54 @@ def index_strides(sub: Submission, *, row_length: str = "cols", dims: tuple[str,
                                           f"{m.group('d')}: in a row-major tensor consecutive columns are one "
                                           f"element apart, and rows {row_length} apart: row * {row_length} + {c}")
     return None
+
+
+def one_based_index(sub: Submission, guard: Cause) -> Cause | None:
+    """A loop numbered from 1 (`for (c = 1; c <= cols; ++c)`) whose body shifts the index back at
+    some accesses (`bias[c - 1]`) and not at another (`x[row * cols + c]`): the guard is right for
+    the numbering; the unshifted access is the mistake, one element late and past the end at the last."""
+    lines = sub.code.splitlines()
+    head = lines[guard.line - 1] if 0 < guard.line <= len(lines) else ""
+    m = re.search(r"\bfor\s*\(\s*(?:int|unsigned|size_t|long)?\s*(?P<i>[A-Za-z_]\w*)\s*=\s*1\s*;\s*(?P=i)\s*<=", head)
+    if m is None:
+        return None
+    i = m.group("i")
+    shifted = unshifted = None
+    for n in range(guard.line, min(len(lines), guard.line + 8) + 1):
+        for a in re.finditer(r"\b[A-Za-z_]\w*\s*\[(?P<index>[^\]]*)\]", lines[n - 1] if n > guard.line else
+                             lines[n - 1][m.end():]):
+            if not re.search(rf"(?<![\w.]){i}\b", a.group("index")):
+                continue
+            if re.search(rf"(?<![\w.]){i}\s*-\s*1\b", a.group("index")):
+                shifted = shifted or (n, a.group(0))
+            elif unshifted is None:
+                unshifted = (n, a.group(0))
+    if shifted is None or unshifted is None:
+        return None
+    line, access = unshifted
+    return Cause("shifted_index", line,
+                 f"line {line} (`{quoted(sub, line)}`): {i} runs from 1 to the bound (line {guard.line}) and "
+                 f"`{shifted[1]}` shifts it back, but `{access}` does not: it reads one element late, past the "
+                 f"end at the last. Write {i} - 1 there too, or number {i} from 0 (`{i} = 0; {i} < ...`)")
+
+
+def partial_warp_reduce(sub: Submission) -> Cause | None:
+    """A shuffle reduction over a whole warp's lanes (the kernel strides its lanes by 32: `& 31`,
+    `% 32`, `+= 32`, warpSize) whose loop starts below 16 with no width (`for (off = 8; off > 0;
+    off >>= 1) v += __shfl_down_sync(mask, v, off)`): the upper lanes are never folded in."""
+    code = sub.code
+    if not re.search(r"&\s*31\b|%\s*32\b|\+=\s*32\b|\bwarpSize\b", code):
+        return None
+    loop = re.compile(r"\bfor\s*\(\s*(?:int|unsigned)?\s*(?P<o>[A-Za-z_]\w*)\s*=\s*(?P<k>\d+)\s*;[^;]*;[^)]*\)"
+                      r"(?P<body>[^;]*?__shfl_(?:down|xor)_sync\s*\((?P<args>[^;]*)\)\s*;)")
+    for m in loop.finditer(code):
+        k = int(m.group("k"))
+        if not 0 < k < 16 or len(split_args(m.group("args"))) != 3:
+            continue
+        line = line_of(code, m.start())
+        return Cause("partial_warp_reduce", line,
+                     f"line {line} (`{quoted(sub, line)}`): the shuffle reduction starts at offset {k}, so it folds "
+                     f"in only lanes 0 to {2 * k - 1} of the warp's 32: the partial sums of lanes {2 * k} to 31 are "
+                     f"never added. Start at 16 (`{m.group('o')} = 16`, or warpSize / 2)")
+    return None
+
