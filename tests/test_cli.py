@@ -218,7 +218,9 @@ def test_out_of_bounds_read_names_the_buffer_and_source_line():
     (d,) = [d for d in doc["diagnosis"] if d["code"] == "reads_past_input"]
     # the access's line, and why it reaches past (no guard compares the index: verdict/causes.py)
     assert d["message"].startswith("line 9: `const float v = x[i] + bias[col];`")
-    assert d["message"].endswith("(read past the end of bias at missing_guard.cu:9)")
+    # the buffer read past, at its line, by which thread, and the guard the file lacks (verdict/bounds.py)
+    assert "line 9: `const float v = x[i] + bias[col];` read past the end of bias: thread 128 of block 0" in d["message"]
+    assert d["message"].endswith("The missing guard is col < cols: write `col < cols`)")
 
 
 def test_an_internal_error_still_gives_a_valid_result(monkeypatch, tmp_path):
