@@ -137,9 +137,9 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
-            preexec_fn=lambda: (spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
-                                                      else spawn.BESIDE_THE_LANE_NICE, self.group),
-                                spawn.enter_view(view, said[1] if said else None)),
+            preexec_fn=lambda: spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
+                                                     else spawn.BESIDE_THE_LANE_NICE, self.group,
+                                                     view=view, said_to=said[1] if said else None),
         )
         self.root, self.pids = _view_said(said) if said is not None else ("", "")
         os.close(write_fd)

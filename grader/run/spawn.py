@@ -40,17 +40,22 @@ except (OSError, AttributeError):
 BESIDE_THE_LANE_NICE = 10
 
 
-def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None) -> None:
+def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None, *,
+                    view: View | None = None, said_to: int | None = None) -> None:
     """Runs in the child between fork and exec: its own process group, its control group (group:
-    memory counted whole, processes and threads bounded), resource limits, no network, and (nice) a
-    lower priority. nproc: RLIMIT_NPROC where no control group bounds the processes (None: none
-    set). Only system calls here: no imports, no allocation-heavy work."""
+    memory counted whole, processes and threads bounded), (nice) a lower priority, its view (view,
+    what it said written to said_to: enter_view), then resource limits and no network. nproc:
+    RLIMIT_NPROC where no control group bounds the processes (None: none set). The view comes before
+    the limits: its PID namespace's pipe takes two descriptors, and the grader's own, not closed
+    until exec, may already reach past the 1024 that RLIMIT_NOFILE allows (a batch's children).
+    Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
     if group is not None:
         group.attach_self()                        # before anything it starts: each is in it too
     if nice:
         os.nice(nice)
     set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
+    enter_view(view, said_to)
     # Each clamped to the inherited hard limit (grader/core/limits.py): a lower one stands.
     set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -189,7 +194,7 @@ def remove_view(workdir: str) -> None:
 
 
 def enter_view(view: View | None, said_to: int | None) -> None:
-    """Between fork and exec, after limits_in_child: into the child's view (as root, a mount
+    """Between fork and exec, from limits_in_child: into the child's view (as root, a mount
     namespace of its own; else a user namespace too, mapping its user to itself), what it said
     written to said_to ("-": entered), then the death signal again (entering a user namespace
     clears it)."""
