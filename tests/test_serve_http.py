@@ -167,7 +167,8 @@ def test_no_token_reaches_the_servers_log(course):
 def comparable(doc: dict) -> dict:
     """A result.json minus what differs from one run of the same file to the next: the wall times
     (seconds, phases, the build's times, the sandbox's set-up times: its keys in _ms and _s), the
-    memory measured (the sandbox's keys in _mib), the emulator's threads (the cores shared among the
+    memory measured (the sandbox's keys in _mib, and host_memory_how, which says the cap it set from
+    what the child held), the emulator's threads (the cores shared among the
     grades in flight then: sandbox.emulator_threads, and the CPU seconds the child's limit allows for
     them: sandbox.limits.cpu), and where the file lay (submission.path)."""
     doc = json.loads(json.dumps(doc))
@@ -179,6 +180,7 @@ def comparable(doc: dict) -> dict:
     for key in [k for k in sandbox if k.endswith(("_ms", "_s", "_mib")) or k == "emulator_threads"]:
         sandbox.pop(key)
     (sandbox.get("limits") or {}).pop("cpu", None)
+    sandbox.pop("host_memory_how", None)
     return doc
 
 
