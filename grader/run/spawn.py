@@ -43,11 +43,11 @@ BESIDE_THE_LANE_NICE = 10
 def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None, *,
                     view: View | None = None, said_to: int | None = None) -> None:
     """Runs in the child between fork and exec: its own process group, its control group (group:
-    memory counted whole, processes and threads bounded), (nice) a lower priority, its view (view,
-    what it said written to said_to: enter_view), then resource limits and no network. nproc:
-    RLIMIT_NPROC where no control group bounds the processes (None: none set). The view comes before
-    the limits: its PID namespace's pipe takes two descriptors, and the grader's own, not closed
-    until exec, may already reach past the 1024 that RLIMIT_NOFILE allows (a batch's children).
+    memory counted whole, processes and threads bounded), (nice) a lower priority, resource limits,
+    no network, and its view (view, what it said written to said_to: enter_view). nproc:
+    RLIMIT_NPROC where no control group bounds the processes (None: none set). The open-files limit
+    comes after the view: its PID namespace's pipe takes two descriptors, and the grader's own, not
+    closed until exec, may already reach past the 1024 it allows (a batch's children).
     Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
     if group is not None:
@@ -55,12 +55,10 @@ def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: c
     if nice:
         os.nice(nice)
     set_death_signal(signal.SIGKILL)               # and it dies with the grader, even a SIGKILLed one
-    enter_view(view, said_to)
     # Each clamped to the inherited hard limit (grader/core/limits.py): a lower one stands.
     set_clamped(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     set_clamped(resource.RLIMIT_FSIZE, CHILD_FILE_BYTES)
-    set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
     if nproc is not None:
         # Counted per user: as root the child drops to nobody (run/child/walls.py) and is held from then.
         try:
@@ -69,6 +67,8 @@ def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: c
             pass
     if os.geteuid() == 0 and _UNSHARE is not None:
         _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
+    enter_view(view, said_to)
+    set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
 
 
 CHILD_FILE_BYTES = 256 * 1024 * 1024
