@@ -663,7 +663,8 @@ def test_the_childs_descriptors_sit_at_the_same_low_numbers_whatever_the_parent_
 
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]       # the parent's table, as a batch's
     try:
-        assert min(held) <= 16 < max(held)
+        assert max(held) > 16           # the parent's next descriptors sit past the forger's 3 to 15 (the
+                                        # suite may already hold some: CI's run had 42 open at this point)
         result = grade_submission(ROOT / "submissions" / "bias_gelu_fused" / "forge_channel.cu",
                                   rubric=load_exercise("bias_gelu_fused"), backend="emulator")
     finally:
