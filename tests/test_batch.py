@@ -487,6 +487,32 @@ def test_results_jsonl_holds_one_current_line_a_student_after_new_versions(tmp_p
     assert sorted(row["student"] for row in lines) == ["s0", "s1", "s2"]
 
 
+def test_a_grade_is_serialised_once_and_results_jsonl_written_once(tmp_path, monkeypatch, rubric):
+    """A batch's sinks (the report folder, Gradescope's file, results.jsonl) take one value a grade
+    (report/files.Rendered): Result.to_json runs once a grade, and a fresh batch's results.jsonl is
+    its lines appended as grades end, not written again at the end (it held every line twice over)."""
+    from grader.batch import store as batch_store
+    from grader.core import atomic
+
+    folder, out = _class(tmp_path, 3), tmp_path / "out"
+    FakeGrader(monkeypatch)
+    serialised, rewrites = [], []
+    to_json, replace_text = Result.to_json, atomic.replace_text
+    monkeypatch.setattr(Result, "to_json", lambda self: serialised.append(self) or to_json(self))
+    monkeypatch.setattr(batch_store.atomic, "replace_text",
+                        lambda path, text, *a, **k: rewrites.append(path.name) or replace_text(path, text, *a, **k))
+    first = grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    assert len(serialised) == 3 and "results.jsonl" not in rewrites
+    assert len((out / "results.jsonl").read_text().splitlines()) == 3
+    for g in first.graded:                      # each sink wrote the one document
+        assert json.loads((out / g.entry.student / "result.json").read_text()) == g.documents.document
+    serialised.clear()
+    (folder / "s1.cu").write_text("// changed\n")
+    grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    assert len(serialised) == 1                 # the one graded again; the kept lines are not serialised again
+    assert rewrites.count("results.jsonl") == 1 and len((out / "results.jsonl").read_text().splitlines()) == 3
+
+
 def test_an_incorrect_students_summary_row_says_where_it_first_went_wrong(tmp_path, rubric):
     from grader.batch.outputs import incorrect_text
     from grader.core.results import CaseResult, Result

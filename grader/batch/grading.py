@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -16,25 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from grader.analysis.similarity import Similarity
+from grader.batch.inputs import Entry, Problem
+from grader.batch.request import ClassRequest
+from grader.batch.store import STORE_NAME, ResultStore, grade_key, rubric_bytes
 from grader.core import processes
 from grader.core.backend import Backend
-from grader.grade.machine import Machine, decide
-from grader.platforms.delivery import GRADESCOPE_FILE, Delivery, deliver
-from grader.batch.inputs import Entry, Problem
 from grader.core.limits import usable_cores
-from grader.batch.request import ClassRequest
 from grader.core.outcomes import Outcome
-from grader.core.results import Result
-from grader.exercises.rubric import Rubric
-from grader.batch.store import STORE_NAME, ResultStore
+from grader.core.results import Result, result_from_json
 from grader.exercises.pool import SharedStore, class_store
-from grader.batch.store import rubric_bytes
-from grader.batch.store import grade_key
+from grader.exercises.rubric import Rubric
 from grader.grade import pipeline
+from grader.grade.machine import Machine, decide
 from grader.grade.request import GradeOptions, GradeRequest
-import json
-from grader.core.results import result_from_json
-from grader.analysis.similarity import Similarity
+from grader.platforms.delivery import GRADESCOPE_FILE, Delivery, deliver
+from grader.report.files import Rendered
 
 if TYPE_CHECKING:
     from grader.batch.insights import ClassInsights
@@ -45,6 +43,10 @@ class Graded:
     entry: Entry
     result: Result | None          # None: no submission to grade (entry.problem says why)
     reused: bool = False           # taken from an earlier run's results.jsonl, unchanged since
+    # The result's documents (report/files.Rendered: each made once, when a sink first asks), what
+    # every sink of the grade takes: the report folder, results.jsonl, the caller's progress (the
+    # course server's store). None without a result, and for a row not graded by grade_entries.
+    documents: Rendered | None = None
 
 
 @dataclass
@@ -213,7 +215,7 @@ class _ClassRun:
         if entry.source is not None and not entry.problem and self.store is not None:
             kept = self.store.reusable(entry.student, self.key(entry))
             if kept is not None:
-                return Graded(entry, kept, reused=True)
+                return Graded(entry, kept, reused=True, documents=Rendered(kept, self.rubric))
         if entry.problem:
             return Graded(entry, None)
         return Graded(dataclasses.replace(entry, problem=Problem.NOT_GRADED, detail="not graded in this run (it was "
@@ -232,9 +234,10 @@ class _ClassRun:
         if kept is not None and self.counters and self.backend.on_gpu and kept.correct and kept.counters is None:
             kept = None                       # kept from a run without --counters: graded again for them
         if kept is not None:
+            documents = Rendered(kept, self.rubric)
             if self.report_dir is not None and not _reports_intact(self.report_dir / entry.student):
-                self.deliver(entry, kept)                           # emptied, broken, removed: written again
-            return Graded(entry, kept, reused=True)
+                self.deliver(entry, documents)                      # emptied, broken, removed: written again
+            return Graded(entry, kept, reused=True, documents=documents)
 
         options = GradeOptions(
             device=self.machine.device(index),
@@ -246,17 +249,18 @@ class _ClassRun:
                        inputs=self.shared, progress=(lambda line: said(entry, line)) if said is not None else None)
         if self.stopping.is_set():          # interrupted while it ran: its result is not a grade
             return None
+        documents = Rendered(result, self.rubric)       # the one value every sink of this grade takes
         if self.report_dir is not None:
-            self.deliver(entry, result)
+            self.deliver(entry, documents)
         if self.store is not None:
-            self.store.add(entry.student, entry.path, key, result)
-        return Graded(entry, result)
+            self.store.add(entry.student, entry.path, key, result, documents.document)
+        return Graded(entry, result, documents=documents)
 
-    def deliver(self, entry: Entry, result: Result) -> None:
-        """The student's reports and Gradescope file into report_dir/<student>/ (platforms/delivery.py,
-        each document rendered once); a folder that cannot be written is the machine's, raised."""
-        done = deliver(result, self.rubric, to=Delivery(report_dir=self.report_dir / entry.student,
-                                                       gradescope_file=True))
+    def deliver(self, entry: Entry, documents: Rendered) -> None:
+        """The student's reports and Gradescope file into report_dir/<student>/ (platforms/delivery.py),
+        from the grade's documents; a folder that cannot be written is the machine's, raised."""
+        done = deliver(documents.result, self.rubric, rendered=documents,
+                       to=Delivery(report_dir=self.report_dir / entry.student, gradescope_file=True))
         if done.report_error is not None:
             raise done.report_error
 
@@ -264,8 +268,6 @@ class _ClassRun:
 def _reports_intact(folder: Path) -> bool:
     """Whether a kept result's report folder still holds its report and a result.json that reads
     as a result (the folder's files are read as untrusted: anything else, and they are rewritten)."""
-
-
     try:
         result_from_json(json.loads((folder / "result.json").read_bytes().decode("utf-8")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Iterator
 
 from grader import __version__
-from grader.core import jsonlines
-from grader.core.handin import SourceFile
-from grader.core.results import Result, result_from_json
+from grader.core import atomic, jsonlines
 from grader.core.errors import UsageError
-from grader.exercises.rubric import Rubric
+from grader.core.handin import SourceFile
 from grader.core.outcomes import Outcome
-from grader.core import atomic
+from grader.core.results import Result, result_from_json
+from grader.exercises.rubric import Rubric
 
 STORE_NAME = "results.jsonl"
 LOCK_NAME = ".grader-batch.lock"
@@ -82,15 +81,23 @@ def grade_key(source: SourceFile, rubric: Rubric | bytes | None, backend: str) -
 
 
 class ResultStore:
+    """results.jsonl as a sink of a batch's grades: each grade's line appended once, as it ends (add),
+    and the file rewritten (compact) only where it holds lines that are no longer current."""
+
     def __init__(self, path: Path):
         self.path = path
-        self._kept: dict[str, tuple[str, Path, Result]] = {}     # student: (key, file, result)
+        self._kept: dict[str, tuple[str, Path, Result, str]] = {}     # student: (key, file, result, its line)
         self._lock = threading.Lock()          # a batch's threads add results concurrently
+        self._stale = False                    # a line on disk that is not a student's current one
         for row in jsonlines.rows(path):      # a broken line (cut short, not UTF-8): graded again
             try:
-                self._kept[str(row["student"])] = (str(row["key"]), Path(row["file"]), result_from_json(row["result"]))
+                student = str(row["student"])
+                kept = (str(row["key"]), Path(row["file"]), result_from_json(row["result"]), json.dumps(row))
             except (ValueError, KeyError, TypeError, AttributeError):
+                self._stale = True
                 continue
+            self._stale = self._stale or student in self._kept
+            self._kept[student] = kept
 
     def reusable(self, student: str, key: str) -> Result | None:
         """The stored result of this student's submission when nothing that decides it changed. An
@@ -100,19 +107,26 @@ class ResultStore:
 
     def results(self) -> dict[str, tuple[Path, Result]]:
         """Every student's latest stored result, with its file."""
-        return {student: (file, result) for student, (_key, file, result) in self._kept.items()}
+        return {student: (file, result) for student, (_key, file, result, _line) in self._kept.items()}
 
     def compact(self) -> None:
-        """results.jsonl rewritten with one line a student, the current one (a later line for a student
-        replaces an earlier one: after three runs of six students it held 18 lines, none saying which
-        was current). Atomic: a reader sees the old file or the new one."""
+        """results.jsonl rewritten with one line a student, the current one, where it holds others (a
+        later line for a student replaces an earlier one: after three runs of six students it held 18
+        lines, none saying which was current); a file of current lines only is left as it was written.
+        Each line as it was written or read (no result serialised again). Atomic: a reader sees the old
+        file or the new one."""
         with self._lock:
-            lines = [json.dumps({"student": s, "file": str(f), "key": k, "result": r.to_json()}) + "\n"
-                     for s, (k, f, r) in sorted(self._kept.items())]
-            atomic.replace_text(self.path, "".join(lines))
+            if not self._stale:
+                return
+            atomic.replace_text(self.path, "".join(line + "\n" for _s, (_k, _f, _r, line) in sorted(self._kept.items())))
+            self._stale = False
 
-    def add(self, student: str, file: Path, key: str, result: Result) -> None:
-        line = json.dumps({"student": student, "file": str(file), "key": key, "result": result.to_json()})
+    def add(self, student: str, file: Path, key: str, result: Result, document: dict | None = None) -> None:
+        """Append student's grade; document: the result's to_json() where the caller holds it (a batch's
+        Rendered.document: one serialisation a grade)."""
+        line = json.dumps({"student": student, "file": str(file), "key": key,
+                           "result": result.to_json() if document is None else document})
         with self._lock:
             jsonlines.append(self.path, line)
-            self._kept[student] = (key, file, result)
+            self._stale = self._stale or student in self._kept
+            self._kept[student] = (key, file, result, line)

@@ -59,13 +59,17 @@ class Delivered:
     annotations: list[str] = field(default_factory=list)   # GitHub workflow commands, to print
 
 
-def deliver(result: Result, rubric: Rubric, *, to: Delivery) -> Delivered:
+def deliver(result: Result, rubric: Rubric, *, to: Delivery, rendered: Rendered | None = None) -> Delivered:
     """Deliver result as to says. Never raises for a folder it cannot write (the grade stands): the
-    report's error is in Delivered.report_error, the history's in history_error."""
+    report's error is in Delivered.report_error, the history's in history_error. rendered: the
+    grade's documents where the caller made them for sinks of its own (a batch: its results.jsonl,
+    the course server's store), with no attempts to chart; None: made here, after the history, so
+    that the report charts the file's attempts."""
     out = Delivered()
     if to.attempts_of is not None:
         _remember(result, to.attempts_of, out)
-    rendered = Rendered(result, rubric, out.attempts or None)
+    if rendered is None:
+        rendered = Rendered(result, rubric, out.attempts or None)
     if to.report_dir is not None:
         try:
             out.written = write_reports(result, rubric, to.report_dir, rendered=rendered)

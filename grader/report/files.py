@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import atomic
-from grader.toolchain.render import render
+from grader.core.outcomes import Tier
 from grader.core.results import LEGEND_TEXT, MapGrid, MistakeMap, Result
 from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Tier
+from grader.toolchain.render import render
 
 
 @dataclass
@@ -95,7 +95,8 @@ def _cells(grid: MapGrid, palette: dict, right: str) -> list[list[str]]:
     # every pair of digits once, then a look-up a cell (a map is up to thousands of cells, drawn
     # for the summary, report.md, report.html and the SVG)
     mark = {(str(w), str(u)): _cell(w, u, palette, right) for w in range(10) for u in range(10)}
-    return [[mark[pair] for pair in zip(wrong, unwritten)] for wrong, unwritten in zip(grid.wrong, grid.unwritten)]
+    return [[mark[pair] for pair in zip(wrong, unwritten, strict=False)]
+            for wrong, unwritten in zip(grid.wrong, grid.unwritten, strict=False)]
 
 
 def _colours(grid: MapGrid) -> list[list[str]]:
@@ -275,12 +276,14 @@ def render_map_svg(view: MapView) -> str:
     return render("map.svg.j2", v=view, standalone=True, legend=LEGEND_TEXT)
 
 
-def render_json(result: Result) -> str:
-    """result.json's text, within RESULT_CHARS (bounded_result)."""
-    text = json.dumps(result.to_json(), indent=2, sort_keys=False) + "\n"
+def render_json(result: Result, document: dict | None = None) -> str:
+    """result.json's text, within RESULT_CHARS (bounded_result); document: the result's to_json()
+    where the caller holds it already (Rendered.document: one serialisation a grade)."""
+    doc = result.to_json() if document is None else document
+    text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
     if len(text) <= RESULT_CHARS:
         return text
-    return json.dumps(bounded_result(result.to_json()), sort_keys=False) + "\n"
+    return json.dumps(bounded_result(doc), sort_keys=False) + "\n"
 
 
 def default_report_dir(file: Path) -> Path:
@@ -293,9 +296,11 @@ def default_report_dir(file: Path) -> Path:
 
 
 class Rendered:
-    """One grade's documents, each rendered at most once, when first asked for (the report files,
-    the job summary and a --format document of one grade share them): the maps' views, report.md,
-    report.html and result.json."""
+    """One grade's documents, each rendered at most once, when first asked for: the value every sink
+    of a finished grade takes (docs/architecture.md, "A grade's sinks": the report folder, a batch's
+    results.jsonl, the platforms' files, the course server's store, a --format document). The
+    maps' views, the result's document (Result.to_json, once), report.md, report.html and
+    result.json's text."""
 
     def __init__(self, result: Result, rubric: Rubric, attempts: list | None = None) -> None:
         self.result, self.rubric, self.attempts = result, rubric, attempts
@@ -313,8 +318,13 @@ class Rendered:
         return render_html(self.result, self.rubric, self.attempts, self.views)
 
     @functools.cached_property
+    def document(self) -> dict:
+        """The result as result.json's document (Result.to_json: the one call a grade makes)."""
+        return self.result.to_json()
+
+    @functools.cached_property
     def json(self) -> str:
-        return render_json(self.result)
+        return render_json(self.result, self.document)
 
 
 def write_reports(result: Result, rubric: Rubric, directory: Path, *, attempts: list | None = None,
