@@ -87,21 +87,35 @@ def test_a_result_over_its_bound_keeps_its_schema_and_says_so():
 
 
 def test_the_course_store_and_a_status_request_hold_a_bounded_result(tmp_path):
-    """A result.json written elsewhere over the bound (a grader before the bound, a hand-made one) is
-    stored within 256 KiB, its reports within 1 MB, and the status request returns it so."""
-    from grader.serve.store import Store
+    """A grade whose message floods (a compiler's) is stored within 256 KiB, its reports within 1 MB
+    (the documents the worker stores are report/files' own, bounded there); a row stored over the
+    bound before results were bounded is returned by a status request within it."""
+    from grader.core.outcomes import Outcome
+    from grader.core.results import Result
+    from grader.exercises import load_exercise
+    from grader.report.files import RESULT_CHARS, Rendered
+    from grader.serve.course import Course, Settings
+    from grader.serve.store import StoredGrade
 
-    store = Store(tmp_path)
-    doc = compile_error_doc()
-    doc["message"] = "flood.cu:1: error: #error " + "A" * 5_000_000
+    flood = Result(exercise="bias_gelu_fused", submission={"path": "flood.cu", "sha256": ""}, backend="emulator",
+                   status=Outcome.COMPILE_ERROR, grader_version="0",
+                   message="flood.cu:1: error: #error " + "A" * 5_000_000)
+    course = Course(Settings(tmp_path, "bias_gelu_fused", worker=False))
+    store = course.store
     db = store._db
-    db.execute("INSERT INTO uploads (id, student, name, data, sha256, received, state) VALUES "
-               "('u1', 'ada', 'flood.cu', x'00', '', 0, 'grading')")
-    assert store.finish("u1", result=json.dumps(doc), report_md="M" * 5_000_000, report_html="H" * 5_000_000)
+    for upload in ("u1", "u2"):
+        db.execute("INSERT INTO uploads (id, student, name, data, sha256, received, state) VALUES "
+                   f"('{upload}', 'ada', 'flood.cu', x'00', '', 0, 'grading')")
+    assert store.finish("u1", StoredGrade.of(Rendered(flood, load_exercise("bias_gelu_fused"))))
     row = db.execute("SELECT result, report_md, report_html FROM uploads WHERE id = 'u1'").fetchone()
     assert len(row["result"]) <= 256 * 1024
     assert len(row["report_md"]) + len(row["report_html"]) <= 1024 * 1024
     assert json.loads(row["result"])["status"] == "compile_error"
+    old = json.dumps(flood.to_json())                              # a row of a grader before the bound
+    assert len(old) > RESULT_CHARS
+    assert store.finish("u2", StoredGrade(old, "", "", "compile_error", None, None, None))
+    status = course.status_json(store.upload("u2"))
+    assert len(status) <= RESULT_CHARS + 1024 and json.loads(status)["result"]["status"] == "compile_error"
 
 
 def test_a_compile_error_quotes_the_students_own_line_in_a_narrow_window(tmp_path):

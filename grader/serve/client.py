@@ -195,8 +195,8 @@ def _said(event: dict) -> str | None:
 def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
                   progress: Callable[[str], None] | None) -> Result:
     """Upload file's bytes to the course server, report its place and phases through progress, and
-    return the Result the server stored (its result.json, naming file where the server named its
-    staging copy). GraderError subclasses where it cannot:
+    return the Result the server stored, as it stored it (its result.json, which names the file by
+    the name it was uploaded under, file's own). GraderError subclasses where it cannot:
     ServerUnreachable (no answer), ServerRefused (401 token, 429 cap, 413 size, 403 deadline)."""
     server = server_url(server)                      # UsageError: no scheme, or plain http beyond this machine
     source = read_file(Path(file))                   # UsageError: missing, a folder, a link
@@ -211,13 +211,14 @@ def submit_remote(file: Path, *, server: str, token: str, exercise: str | None,
     if accepted.get("late"):
         say("after the deadline: kept and marked late")
     doc = _wait(server, upload_id, headers, say)
-    return result_from_json(_as_submitted(doc["result"], str(file)))
+    return result_from_json(doc["result"])
 
 
 def fetch_later(server: str, upload_id: str) -> str:
     """How a student sees an upload's result without this command: the course's page, or its status."""
+    status = _url(server, "/api/submissions/" + urllib.parse.quote(upload_id))
     return (f"its result will be on the course's page ({_url(server, '/')}), or run "
-            f"`curl -H \"Authorization: Bearer $GRADER_TOKEN\" {_url(server, '/api/submissions/' + urllib.parse.quote(upload_id))}`")
+            f"`curl -H \"Authorization: Bearer $GRADER_TOKEN\" {status}`")
 
 
 def _wait(server: str, upload_id: str, headers: dict, say: Callable[[str], None]) -> dict:
@@ -264,18 +265,3 @@ def _wait(server: str, upload_id: str, headers: dict, say: Callable[[str], None]
                                         f"upload is kept and will be graded when the server is back; "
                                         f"{fetch_later(server, upload_id)}") from None
         time.sleep(RECONNECT_PAUSE_S)
-
-
-def _as_submitted(document: dict, file: str) -> dict:
-    """The server's result.json document naming the student's own file where it named its staging
-    copy (the path, the notes and compiler messages at lines of it, the message): the summary and
-    the reports name the file submitted. The bytes are the same, and the digest stays the server's."""
-    submission = document.get("submission") or {}
-    staged = str(submission.get("path") or "")
-    submission["path"] = file
-    if staged:
-        for located in [*(document.get("notes") or []), *((document.get("build") or {}).get("messages") or [])]:
-            if isinstance(located, dict) and located.get("file") == staged:
-                located["file"] = file
-        document["message"] = str(document.get("message") or "").replace(staged, file)
-    return document

@@ -240,16 +240,22 @@ class Course:
             return JSONResponse({"error": got.message}, got.status, headers=headers)
         return JSONResponse({"id": got.id, "place": got.place, "late": got.late, "replaced": list(got.replaced)}, 202)
 
-    def status_doc(self, row) -> dict:
-        """GET /api/submissions/{id}: the upload's state, its place while queued, its result once graded."""
+    def status_json(self, row) -> str:
+        """GET /api/submissions/{id}'s body: the upload's state, its place while queued, and once graded
+        its result, the stored result.json text as it is (never parsed and written again). That text
+        is JSON as result.json writes it: a value never written (the poison) or a wrong infinity reads
+        NaN or Infinity there, which Python's json (`grader submit --server`'s) reads."""
         doc = {"id": row["id"], "student": row["student"], "file": row["name"], "state": row["state"],
                "late": bool(row["late"]), "received": row["received"], "tries": row["tries"]}
         if row["state"] == QUEUED:
             doc["place"] = self.store.place(row["id"])
-        if row["state"] == DONE:
-            doc["result"] = json.loads(row["result"]) if len(row["result"]) <= RESULT_CHARS else \
-                bounded_result(json.loads(row["result"]))          # one stored before results were bounded
-        return doc
+        head = json.dumps(doc)
+        if row["state"] != DONE:
+            return head
+        result = row["result"]
+        if len(result) > RESULT_CHARS:                  # one stored before results were bounded
+            result = json.dumps(bounded_result(json.loads(result)))
+        return f'{head[:-1]}, "result": {result}}}'
 
     # --- event streams ----------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ and in the instructor's live table. A student with a token and no graded upload 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def graded_rows(store: Store, *, include_late: bool = False) -> list[tuple]:
             rows.append((Graded(Entry(student, None, "missing", "no graded upload on the course server"), None), None))
             continue
         data = store.data(row["id"])
-        source = SourceFile(held(Path(row["name"]), data), data, hashlib.sha256(data).hexdigest(), len(data))
+        source = SourceFile(held(Path(row["name"]), data), data, row["sha256"], len(data))   # the digest taken on upload
         rows.append((Graded(Entry(student, source.path, source=source), result_from_json(json.loads(row["result"]))),
                      row["id"]))
     return rows

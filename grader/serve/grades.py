@@ -1,7 +1,8 @@
 """A stored grade, as the course server's pages, its queue's memory and its leaderboard say it:
 an upload's states, a grade in one word, a grade's rank and a student's best, and what a watcher
-is told when a grade ends, and what a grade tells its student to do next (next_step, performance).
-Plain rows and documents in, plain values out (no store here: store.py imports this)."""
+is told when a grade ends, and what a grade tells its student to do next (next_step, performance);
+a finished grade as the store takes it (StoredGrade). Plain rows and documents in, plain values out
+(no store here: store.py imports this)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,36 @@ from dataclasses import dataclass
 from grader.core.backend import BACKENDS
 from grader.core.outcomes import Outcome, Tier
 from grader.core.outcomes import outcome_word as _word
+from grader.report.files import Rendered
 
 QUEUED, GRADING, DONE, REPLACED = "queued", "grading", "done", "replaced"     # an upload's states
 
 
-def summary(doc: dict) -> dict:
+@dataclass(frozen=True)
+class StoredGrade:
+    """A finished grade as the store keeps it, built from the grade's documents in memory (never read
+    back from a folder, never parsed back from its text): result.json's text and the reports, served
+    as they are, and the outcome's columns, taken from the Result."""
+
+    result: str                   # result.json's text (report/files.render_json: within RESULT_CHARS)
+    report_md: str
+    report_html: str
+    status: str
+    correct: bool | None
+    fraction: float | None
+    tier: str | None
+
+    @classmethod
+    def of(cls, documents: Rendered) -> StoredGrade:
+        """The grade documents holds (report/files.Rendered: each document made once)."""
+        r = documents.result
+        return cls(documents.json, documents.markdown, documents.html, r.status, r.correct, r.fraction, r.tier)
+
+
+def summary(grade: StoredGrade) -> dict:
     """What a watcher is told of a finished grade: its outcome, not the whole document."""
-    return {"state": DONE, "status": doc.get("status"), "correct": doc.get("correct"), "fraction": doc.get("fraction"),
-            "tier": doc.get("tier")}
+    return {"state": DONE, "status": grade.status, "correct": grade.correct, "fraction": grade.fraction,
+            "tier": grade.tier}
 
 
 # A grade's rank for "the best so far": a correct timed kernel by its tier and fraction, then a

@@ -35,8 +35,7 @@ from typing import Iterator
 
 from grader.core.errors import UsageError
 from grader.core.outcomes import Outcome
-from grader.report.files import RESULT_CHARS, bounded_report, bounded_result
-from grader.serve.grades import DONE, GRADING, QUEUED, REPLACED, best, outcome_word, rank, summary
+from grader.serve.grades import DONE, GRADING, QUEUED, REPLACED, StoredGrade, best, outcome_word, rank, summary
 
 STORE_NAME = "grader.sqlite"
 INSTRUCTOR = "@instructor"      # the identifier `grader serve tokens` prints beside the instructor's token
@@ -284,25 +283,21 @@ class Store:
                                                             "again": why})
         return True
 
-    def finish(self, upload_id: str, *, result: str, report_md: str, report_html: str) -> bool:
-        """Store an upload's result.json (its text, as a local grade writes it) and reports, and mark
-        it done, in one transaction; False (nothing stored) where it was not in flight."""
-        doc = json.loads(result)
-        if len(result) > RESULT_CHARS:            # one written elsewhere (report/files.py bounds the grader's own)
-            doc = bounded_result(doc)
-            result = json.dumps(doc)
-        report_md, report_html = bounded_report(report_md, html=False), bounded_report(report_html, html=True)
+    def finish(self, upload_id: str, grade: StoredGrade) -> bool:
+        """Store an upload's grade (its result.json text, as a local grade writes it, its reports and
+        its outcome's columns, all made from the Result in memory: grades.StoredGrade) and mark it
+        done, in one transaction; False (nothing stored) where it was not in flight."""
         with self.transaction() as db:
             row = db.execute("SELECT student FROM uploads WHERE id = ? AND state = ?", (upload_id, GRADING)).fetchone()
             if row is None:
                 return False
             db.execute("UPDATE uploads SET state = ?, finished = ?, status = ?, correct = ?, fraction = ?, tier = ?, "
                        "result = ?, report_md = ?, report_html = ? WHERE id = ?",
-                       (DONE, time.time(), doc.get("status"), None if doc.get("correct") is None else int(doc["correct"]),
-                        doc.get("fraction"), doc.get("tier"), result, report_md, report_html, upload_id))
+                       (DONE, time.time(), grade.status, None if grade.correct is None else int(grade.correct),
+                        grade.fraction, grade.tier, grade.result, grade.report_md, grade.report_html, upload_id))
             rows = db.execute(f"SELECT {_COLUMNS} FROM uploads WHERE student = ?", (row["student"],)).fetchall()
             top = best(rows)
-            _event(db, upload_id, row["student"], "done", {**summary(doc), "best": outcome_word(top) if top else None,
+            _event(db, upload_id, row["student"], "done", {**summary(grade), "best": outcome_word(top) if top else None,
                                                            "best_fraction": top["fraction"] if top else None})
         return True
 

@@ -10,11 +10,13 @@ Its loop: uploads a dead worker left `grading` go back to `queued`; then, again 
 claims a wave (store.claim_wave: every claimable upload, one per student, in the queue's order)
 and grades the wave as `grader batch` grades a class (batch/grading.grade_entries: the same
 backend resolution, jobs, lanes and walls), each upload from its bytes in the store, staged in a
-private folder. Each grade's phases go into the store as events as they come; each result's
-result.json and reports are stored in the transaction that marks the upload done, as soon as that
-grade ends. A grade the machine failed (infrastructure_error) is queued again, at most MAX_TRIES
-grades in all; the last one's result is stored, saying it was the machine's. On a GPU each wave's
-private cases are drawn before it comes (DrawnAhead), while the worker waits.
+private folder. Each grade's phases go into the store as events as they come; each grade's
+documents (report/files.Rendered: result.json's text and the reports, made once in memory, no file
+written or read back) are stored in the transaction that marks the upload done, as soon as that
+grade ends: the store is a sink of the grade, as a batch's report folder is. A grade the machine
+failed (infrastructure_error) is queued again, at most MAX_TRIES grades in all; the last one's
+result is stored, saying it was the machine's. On a GPU each wave's private cases are drawn before
+it comes (DrawnAhead), while the worker waits.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -48,8 +49,8 @@ from grader.core.progress import phase_of
 from grader.core.results import Result
 from grader.exercises import load_exercise
 from grader.exercises.pool import STALE_S, SharedStore, class_store
-from grader.report.files import render_html, render_json, render_markdown
-from grader.serve.store import Claimed, Store
+from grader.report.files import Rendered
+from grader.serve.store import Claimed, Store, StoredGrade
 
 WORKER_LOCK = ".grader-worker.lock"
 MAX_TRIES = 3          # grades of one upload the machine may fail before its fault is the result
@@ -70,24 +71,24 @@ def _entry(claimed: Claimed, staging: Path):
     reads the bytes, never a file) under the name the student gave the file, so that the result,
     its notes, its compiler messages and its reports name the student's own file, as a local grade
     names the path it was given, never the worker's staging folder. The Entry's student is the
-    upload's id, so its reports land in <wave>/<id>/."""
+    upload's id. Its digest is the one the store took when the upload was accepted (one sha256 an
+    upload)."""
     shown = held(Path(claimed.name), claimed.data)
-    source = SourceFile(shown, claimed.data, hashlib.sha256(claimed.data).hexdigest(), len(claimed.data))
+    source = SourceFile(shown, claimed.data, claimed.sha256, len(claimed.data))
     return Entry(claimed.id, source.path, source=source)
 
 
 def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Path,
                shared: SharedStore | None = None) -> None:
     """Grade a wave of claimed uploads as a class (grade_entries, on the machine and with the
-    request's jobs decided once: batch/grading.class_machine), storing each result as its grade ends.
-    shared: the wave's store of private cases, drawn ahead (DrawnAhead); the caller closes it."""
+    request's jobs decided once: batch/grading.class_machine), storing each grade's documents as it
+    ends (the store the one sink: no report folder, no results.jsonl). shared: the wave's store of
+    private cases, drawn ahead (DrawnAhead); the caller closes it."""
     staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
     try:
         (staging / "in").mkdir(mode=0o700)
         entries = [_entry(c, staging / "in") for c in wave]
         by_id = {c.id: c for c in wave}
-        reports = staging / "out"
-
         last: dict[str, str] = {}
 
         def said(entry, line: str) -> None:
@@ -97,9 +98,9 @@ def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Pat
                 store.add_event(entry.student, "phase", {"phase": phase.value})
 
         def progress(g, _done: int, _total: int) -> None:
-            _keep(store, g, by_id[g.entry.student], reports / g.entry.student)
+            _keep(store, g, by_id[g.entry.student], g.documents)
 
-        wave_request = dataclasses.replace(request, directory=staging / "in", report_dir=reports,
+        wave_request = dataclasses.replace(request, directory=staging / "in", report_dir=None,
                                            jobs=min(request.jobs, len(entries)))
         grade_entries(entries, wave_request, machine=machine, progress=progress, said=said, shared=shared)
     finally:
@@ -166,8 +167,8 @@ class DrawnAhead:
 def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Path, options) -> None:
     """The wave as a class folder (<upload id>/<its file name>: each upload's bytes) graded by a job
     array (batch/slurm.grade_on_slurm; the course folder must be one every node sees), each result
-    stored when the array is done. No phase comes back from the nodes: the watchers hear "cluster"."""
-
+    (the merged outcome's, in memory) stored with its documents when the array is done. No phase
+    comes back from the nodes: the watchers hear "cluster"."""
     staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
     try:
         folder = staging / "in"
@@ -179,10 +180,9 @@ def _grade_wave_on_slurm(store: Store, wave: list[Claimed], *, request, work: Pa
         by_id = {c.id: c for c in wave}
         outcome = grade_on_slurm(dataclasses.replace(request, directory=folder, report_dir=staging / "out"),
                                  options=options)
-        for g in outcome.graded:                # each student's reports are in its shard's folder
-            found = [p for p in (staging / "out" / "shards").glob(f"*/{g.entry.student}") if (p / "result.json").is_file()]
-            if g.entry.student in by_id and found:
-                _keep(store, g, by_id.pop(g.entry.student), found[0])
+        for g in outcome.graded:
+            if g.entry.student in by_id and g.result is not None:
+                _keep(store, g, by_id.pop(g.entry.student), Rendered(g.result, request.rubric))
         for c in by_id.values():                # a task that failed: the machine's, graded again
             _not_graded(store, c, request, "its Slurm task did not finish (the array's logs are in the wave's "
                         "report folder, removed with it: `grader batch --slurm` on the same file says more)")
@@ -197,7 +197,6 @@ def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
     if claimed.tries < MAX_TRIES:
         store.retry(claimed.id, why)
         return
-
     rubric = request.rubric if request is not None else None
     failed = Result(exercise=rubric.exercise if rubric is not None else store.setting("exercise") or "",
                     submission={"path": claimed.name, "sha256": claimed.sha256},
@@ -205,15 +204,13 @@ def _not_graded(store: Store, claimed: Claimed, request, why: str) -> None:
                     grader_version=__version__, message=f"the course server could not grade this upload after "
                                                         f"{claimed.tries} tries: {why}")
     if rubric is None:
-
         rubric = load_exercise(failed.exercise)
-    store.finish(claimed.id, result=render_json(failed), report_md=render_markdown(failed, rubric),
-                 report_html=render_html(failed, rubric))
+    store.finish(claimed.id, StoredGrade.of(Rendered(failed, rubric)))
 
 
-def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
-    """One grade's end: its result and reports stored (the upload done), or, where the machine
-    failed it and tries are left, the upload queued again."""
+def _keep(store: Store, g, claimed: Claimed, documents: Rendered | None) -> None:
+    """One grade's end: its documents (the grade's Rendered, from memory) stored and the upload done,
+    or, where the machine failed it and tries are left, the upload queued again."""
     r = g.result
     if r is None:                            # no grade (the batch's entry problem): the machine's doing
         _not_graded(store, claimed, None, g.entry.detail or "not graded")
@@ -222,9 +219,7 @@ def _keep(store: Store, g, claimed: Claimed, folder: Path) -> None:
         store.retry(claimed.id, f"the machine failed the grade ({(r.message.strip().splitlines() or [''])[0][:200]}); "
                                 f"grading it again, try {claimed.tries + 1} of {MAX_TRIES}")
         return
-    store.finish(claimed.id, result=(folder / "result.json").read_text(encoding="utf-8"),
-                 report_md=(folder / "report.md").read_text(encoding="utf-8"),
-                 report_html=(folder / "report.html").read_text(encoding="utf-8"))
+    store.finish(claimed.id, StoredGrade.of(documents))
 
 
 @dataclass(frozen=True)
