@@ -4,6 +4,7 @@ import csv
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -501,11 +502,16 @@ def test_a_grade_is_serialised_once_and_results_jsonl_written_once(tmp_path, mon
     monkeypatch.setattr(Result, "to_json", lambda self: serialised.append(self) or to_json(self))
     monkeypatch.setattr(batch_store.atomic, "replace_text",
                         lambda path, text, *a, **k: rewrites.append(path.name) or replace_text(path, text, *a, **k))
-    first = grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)
+    heard = []
+    first = grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out,
+                         progress=lambda g, _done, _total: heard.append(g.documents))
     assert len(serialised) == 3 and "results.jsonl" not in rewrites
     assert len((out / "results.jsonl").read_text().splitlines()) == 3
-    for g in first.graded:                      # each sink wrote the one document
-        assert json.loads((out / g.entry.student / "result.json").read_text()) == g.documents.document
+    assert [g.documents for g in first.graded] == [None] * 3        # handed to the sinks, not kept to the end
+    stored = {row["student"]: row["result"] for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    for documents in heard:                     # each sink took the one document
+        student = Path(documents.result.submission["path"]).stem
+        assert json.loads((out / student / "result.json").read_text()) == stored[student] == documents.document
     serialised.clear()
     (folder / "s1.cu").write_text("// changed\n")
     grade_folder(folder, rubric=rubric, backend="emulator", report_dir=out)

@@ -45,7 +45,8 @@ class Graded:
     reused: bool = False           # taken from an earlier run's results.jsonl, unchanged since
     # The result's documents (report/files.Rendered: each made once, when a sink first asks), what
     # every sink of the grade takes: the report folder, results.jsonl, the caller's progress (the
-    # course server's store). None without a result, and for a row not graded by grade_entries.
+    # course server's store). Handed to progress only: the BatchOutcome's rows hold none (a class's
+    # reports are not kept in memory to its end). None without a result.
     documents: Rendered | None = None
 
 
@@ -134,7 +135,7 @@ def grade_entries(entries: list[Entry], request: ClassRequest, *, machine: Machi
     def finished(index: int, g: Graded | None) -> None:
         if g is None:
             return
-        done_by_index[index] = g
+        done_by_index[index] = dataclasses.replace(g, documents=None)     # the sinks have taken them
         if progress:
             progress(g, len(done_by_index), len(entries))
 
@@ -215,7 +216,7 @@ class _ClassRun:
         if entry.source is not None and not entry.problem and self.store is not None:
             kept = self.store.reusable(entry.student, self.key(entry))
             if kept is not None:
-                return Graded(entry, kept, reused=True, documents=Rendered(kept, self.rubric))
+                return Graded(entry, kept, reused=True)
         if entry.problem:
             return Graded(entry, None)
         return Graded(dataclasses.replace(entry, problem=Problem.NOT_GRADED, detail="not graded in this run (it was "
