@@ -231,3 +231,29 @@ def test_submit_server_returns_the_stored_result_as_it_is(tmp_path):
     finally:
         httpd.shutdown()
     assert got.to_json() == stored
+
+
+def test_the_export_writes_the_stored_documents_and_gradescope_from_the_stored_report(tmp_path):
+    """`grader serve export`: each student's result.json and reports are the store's texts, and their
+    Gradescope file's output is the stored report.md (not a report rendered again from the result)."""
+    from grader.report.files import Rendered
+    from grader.serve.export import export_class
+    from grader.serve.grades import StoredGrade
+
+    store = Store(tmp_path)
+    store.set_setting("exercise", EXERCISE)
+    up = store.accept("ann", "mine.cu", b"// k\n", Rules())
+    store.claim_wave()
+    r = Result(exercise=EXERCISE, submission={"path": "mine.cu", "sha256": "0" * 64}, backend="emulator",
+               status=Outcome.COMPILE_ERROR, grader_version="t", message="mine.cu:1:1: error: expected ';'")
+    stored = StoredGrade.of(Rendered(r, load_exercise(EXERCISE)))
+    stored = StoredGrade(stored.result, stored.report_md + "\nthe stored report's own last line\n", stored.report_html,
+                         stored.status, stored.correct, stored.fraction, stored.tier)
+    assert store.finish(up.id, stored)
+    store.close()
+    out = tmp_path / "out"
+    export_class(tmp_path, out=out)
+    assert (out / "ann" / "result.json").read_text() == stored.result
+    assert (out / "ann" / "report.md").read_text() == stored.report_md
+    output = json.loads((out / "ann" / "gradescope.json").read_text())["output"]
+    assert output.rstrip().endswith("the stored report's own last line")

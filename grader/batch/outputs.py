@@ -9,16 +9,15 @@ import json
 import re
 from pathlib import Path
 
-from grader.core import atomic
-from grader.core.backend import named
-from grader.core.backend import BACKENDS
-from grader.batch.grading import Graded
 from grader.analysis.similarity import Similarity
-from grader.exercises.rubric import Rubric
+from grader.batch.grading import Graded
+from grader.core import atomic
+from grader.core.backend import BACKENDS, named
 from grader.core.outcomes import Outcome
-from grader.platforms.scoring import max_points, score
+from grader.exercises.rubric import Rubric
 from grader.platforms import gradescope, junit
 from grader.platforms.delivery import GRADESCOPE_FILE
+from grader.platforms.scoring import max_points, score
 from grader.report.files import render_markdown
 
 SUMMARY_COLUMNS = ("student", "file", "status", "correct", "tier", "borderline", "fraction", "fraction_low",
@@ -67,7 +66,8 @@ def summary_row(g: Graded) -> dict:
         "fraction_high": f"{ci[1]:.4f}" if ci[1] is not None else "",
         "gbps": f"{r.gbps:.1f}" if r.gbps is not None else "",
         "diagnosis": " ".join(d.code for d in r.diagnosis), "flags": " ".join(r.flags),
-        "message": r.message or incorrect_text(r), "backend": r.backend, "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
+        "message": r.message or incorrect_text(r), "backend": r.backend,
+        "gpu": r.device.name if r.backend in BACKENDS and BACKENDS[r.backend].on_gpu else "",
         "seconds": f"{r.seconds:.1f}", "reused": _bool(g.reused), "identical_to": identical_text(g),
     }
 
@@ -148,14 +148,19 @@ def write_gradebook(graded: list[Graded], rubric: Rubric, path: Path) -> None:
     _write_csv(path, GRADEBOOK_COLUMNS, rows)
 
 
-def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Path, *, per_student: bool = True) -> None:
+def write_platform_exports(graded: list[Graded], rubric: Rubric, report_dir: Path, *, per_student: bool = True,
+                           reports: dict[str, str] | None = None) -> None:
     """junit.xml (one testsuite per graded submission), and with per_student each one's Gradescope
     results.json (report_dir/<student>/gradescope.json), for CI dashboards and an upload per student.
     A batch's own grades wrote theirs as they were delivered (platforms/delivery.py): it passes
-    per_student=False; a merge or an export from a store, which deliver nothing, write them here."""
+    per_student=False; a merge or an export from a store, which deliver nothing, write them here.
+    reports: each student's report.md where the caller holds it (the course server's store: the text
+    it serves), else rendered here."""
     done = [g for g in graded if g.result is not None]
     suites = [junit.testsuite(g.result, name=g.entry.student) for g in done]
     atomic.replace_bytes(report_dir / "junit.xml", junit.document(suites))
     for g in done if per_student else ():
-        doc = gradescope.results(g.result, score(g.result, rubric), render_markdown(g.result, rubric))
+        markdown = (reports or {}).get(g.entry.student)
+        doc = gradescope.results(g.result, score(g.result, rubric),
+                                 markdown if markdown is not None else render_markdown(g.result, rubric))
         atomic.replace_text(report_dir / g.entry.student / GRADESCOPE_FILE, json.dumps(doc, indent=1) + "\n")

@@ -65,16 +65,18 @@ def export_class(folder: Path, *, out: Path, include_late: bool = False) -> int:
     rubric = load_exercise(exercise)
     rows = [(g, upload) for g, upload in graded_rows(store, include_late=include_late) if g.entry.student != INSTRUCTOR]
     out.mkdir(parents=True, exist_ok=True)
-    for g, upload in rows:
+    reports: dict[str, str] = {}
+    for g, upload in rows:                  # each stored document written as the store holds it
         if upload is None:
             continue
         kept = store.query("SELECT result, report_md, report_html FROM uploads WHERE id = ?", (upload,))[0]
         for column, name in (("result", "result.json"), ("report_md", "report.md"), ("report_html", "report.html")):
             atomic.replace_text(out / g.entry.student / name, kept[column])
+        reports[g.entry.student] = kept["report_md"]
     graded = [g for g, _upload in rows]
     similar = class_similarity(graded, rubric=rubric)           # the uploads' bytes, as a batch's
     write_summary(graded, out / "summary.csv", similarity=similar)
     write_gradebook(graded, rubric, out / "gradebook.csv")
-    write_platform_exports(graded, rubric, out)
+    write_platform_exports(graded, rubric, out, reports=reports)
     write_class_report(graded, rubric, out / "class.html", similarity=similar)
     return len(graded)
