@@ -250,7 +250,7 @@ def test_each_wave_on_a_gpu_is_graded_on_private_cases_drawn_before_it_came(tmp_
     course.accept("ann", "k.cu", SRC, Rules(), now=1.0)
     waves = []
 
-    def grade_wave(store, wave, *, request, machine, work, shared=None):
+    def grade_wave(store, wave, *, request, machine, shared=None):
         waves.append(([c.student for c in wave], shared, shared.got if shared else None, shared.closed if shared else None))
         if len(waves) == 1:                     # bob hands in while ann's wave is graded: a second wave
             store.accept("bob", "k.cu", SRC, Rules())

@@ -103,9 +103,7 @@ def test_the_worker_stores_each_grade_from_memory_serialised_once_and_hashed_onc
     to_json = Result.to_json
     monkeypatch.setattr(Result, "to_json", lambda self: serialised.append(self) or to_json(self))
     reads = _Reads(monkeypatch)
-    work = tmp_path / ".grader-serve"
-    work.mkdir()
-    worker.grade_wave(store, store.claim_wave(), request=request, machine=machine, work=work)
+    worker.grade_wave(store, store.claim_wave(), request=request, machine=machine)
     monkeypatch.undo()
 
     assert reads.seen == []                                          # nothing read back from a folder

@@ -9,8 +9,9 @@ COURSE/.grader-worker.lock, taken before anything else (a new one waits for the 
 Its loop: uploads a dead worker left `grading` go back to `queued`; then, again and again, it
 claims a wave (store.claim_wave: every claimable upload, one per student, in the queue's order)
 and grades the wave as `grader batch` grades a class (batch/grading.grade_entries: the same
-backend resolution, jobs, lanes and walls), each upload from its bytes in the store, staged in a
-private folder. Each grade's phases go into the store as events as they come; each grade's
+backend resolution, jobs, lanes and walls), each upload from its bytes in the store, held under
+its uploaded name (no file written; a --slurm wave's are copied into a private staging folder that
+its nodes read). Each grade's phases go into the store as events as they come; each grade's
 documents (report/files.Rendered: result.json's text and the reports, made once in memory, no file
 written or read back) are stored in the transaction that marks the upload done, as soon as that
 grade ends: the store is a sink of the grade, as a batch's report folder is. A grade the machine
@@ -66,11 +67,11 @@ def staged_name(name: str) -> str:
     return base if base != ".cu" else "kernel.cu"
 
 
-def _entry(claimed: Claimed, staging: Path):
+def _entry(claimed: Claimed) -> Entry:
     """The upload as the batch's Entry: its bytes (as stored), held (core/handin.held: the grade
     reads the bytes, never a file) under the name the student gave the file, so that the result,
     its notes, its compiler messages and its reports name the student's own file, as a local grade
-    names the path it was given, never the worker's staging folder. The Entry's student is the
+    names the path it was given (no file is written for it). The Entry's student is the
     upload's id. Its digest is the one the store took when the upload was accepted (one sha256 an
     upload)."""
     shown = held(Path(claimed.name), claimed.data)
@@ -78,33 +79,26 @@ def _entry(claimed: Claimed, staging: Path):
     return Entry(claimed.id, source.path, source=source)
 
 
-def grade_wave(store: Store, wave: list[Claimed], *, request, machine, work: Path,
-               shared: SharedStore | None = None) -> None:
+def grade_wave(store: Store, wave: list[Claimed], *, request, machine, shared: SharedStore | None = None) -> None:
     """Grade a wave of claimed uploads as a class (grade_entries, on the machine and with the
     request's jobs decided once: batch/grading.class_machine), storing each grade's documents as it
-    ends (the store the one sink: no report folder, no results.jsonl). shared: the wave's store of
-    private cases, drawn ahead (DrawnAhead); the caller closes it."""
-    staging = Path(tempfile.mkdtemp(prefix="wave-", dir=work))
-    try:
-        (staging / "in").mkdir(mode=0o700)
-        entries = [_entry(c, staging / "in") for c in wave]
-        by_id = {c.id: c for c in wave}
-        last: dict[str, str] = {}
+    ends (the store the one sink: no folder written, no report folder, no results.jsonl). shared:
+    the wave's store of private cases, drawn ahead (DrawnAhead); the caller closes it."""
+    entries = [_entry(c) for c in wave]
+    by_id = {c.id: c for c in wave}
+    last: dict[str, str] = {}
 
-        def said(entry, line: str) -> None:
-            phase = phase_of(line)
-            if phase is not None and last.get(entry.student) != phase.value:      # two builds: one "building"
-                last[entry.student] = phase.value
-                store.add_event(entry.student, "phase", {"phase": phase.value})
+    def said(entry, line: str) -> None:
+        phase = phase_of(line)
+        if phase is not None and last.get(entry.student) != phase.value:      # two builds: one "building"
+            last[entry.student] = phase.value
+            store.add_event(entry.student, "phase", {"phase": phase.value})
 
-        def progress(g, _done: int, _total: int) -> None:
-            _keep(store, g, by_id[g.entry.student], g.documents)
+    def progress(g, _done: int, _total: int) -> None:
+        _keep(store, g, by_id[g.entry.student], g.documents)
 
-        wave_request = dataclasses.replace(request, directory=staging / "in", report_dir=None,
-                                           jobs=min(request.jobs, len(entries)))
-        grade_entries(entries, wave_request, machine=machine, progress=progress, said=said, shared=shared)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    wave_request = dataclasses.replace(request, report_dir=None, jobs=min(request.jobs, len(entries)))
+    grade_entries(entries, wave_request, machine=machine, progress=progress, said=said, shared=shared)
 
 
 class DrawnAhead:
@@ -280,7 +274,7 @@ def _work(folder: Path, grading: Grading, *, once: bool, parent: int | None) -> 
                 continue
             shared = ahead.take()
             try:
-                grade_wave(store, wave, request=request, machine=machine, work=work, shared=shared)
+                grade_wave(store, wave, request=request, machine=machine, shared=shared)
             finally:
                 if shared is not None:
                     shared.close()
