@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.core.backend import EMULATOR, named
+from grader.core.backend import EMULATOR
 from grader.exercises import load_exercise, load_reference
 from grader.exercises.data import answers, materialize
 from grader.exercises.plan import plan_cases
