@@ -31,8 +31,8 @@ import benchmark  # noqa: E402
 # the grade timed, and the exit's wait, written as one "trace-exit: {...}" line on stderr.
 TRACER = r"""
 import sys
-from grader.grade.early import head_start
-head_start(sys.argv[1:])            # as grader/entry.py does, before the CLI is imported
+from grader.grade.launcher import Launcher
+launcher = Launcher.for_command(sys.argv[1:])   # as grader/entry.py does, before the CLI is imported
 import json, threading, time
 import grader.cli as cli
 from grader.platforms import delivery, documents
@@ -66,7 +66,7 @@ def traced_leave(code):
     leave(code)
 cli._leave = traced_leave
 sys.argv = ["grader"] + sys.argv[1:]
-cli.main()
+cli.main(launcher)
 """
 
 

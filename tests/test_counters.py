@@ -287,14 +287,15 @@ def test_result_json_keeps_the_counters(probed):
 
 def test_no_ncu_is_a_problem_said_not_a_failed_grade(monkeypatch):
     from grader.core.backend import CUDA
-    from grader.grade.children import Children, GradeRun
+    from grader.grade.children import GradeRun
+    from grader.grade.ways import ChildRuns
     from grader.toolchain import tools
     monkeypatch.setattr(tools, "locate", lambda name: None)
     run = GradeRun.__new__(GradeRun)
     run.backend, run.say = CUDA, lambda _m: None
-    got = run.counters(Children(judged=None, runs=[], replay=_replay_job()), launches=[], model_bytes=8)
+    got = run.counters(ChildRuns(judged=None, runs=[], replay=_replay_job()), launches=[], model_bytes=8)
     assert got.kernels == [] and got.problem.startswith("ncu was not found") and "Nsight Compute" in got.problem
-    got = run.counters(Children(judged=None, runs=[], replay=None), launches=[], model_bytes=8)
+    got = run.counters(ChildRuns(judged=None, runs=[], replay=None), launches=[], model_bytes=8)
     assert "timed call" in got.problem
 
 
@@ -302,7 +303,8 @@ def test_a_counters_pass_that_breaks_is_said_and_the_grade_stands(monkeypatch):
     """ncu found but failing to start (a broken install, a folder the child cannot use): the
     pass's exception becomes its problem, never an infrastructure_error of the grade."""
     from grader.core.backend import CUDA
-    from grader.grade.children import Children, GradeRun
+    from grader.grade.children import GradeRun
+    from grader.grade.ways import ChildRuns
     from grader.run import lanes
     from grader.toolchain import tools
     import contextlib
@@ -316,7 +318,7 @@ def test_a_counters_pass_that_breaks_is_said_and_the_grade_stands(monkeypatch):
     run = GradeRun.__new__(GradeRun)
     run.backend, run.say, run.device = CUDA, lambda _m: None, None
     run.rubric = choose(exercise="bias_gelu_fused", rubric_path=None, file=None)
-    got = run.counters(Children(judged=None, runs=[], replay=_replay_job()), launches=[], model_bytes=8)
+    got = run.counters(ChildRuns(judged=None, runs=[], replay=_replay_job()), launches=[], model_bytes=8)
     assert got.kernels == [] and "could not run (PermissionError" in got.problem and "grade above stands" in got.problem
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.core.backend import EMULATOR, named
+from grader.core.backend import EMULATOR
 from grader.exercises import load_exercise, load_reference
 from grader.exercises.data import answers, materialize
 from grader.exercises.plan import plan_cases
@@ -148,72 +148,25 @@ def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_st
     assert skipping.correct is False and skipping.sandbox.emulator_threads == cores
 
 
-def _early_on_the_emulator(rubric, backend=EMULATOR):
-    """A Machine as `grader submit` decides it on a GPU, its child started ahead on the emulator
-    (this machine has no GPU): the same hand-over."""
-    from grader.grade.early import start_children
-    from grader.grade.machine import Machine
-
-    return Machine(backend, None, (), 0.0, children=start_children(rubric=rubric, backend=EMULATOR, device=None,
-                                                                    emulator_threads=0))
-
-
-def test_a_grade_runs_in_the_children_started_early_and_ends_every_one(tmp_path):
-    """grade/early.py: the child started before the pipeline's imports is the one the grade runs
-    (it ran the job and exited of itself: a child cancelled unused is killed), and is gone once
-    the grade is done."""
-    from grader.grade.pipeline import grade
-    from grader.grade.request import GradeRequest
-
-    rubric = load_exercise("bias_gelu_fused")
-    machine = _early_on_the_emulator(rubric)
-    worker = machine.children.worker
-    result = grade(GradeRequest(ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", rubric, machine))
-    assert result.status == "graded" and result.correct
-    assert worker.proc.poll() == 0 and machine.children is None       # taken once
-
-
-def test_children_started_early_are_ended_when_the_grade_stops_before_them(tmp_path):
-    """A compile error, a missing file, a GPU backend on a machine without a GPU: the children
-    started ahead never outlive the call."""
-    import pytest
-
-    from grader.core.errors import UsageError
-    from grader.grade.pipeline import grade
-    from grader.grade.request import GradeRequest
-
-    rubric = load_exercise("bias_gelu_fused")
-    for path, backend in ((ROOT / "submissions/bias_gelu_fused/compile_error.cu", "emulator"),
-                          (tmp_path / "missing.cu", "emulator"),
-                          (ROOT / "submissions/bias_gelu_fused/row_major_threads.cu", "cuda")):
-        machine = _early_on_the_emulator(rubric, named(backend))
-        proc = machine.children.worker.proc
-        if path.name == "missing.cu":
-            with pytest.raises(UsageError):
-                grade(GradeRequest(path, rubric, machine))
-        else:
-            grade(GradeRequest(path, rubric, machine))
-        proc.wait(timeout=10)
-        assert proc.returncode is not None, path.name
-
-
 def test_start_ahead_starts_no_child_on_the_emulator_and_the_machine_probes_only_for_a_gpu(monkeypatch):
     """On the emulator the child's start is short and would take a core from the parent's
     imports: nothing is started ahead, and no GPU is probed for."""
-    from grader.grade.machine import decide, start_ahead
+    from grader.grade.launcher import Launcher
+    from grader.grade.machine import decide
     from grader.toolchain import gpuinfo
 
     probes = []
     monkeypatch.setattr(gpuinfo, "probe", lambda: probes.append(1) or None)
     rubric = load_exercise("bias_gelu_fused")
-    machine = start_ahead(decide("emulator"), rubric=rubric)
-    assert machine.children is None and machine.reading is None and probes == []
+    launcher, machine = Launcher(), decide("emulator")
+    launcher.start_ahead(machine, rubric=rubric)
+    assert launcher._ahead is None and machine.reading is None and probes == []
     assert decide("auto").backend.name == "emulator" and probes == [1]      # "auto": probed, once
 
 
 def test_the_head_start_is_asked_for_by_a_submit_that_may_grade_on_a_gpu_only():
-    """grade/early.head_start_backend: the command's arguments as a student types them."""
-    from grader.grade.early import head_start_backend
+    """grade/launcher.head_start_backend: the command's arguments as a student types them."""
+    from grader.grade.launcher import head_start_backend
 
     yes = [["submit", "k.cu"], ["submit", "k.cu", "--backend", "cuda"], ["submit", "--backend=auto", "k.cu"],
            ["submit", "k.cu", "--watch", "-q"], ["submit", "k.cu", "--format", "json", "--exercise", "rope_half_split"]]
@@ -227,10 +180,10 @@ def test_the_head_start_is_asked_for_by_a_submit_that_may_grade_on_a_gpu_only():
 
 
 def _head_started(monkeypatch):
-    """head_start as `grader submit k.cu` calls it on a machine with a GPU (this one has none: the
-    measuring process starts, finds no driver, and waits for its job all the same)."""
-    import grader.grade.early as early
+    """Launcher.for_command as `grader submit k.cu` calls it on a machine with a GPU (this one has
+    none: the measuring process starts, finds no driver, and waits for its job all the same)."""
     from grader.core import processes
+    from grader.grade.launcher import Launcher
 
     closed = []
     # the grader closes its /proc files to the children before the first starts (this test process
@@ -239,25 +192,24 @@ def _head_started(monkeypatch):
     from grader.toolchain import gpuinfo
 
     monkeypatch.setattr(gpuinfo, "device_file_present", lambda: True)
-    monkeypatch.setattr(early, "_HEAD_START", [])
-    assert early.head_start(["submit", "k.cu"])
-    assert closed == [True]
-    head, = early._HEAD_START
-    return early, head.spec, head.worker
+    launcher = Launcher.for_command(["submit", "k.cu"])
+    assert launcher.head_started and closed == [True]
+    return launcher, launcher._head.spec, launcher._head.worker
 
 
 def test_a_head_start_is_taken_by_the_grade_that_asks_for_the_same_process(monkeypatch):
     """The measuring process started before the rubric is read is the grade's where the rubric
     wants the one it started (the default limits, no PyTorch baseline); it is taken once."""
-    early, spec, worker = _head_started(monkeypatch)
+    from grader.grade.launcher import MeasurerSpec
+
+    launcher, spec, worker = _head_started(monkeypatch)
     try:
         rubric = load_exercise("bias_gelu_fused")       # the default limits, no baseline
         assert spec.backend.records_then_replays and spec.backend.on_gpu     # the GPU's, recorded then replayed
-        wanted = early.MeasurerSpec(backend=spec.backend, output_cap=rubric.limits.output_cap_bytes,
-                                    cpu_limit_s=rubric.limits.time_limit_s, device=spec.device, torch=False,
-                                    cpu_threads=1)
-        assert early.take_head_start(wanted).worker is worker and worker.proc.poll() is None
-        assert early.take_head_start(wanted) is None            # taken: a second grade starts its own
+        wanted = MeasurerSpec(backend=spec.backend, output_cap=rubric.limits.output_cap_bytes,
+                              cpu_limit_s=rubric.limits.time_limit_s, device=spec.device, torch=False, cpu_threads=1)
+        assert launcher._take_head_start(wanted).worker is worker and worker.proc.poll() is None
+        assert launcher._take_head_start(wanted) is None            # taken: a second grade starts its own
     finally:
         worker.cancel()
 
@@ -268,17 +220,17 @@ def test_a_head_start_unlike_what_the_grade_wants_is_ended_not_used(monkeypatch)
     import dataclasses
 
     for change in ({"torch": True}, {"cpu_limit_s": 10.0}, {"output_cap": 1}, {"device": "1"}, {"backend": EMULATOR}):
-        early, spec, worker = _head_started(monkeypatch)
-        assert early.take_head_start(dataclasses.replace(spec, **change)) is None, change
-        assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
-    early, spec, worker = _head_started(monkeypatch)
+        launcher, spec, worker = _head_started(monkeypatch)
+        assert launcher._take_head_start(dataclasses.replace(spec, **change)) is None, change
+        assert worker.proc.wait(timeout=10) is not None and not launcher.head_started
+    launcher, spec, worker = _head_started(monkeypatch)
     rubric = load_exercise("bias_gelu_fused")
-    from grader.grade.machine import decide, start_ahead
+    from grader.grade.machine import decide
 
-    assert start_ahead(decide("emulator"), rubric=rubric).children is None    # the emulator: no GPU grade
-    assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
-    early, spec, worker = _head_started(monkeypatch)
-    children = early.start_children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0)
+    launcher.start_ahead(decide("emulator"), rubric=rubric)          # the emulator: no GPU grade
+    assert worker.proc.wait(timeout=10) is not None and not launcher.head_started
+    launcher, spec, worker = _head_started(monkeypatch)
+    children = launcher.children(rubric=rubric, backend=EMULATOR, device=None, emulator_threads=0)
     try:
         assert children.worker is not worker and worker.proc.wait(timeout=10) is not None
     finally:
@@ -288,6 +240,6 @@ def test_a_head_start_unlike_what_the_grade_wants_is_ended_not_used(monkeypatch)
 def test_a_command_that_ends_before_its_grade_leaves_no_head_start(monkeypatch):
     """`grader submit` of a missing file, or with a bad option, exits before any grade takes the
     head start: the exit handler ends it."""
-    early, spec, worker = _head_started(monkeypatch)
-    early._end_head_start()
-    assert worker.proc.wait(timeout=10) is not None and early._HEAD_START == []
+    launcher, spec, worker = _head_started(monkeypatch)
+    launcher.end_unused()                   # what the exit handler (atexit) calls
+    assert worker.proc.wait(timeout=10) is not None and not launcher.head_started

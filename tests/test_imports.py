@@ -70,7 +70,7 @@ def _loaded_by(code: str) -> set[str]:
 
 def test_the_commands_head_start_imports_neither_the_command_line_nor_the_rubrics():
     """grader/entry.py starts the measuring process before click, the rubrics (YAML) and the pipeline
-    are imported (grade/early.head_start): what it imports is on every grade's way to its children."""
+    are imported (grade/launcher.Launcher.for_command): what it imports is on every grade's way to its children."""
     loaded = _loaded_by("import grader.entry")
     assert not _tops(loaded) & (NOT_IN_A_CHILD | {"numpy"}), sorted(_tops(loaded) & (NOT_IN_A_CHILD | {"numpy"}))
     assert not sorted(m for m in loaded if m.startswith(("grader.cli", "grader.exercises", "grader.verdict",

@@ -131,19 +131,19 @@ def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
 
 
 def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, tmp_path):
-    import grader.grade.early
+    import grader.grade.launcher
     import grader.grade.pipeline
     from grader.core.limits import spread_threads
     from grader.exercises import load_exercise
 
     seen = []
-    real = grader.grade.early.Worker
+    real = grader.grade.launcher.Worker
 
     def spy(**kwargs):
         seen.append(kwargs.get("cpu_threads", 1))
         return real(**kwargs)
 
-    monkeypatch.setattr(grader.grade.early, "Worker", spy)   # start_children: where every child starts
+    monkeypatch.setattr(grader.grade.launcher, "Worker", spy)   # the Launcher: where every child starts
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
     sample = Path(__file__).parent.parent / "submissions" / "bias_gelu_fused" / "compile_error.cu"
     for threads in (0, 1):

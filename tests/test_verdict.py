@@ -316,22 +316,38 @@ def test_a_timing_frame_in_an_emulator_run_buys_nothing(rubric):
     assert forged.floor is None and forged.device.name == ""
 
 
-def test_every_field_of_a_verdict_is_the_result_s_of_the_same_name_and_type():
-    """take_verdict copies a Verdict into the Result by name: a field the Result lacks, or holds as
-    another type, would be lost or written wrong (the Verdict's stop, and the device it reads for
-    the pipeline to summarise, are the two it does not copy)."""
-    import dataclasses
-    import typing
+def test_take_verdict_puts_every_part_of_a_verdict_into_the_result_and_its_grade_only_where_it_did_not_stop():
+    """pipeline.take_verdict writes each of the Verdict's parts into the Result by name (no field
+    copied by reflection): the cases, maps, diagnosis, sandbox and flags always; the correctness,
+    the tier, the timing and the fraction, its interval and GB/s (the timing's) only where the run
+    did not stop the grade."""
+    from types import SimpleNamespace
 
-    from grader.core.results import Result
+    from grader.core.results import CaseResult, DiagnosisEntry, FloorSummary, Result, SandboxSummary, Stop
     from grader.grade import pipeline
     from grader.verdict import Verdict
 
-    result_types = typing.get_type_hints(Result)
-    verdict_types = typing.get_type_hints(Verdict)
-    for name, tp in verdict_types.items():
-        if name in ("stop", "device"):
-            continue
-        assert name in result_types, f"Verdict.{name} has no field of that name in Result"
-        assert name in pipeline._NOT_TAKEN or tp == result_types[name], (name, tp, result_types[name])
-    assert set(pipeline._KEPT_AT_A_STOP) | set(pipeline._NOT_TAKEN) <= {f.name for f in dataclasses.fields(Verdict)}
+    def verdict(stop=None):
+        timing = SimpleNamespace(fraction=0.9, fraction_ci=[0.88, 0.92], submission_gbps=3000.0)
+        return Verdict(cases=[CaseResult("c", [1], "random", 1, True)], maps=[object()],
+                       diagnosis=[DiagnosisEntry("tanh_gelu", "m", "a")], correct=True, stop=stop, timing=timing,
+                       floor=FloorSummary("d2d", 3300.0), tier="gold", borderline=True, feedback="well done",
+                       flags=["f"], sandbox=SandboxSummary(), device={"name": "GPU"})
+
+    def fresh():
+        return Result(exercise="e", submission={}, backend="cuda", status="graded", grader_version="0")
+
+    graded, v = fresh(), verdict()
+    pipeline.take_verdict(graded, v)
+    assert (graded.cases, graded.maps, graded.diagnosis, graded.sandbox, graded.flags) == (
+        v.cases, v.maps, v.diagnosis, v.sandbox, ["f"])
+    assert (graded.correct, graded.tier, graded.borderline, graded.feedback, graded.timing, graded.floor) == (
+        True, "gold", True, "well done", v.timing, v.floor)
+    assert (graded.fraction, graded.fraction_ci, graded.gbps) == (0.9, [0.88, 0.92], 3000.0)
+    assert graded.device.name == "" and graded.phases == {}      # the pipeline's: _device, grade/phases.py
+
+    stopped, v = fresh(), verdict(Stop("crashed", "it crashed", flags=["blocked_by_sandbox"]))
+    pipeline.take_verdict(stopped, v)
+    assert stopped.status == "crashed" and stopped.message == "it crashed" and stopped.cases == v.cases
+    assert stopped.sandbox is v.sandbox and stopped.flags == ["f", "blocked_by_sandbox"]
+    assert (stopped.correct, stopped.tier, stopped.timing, stopped.fraction, stopped.floor) == (None,) * 5

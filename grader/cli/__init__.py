@@ -19,7 +19,7 @@ import time
 import click
 
 from grader import __version__
-from grader.cli import common, student
+from grader.cli import common
 from grader.core.errors import Exit
 import importlib
 from grader.core.locations import rubrics_dir
@@ -117,18 +117,19 @@ def _end_now(why: str) -> None:
     os._exit(Exit.INTERRUPTED)
 
 
-def main() -> None:
-    student.say_the_start()
-    _leave(_run())
+def main(launcher=None) -> None:
+    """The command, handed the Launcher its entry made (grader/entry.py; grade/launcher.py): `grader
+    submit` takes its children from it and says the command's start in its first grade's phases."""
+    _leave(_run(launcher))
 
 
-def _run() -> int:
+def _run(launcher=None) -> int:
     """The command's exit code (the module docstring lists them)."""
     signal.signal(signal.SIGTERM, _interrupted)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:       # not where SIGINT is ignored
         signal.signal(signal.SIGINT, _interrupted)
     try:
-        code = cli.main(prog_name="grader", standalone_mode=False)
+        code = cli.main(prog_name="grader", standalone_mode=False, obj=launcher)
     except (KeyboardInterrupt, click.exceptions.Abort):
         from grader.core import processes
 

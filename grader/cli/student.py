@@ -13,9 +13,9 @@ from grader.cli.common import FORMATS, LazyErrConsole, fail
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.handin import read_file
-from grader.core.processes import age_s
 from grader.exercises import choose, load_exercise
-from grader.grade.machine import decide, start_ahead
+from grader.grade.launcher import Launcher
+from grader.grade.machine import decide
 from grader.grade.request import GradeOptions, GradeRequest
 
 # What stays imported inside the functions below, each with its reason: the pipeline (numpy, the
@@ -129,14 +129,6 @@ def _watch(file: Path, once: SubmitOptions) -> None:
         sys.exit(Exit.CORRECT)
 
 
-_SAY_THE_START: list[bool] = []     # set where this process is the command (cli.main): its first grade says its start
-
-
-def say_the_start() -> None:
-    """This process is the `grader` command: its first grade's phases say where its start went."""
-    _SAY_THE_START[:] = [True]
-
-
 def _submit_once(file: Path, once: SubmitOptions):
     """One grade of FILE (here, or on the course server with --server), delivered (its attempt
     kept, its reports, its document: platforms/delivery.py) and printed; the Result."""
@@ -163,31 +155,27 @@ def _submit_once(file: Path, once: SubmitOptions):
 
 def _graded_here(file: Path, once: SubmitOptions, progress):
     """FILE read once (the exercise's choice and the grade take those bytes), the machine decided
-    once (grade/machine.py) and its children started before the pipeline's imports, then graded."""
+    once (grade/machine.py) and its children started by the command's Launcher (grader/entry.py made
+    it; a plain one where the command was invoked otherwise) before the pipeline's imports, then graded."""
+    launcher = click.get_current_context().find_object(Launcher) or Launcher()
     source = read_file(file)
     rubric = choose(rubric_path=once.rubric_path, exercise=once.exercise, file=source)
-    to_early = age_s()
+    # Where the command's own start went (the interpreter, its imports, the exercise's choice, the
+    # children's start): the launcher's marks, said by its first grade only.
+    launcher.mark("cli_to_early_s")
     # The GPU's probe and the children's start (their CUDA context) before the pipeline's imports
-    # (and rich's): they overlap them (grade/early.py).
-    machine = start_ahead(decide(once.backend), rubric=rubric)
+    # (and rich's): they overlap them (grade/launcher.py).
+    machine = decide(once.backend)
+    launcher.start_ahead(machine, rubric=rubric)
     try:
         from grader.grade.pipeline import grade  # lazy: after start_ahead (see the top)
 
-        to_grade = age_s()
-        # Where the command's own start went (the interpreter, its imports, the exercise's choice,
-        # the children's start): seconds from the process's start, said by its first grade only (a
-        # later grade of --watch starts long after the process did).
-        start = ({"cli_to_early_s": round(to_early, 3), "cli_to_grade_s": round(to_grade, 3)}
-                 if to_early is not None and to_grade is not None and _SAY_THE_START else None)
-        head = machine.children.head_started_at_s if machine.children is not None else None
-        if start is not None and head is not None:
-            start["cli_to_measurer_s"] = round(head, 3)     # the measuring process's head start (grader/entry.py)
-        _SAY_THE_START.clear()
+        launcher.mark("cli_to_grade_s")
         options = GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade)
         return grade(GradeRequest(Path(file), rubric, machine, options, source=source), progress=progress,
-                     command_start=start), rubric
+                     launcher=launcher), rubric
     finally:
-        machine.cancel()            # children no grade took (a usage error before the grade)
+        launcher.end_unused()       # children no grade took (a usage error before the grade)
 
 
 def _graded_remotely(file: Path, once: SubmitOptions, progress):

@@ -18,7 +18,7 @@ import os
 import resource
 
 # A rubric's defaults for its child's wall time and kept output (exercises/schema.py's Limits), here
-# so that `grader submit`'s head start (grade/early.py) starts the measuring process as a rubric
+# so that `grader submit`'s head start (grade/launcher.py) starts the measuring process as a rubric
 # with them would, before any rubric is read.
 TIME_LIMIT_S = 60.0
 OUTPUT_CAP_BYTES = 16384

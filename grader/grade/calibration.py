@@ -9,26 +9,25 @@ the tier lines sit on their hardware before a class submits.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.core.backend import Backend
-from grader.toolchain import gpuinfo
-from grader.run import lanes
-from grader.core.contract import Arg, Call, CalibrationFrame, CalibrationRun, FatalFrame, GuardMode, Job, TimingJob
-from grader.core.errors import InfrastructureError
 from grader.core import exprs
-from grader.exercises import load_reference
+from grader.core.backend import Backend
+from grader.core.contract import Arg, CalibrationFrame, CalibrationRun, Call, FatalFrame, GuardMode, Job, TimingJob
+from grader.core.errors import InfrastructureError
+from grader.core.locations import cache_root
+from grader.core.stats import median
+from grader.core.typed import from_data
+from grader.exercises import casefiles, data, load_reference
 from grader.exercises.plan import buffer_of, case_job, timed_cases
 from grader.exercises.rubric import Rubric, dims_values
-from grader.core.stats import median
-from grader.toolchain.build import build_guard, build_reference
-from grader.core.locations import cache_root
-from grader.exercises import casefiles, data
 from grader.grade.jobs import child_limits
+from grader.run import lanes
 from grader.run.sandbox import Worker
-import json
-from grader.core.typed import from_data
+from grader.toolchain import gpuinfo
+from grader.toolchain.build import build_guard, build_reference
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """A grade's run: its children started beside the build, its cases drawn and answered beside it
 (GradeRun.start returns them, Prepared), then the children's run, the way this grade runs them
 (grade/ways.py: a recording without a GPU then its replay, a recording on the GPU then its replay,
-or the emulator's child; GradeRun.run_children chooses one and returns what came back, Children),
-for the pipeline to judge (pipeline.py).
+or the emulator's child; GradeRun.run_children chooses one and returns what came back, ChildRuns),
+for the pipeline to judge (pipeline.py). Every child is started by the Launcher the grade is handed
+(grade/launcher.py).
 """
 
 from __future__ import annotations
@@ -12,37 +13,43 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
+from grader.core.contract import Job
 from grader.core.errors import InfrastructureError
 from grader.core.locations import cache_root
-from grader.core.contract import Job
+from grader.core.progress import Phase, Progress, Said
 from grader.core.results import CountersSummary, OutputSummary, PrivateInputs
 from grader.core.source import Submission
 from grader.exercises import Reference, load_reference
 from grader.exercises.plan import Case, run_cases
 from grader.exercises.rubric import Rubric
-from grader.grade.early import Children as Started, start_children, start_recorder
 from grader.grade.jobs import JobParts, child_job, draw_inputs
+from grader.grade.launcher import Launcher
+from grader.grade.phases import DrawClock
 from grader.grade.request import GradeRequest
-from grader.grade.ways import (Children, Emulated, RecordedOffline, RecordedOnGpu, Way,
-                               clocked_lane)
-from grader.core.progress import Phase, Progress, Said
-from grader.run import lanes
+from grader.grade.ways import ChildRuns, Emulated, RecordedOffline, RecordedOnGpu, Way, clocked_lane
+from grader.run import lanes, profiling
 from grader.run.replaying import DeviceCode
 from grader.run.sandbox import ChildRun
-from grader.toolchain import gpuinfo
-from grader.toolchain.build import build_driver_stand_in, build_guard, build_reference
+from grader.toolchain import gpuinfo, tools
+from grader.toolchain.build import (
+    build_driver_stand_in,
+    build_guard,
+    build_reference,
+    device_code,
+    device_variables,
+    kernel_parameters,
+    uses_device_heap,
+)
 from grader.toolchain.outcome import BuildResult
-from grader.run import profiling
-from grader.toolchain import tools
-from grader.toolchain.build import device_code, device_variables, kernel_parameters, uses_device_heap
 
 
 def _answers(case, rubric: Rubric, exercise, drawn, store):
     """One case's float64 answers (verdict.expected_for), from its inputs once they are drawn."""
     # lazy: the verdict (and numpy) imported in the drawing thread, off the main thread's way to the
     # build (0.1 to 0.2 s of a warm grade on the H100 host; pipeline.grade also imports it in its pool)
-    from grader import verdict
+    from grader import verdict  # noqa: PLC0415  (numpy's import in the drawing thread: the comment above)
 
     return verdict.expected_for(case, rubric, exercise, drawn.result(), store.folder_for(case), keep=store.keep)
 
@@ -73,9 +80,10 @@ class GradeRun:
     context overlap the build) and its thread pools; start() sets the draws and the reference and
     guard builds going and returns them (Prepared)."""
 
-    def __init__(self, request: GradeRequest, *, reading: dict | None, say: Progress, children: Started | None = None):
-        """request: its backend resolved. children: started already (grade/early.py: `grader submit`
-        starts them before the pipeline is imported); else start() starts them."""
+    def __init__(self, request: GradeRequest, *, reading: dict | None, say: Progress, launcher: Launcher | None = None):
+        """request: its backend resolved. launcher: what starts the children (grade/launcher.py:
+        `grader submit`'s has them started before the pipeline is imported); by default one that
+        starts them when start() asks."""
         backend, options = request.backend, request.options
         self.p, self.rubric, self.backend, self.say = request.path, request.rubric, backend, say
         self.guard_mode = options.guard_mode
@@ -87,29 +95,31 @@ class GradeRun:
         self.device, self.emulator_threads = options.device, options.emulator_threads
         self.started = time.perf_counter()
         self.worker = self.recorder = self.store = None
-        self.children = children
+        self.launcher = launcher if launcher is not None else Launcher()
+        self.children = None                                    # the launcher's, once start() has taken them
         self.pool = ThreadPoolExecutor(max_workers=5)           # the builds, the SASS, the device code, NVML
         # The cases' inputs and answers, beside the builds: a first grade draws every case, a GPU
         # grade without cases drawn ahead its private ones (numpy and torch release the GIL).
         self.draws = ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) // 2)))
-        self.draw_times: dict[str, float] = {}     # _clocked's: when reference.py was loaded, the answers ready
+        self.draw_clock = DrawClock(self.started)  # _clocked's: when reference.py was loaded, the answers ready
         self._nvml: Future | None = None           # warm_reading's hold on NVML (True: held), until let go of
         self._nvml_lock = threading.Lock()
 
     def start(self, shared) -> Prepared:
-        """Start the children (unless started early), then the reference and guard builds and the draws, beside the build.
-        (pipeline.grade has refused a GPU backend on a machine without a GPU before this.)"""
+        """Take the children from the launcher (started ahead, or now), then start the reference and
+        guard builds and the draws, beside the build. (pipeline.grade has refused a GPU backend on a
+        machine without a GPU before this.)"""
         rubric, backend = self.rubric, self.backend
-        if self.children is None and (not backend.on_gpu or self.has_gpu):
-            self.children = start_children(rubric=rubric, backend=backend, device=self.device,
-                                           emulator_threads=self.emulator_threads)
+        if not backend.on_gpu or self.has_gpu:
+            self.children = self.launcher.children(rubric=rubric, backend=backend, device=self.device,
+                                                   emulator_threads=self.emulator_threads)
         if self.children is not None:
             self.worker, self.recorder = self.children.worker, self.children.recorder
             self.device = self.children.device or self.device
         # lazy: imported only now, with the child already starting (the emulator's are not started
         # ahead): numpy's import (exercises.pool's) overlaps its start-up.
-        from grader.exercises import casefiles  # lazy: as above
-        from grader.exercises.pool import Store  # lazy: as above
+        from grader.exercises import casefiles  # noqa: PLC0415  (numpy's import after the children's start: above)
+        from grader.exercises.pool import Store  # noqa: PLC0415  (as above)
 
         exercise = load_reference(rubric)
         if self.worker is None:
@@ -132,12 +142,12 @@ class GradeRun:
         if not all(casefiles.answers_kept(rubric, exercise, c, self.store.folder_for(c)) for c in cases):
             # Some answers are computed: reference.py is imported now, beside the build, not after
             # the draws (written with torch, it imports torch: seconds on a freshly started machine).
-            self.draws.submit(self._clocked, "reference_loaded_t", lambda: exercise.module)
+            self.draws.submit(self._clocked, self.draw_clock.reference_loaded, lambda: exercise.module)
         inputs = draw_inputs(self.draws, rubric, exercise, backend, self.store, cases)
         # Each case's float64 answers as soon as its inputs are drawn: on a first grade (or one
         # with nothing drawn ahead) they are computed beside the builds, not after them. Queued
         # after every draw, so a thread waiting on a draw never holds up one that is yet to start.
-        answers = {c.name: self.draws.submit(self._clocked, "answers_ready_t", _answers, c, rubric, exercise,
+        answers = {c.name: self.draws.submit(self._clocked, self.draw_clock.answers_ready, _answers, c, rubric, exercise,
                                              inputs[c.name], self.store)
                    for c in cases}
         # Built beside the submission, not after it: on a machine's first grade its compile took 0.6 s.
@@ -145,14 +155,15 @@ class GradeRun:
         return Prepared(exercise, self.store, cases, inputs, answers, reference_build, self.pool.submit(build_guard),
                         stand_in)
 
-    def _clocked(self, name: str, fn, *args):
-        """fn(*args), noting when the last call under this name ended (seconds since the grade
-        started; phases): when reference.py was loaded, when the last answers were ready."""
+    @staticmethod
+    def _clocked(noted: Callable[[], None], fn, *args):
+        """fn(*args), then noted(): the draw clock's moment (DrawClock.reference_loaded, .answers_ready)
+        is when the last such call ended."""
         out = fn(*args)
-        self.draw_times[name] = round(time.perf_counter() - self.started, 3)
+        noted()
         return out
 
-    def run_children(self, prepared: Prepared, build: BuildResult, sub: Submission, phases: dict) -> Children:
+    def run_children(self, prepared: Prepared, build: BuildResult, sub: Submission) -> ChildRuns:
         """The child's job, its inputs on disk, then the children's run in the GPU's lane."""
         rubric, backend = self.rubric, self.backend
         parts = JobParts(prepared.reference_build.result(), sub.has_launcher, guard=prepared.guard_build.result(),
@@ -188,7 +199,6 @@ class GradeRun:
         out = clocked_lane(way, lane, then=read_after if backend.on_gpu else None,
                            timing=lambda: self.say(Said(f"timing on GPU {self.device}" if self.device else "timing on the GPU",
                                                         Phase.TIMING)))
-        phases.update(way.phases)
         if backend.on_gpu:
             out.reading = after[0] if after else self.pool.submit(gpuinfo.reading, self.device)
         return out
@@ -212,11 +222,11 @@ class GradeRun:
                                  code=code)
         return RecordedOffline(job, limit, launcher, inputs=inputs, recorder=self.recorder, measurer=self.worker,
                                code=code,
-                               on_gpu_recorder=lambda: start_recorder(rubric=rubric, backend=self.backend,
-                                                                      device=self.device, gpu=True),
+                               on_gpu_recorder=lambda: self.launcher.recorder(rubric=rubric, backend=self.backend,
+                                                                              device=self.device, gpu=True),
                                say=self.say)
 
-    def counters(self, children: Children, *, launches, model_bytes: int | None) -> CountersSummary:
+    def counters(self, children: ChildRuns, *, launches, model_bytes: int | None) -> CountersSummary:
         """The counters' pass (run/profiling.py) over the timed call the measuring process replayed,
         in the GPU's lane again: what the hardware counted, or why nothing was."""
         replay = children.replay

@@ -54,8 +54,6 @@ def machine_limit(exc: Exception) -> str | None:
     if exc.filename and in_cache(str(exc.filename)):
         # Anything else the cache's own folder refuses (a file where a folder should be, a folder that
         # cannot hold others, one removed under the grade): the machine's, with the fix.
-        from grader.core.locations import cache_root
-
         return (f"the grader's cache at {cache_root()} could not be used ({exc.strerror}: {exc.filename}): set "
                 "GRADER_CACHE_DIR to a folder this user can write (or remove the broken one), and grade again.")
     return None

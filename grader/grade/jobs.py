@@ -12,13 +12,12 @@ from pathlib import Path
 
 from grader.core import exprs
 from grader.core.backend import Backend
-from grader.toolchain.outcome import BuildResult
 from grader.core.contract import CaseJob, FloorPlacement, GuardMode, Job, Limits, TimingJob
-from grader.exercises import Reference, load_reference
-from grader.exercises import casefiles
+from grader.exercises import Reference, casefiles, load_reference
 from grader.exercises.plan import Case, baseline_cases, case_job
-from grader.exercises.rubric import Rubric, dims_values
 from grader.exercises.pool import Store
+from grader.exercises.rubric import Rubric, dims_values
+from grader.toolchain.outcome import BuildResult
 
 
 def baseline_cases_for(rubric: Rubric, backend: Backend) -> list[Case]:
@@ -45,7 +44,7 @@ def draw_inputs(pool: ThreadPoolExecutor, rubric: Rubric, exercise: Reference, b
 def _materialize(rubric: Rubric, exercise: Reference, case: Case, folder: Path):
     """data.materialize, imported in the drawing thread: numpy's import off the grade's way to its
     children (the main thread builds, then waits on them)."""
-    from grader.exercises import data  # lazy: numpy's import in the drawing thread (the docstring)
+    from grader.exercises import data  # noqa: PLC0415  (numpy's import in the drawing thread: the docstring)
 
     return data.materialize(rubric, exercise, case, folder)
 

@@ -1,42 +1,44 @@
 """Grading one submission: scan, build, run in a child, check, time, tier.
 
-The one entry point is grade(), given a GradeRequest (grade/request.py); it returns a Result
-whatever the student's code does (grade_submission() makes the request for a script or a test). It raises only the grader's own errors (errors.py):
-a missing file, a bad rubric, a machine without the tools.
+The one entry point is grade(), given a GradeRequest (grade/request.py) and the Launcher that starts
+its children (grade/launcher.py); it returns a Result whatever the student's code does
+(grade_submission() makes the request for a script or a test). It raises only the grader's own
+errors (errors.py): a missing file, a bad rubric, a machine without the tools.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import resource
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from grader import __version__
-from grader.toolchain.build import submission_limits
-from grader.toolchain.outcome import BuildResult
-from grader.toolchain.running import builds_held
+from grader.analysis import findings, launches, sass
 from grader.core import fswall
 from grader.core.backend import AUTO, Backend
 from grader.core.errors import GraderError, InfrastructureError, UsageError
+from grader.core.limits import lowered
+from grader.core.outcomes import Outcome
 from grader.core.results import CountersSummary, DeviceSummary, Result, SandboxSummary, SassSummary, SourceNote, Stop
+from grader.core.source import Submission
 from grader.exercises.rubric import Rubric
 from grader.grade.children import GradeRun, output_of
 from grader.grade.faults import cpu_limit_too_short, machine_limit
+from grader.grade.launcher import Launcher
 from grader.grade.machine import decide
+from grader.grade.phases import CheckClock, Phases
 from grader.grade.request import GradeOptions, GradeRequest
-from grader.run.sandbox import Worker
-from grader.core.source import Submission
 from grader.grade.steps import Progress, build_and_screen, read_source, vet_source
-from grader.core.outcomes import Outcome
-import resource
-from grader.toolchain import cache
-from grader.core.limits import lowered
-from grader.toolchain import tools
-from grader.analysis import sass
-from grader.analysis import findings, launches
+from grader.run.sandbox import Worker
+from grader.toolchain import cache, tools
+from grader.toolchain.build import submission_limits
+from grader.toolchain.outcome import BuildResult
+from grader.toolchain.running import builds_held
 
 if TYPE_CHECKING:
     from grader.verdict import Verdict
@@ -52,31 +54,33 @@ def grade_submission(path: str | Path, *, rubric: Rubric, backend: str | Backend
 
 
 def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=None,
-          command_start: dict[str, float] | None = None) -> Result:
+          launcher: Launcher | None = None) -> Result:
     """Grade what request asks for (grade/request.py: the file, the rubric, the machine, the options).
 
     Whatever the submission does, and when the machine lacks a tool or a GPU, the answer is a
     Result (status infrastructure_error for the latter). Only a usage or rubric error raises.
     The machine (request.machine) was decided by the caller, once: nothing here probes the GPU or
-    resolves a backend; its children started ahead (`grader submit`) are taken, and cancelled
-    whatever comes of the grade.
+    resolves a backend. Every child is started by the launcher; what it started ahead and the grade
+    did not take is ended whatever comes of the grade.
 
     What the caller lends the grade, beside the request:
     - progress: told each step, in the student's words (core/progress.py);
     - inputs: a batch's store of cases (exercises/pool.SharedStore), made by its first GPU grade,
       shared by the rest and closed by the batch; by default a grade makes its own;
-    - command_start: what the command spent before this grade, as phases (`grader submit`'s
-      cli_to_early_s and cli_to_grade_s: seconds from its process's start; docs/benchmarks.md).
+    - launcher: what starts the grade's children (grade/launcher.py): `grader submit`'s has them
+      started ahead and says the command's own start (result.phases cli_to_*); by default one that
+      starts them when the grade asks.
+
+    result.phases is made here, once, from the typed record the steps' values fill (grade/phases.py).
     """
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     machine = request.machine
-    children = machine.take_children()
+    launcher = launcher if launcher is not None else Launcher()
     try:
         request = request.read()                    # the file, read once: every step takes these bytes
     except UsageError:
-        if children is not None:
-            children.cancel()
+        launcher.end_unused()
         raise
     p, rubric, chosen, source = request.path, request.rubric, request.backend, request.source
     # this grade's own GPU's, before its run: a batch's grade reads it now; submit's one grade was
@@ -86,8 +90,7 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
     # the file's digest whatever comes of it (an empty file too)
     result = Result(exercise=rubric.exercise, submission={"path": str(p), "sha256": source.sha256}, backend=chosen.name,
                     status=Outcome.GRADED, grader_version=__version__)
-    result.phases.update(command_start or {})
-    result.phases["probe_s"] = round(machine.probe_s, 3)
+    phases = Phases(probe_s=round(machine.probe_s, 3), command=launcher.command_start())
 
     def run_grade() -> None:
         short = cpu_limit_too_short(rubric)
@@ -97,18 +100,18 @@ def grade(request: GradeRequest, *, progress: Progress | None = None, inputs=Non
             raise InfrastructureError(
                 f"--backend {chosen.name} needs an NVIDIA GPU and none is visible here (nothing was compiled). Run on a GPU "
                 "machine, or use --backend emulator to check correctness on the CPU.")
-        _grade(request, reading=reading, result=result, say=say, shared=inputs, children=children)
+        _grade(request, GradeParts(reading, result, phases, launcher, inputs), say=say)
 
     try:
         whatever_happens(result, run_grade)
     finally:
-        if children is not None:
-            children.cancel()       # those the grade did not take (it ended before its children's run)
+        launcher.end_unused()       # what the grade did not take (it ended before its children's run)
+    result.phases = phases.as_dict()
     result.seconds = round(time.perf_counter() - started, 3)
     keep_cache_in_bounds(rubric, at_most_every_s=request.options.cache_prune_every_s)
     if (request.options.draw_ahead and chosen.private_cases and rubric.path
             and result.status != Outcome.INFRASTRUCTURE_ERROR):
-        from grader.exercises.pool import start_drawing_ahead
+        from grader.exercises.pool import start_drawing_ahead  # noqa: PLC0415  (numpy's import: a GPU grade's only)
 
         start_drawing_ahead(rubric.path)
     return result
@@ -143,11 +146,23 @@ def keep_cache_in_bounds(rubric: Rubric, *, at_most_every_s: float = 0.0) -> Non
         pass
 
 
-def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: Progress, shared=None,
-           children=None) -> None:
-    """Grade the request (its backend resolved) into result: each step returns what it found and
-    only this function (with take_verdict) writes the Result."""
+@dataclass(frozen=True)
+class GradeParts:
+    """What _grade works with beside the request: the GPU's reading before the run, the Result and
+    the phases it fills, the launcher that starts its children, and a batch's shared cases (or None)."""
+
+    reading: dict | None
+    result: Result
+    phases: Phases
+    launcher: Launcher
+    shared: object = None
+
+
+def _grade(request: GradeRequest, parts: GradeParts, *, say: Progress) -> None:
+    """Grade the request (its backend resolved) into parts.result and parts.phases: each step
+    returns what it found and only this function (with take_verdict) writes them."""
     p, rubric, backend, counters = request.path, request.rubric, request.backend, request.options.counters
+    result, phases, reading = parts.result, parts.phases, parts.reading
     sub = read_source(request.source, rubric)
     if isinstance(sub, Stop):
         return result.end(sub)
@@ -155,21 +170,22 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
     stop = vet_source(p, sub, rubric)
     if stop:
         return result.end(stop)
-    run = GradeRun(request, reading=reading, say=say, children=children)
+    run = GradeRun(request, reading=reading, say=say, launcher=parts.launcher)
     try:
-        prepared = run.start(shared)
+        prepared = run.start(parts.shared)
         # The verdict's imports (numpy's among them) in the pool, not on the way to the children: the
         # main thread waits on them meanwhile (0.1 to 0.2 s of a warm grade's build phase on the H100 host).
         verdict_module = run.pool.submit(importlib.import_module, "grader.verdict")
 
         built = build_and_screen(p, sub, rubric, backend, run.arch, say)
-        result.phases["build_s"] = round(time.perf_counter() - run.started, 3)
+        phases.build_s = round(time.perf_counter() - run.started, 3)
         result.build = built.summary
         if built.stop:
             return result.end(built.stop)
         build, gpu_build = built.build, built.gpu_build
         sass_future = run.pool.submit(_analyse_sass, gpu_build, sub, rubric) if gpu_build else None
-        children = run.run_children(prepared, build, sub, result.phases)
+        children = run.run_children(prepared, build, sub)
+        phases.run = children.clock
         result.output = output_of(children.runs)
         stop = _refused_by_replay(children.refusals, p) if children.refusals else None
         if stop:
@@ -180,7 +196,8 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
                                    verdict.Judging(rubric, prepared.exercise, build, sub, backend))
         judge_s = time.perf_counter() - clock
         take_verdict(result, judged)
-        result.phases.update(run.draw_times)
+        phases.child, phases.answers_wait_s = judged.child_clock, judged.answers_wait_s
+        phases.draws = dataclasses.replace(run.draw_clock)      # as they stand now: the answers were all waited for
         unwalled = _sandbox(result, run, children, prepared, verdict)
         if unwalled is not None:                   # the recorder, where the submission's host code ran, read unconfined
             return result.end(unwalled)
@@ -190,12 +207,12 @@ def _grade(request: GradeRequest, *, reading: dict | None, result: Result, say: 
         result.device = _device(judged.device, gpu=run.device if backend.on_gpu else None,
                                 before=reading if backend.on_gpu else None, after=after, compiler=build.compiler)
         result.launches_timed_shape, result.launches = _launches(children, prepared, build, gpu_build or build, run.arch)
-        result.phases["check_s"] = round(time.perf_counter() - clock, 3)
         # where check_s went: the verdict (answers_wait_s of it: the answers not ready), the reading
-        result.phases.update(judge_s=round(judge_s, 3), reading_wait_s=round(reading_wait_s, 3))
+        phases.check = CheckClock(check_s=round(time.perf_counter() - clock, 3), judge_s=round(judge_s, 3),
+                                  reading_wait_s=round(reading_wait_s, 3))
         if counters and result.graded:
             result.counters = _counters(run, children, result)
-            result.phases["counters_s"] = result.counters.seconds
+            phases.counters_s = result.counters.seconds
         if sass_future is not None and result.graded:
             result.sass, result.findings = _findings(sass_future.result(), result, rubric, run.arch)
         elif result.graded:                         # said, never a silent absence (report/files.notices)
@@ -251,25 +268,18 @@ def _device(timing_read: dict, **seen) -> DeviceSummary:
     return DeviceSummary(**{k: v for k, v in timing_read.items() if k in known}, **seen)
 
 
-# A Verdict's fields are the Result's of the same name (tests/test_verdict.py holds them to it), but
-# for its stop and what the Result adds to (phases, flags) or makes from (device: pipeline's _device).
-# What the run said is kept where it ended the grade; its grade only where it did not.
-_KEPT_AT_A_STOP = ("cases", "maps", "diagnosis", "sandbox")
-_NOT_TAKEN = ("stop", "phases", "flags", "device")
-
-
 def take_verdict(result: Result, v: Verdict) -> None:
-    """The verdict's parts into the Result (the other half of the one place that writes it)."""
-    for name in _KEPT_AT_A_STOP:
-        setattr(result, name, getattr(v, name))
-    result.phases.update(v.phases)
+    """The verdict's parts into the Result (the other half of the one place that writes it; its
+    phases are the pipeline's: Phases). What the run said is kept where it ended the grade (the
+    cases, their maps and diagnosis, the sandbox); its grade only where it did not. The fraction,
+    its interval and the GB/s are the timing's, read from it here alone."""
+    result.cases, result.maps, result.diagnosis, result.sandbox = v.cases, v.maps, v.diagnosis, v.sandbox
     result.flags += v.flags
     if v.stop is not None:
         result.end(v.stop)
         return
-    for f in dataclasses.fields(v):
-        if f.name not in _KEPT_AT_A_STOP + _NOT_TAKEN:
-            setattr(result, f.name, getattr(v, f.name))
+    result.correct, result.tier, result.borderline, result.feedback = v.correct, v.tier, v.borderline, v.feedback
+    result.timing, result.floor = v.timing, v.floor
     if v.timing is not None:
         result.fraction, result.fraction_ci, result.gbps = v.timing.fraction, v.timing.fraction_ci, v.timing.submission_gbps
 

@@ -12,23 +12,28 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.analysis.screening import refusal_message, screen_object, unresolved_calls
 from grader.core.backend import Backend
+from grader.core.emulation import emulator_blockers, uses_collectives
 from grader.core.errors import InfrastructureError
-from grader.toolchain import tools
-from grader.toolchain.outcome import BuildResult, compile_message
-from grader.toolchain.build import build_baseline, build_submission
+from grader.core.handin import SourceFile
+from grader.core.outcomes import Outcome
+from grader.core.progress import Phase, Progress, Said
 from grader.core.results import BuildSummary, SourceNote, Stop
+from grader.core.scan import defines_function
+from grader.core.source import (
+    SourceProblem,
+    Submission,
+    missing_kernel_message,
+    read_submission,
+    signature_problem,
+    source_refusals,
+)
 from grader.exercises import exercise_files, load_exercise
 from grader.exercises.rubric import Rubric
-from grader.analysis.screening import refusal_message, screen_object
-from grader.core.handin import SourceFile
-from grader.core.progress import Phase, Progress, Said
-from grader.core.source import (Submission, SourceProblem, missing_kernel_message, read_submission, signature_problem,
-                                source_refusals)
-from grader.core.emulation import emulator_blockers, uses_collectives
-from grader.core.scan import defines_function
-from grader.core.outcomes import Outcome
-
+from grader.toolchain import tools
+from grader.toolchain.build import build_baseline, build_submission
+from grader.toolchain.outcome import BuildResult, compile_message
 
 
 def read_source(source: SourceFile, rubric: Rubric) -> Submission | Stop:
@@ -106,52 +111,67 @@ def build_and_screen(p: Path, sub: Submission, rubric: Rubric, backend: Backend,
         say(f"leaving out main() (line {sub.main_line}): the grader calls your "
             f"{rubric.kernel.launcher_name if sub.has_launcher else 'kernel'}, never main")
     judge = backend.checked_by
-    judge_build = None
     has_judge = judge is not None and tools.locate(judge.toolchain.compiler) is not None
-    if judge is not None and has_judge:
-        # nvcc judges the CUDA (g++ would accept host-only code in a kernel and miss CUDA's own
-        # errors), and its object is what gets screened, before the CPU build.
-        say(Said(f"compiling {p.name} with {judge.toolchain.compiler} ({arch}) to check it as CUDA", Phase.BUILDING))
-        judge_build = build_submission(sub, rubric, backend=judge, arch=arch)
-        if not judge_build.ok:
-            return Built(summary(judge_build), stop=_compile_error(judge_build, p, sub, rubric))
-        stop = _refused(judge_build, sub, p) \
-            or _too_much_device_memory(judge_build, rubric, p)
-        if stop:
-            return Built(stop=stop)
-    if backend.toolchain.shim:
-        blockers = emulator_blockers(sub)
-        if blockers:
-            b = blockers[0]
-            return Built(stop=_needs_gpu(p, b.line, b.what))
+    judge_build = _judged(p, sub, rubric, judge, arch, say) if has_judge else None
+    if isinstance(judge_build, Built):
+        return judge_build
+    blocker = _emulator_blocker(p, sub) if backend.toolchain.shim else None
+    if blocker is not None:
+        return Built(stop=blocker)
     say(Said(f"building {p.name} for {'the GPU (' + arch + ')' if backend.on_gpu else 'the CPU emulator'}",
              Phase.BUILDING))
     build = build_submission(sub, rubric, backend=backend, arch=arch)
     if not build.ok and judge_build is not None and not build.over_limit:
         build = _built_twice(build, sub, rubric, backend, arch)
     out = Built(summary(build), build, build if backend.toolchain.device_code else judge_build)
-    if not build.ok and judge_build is not None and not build.over_limit:
+    out.stop = (_failed(build, p, sub, rubric, judge.toolchain.compiler if judge_build is not None else None)
+                or _screened(build, p, sub, rubric, backend, has_judge))
+    return out
+
+
+def _judged(p: Path, sub: Submission, rubric: Rubric, judge: Backend, arch: str, say: Progress) -> BuildResult | Built:
+    """The judge's build (nvcc judges the CUDA: g++ would accept host-only code in a kernel and miss
+    CUDA's own errors), screened before the CPU build; a Built with its Stop where it ends the grade."""
+    say(Said(f"compiling {p.name} with {judge.toolchain.compiler} ({arch}) to check it as CUDA", Phase.BUILDING))
+    judge_build = build_submission(sub, rubric, backend=judge, arch=arch)
+    if not judge_build.ok:
+        return Built(summary(judge_build), stop=_compile_error(judge_build, p, sub, rubric))
+    stop = _refused(judge_build, sub, p) or _too_much_device_memory(judge_build, rubric, p)
+    return Built(stop=stop) if stop else judge_build
+
+
+def _emulator_blocker(p: Path, sub: Submission) -> Stop | None:
+    """What the CPU emulator cannot run, found on the text (the file then needs a GPU)."""
+    blockers = emulator_blockers(sub)
+    return _needs_gpu(p, blockers[0].line, blockers[0].what) if blockers else None
+
+
+def _failed(build: BuildResult, p: Path, sub: Submission, rubric: Rubric, judged_by: str | None) -> Stop | None:
+    """A build that failed (judged_by: the compiler that built the file first, None where none did),
+    or a launcher whose parameters the grader's call does not find, as the grade's Stop."""
+    if not build.ok and judged_by is not None and not build.over_limit:
         # nvcc built it: it is CUDA, and only the emulator's own build of it failed (a construct its
         # shim lacks), which is never the student's compile error. (A build past its time or memory
         # limit is the file's cost, said as the compile error it is.)
         first = next((m for m in build.messages if m.severity == "error"), None)
         said = f" (its compiler said: {first.text.split('; did you mean')[0]})" if first is not None else ""
-        out.stop = _needs_gpu(p, first.line if first is not None and first.in_submission else None,
-                              f"{judge.toolchain.compiler} compiles this file, but the CPU emulator could not build "
-                              f"it{said}")
-    elif not build.ok:
-        out.stop = _compile_error(build, p, sub, rubric)
-    elif sub.has_launcher:
-        out.stop = _launcher_mismatch(build, p, sub, rubric)
-    if out.stop is not None:
-        return out
-    if not backend.toolchain.shim:
-        out.stop = _refused(build, sub, p)
-    out.stop = out.stop or (_too_much_device_memory(build, rubric, p) if build.ok else None)
-    if out.stop is None and backend.toolchain.shim and not has_judge:
+        return _needs_gpu(p, first.line if first is not None and first.in_submission else None,
+                          f"{judged_by} compiles this file, but the CPU emulator could not build it{said}")
+    if not build.ok:
+        return _compile_error(build, p, sub, rubric)
+    return _launcher_mismatch(build, p, sub, rubric) if sub.has_launcher else None
+
+
+def _screened(build: BuildResult, p: Path, sub: Submission, rubric: Rubric, backend: Backend,
+              has_judge: bool) -> Stop | None:
+    """The built object screened: its refusals (a GPU build's here; the emulator's against its shim's
+    baseline where no judge screened it first) and its static device memory."""
+    stop = None if backend.toolchain.shim else _refused(build, sub, p)
+    stop = stop or _too_much_device_memory(build, rubric, p)
+    if stop is None and backend.toolchain.shim and not has_judge:
         baseline = build_baseline(rubric, backend=backend, fibers=uses_collectives(sub))
-        out.stop = _refused(build, sub, p, shim_baseline=baseline.object)
-    return out
+        stop = _refused(build, sub, p, shim_baseline=baseline.object)
+    return stop
 
 
 def _built_twice(failed: BuildResult, sub: Submission, rubric: Rubric, backend: Backend, arch: str) -> BuildResult:
@@ -183,8 +203,6 @@ def _launcher_mismatch(build: BuildResult, p: Path, sub: Submission, rubric: Rub
     """A launcher defined with other parameter types than the one the grader calls compiles (C++
     takes it for an overload) and fails only when the library is loaded ("undefined symbol"):
     said as the compile error it is, with both signatures."""
-    from grader.analysis.screening import unresolved_calls
-
     name = rubric.kernel.launcher_name
     try:
         defined, missing = unresolved_calls(build.object, name)

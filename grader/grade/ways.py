@@ -2,7 +2,8 @@
 then replayed on it, the recording made on the GPU then replayed, and the emulator's one child.
 GradeRun.run_children chooses one (way_for) and runs it in two steps: before the GPU's lane
 (nothing, or the recording without a GPU) and inside it (the replay and the timing, or the
-emulator's run). Each way books its own phases (result.json's `phases`, docs/benchmarks.md).
+emulator's run). Each way measures its run in its RunClock (grade/phases.py: result.json's
+`phases`, docs/benchmarks.md), which the ChildRuns it returns carries.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from grader.core.contract import ChildSandbox, DoneFrame, HelloFrame, Job, OfflinePart, RefusedFrame, clock_phases
+from grader.grade.phases import RunClock
 from grader.run.replaying import DeviceCode, ReplayPlan, needs_gpu, record, record_then_replay, replay_recorded
 from grader.run.sandbox import ChildRun, Worker
 
@@ -21,9 +23,9 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Children:
+class ChildRuns:
     """What the children's runs gave back: the run judged, every run (for their output), the
-    recorder's refusals and sandbox, and the GPU's state after them."""
+    recorder's refusals and sandbox, the GPU's state after them, and the run's clock."""
 
     judged: ChildRun
     runs: list[ChildRun]
@@ -31,6 +33,7 @@ class Children:
     recorder_sandbox: ChildSandbox | None = None
     reading: Future | None = None       # nvidia-smi's reading after them, taken while the verdict is judged
     replay: Job | None = None           # the measuring process's job, for the counters' pass
+    clock: RunClock = field(default_factory=RunClock)   # where the run's time went (result.json's phases)
 
     @property
     def after(self) -> dict | None:
@@ -51,12 +54,12 @@ def recorder_times(run: ChildRun) -> dict[str, float]:
 @dataclass
 class Way:
     """What every way shares: the job, the time limit, the launcher's name (None: the kernel alone),
-    and the phases it books."""
+    and the clock it measures its run by."""
 
     job: Job
     time_limit_s: float
     launcher: str | None
-    phases: dict[str, float] = field(default_factory=dict)
+    clock: RunClock = field(default_factory=RunClock)
     inputs: Callable[[], None] = lambda: None   # waits until the cases' inputs are on disk
 
     def before_lane(self) -> "Way":
@@ -70,7 +73,7 @@ class Way:
         """Wait for the inputs, before any child that reads them is told to start (inputs_wait_s)."""
         waited = time.perf_counter()
         self.inputs()
-        self.phases["inputs_wait_s"] = round(time.perf_counter() - waited, 3)
+        self.clock.inputs_wait_s = round(time.perf_counter() - waited, 3)
 
     def children(self) -> list[Worker]:
         """The children this way runs, as started."""
@@ -79,9 +82,9 @@ class Way:
     def wait_ready(self, *workers: Worker) -> None:
         """Wait until workers have started (imports, CUDA context), booking child_start_wait_s."""
         waited = max((w.wait_ready(timeout_s=self.time_limit_s) for w in workers), default=0.0)
-        self.phases["child_start_wait_s"] = round(self.phases.get("child_start_wait_s", 0.0) + waited, 3)
+        self.clock.waited_for_children(waited)
 
-    def in_lane(self, take: Callable[[], None], handed_on: Callable[[], None] | None) -> Children:
+    def in_lane(self, take: Callable[[], None], handed_on: Callable[[], None] | None) -> ChildRuns:
         """The run whose GPU work needs the lane: take() takes it (waiting for it) as late as this
         way can, handed_on() is called once the child has sent everything (the lane handed on)."""
         raise NotImplementedError
@@ -99,7 +102,8 @@ class Emulated(Way):
     def in_lane(self, take, handed_on):
         take()
         run = self.worker.run(self.job, time_limit_s=self.time_limit_s, on_sent=handed_on)
-        return Children(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons])
+        return ChildRuns(run, [run], [r for f in run.frames if isinstance(f.data, RefusedFrame) for r in f.data.reasons],
+                         clock=self.clock)
 
 
 @dataclass
@@ -119,9 +123,9 @@ class RecordedOnGpu(Way):
         take()                      # the recorder runs the launcher on the GPU: in the lane
         both = record_then_replay(self.recorder, self.measurer, self.job,
                                   plan=ReplayPlan(code, self.launcher, self.time_limit_s), on_sent=handed_on)
-        self.phases["record_s"] = round(both.recorder.seconds, 3)
-        self.phases.update(recorder_times(both.recorder))
-        return _replayed(both, self.phases)
+        self.clock.record_s = round(both.recorder.seconds, 3)
+        self.clock.recorder.update(recorder_times(both.recorder))
+        return _replayed(both, self.clock)
 
 
 @dataclass
@@ -149,8 +153,8 @@ class RecordedOffline(Way):
         code = self.code.result()
         self.recorded = record(self.recorder, self.job, time_limit_s=self.time_limit_s,
                                offline=OfflinePart(code.kernel_params, str(code.driver_stand_in or "")))
-        self.phases["offline_record_s"] = round(self.recorded.seconds, 3)
-        self.phases.update(recorder_times(self.recorded))
+        self.clock.offline_record_s = round(self.recorded.seconds, 3)
+        self.clock.recorder.update(recorder_times(self.recorded))
         why = needs_gpu(self.recorded)
         self.inputs_on_disk()
         if not why:
@@ -158,9 +162,9 @@ class RecordedOffline(Way):
             return self
         self.say(f"recording on the GPU: {why}")
         recorder = self.on_gpu_recorder()
-        self.phases["gpu_recorder_wait_s"] = round(recorder.wait_ready(timeout_s=self.time_limit_s), 3)
+        self.clock.gpu_recorder_wait_s = round(recorder.wait_ready(timeout_s=self.time_limit_s), 3)
         self.wait_ready(self.measurer)
-        return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.phases, self.inputs, recorder,
+        return RecordedOnGpu(self.job, self.time_limit_s, self.launcher, self.clock, self.inputs, recorder,
                              self.measurer, self.code)
 
     def in_lane(self, take, handed_on):
@@ -177,17 +181,17 @@ class RecordedOffline(Way):
 
         both = replay_recorded(self.recorded, self.measurer, self.job,
                                plan=ReplayPlan(code, self.launcher, self.time_limit_s), on_sent=handed_on, gate=gate)
-        out = _replayed(both, self.phases)
+        out = _replayed(both, self.clock)
         if gone:
-            self.phases["gate_wait_s"] = round(gone[0], 3)      # the recorder's end, the lane's wait apart
+            self.clock.gate_wait_s = round(gone[0], 3)      # the recorder's end, the lane's wait apart
         return out
 
 
-def _replayed(both, phases: dict) -> Children:
-    phases["gate_wait_s"] = round(both.gate_wait_s, 3)
-    return Children(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []), both.refusals,
-                    _hello_sandbox(both.recorder) if both.measurer else None,
-                    replay=both.replay if both.measurer else None)
+def _replayed(both, clock: RunClock) -> ChildRuns:
+    clock.gate_wait_s = round(both.gate_wait_s, 3)
+    return ChildRuns(both.judged, [both.recorder] + ([both.measurer] if both.measurer else []), both.refusals,
+                     _hello_sandbox(both.recorder) if both.measurer else None,
+                     replay=both.replay if both.measurer else None, clock=clock)
 
 
 def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
@@ -197,7 +201,7 @@ def _hello_sandbox(run: ChildRun) -> ChildSandbox | None:
 
 
 def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None,
-                 timing: Callable[[], None] | None = None) -> Children:
+                 timing: Callable[[], None] | None = None) -> ChildRuns:
     """way's run (lane: the GPU's, not yet taken, or None on the emulator): the way takes the lane
     when its GPU work is ready to run (lane_wait_s), lane_s runs from then until the child has sent
     everything and the lane is handed on (then then() is called: the GPU's reading after the
@@ -208,18 +212,18 @@ def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None,
     def take() -> None:
         if lane is not None:
             lane.__enter__()
-            way.phases["lane_wait_s"] = round(lane.waited, 3)
+            way.clock.lane_wait_s = round(lane.waited, 3)
             # on the wall clock, shared by a batch's grades: the gaps between one grade's release
             # and the next one's take are the lane's idle time (scripts/benchmark.py --batch)
-            way.phases["lane_taken_at"] = round(time.time(), 4)
+            way.clock.lane_taken_at = round(time.time(), 4)
             if timing is not None:
                 timing()
         taken.append(time.perf_counter())
 
     def handed_on() -> None:
         lane.release()
-        way.phases["lane_released_at"] = round(time.time(), 4)
-        way.phases["lane_s"] = round(time.perf_counter() - (taken[0] if taken else clock), 3)
+        way.clock.lane_released_at = round(time.time(), 4)
+        way.clock.lane_s = round(time.perf_counter() - (taken[0] if taken else clock), 3)
         if then is not None:
             then()
 
@@ -228,6 +232,7 @@ def clocked_lane(way: Way, lane, then: Callable[[], None] | None = None,
     finally:
         if lane is not None:
             lane.release()
-    way.phases.setdefault("lane_wait_s", 0.0)
-    way.phases["child_s"] = round(time.perf_counter() - clock - way.phases["lane_wait_s"], 3)
+    if way.clock.lane_wait_s is None:
+        way.clock.lane_wait_s = 0.0
+    way.clock.child_s = round(time.perf_counter() - clock - way.clock.lane_wait_s, 3)
     return out

@@ -33,7 +33,7 @@ from grader.core import processes
 from grader.run.child.guard import Blocked, parse_reports
 from grader.core.backend import Backend
 
-if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/early.py)
+if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/launcher.py)
     from grader.core.contract import Job
 
 

@@ -139,7 +139,7 @@ def every_gpu_hidden() -> bool:
 
 def device_file_present() -> bool:
     """A device file of the GPU backend (/dev/nvidia*), and not every GPU hidden: a listing of /dev, no
-    driver call (a guess that the probe confirms or not; grade/early.head_start acts on it)."""
+    driver call (a guess that the probe confirms or not; grade/launcher.Launcher.for_command acts on it)."""
     return not every_gpu_hidden() and any(glob.glob(glob.escape(f) + "*") for f in GPU.device_files)
 
 

@@ -57,7 +57,9 @@ class Verdict:
     flags: list[str] = field(default_factory=list)
     sandbox: SandboxSummary | None = None      # None: the child never said what was in force
     device: dict = field(default_factory=dict)  # the GPU as the timing read it
-    phases: dict = field(default_factory=dict)  # the child's own clock (ready, job, hello, checks, done)
+    # where the judging's time went, for result.json's phases (the pipeline's grade/phases.Phases):
+    child_clock: dict[str, float] = field(default_factory=dict)   # the child's own (child_<moment>_t: ready, job, ...)
+    answers_wait_s: float | None = None        # the float64 answers waited for (None: no case came back)
 
 
 @dataclass
@@ -85,7 +87,7 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
             seen.add(case.name)
             waited = time.perf_counter()
             references[case.name].exception()           # the answers, waited for here: answers_wait_s
-            v.phases["answers_wait_s"] = round(v.phases.get("answers_wait_s", 0.0) + time.perf_counter() - waited, 3)
+            v.answers_wait_s = round((v.answers_wait_s or 0.0) + time.perf_counter() - waited, 3)
             outcome = check_case(case, h, frame.payload, references[case.name], judging,
                                  {d.code for d in v.diagnosis})
             v.cases += outcome.rows
@@ -102,9 +104,9 @@ def _read_frames(run: ChildRun, cases: list[Case], references: dict[str, "Future
             out.fatal = h
         elif isinstance(h, DoneFrame):
             out.done = True
-            v.phases.update(clock_phases(h, "child"))
+            v.child_clock.update(clock_phases(h, "child"))
         elif isinstance(h, HelloFrame):
-            v.phases.update(clock_phases(h, "child"))
+            v.child_clock.update(clock_phases(h, "child"))
             # claimed: on the emulator the child runs the submission's host code, which can forge it
             claimed = h.sandbox if isinstance(h.sandbox, ChildSandbox) else ChildSandbox()
             v.sandbox = SandboxSummary(**vars(claimed))
