@@ -26,7 +26,7 @@ from grader.toolchain.build import build_guard, build_reference
 from grader.core.locations import cache_root
 from grader.exercises import casefiles, data
 from grader.grade.jobs import child_limits
-from grader.run.sandbox import Worker
+from grader.run.sandbox import ChildSpec, Worker
 import json
 from grader.core.typed import from_data
 
@@ -87,7 +87,8 @@ def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) ->
                                floor_buffers=t.floor_buffers),
               timed_cases=[cj], calibrate=runs, calibration_rounds=rubric.calibrate.rounds)
     device = device or lanes.default_device()
-    with Worker(backend=backend, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
+    with Worker(ChildSpec(backend=backend, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s,
+                          device=device)) as worker:
         worker.wait_ready(timeout_s=lim.time_limit_s)
         with lanes.gpu_lane(device):
             run = worker.run(job, time_limit_s=lim.time_limit_s)
