@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from grader.core.exprs import Expr
-from grader.core.outcomes import Tier
 from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S
 from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
+from grader.core.outcomes import Tier
 from grader.core.signature import Signature, parse_signature
-from grader.core.typed import doc_field as _doc, type_hints
+from grader.core.typed import doc_field as _doc
+from grader.core.typed import type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / f"{DEFAULT_EXERCISE}.yaml"
 
