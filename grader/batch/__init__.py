@@ -43,11 +43,11 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     With a report_dir: each student's reports in report_dir/<student>/, and summary.csv,
     gradebook.csv, junit.xml, results.jsonl, class.html and insights.json beside them, written even
     when the batch is interrupted (with the rows done so far). The class's similar kernels
-    (batch/similarity.py) are found once, into outcome.similarity, summary.csv and class.html. The backend ("auto" decided once for
-    the class) and the jobs (default_jobs: a few per GPU lane, or one per core on the emulator) are
-    resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
-    for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
-    progress lines as they come (grading.grade_entries)."""
+    (batch/similarity.py) are found once, into outcome.similarity, summary.csv and class.html. The
+    backend ("auto" decided once for the class) and the jobs (default_jobs: a few per GPU lane, or
+    one per core on the emulator) are resolved here; a shard (K, N) grades only the K-th of N
+    deterministic shares of the students, for one class on N machines (`grader merge` combines
+    them). said(entry, line): each grade's progress lines as they come (grading.grade_entries)."""
     k, n = request.shard
     if entries is None:
         entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)

@@ -231,7 +231,8 @@ class Timing:
     warmup: int = _doc("Untimed launches of each kernel before sampling.", default=5)
     min_samples: int = _doc("Samples of each kernel before the stopping rule is consulted.", default=50)
     max_samples: int = _doc("Samples of each kernel at most.", default=2000)
-    target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).", default=0.005)
+    target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).",
+                                    default=0.005)
     tier_half_width: float = _doc(
         "Stop sooner, once the 95% interval is at most this narrow (relative half-width) and lies clear of every "
         "tier line, and further than this from the floor (1.0): more rounds could not change the tier under any "
@@ -402,10 +403,11 @@ class Points:
 @dataclass(frozen=True)
 class Feedback:
     tiers: dict[str, str] = _doc("What to tell a student at each tier (gold, silver, below).", default_factory=dict)
-    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code. Code in backticks is code to add: where the "
-                                     "student's file already holds it, that sentence is replaced by one saying so, with the line.",
-                                     default_factory=dict)
-    no_gpu: str = _doc("What the report says when performance could not be graded.", default="Performance is graded only on a GPU.")
+    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code. Code in backticks is code "
+                                     "to add: where the student's file already holds it, that sentence is replaced by "
+                                     "one saying so, with the line.", default_factory=dict)
+    no_gpu: str = _doc("What the report says when performance could not be graded.",
+                       default="Performance is graded only on a GPU.")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -463,7 +463,8 @@ def _untouched_during_timing(frame: TimingFrame, rubric: Rubric) -> list[Diagnos
                 differ = sum(1 for s in sums if s != sums[-1])
                 if differ:
                     found.append(DiagnosisEntry(
-                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random among the timed ones) left {output} "
-                        "different from the last one, which was verified: each timed call must do the whole work",
+                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random "
+                        f"among the timed ones) left {output} different from the last one, which was verified: each "
+                        "timed call must do the whole work",
                         "", case))
     return found
