@@ -10,15 +10,15 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.core.backend import AUTO, Backend
-from grader.batch.request import ClassRequest
 from grader.batch.classreport import write_class_report
 from grader.batch.grading import BatchOutcome, Graded, class_machine, grade_entries
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.request import ClassRequest
 from grader.batch.similarity import class_similarity
 from grader.batch.store import holding
+from grader.core.backend import AUTO, Backend
 
 if TYPE_CHECKING:
     from grader.batch.grading import Progress, Said

@@ -26,8 +26,22 @@ from grader.core.source import Submission
 from grader.verdict.causes import Cause, index_names, quoted
 from grader.verdict.cexpr import evaluate, uncast
 from grader.verdict.hostlaunch import kernel_values
-from grader.verdict.kernelread import (ASSIGN, Kernel, Thread, accesses, added_terms, comparisons, corners,
-                                      derived_from, environments, kernels, line_in, name_of, product_factors, runs)
+from grader.verdict.kernelread import (
+    ASSIGN,
+    Kernel,
+    Thread,
+    accesses,
+    added_terms,
+    comparisons,
+    corners,
+    derived_from,
+    environments,
+    kernels,
+    line_in,
+    name_of,
+    product_factors,
+    runs,
+)
 
 
 @dataclass(frozen=True)
