@@ -140,7 +140,7 @@ def _record_both_ways(folder, name):
     from grader.core.contract import OfflinePart, RecordingFrame
     from tests.jobs import child_job
     from grader.run.replaying import needs_gpu, record, recording_refusals
-    from grader.run.sandbox import Worker
+    from grader.run.sandbox import ChildSpec, Worker
     from grader.toolchain import gpuinfo
     from grader.toolchain.build import build_driver_stand_in, build_guard, device_code, kernel_parameters
 
@@ -159,7 +159,7 @@ def _record_both_ways(folder, name):
     params = kernel_parameters(device_code(build.library))
     recordings, why = [], ""
     for gpu in (False, True):
-        with Worker(backend=CUDA, output_cap=4096, cpu_limit_s=60, device="0", gpu=gpu) as recorder:
+        with Worker(ChildSpec(backend=CUDA, output_cap=4096, cpu_limit_s=60, device="0", gpu=gpu)) as recorder:
             run = record(recorder, job, time_limit_s=60,
                          offline=OfflinePart(params, str(build_driver_stand_in())))
         if not gpu:

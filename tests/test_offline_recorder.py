@@ -17,7 +17,7 @@ from grader.core.backend import CUDA
 from grader.core.contract import OfflinePart, RecordingFrame
 from grader.core.source import read_submission
 from grader.run.replaying import needs_gpu, record, recording_refusals
-from grader.run.sandbox import CappedOutput, ChildRun, Worker
+from grader.run.sandbox import CappedOutput, ChildRun, ChildSpec, Worker
 from grader.toolchain.build import (build_driver_stand_in, build_guard, build_submission, device_code,
                                     kernel_parameters)
 from tests.test_wall import KERNEL as WALL_KERNEL, MARK, payload_source
@@ -52,7 +52,7 @@ def record_offline(rubric, write_cu, text: str, name: str = "offline.cu") -> tup
     # The recorder without a GPU never loads the reference library: no path of one is needed.
     job, _ = child_job(rubric, backend=CUDA, build=build, has_launcher=sub.has_launcher,
                        reference=SimpleNamespace(library=Path("/nonexistent/reference.so")), guard=build_guard())
-    with Worker(backend=CUDA, output_cap=1 << 16, cpu_limit_s=30, device="0", gpu=False) as recorder:
+    with Worker(ChildSpec(backend=CUDA, output_cap=1 << 16, cpu_limit_s=30, device="0", gpu=False)) as recorder:
         run = record(recorder, job, time_limit_s=30, offline=OfflinePart(params, str(build_driver_stand_in())))
     recording = next((f.data.recording for f in run.frames if isinstance(f.data, RecordingFrame)), None)
     return run, recording

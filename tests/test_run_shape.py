@@ -1,6 +1,6 @@
-"""The running side's modules stay small and say what they import (issue 62): grader/run/ and the
-job's and frames' contract each under 400 lines, the child's main under 60, and no import inside
-a function but torch's (2 to 3.5 s, paid only by a job with a PyTorch baseline)."""
+"""The running side says what it imports (issue 62): in grader/run/ and the job's and frames'
+contract, no import inside a function but torch's (2 to 3.5 s, paid only by a job with a PyTorch
+baseline). Their size is ruff's and review's to hold (issue 72), not a count of lines."""
 
 import ast
 from pathlib import Path
@@ -11,10 +11,6 @@ AREA = [*sorted((ROOT / "grader" / "run").rglob("*.py")),
                                         "analysis/explain.py", "analysis/launches.py", "toolchain/gpuinfo.py",
                                         "toolchain/tools.py"))]
 PAID = ("torch",)       # the imports a start-up figure shows are worth keeping inside a function
-
-
-def too_long(paths: list[Path], limit: int = 400) -> list[str]:
-    return [f"{p.name}: {n} lines" for p in paths if (n := len(p.read_text().splitlines())) > limit]
 
 
 def imports_in_functions(path: Path) -> list[str]:
@@ -31,24 +27,13 @@ def imports_in_functions(path: Path) -> list[str]:
     return sorted(set(found))
 
 
-def test_the_running_sides_modules_are_under_400_lines():
-    assert too_long(AREA) == []
-
-
-def test_the_childs_main_is_under_60_lines():
-    tree = ast.parse((ROOT / "grader" / "run" / "child" / "worker.py").read_text())
-    main = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main")
-    assert main.end_lineno - main.lineno + 1 < 60
-
-
 def test_no_import_inside_a_function_but_torchs():
     assert [f for p in AREA for f in imports_in_functions(p)] == []
 
 
-def test_the_rules_find_a_planted_import_and_a_long_module(tmp_path):
+def test_the_rule_finds_a_planted_import(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text("try:\n    import nvidia\nexcept ImportError:\n    nvidia = None\n\n\n"
                        "def f():\n    import torch\n    import torch.nn.functional as F\n"
-                       "    from grader.core import stats\n    return stats\n" + "\n" * 400)
+                       "    from grader.core import stats\n    return stats\n")
     assert imports_in_functions(planted) == ["planted.py:10: grader.core"]
-    assert too_long([planted]) == ["planted.py: 411 lines"]

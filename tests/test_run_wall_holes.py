@@ -151,9 +151,8 @@ def _with_wrapper(monkeypatch, wrapper: list[str]) -> None:
 
     real = sandbox.Worker.__init__
 
-    def wrapped(self, **kw):
-        kw.setdefault("wrapper", wrapper)
-        real(self, **kw)
+    def wrapped(self, spec):
+        real(self, spec if spec.wrapper else dataclasses.replace(spec, wrapper=tuple(wrapper)))
 
     monkeypatch.setattr(sandbox.Worker, "__init__", wrapped)
 
@@ -318,12 +317,12 @@ def test_only_the_recorder_on_the_gpu_makes_its_context_behind_its_wall():
     the submission and whose context is made while the parent builds, nor to the recorder without a
     GPU (no context at all), nor to the emulator."""
     from grader.core.backend import CUDA, EMULATOR
-    from grader.run.sandbox import Worker
+    from grader.run.sandbox import ChildSpec, Worker
 
     cases = [(CUDA, dict(recorder=True), True), (CUDA, dict(recorder=False), False),
              (CUDA, dict(recorder=True, gpu=False), False), (EMULATOR, dict(recorder=True), False)]
     for backend, kwargs, walled in cases:
-        with Worker(backend=backend, output_cap=64, cpu_limit_s=10, **kwargs) as worker:
+        with Worker(ChildSpec(backend=backend, output_cap=64, cpu_limit_s=10, **kwargs)) as worker:
             argv = list(worker.proc.args)
         assert ("walledgpu" in argv) is walled, (backend.name, kwargs, argv)
         assert ("nogpu" in argv) is (backend is CUDA and kwargs.get("gpu") is False), argv

@@ -101,10 +101,10 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
 
 
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():
-    from grader.run.sandbox import Worker
+    from grader.run.sandbox import ChildSpec, Worker
     from grader.run.groups import leftover_processes
 
-    w = Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10)
+    w = Worker(ChildSpec(backend=EMULATOR, output_cap=64, cpu_limit_s=10))
     try:
         assert w.proc.pid in leftover_processes()
     finally:
@@ -120,10 +120,10 @@ def child_cpu_limit(pid: int) -> int:
 def test_the_cpu_time_limit_counts_every_thread_the_child_may_keep_busy():
     """A slow, correct kernel spread over 4 cores burns CPU time 4 times as fast: its backstop
     limit is 4 times the time limit (+30 s of start-up), not the time limit it would reach first."""
-    from grader.run.sandbox import Worker
+    from grader.run.sandbox import ChildSpec, Worker
 
     for threads, want in ((1, 40), (4, 70)):
-        w = Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10, cpu_threads=threads)
+        w = Worker(ChildSpec(backend=EMULATOR, output_cap=64, cpu_limit_s=10, cpu_threads=threads))
         try:
             assert child_cpu_limit(w.proc.pid) == want
         finally:
@@ -139,9 +139,9 @@ def test_a_grade_gives_the_child_cpu_time_for_its_emulator_threads(monkeypatch, 
     seen = []
     real = grader.grade.launcher.Worker
 
-    def spy(**kwargs):
-        seen.append(kwargs.get("cpu_threads", 1))
-        return real(**kwargs)
+    def spy(spec):
+        seen.append(spec.cpu_threads)
+        return real(spec)
 
     monkeypatch.setattr(grader.grade.launcher, "Worker", spy)   # the Launcher: where every child starts
     monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path))
@@ -568,7 +568,7 @@ def test_a_gated_child_whose_gate_never_opens_runs_nothing(rubric, write_cu, tmp
     job, _ = child_job(rubric, backend=EMULATOR, build=build, has_launcher=True, guard=build_guard(), draw=True)
     job.timing, job.timed_cases, job.verify_cases = None, [], []
 
-    with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:
+    with sandbox.Worker(sandbox.ChildSpec(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30)) as worker:
         real = worker.proc.stdin.write      # stdin is closed with the go byte never written
         worker.proc.stdin.write = lambda data: real(data) if data != protocol.GO else None
         run = worker.run(job, time_limit_s=20, gate=lambda: None)
@@ -637,7 +637,7 @@ def test_libraries_preloaded_before_the_job_are_loaded_first_and_the_job_still_r
     job.timing, job.timed_cases, job.verify_cases = None, [], []
 
     for names in ([job.reference_library], [str(tmp_path / "missing.so"), job.reference_library]):
-        with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:
+        with sandbox.Worker(sandbox.ChildSpec(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30)) as worker:
             worker.preload(names)
             run = worker.run(job, time_limit_s=30)
         hello = next(f.data for f in run.frames if isinstance(f.data, HelloFrame))
@@ -645,7 +645,7 @@ def test_libraries_preloaded_before_the_job_are_loaded_first_and_the_job_still_r
         cases = [f.data for f in run.frames if isinstance(f.data, CaseFrame)]
         assert len(cases) == len(job.cases) and all(c.ok for c in cases), names
 
-    with sandbox.Worker(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30) as worker:   # none sent: none said
+    with sandbox.Worker(sandbox.ChildSpec(backend=EMULATOR, output_cap=1 << 16, cpu_limit_s=30)) as worker:   # none sent: none said
         run = worker.run(job, time_limit_s=30)
     assert next(f.data for f in run.frames if isinstance(f.data, HelloFrame)).preloaded_t is None
 
@@ -736,7 +736,7 @@ def test_a_child_started_past_descriptor_1024_is_waited_for(monkeypatch):
     the child to be ready still works there."""
     import resource
 
-    from grader.run.sandbox import Worker
+    from grader.run.sandbox import ChildSpec, Worker
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 1200:
@@ -749,7 +749,7 @@ def test_a_child_started_past_descriptor_1024_is_waited_for(monkeypatch):
             held.append(fd)
             if fd >= 1030:
                 break
-        with Worker(backend=EMULATOR, output_cap=64, cpu_limit_s=10) as worker:
+        with Worker(ChildSpec(backend=EMULATOR, output_cap=64, cpu_limit_s=10)) as worker:
             assert worker._ready_fd > 1024
             waited = worker.wait_ready(30)
         assert waited < 30

@@ -17,7 +17,7 @@ from grader.toolchain.build import build_guard, build_submission
 from grader.run.child import guard
 from grader.core.results import Result
 from grader.run.groups import leftover_processes
-from grader.run.sandbox import Worker
+from grader.run.sandbox import ChildSpec, Worker
 from grader.core.source import read_submission
 
 KERNEL = """
@@ -85,7 +85,7 @@ def run_unscreened(path: Path, rubric, backend: str) -> Result:
         from grader.run.replaying import for_recorder
 
         job = for_recorder(job)
-    with Worker(backend=chosen, output_cap=4096, cpu_limit_s=60, recorder=backend == "cuda") as worker:
+    with Worker(ChildSpec(backend=chosen, output_cap=4096, cpu_limit_s=60, recorder=backend == "cuda")) as worker:
         run = worker.run(job, time_limit_s=60)
     result.output = OutputSummary(stdout=run.stdout.text(), stderr=run.stderr.text())
     references = {c.name: _done(verdict.expected_for(c, rubric, reference, materialize(rubric, reference, c, cache_root()),

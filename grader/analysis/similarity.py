@@ -264,9 +264,33 @@ def compare(sources: Sequence[tuple[str, bytes | str]], *, given: Iterable[bytes
             threshold: float = DEFAULT_THRESHOLD) -> Similarity:
     """The pairs of sources (name, the file's bytes) whose score is at or above threshold, best
     first, each with its regions; given: the exercise's own files, whose code is no match."""
-    skeleton = given_hashes(given)
     prints = [fingerprint(name, data) for name, data in sources]
     raw = {fp.name: data for fp, (_, data) in zip(prints, sources)}
+    holders = _holders(prints, given_hashes(given))
+    small = {i for i, fp in enumerate(prints) if len(fp.hashes) < MIN_HASHES}
+    counts: dict[tuple[int, int], int] = defaultdict(int)
+    for who in holders.values():
+        for i, j in combinations(who, 2):
+            counts[i, j] += 1
+    pairs = []
+    for (i, j), shared in counts.items():
+        if i in small or j in small:
+            continue
+        pair = _pair(prints[i], prints[j], shared, raw, threshold)
+        if pair is not None:
+            pairs.append(pair)
+    pairs.sort(key=lambda p: (-p.score, -p.jaccard, p.a, p.b))
+    closest: dict[str, Pair] = {}
+    for p in pairs:
+        if not p.identical:
+            closest.setdefault(p.a, p)
+            closest.setdefault(p.b, p)
+    return Similarity(threshold, tuple(pairs), closest, tuple(sorted(prints[i].name for i in small)), len(prints))
+
+
+def _holders(prints: list[Fingerprint], skeleton: set[int]) -> dict[int, list[int]]:
+    """Which fingerprints hold each hash, with the given files' hashes and those too common to say
+    anything (held by more than COMMON_SHARE of the class) dropped from the fingerprints too."""
     for fp in prints:
         fp.hashes = {h: at for h, at in fp.hashes.items() if h not in skeleton}
     holders: dict[int, list[int]] = defaultdict(list)
@@ -279,29 +303,18 @@ def compare(sources: Sequence[tuple[str, bytes | str]], *, given: Iterable[bytes
             del holders[h]
             for i in who:
                 del prints[i].hashes[h]
-    small = {i for i, fp in enumerate(prints) if len(fp.hashes) < MIN_HASHES}
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    for who in holders.values():
-        for i, j in combinations(who, 2):
-            counts[i, j] += 1
-    pairs = []
-    for (i, j), shared in counts.items():
-        if i in small or j in small:
-            continue
-        a, b = prints[i], prints[j]
-        score = (shared / len(a.hashes) + shared / len(b.hashes)) / 2
-        if score < threshold:
-            continue
-        jaccard = shared / (len(a.hashes) + len(b.hashes) - shared)
-        same = _as_bytes(raw[a.name]) == _as_bytes(raw[b.name])
-        pairs.append(Pair(a.name, b.name, round(score, 4), round(jaccard, 4), shared, same, tuple(regions(a, b))))
-    pairs.sort(key=lambda p: (-p.score, -p.jaccard, p.a, p.b))
-    closest: dict[str, Pair] = {}
-    for p in pairs:
-        if not p.identical:
-            closest.setdefault(p.a, p)
-            closest.setdefault(p.b, p)
-    return Similarity(threshold, tuple(pairs), closest, tuple(sorted(prints[i].name for i in small)), len(prints))
+    return holders
+
+
+def _pair(a: Fingerprint, b: Fingerprint, shared: int, raw: dict[str, bytes | str], threshold: float) -> Pair | None:
+    """Two fingerprints sharing `shared` hashes as a pair, with its regions, where their score
+    reaches the threshold (else None)."""
+    score = (shared / len(a.hashes) + shared / len(b.hashes)) / 2
+    if score < threshold:
+        return None
+    jaccard = shared / (len(a.hashes) + len(b.hashes) - shared)
+    same = _as_bytes(raw[a.name]) == _as_bytes(raw[b.name])
+    return Pair(a.name, b.name, round(score, 4), round(jaccard, 4), shared, same, tuple(regions(a, b)))
 
 
 def _as_bytes(data: bytes | str) -> bytes:

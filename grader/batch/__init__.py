@@ -10,15 +10,15 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.core.backend import AUTO, Backend
-from grader.batch.request import ClassRequest
 from grader.batch.classreport import write_class_report
 from grader.batch.grading import BatchOutcome, Graded, class_machine, grade_entries
 from grader.batch.inputs import Entry, find_submissions
 from grader.batch.merge import merge_reports
 from grader.batch.outputs import write_gradebook, write_platform_exports, write_summary
+from grader.batch.request import ClassRequest
 from grader.batch.similarity import class_similarity
 from grader.batch.store import holding
+from grader.core.backend import AUTO, Backend
 
 if TYPE_CHECKING:
     from grader.batch.grading import Progress, Said
@@ -43,11 +43,11 @@ def grade_class(request: "ClassRequest", *, progress: "Progress | None" = None,
     With a report_dir: each student's reports in report_dir/<student>/, and summary.csv,
     gradebook.csv, junit.xml, results.jsonl, class.html and insights.json beside them, written even
     when the batch is interrupted (with the rows done so far). The class's similar kernels
-    (batch/similarity.py) are found once, into outcome.similarity, summary.csv and class.html. The backend ("auto" decided once for
-    the class) and the jobs (default_jobs: a few per GPU lane, or one per core on the emulator) are
-    resolved here; a shard (K, N) grades only the K-th of N deterministic shares of the students,
-    for one class on N machines (`grader merge` combines them). said(entry, line): each grade's
-    progress lines as they come (grading.grade_entries)."""
+    (batch/similarity.py) are found once, into outcome.similarity, summary.csv and class.html. The
+    backend ("auto" decided once for the class) and the jobs (default_jobs: a few per GPU lane, or
+    one per core on the emulator) are resolved here; a shard (K, N) grades only the K-th of N
+    deterministic shares of the students, for one class on N machines (`grader merge` combines
+    them). said(entry, line): each grade's progress lines as they come (grading.grade_entries)."""
     k, n = request.shard
     if entries is None:
         entries = find_submissions(request.directory, file_name=request.file_name, roster=request.roster)

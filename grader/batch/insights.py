@@ -105,6 +105,17 @@ def gather(rows: list[tuple[str, Result | None, str]], students: int | None = No
     """The insights of rows (student, their Result or None where not graded, their report link)."""
     timed = {who: r.fraction for who, r, _ in rows if _timed(r)}
     links = {who: link for who, _, link in rows}
+    counted: dict[str, object] = {}
+    for who, r, _ in rows:
+        if _timed(r) and r.counters is not None and r.counters.kernels:
+            counted[who] = max(r.counters.kernels, key=lambda k: k.duration_us)
+    return ClassInsights(SCHEMA, len(rows) if students is None else students, len(timed), len(counted),
+                         _findings(rows, timed, links), _spreads(counted), _mistakes(rows, links))
+
+
+def _findings(rows: list[tuple[str, Result | None, str]], timed: dict[str, float],
+              links: dict[str, str]) -> list[FindingInsight]:
+    """Each speed finding of the correct, timed kernels, most students first."""
     found: dict[tuple[str, str], list[tuple[str, object]]] = {}
     for who, r, _ in rows:
         if not _timed(r):                   # only correct, timed kernels: slow has a meaning for them alone
@@ -127,11 +138,11 @@ def gather(rows: list[tuple[str, Result | None, str]], students: int | None = No
         findings.append(FindingInsight(code, source, names, len(with_), _median(with_), _median(without),
                                        Example(who, timed.get(who), line, links.get(who, ""))))
     findings.sort(key=lambda fi: (-len(fi.students), fi.code, fi.source))
+    return findings
 
-    counted: dict[str, object] = {}
-    for who, r, _ in rows:
-        if _timed(r) and r.counters is not None and r.counters.kernels:
-            counted[who] = max(r.counters.kernels, key=lambda k: k.duration_us)
+
+def _spreads(counted: dict[str, object]) -> list[Spread]:
+    """The class's spread of each counter, over the kernels the counters' pass read."""
     spreads = []
     for metric, unit in SPREADS:
         values = {who: float(getattr(k, metric)) for who, k in sorted(counted.items())
@@ -140,16 +151,18 @@ def gather(rows: list[tuple[str, Result | None, str]], students: int | None = No
             v = sorted(values.values())
             spreads.append(Spread(metric, unit, len(v), round(v[0], 4), round(statistics.median(v), 4),
                                   round(v[-1], 4), {w: round(x, 4) for w, x in values.items()}))
+    return spreads
 
+
+def _mistakes(rows: list[tuple[str, Result | None, str]], links: dict[str, str]) -> list[MistakeInsight]:
+    """Each named mistake with the students who made it, most students first."""
     made: dict[str, list[str]] = {}
     for who, r, _ in rows:
         if r is not None and r.status == Outcome.GRADED:
             for code in dict.fromkeys(d.code for d in r.diagnosis):
                 made.setdefault(code, []).append(who)
-    mistakes = [MistakeInsight(code, sorted(who), {w: links.get(w, "") for w in sorted(who)})
-                for code, who in sorted(made.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
-    return ClassInsights(SCHEMA, len(rows) if students is None else students, len(timed), len(counted), findings,
-                         spreads, mistakes)
+    return [MistakeInsight(code, sorted(who), {w: links.get(w, "") for w in sorted(who)})
+            for code, who in sorted(made.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
 def write_insights(insights: ClassInsights, path: Path) -> None:

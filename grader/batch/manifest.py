@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from grader.batch.grading import default_jobs
 from grader.core.backend import Backend, named
 from grader.core.errors import RubricError
-from grader.core.results import STATUSES, Result
-from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
-from grader.run.groups import leftover_processes
 from grader.core.outcomes import Outcome, Tier
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from grader.core.results import STATUSES, Result
 from grader.exercises.pool import class_store
+from grader.exercises.rubric import TIER_NAMES, Rubric, diagnosis_codes
 from grader.grade.machine import decide
-from grader.batch.grading import default_jobs
 from grader.grade.pipeline import grade
 from grader.grade.request import GradeOptions, GradeRequest
-from grader.run.groups import collecting
+from grader.run.groups import collecting, leftover_processes
 
 _KEYS = {"about", "status", "correct", "diagnosis", "tier", "time_limit_s", "gpu", "emulator", "attack",
          "output_capped", "generate_bytes", "must_not_create", "flags", "message_contains", "build_time_s", "why",
@@ -94,32 +93,42 @@ def load_manifest(path: Path, backend: Backend, rubric: Rubric) -> list[Expectat
         raise RubricError(shown, "<top>", "expected a mapping of file name to expected outcome")
     out = []
     for name, entry in data.items():
-        if not isinstance(entry, dict):
-            raise RubricError(shown, name, "expected a mapping")
-        for key in entry:
-            if key not in _KEYS:
-                raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
-        merged = {k: v for k, v in entry.items() if k not in SECTIONS}
-        override = entry.get(section) or {}
-        for key in override:
-            if key not in _OVERRIDABLE:
-                raise RubricError(shown, f"{name}.{section}.{key}", "cannot be overridden")
-        merged.update(override)
-        exp = Expectation(file=name, **merged)
-        if exp.status not in STATUSES:
-            raise RubricError(shown, f"{name}.status", f"unknown status {exp.status!r}")
-        for code in exp.diagnosis:
-            if code not in known:
-                raise RubricError(shown, f"{name}.diagnosis", f"unknown diagnosis code {code!r}")
-        for tier in exp.tiers:
-            if tier not in TIER_NAMES:
-                raise RubricError(shown, f"{name}.tier", f"unknown tier {tier!r}")
+        exp = _expectation(shown, name, entry, section)
+        _check_names(shown, exp, known)
         if exp.twin is not None and exp.twin not in data:
             raise RubricError(shown, f"{name}.twin", f"{exp.twin!r} is not a sample of this manifest")
         if exp.generate_bytes is None and not (path.parent / name).is_file():
             raise RubricError(shown, name, "no such sample file next to the manifest")
         out.append(exp)
     return out
+
+
+def _expectation(shown: str, name: str, entry, section: str) -> Expectation:
+    """One entry of the manifest, its keys known, with its section's overrides applied."""
+    if not isinstance(entry, dict):
+        raise RubricError(shown, name, "expected a mapping")
+    for key in entry:
+        if key not in _KEYS:
+            raise RubricError(shown, f"{name}.{key}", f"unknown key (known: {', '.join(sorted(_KEYS))})")
+    merged = {k: v for k, v in entry.items() if k not in SECTIONS}
+    override = entry.get(section) or {}
+    for key in override:
+        if key not in _OVERRIDABLE:
+            raise RubricError(shown, f"{name}.{section}.{key}", "cannot be overridden")
+    merged.update(override)
+    return Expectation(file=name, **merged)
+
+
+def _check_names(shown: str, exp: Expectation, known: tuple[str, ...]) -> None:
+    """The status, the diagnosis codes and the tiers an entry names are ones a grade can carry."""
+    if exp.status not in STATUSES:
+        raise RubricError(shown, f"{exp.file}.status", f"unknown status {exp.status!r}")
+    for code in exp.diagnosis:
+        if code not in known:
+            raise RubricError(shown, f"{exp.file}.diagnosis", f"unknown diagnosis code {code!r}")
+    for tier in exp.tiers:
+        if tier not in TIER_NAMES:
+            raise RubricError(shown, f"{exp.file}.tier", f"unknown tier {tier!r}")
 
 
 def _first_line(message: str) -> str:
@@ -131,6 +140,12 @@ def _first_line(message: str) -> str:
 def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[str]:
     """What differs between the expected and the actual outcome (empty when it matches). twin: the
     result of the attack's honest kernel in the same run, where the manifest names one."""
+    return [*_outcome_problems(exp, result), *_speed_problems(exp, result, twin), *_effect_problems(exp, result),
+            *_finding_problems(exp, result), *_memory_problems(exp, result)]
+
+
+def _outcome_problems(exp: Expectation, result: Result) -> list[str]:
+    """The status, whether it is correct, and the diagnosis codes it must carry."""
     problems = []
     if result.status != exp.status:
         problems.append(f"status {getattr(result.status, 'value', result.status)}, expected "
@@ -142,6 +157,12 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
     for code in exp.diagnosis:
         if code not in codes:
             problems.append(f"diagnosis {code} missing (got {sorted(codes) or 'none'})")
+    return problems
+
+
+def _speed_problems(exp: Expectation, result: Result, twin: Result | None) -> list[str]:
+    """The tier, an attack held to its honest twin (or kept from silver and gold), gold under the floor."""
+    problems = []
     timed = named(result.backend).times
     if exp.tiers and timed and result.tier not in exp.tiers:
         problems.append(f"tier {result.tier}, expected {' or '.join(exp.tiers)} (fraction {result.fraction})")
@@ -155,6 +176,12 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
         problems.append(f"an attack bought {result.tier} (fraction {result.fraction})")
     if result.tier == Tier.GOLD and "exceeds_copy_floor" in result.flags:
         problems.append("gold despite exceeds_copy_floor")
+    return problems
+
+
+def _effect_problems(exp: Expectation, result: Result) -> list[str]:
+    """The output capped, no file the payload would create, the flags set, the message's text."""
+    problems = []
     if exp.output_capped and not result.output.dropped_bytes:
         problems.append(f"output not capped ({result.output.stdout_bytes} bytes kept)")
     if exp.must_not_create and Path(exp.must_not_create).exists():
@@ -164,6 +191,12 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
             problems.append(f"flag {flag} missing (got {result.flags or 'none'})")
     if exp.message_contains and exp.message_contains not in result.message:
         problems.append(f"message lacks {exp.message_contains!r}: {_first_line(result.message)!r}")
+    return problems
+
+
+def _finding_problems(exp: Expectation, result: Result) -> list[str]:
+    """The findings from the counters (on a GPU) and from the compiled code, exactly."""
+    problems = []
     if exp.counter_findings is not None and named(result.backend).on_gpu and result.status == Outcome.GRADED:
         counted = result.counters
         if counted is None or not counted.kernels:
@@ -177,10 +210,15 @@ def judge(exp: Expectation, result: Result, twin: Result | None = None) -> list[
         if got != sorted(exp.findings):
             why = result.sass.unavailable if result.sass is not None else ""
             problems.append(f"findings {got or 'none'}, expected {sorted(exp.findings) or 'none'} {why}".strip())
+    return problems
+
+
+def _memory_problems(exp: Expectation, result: Result) -> list[str]:
+    """The child's peak resident memory under the entry's bound."""
     peak = result.sandbox.peak_rss_mib if result.sandbox is not None else None
     if exp.max_host_memory_mib is not None and peak is not None and peak > exp.max_host_memory_mib:
-        problems.append(f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}")
-    return problems
+        return [f"the child peaked at {peak} MiB of host memory, over {exp.max_host_memory_mib}"]
+    return []
 
 
 def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only: list[str] | None = None,
@@ -190,12 +228,9 @@ def run_samples(directory: Path, *, rubric: Rubric, backend: Backend | str, only
     builds overlap, each GPU timing waits for its lane); by default the batch's number on a GPU and
     one on the emulator, whose grades take every core. Each is judged once it and its twin (an
     attack's honest kernel, graded in the same run) are graded, and said then."""
-
-
     machine = decide(backend)                   # once, for every sample
     concrete = machine.backend
     if jobs is None:
-
         jobs = default_jobs(concrete) if concrete.on_gpu else 1
     # On a GPU, one store of private cases for the whole run, drawn by its first grade (as a
     # batch does): every sample is graded on the same secret inputs, none drawing its own.

@@ -1,7 +1,7 @@
 """A class to grade, as one frozen object: the folder, the rubric, the backend and what the
 instructor chose (where the reports go, the submission's file name, the roster, how many at once,
-the shard, the counters, the similarity check's threshold and given code). `grader batch` builds it once; grade_class, grade_entries and the Slurm
-array take it, so no step of a batch takes these one by one."""
+the shard, the counters, the similarity check's threshold and given code). `grader batch` builds it
+once; grade_class, grade_entries and the Slurm array take it, so no step of a batch takes these one by one."""
 
 from __future__ import annotations
 

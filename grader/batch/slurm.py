@@ -16,25 +16,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from grader.toolchain import tools
-from grader.core.backend import AUTO, Backend, named
 from grader.batch.grading import Graded
 from grader.batch.merge import merge_reports
+from grader.core.backend import AUTO, Backend, named
+from grader.toolchain import tools
 
 if TYPE_CHECKING:
     from grader.batch.insights import ClassInsights
-from grader.batch.store import holding
-from grader.core.errors import InfrastructureError, UsageError
-from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Outcome
-
-from grader.batch.request import ClassRequest
-from grader.batch.cluster import CLUSTERS, WANT_CPUS, WANT_MEM_MB, SlurmOptions  # noqa: F401 - SlurmOptions for callers
-from grader.batch import grade_folder
-from grader.exercises.rubric import load_rubric
-from grader.toolchain.gpuinfo import resolve_backend
 import re
 
+from grader.batch import grade_folder
+from grader.batch.cluster import CLUSTERS, WANT_CPUS, WANT_MEM_MB, SlurmOptions  # noqa: F401 - SlurmOptions for callers
+from grader.batch.request import ClassRequest
+from grader.batch.store import holding
+from grader.core.errors import InfrastructureError, UsageError
+from grader.core.outcomes import Outcome
+from grader.exercises.rubric import Rubric, load_rubric
+from grader.toolchain.gpuinfo import resolve_backend
 
 # Reasons a pending job can never start without someone changing the cluster or the request.
 NEVER_STARTS = ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "ReqNodeNotAvail", "InvalidAccount",
@@ -165,7 +163,7 @@ def grade_on_slurm(request: ClassRequest, *, options: SlurmOptions, submitted=No
                          "the GPU type the cluster names), or --backend emulator for a CPU partition")
     backend = resolve_backend(backend, has_gpu=asks_gpu if options.cluster == "slurm" else None)
     try:
-        import submitit
+        import submitit  # noqa: PLC0415  (optional: the slurm extra, asked for here only)
     except ImportError:
         raise UsageError("--slurm needs submitit: python -m pip install 'grader[slurm]'") from None
     if options.cluster not in CLUSTERS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
 import signal
 import sys
@@ -20,11 +21,9 @@ import click
 
 from grader import __version__
 from grader.cli import common
-from grader.core.errors import Exit
-import importlib
-from grader.core.locations import rubrics_dir
 from grader.core import processes
-
+from grader.core.errors import Exit
+from grader.core.locations import rubrics_dir
 
 # Where each command lives, in the order `grader --help` lists them: a command's module is imported
 # when it runs (or --help lists it), so `grader submit` imports none of the instructor's or the
@@ -131,8 +130,6 @@ def _run(launcher=None) -> int:
     try:
         code = cli.main(prog_name="grader", standalone_mode=False, obj=launcher)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        from grader.core import processes
-
         processes.end_all()
         click.echo(f"grader: {common.interrupted()}; nothing unfinished was kept.", err=True)
         return Exit.INTERRUPTED

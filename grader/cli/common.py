@@ -29,7 +29,7 @@ class LazyErrConsole:
 
     def print(self, *args, **kw) -> None:
         if self._console is None:
-            from grader.cli.screen import err_console  # lazy: rich's import, at the first line printed
+            from grader.cli.screen import err_console  # noqa: PLC0415  (lazy: rich's import, at the first line printed)
 
             self._console = err_console()
         self._console.print(*args, **kw)

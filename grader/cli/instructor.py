@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -10,27 +11,23 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from grader.analysis.similarity import DEFAULT_THRESHOLD
+from grader.batch import find_submissions, grade_class, merge_reports
+from grader.batch.classreport import class_insights
 from grader.batch.cluster import SlurmOptions
+from grader.batch.insights import markdown, terminal_lines
+from grader.batch.manifest import run_samples
+from grader.batch.outputs import identical_text, summary_row
+from grader.batch.request import ClassRequest
+from grader.batch.slurm import grade_on_slurm
 from grader.cli.common import SectionedCommand, fail, interrupted, options_from
-from grader.cli.screen import err_console, terminal_width
+from grader.cli.screen import err_console, print_table, terminal_width
 from grader.core.backend import CHOICES
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.core.locations import DEFAULT_EXERCISE
 from grader.core.outcomes import outcome_word
-from grader.batch import find_submissions, grade_class
-from grader.batch.request import ClassRequest
 from grader.exercises import choose, exercise_for_class
-from grader.batch.classreport import class_insights
-from grader.batch.insights import markdown, terminal_lines
 from grader.platforms import github as gh
-from grader.batch.outputs import summary_row
-from grader.cli.screen import print_table
-from grader.batch.outputs import identical_text
-from grader.batch.slurm import grade_on_slurm
-from grader.analysis.similarity import DEFAULT_THRESHOLD
-from grader.batch import merge_reports
-import json
-from grader.batch.manifest import run_samples
 
 SLURM_SECTION = "Slurm options (with --slurm)"
 
@@ -263,10 +260,11 @@ class _BatchProgress:
 
     def __enter__(self):
         if self.console.is_terminal:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich import progress as bars  # noqa: PLC0415  (lazy: rich's progress bar, on a terminal only)
 
-            self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                TextColumn("{task.description}"), console=self.console, transient=True)
+            self.bar = bars.Progress(bars.TextColumn("grading"), bars.BarColumn(), bars.MofNCompleteColumn(),
+                                     bars.TimeRemainingColumn(), bars.TextColumn("{task.description}"),
+                                     console=self.console, transient=True)
             self.bar.__enter__()
             self.task = self.bar.add_task("", total=None)
         return self

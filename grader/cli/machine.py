@@ -8,13 +8,13 @@ import click
 
 from grader.cli.common import fail
 from grader.cli.screen import echo_fitted
-from grader.core.errors import GraderError
-from grader.toolchain import cache as build_cache
-from grader.exercises import choose, exercise_files
 from grader.core.backend import CUDA
-from grader.grade.calibration import calibrate as run, render, write_json
-from grader.exercises import load_all, load_exercise
+from grader.core.errors import GraderError
+from grader.exercises import choose, exercise_files, load_all, load_exercise
 from grader.exercises.rubric import describe
+from grader.grade.calibration import calibrate as run
+from grader.grade.calibration import render, write_json
+from grader.toolchain import cache as build_cache
 
 
 @click.command()

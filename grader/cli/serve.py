@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from grader.batch.cluster import SlurmOptions
+from grader.batch.inputs import read_roster
 from grader.cli.common import SectionedCommand, fail, options_from
 from grader.core.backend import CHOICES
-from grader.batch.inputs import read_roster
 from grader.core.errors import Exit, GraderError, UsageError
 from grader.exercises import load_exercise
 from grader.serve.store import INSTRUCTOR, STORE_NAME, Rules, Store
@@ -44,7 +44,7 @@ def _deadline(value: str | None) -> float | None:
     try:
         return datetime.fromisoformat(value).timestamp()        # without a zone: the machine's local time
     except ValueError:
-        raise click.BadParameter(f"{value!r} is no ISO 8601 time (e.g. 2026-12-07T23:59 or 2026-12-07T23:59+01:00)")
+        raise click.BadParameter(f"{value!r} is no ISO 8601 time (e.g. 2026-12-07T23:59 or 2026-12-07T23:59+01:00)") from None
 
 
 SLURM_SECTION = "Slurm options (with --slurm)"
@@ -97,7 +97,7 @@ def start(folder: Path, exercise: str, host: str, port: int, certfile: Path | No
           backend: str, jobs: int | None, per_hour: int | None, max_kb: int, deadline: str | None, late: str,
           leaderboard: bool, slurm: bool, slurm_options: SlurmOptions) -> None:
     """Serve the course in FOLDER (its store: FOLDER/grader.sqlite) until Ctrl-C."""
-    from grader.serve.app import Settings, run_server    # starlette and uvicorn: only where a server starts
+    from grader.serve.app import Settings, run_server  # noqa: PLC0415  (lazy: starlette and uvicorn, where a server starts)
 
     try:
         load_exercise(exercise)
@@ -193,7 +193,7 @@ def export(folder: Path, out: Path, include_late: bool) -> None:
     """Write gradebook.csv, summary.csv, class.html, insights.json, junit.xml and each student's
     reports into OUT from the store, as `grader batch` writes them: each student's latest graded
     upload."""
-    from grader.serve.export import export_class     # the batch's writers: only where a class is exported
+    from grader.serve.export import export_class  # noqa: PLC0415  (lazy: the batch's writers, where a class is exported)
 
     try:
         n = export_class(folder, out=out, include_late=include_late)

@@ -96,8 +96,8 @@ class SubmitOptions:
 def _watch(file: Path, once: SubmitOptions) -> None:
     """Grade, then wait for FILE to be saved again (watchfiles: the folder is watched, so an editor
     that saves by renaming a new file over it is seen too), redraw, grade again."""
-    from rich.console import Console  # lazy: rich's import (see the top)
-    from watchfiles import watch  # lazy: --watch only
+    from rich.console import Console  # noqa: PLC0415  (lazy: rich's import, see the top)
+    from watchfiles import watch  # noqa: PLC0415  (lazy: --watch only)
 
     out = Console(highlight=False, soft_wrap=True)
     target = file.resolve()
@@ -141,8 +141,8 @@ def _submit_once(file: Path, once: SubmitOptions):
             result, rubric = _graded_here(file, once, progress)
     except GraderError as exc:
         fail(exc)
-    from grader.platforms.delivery import Delivery, deliver  # lazy: jinja2, after the grade
-    from grader.report.files import default_report_dir
+    from grader.platforms.delivery import Delivery, deliver  # noqa: PLC0415  (lazy: jinja2, after the grade)
+    from grader.report.files import default_report_dir  # noqa: PLC0415  (lazy: jinja2, after the grade)
 
     folder = None if once.no_report else (once.report_dir or default_report_dir(file))
     done = deliver(result, rubric, to=Delivery(
@@ -168,7 +168,7 @@ def _graded_here(file: Path, once: SubmitOptions, progress):
     machine = decide(once.backend)
     launcher.start_ahead(machine, rubric=rubric)
     try:
-        from grader.grade.pipeline import grade  # lazy: after start_ahead (see the top)
+        from grader.grade.pipeline import grade  # noqa: PLC0415  (lazy: after start_ahead, see the top)
 
         launcher.mark("cli_to_grade_s")
         options = GradeOptions(draw_ahead=True, counters=once.counters, one_grade=once.one_grade)
@@ -181,7 +181,7 @@ def _graded_here(file: Path, once: SubmitOptions, progress):
 def _graded_remotely(file: Path, once: SubmitOptions, progress):
     """FILE graded by the course's server (grader/serve/client.py): the same Result a local grade
     gives, and the rubric it names, for the reports."""
-    from grader.serve.client import submit_remote, token_from_environment  # lazy: --server only
+    from grader.serve.client import submit_remote, token_from_environment  # noqa: PLC0415  (lazy: --server only)
 
     token = token_from_environment()
     if not token:
@@ -207,7 +207,7 @@ def _say_delivered(done, folder: Path | None, err: LazyErrConsole, once: SubmitO
 def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> None:
     """The --format document on stdout, or the terminal summary (ending with the report's path),
     with what changed since the last attempt."""
-    from grader.report.files import render_text  # lazy: jinja2, after the grade
+    from grader.report.files import render_text  # noqa: PLC0415  (lazy: jinja2, after the grade)
 
     said, html = done.change, done.html
     if done.document is not None:
@@ -215,9 +215,9 @@ def _print(result, rubric, done, err: LazyErrConsole, once: SubmitOptions) -> No
         if html is not None and not once.quiet:
             err.print(f"grader: report: {html}")        # the document is stdout's: the path on stderr
     else:
-        from rich.console import Console  # lazy: rich's import (see the top)
+        from rich.console import Console  # noqa: PLC0415  (lazy: rich's import, see the top)
 
-        from grader.cli.screen import fitted  # lazy: rich's import (see the top)
+        from grader.cli.screen import fitted  # noqa: PLC0415  (lazy: rich's import, see the top)
 
         out = Console(highlight=False, soft_wrap=True)
         text = render_text(result, rubric, colour=out.color_system is not None, report=html)

@@ -10,7 +10,6 @@ import re
 
 from grader.core.source import Finding, Submission, scanned
 
-
 _COLLECTIVES = re.compile(
     r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__match\w*_sync|"
     r"this_thread_block|thread_block)\b"

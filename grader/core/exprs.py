@@ -74,14 +74,37 @@ def _depth(tree: ast.AST) -> int:
     return deepest
 
 
-@lru_cache(maxsize=512)
-def _parse(text: str) -> ast.expr:
-    text = text.strip()
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Call, ast.Add, ast.Sub, ast.Mult, ast.Div,
+            ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
+
+
+def _check_bounds(text: str) -> None:
+    """The text's length and nesting, before Python's parser sees it."""
     if len(text) > MAX_LENGTH:
         raise ExprError(f"{_shown(text)}: longer than {MAX_LENGTH} characters; a rubric's expression is a size")
     if _nesting(text) > MAX_DEPTH:
         raise ExprError(f"{_shown(text)}: nested deeper than {MAX_DEPTH} brackets and signs; a rubric's "
                         "expression is a size")
+
+
+def _check_node(text: str, node: ast.AST) -> None:
+    """One node of the tree: an allowed operator, a name, or a number within the bounds."""
+    if isinstance(node, _ALLOWED):
+        return
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        if abs(node.value) > MAX_MAGNITUDE or node.value != node.value:     # `1e999` is inf to Python
+            raise ExprError(f"{_shown(text)}: a number past {MAX_MAGNITUDE:.3g}"
+                            + (f" (Python reads it as {node.value})" if node.value in (math.inf, -math.inf) else "")
+                            + "; a rubric's expression is a size")
+        return
+    raise ExprError(f"{text!r}: only numbers, dimension names, + - * / // % **, parentheses and "
+                    f"{', '.join(FUNCTIONS)} are allowed")
+
+
+@lru_cache(maxsize=512)
+def _parse(text: str) -> ast.expr:
+    text = text.strip()
+    _check_bounds(text)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
@@ -89,18 +112,7 @@ def _parse(text: str) -> ast.expr:
     except (ValueError, RecursionError, MemoryError) as exc:     # a NUL byte; what the bounds above keep out
         raise ExprError(f"not an arithmetic expression: {_shown(text)} ({type(exc).__name__})") from None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Call,
-                             ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub,
-                             ast.UAdd)):
-            continue
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            if abs(node.value) > MAX_MAGNITUDE or node.value != node.value:     # `1e999` is inf to Python
-                raise ExprError(f"{_shown(text)}: a number past {MAX_MAGNITUDE:.3g}"
-                                + (f" (Python reads it as {node.value})" if node.value in (math.inf, -math.inf) else "")
-                                + "; a rubric's expression is a size")
-            continue
-        raise ExprError(f"{text!r}: only numbers, dimension names, + - * / // % **, parentheses and "
-                        f"{', '.join(FUNCTIONS)} are allowed")
+        _check_node(text, node)
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise ExprError(f"{text[:60]!r}...: longer than {MAX_NODES} terms; a rubric's expression is a size")
     if _depth(tree) > MAX_DEPTH:
@@ -140,63 +152,74 @@ def names(text: str | int | float) -> set[str]:
     return {n.id for n in ast.walk(_tree(text)) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
 
 
+class _Evaluation:
+    """One expression evaluated with the dimensions' values: C's integer semantics where integer is
+    set, every intermediate value bounded."""
+
+    def __init__(self, text: str | int | float, values: Mapping[str, int | float], integer: bool):
+        self.text, self.values, self.integer = text, values, integer
+
+    def ev(self, n: ast.expr):
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in self.values:
+                raise ExprError(f"{self.text!r}: unknown name {n.id!r} (known: {', '.join(sorted(self.values))})")
+            return self.values[n.id]
+        if isinstance(n, ast.UnaryOp):
+            v = self.ev(n.operand)
+            return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.Call):
+            return self.bounded(FUNCTIONS[n.func.id](*[self.ev(a) for a in n.args]))
+        return self.binary(n.op, self.ev(n.left), self.ev(n.right))
+
+    def binary(self, op: ast.operator, a, b):
+        if isinstance(op, ast.Add):
+            return self.bounded(a + b)
+        if isinstance(op, ast.Sub):
+            return self.bounded(a - b)
+        if isinstance(op, ast.Mult):
+            return self.bounded(a * b)
+        if isinstance(op, ast.Pow):
+            if abs(b) > MAX_EXPONENT:
+                raise ExprError(f"{self.text!r}: an exponent of {b}; at most {MAX_EXPONENT}")
+            return self.bounded(a ** b)
+        return self.divide(op, a, b)
+
+    def divide(self, op: ast.operator, a, b):
+        if b == 0:
+            raise ExprError(f"{self.text!r}: division by zero")
+        if isinstance(op, ast.Mod):
+            return math.fmod(a, b) if not (isinstance(a, int) and isinstance(b, int)) else a - b * int(a / b)
+        if isinstance(op, ast.FloorDiv):
+            return self.bounded(a // b)
+        if isinstance(a, int) and isinstance(b, int) and self.integer:
+            q = abs(a) // abs(b)                     # C: truncation toward zero
+            return q if (a >= 0) == (b >= 0) else -q
+        return self.bounded(a / b)                   # 1e300 / 1e-300 is inf
+
+    def bounded(self, v):
+        if isinstance(v, complex):
+            raise ExprError(f"{self.text!r}: a complex number (a negative number to a fractional power)")
+        if abs(v) > MAX_MAGNITUDE or v != v:
+            shown = f"{v:.3g}" if isinstance(v, float) else f"a {v.bit_length()}-bit number"
+            raise ExprError(f"{self.text!r}: a value of {shown}, past {MAX_MAGNITUDE:.3g}; a rubric's expression is a size")
+        return v
+
+
 def evaluate(text: str | int | float, values: Mapping[str, int | float], *, integer: bool = True) -> int | float:
     """The expression's value given the dimensions; integer=True keeps C's integer semantics."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return int(text) if integer and float(text).is_integer() else text
     node = _tree(text)
-
-    def ev(n: ast.expr):
-        if isinstance(n, ast.Constant):
-            return n.value
-        if isinstance(n, ast.Name):
-            if n.id not in values:
-                raise ExprError(f"{text!r}: unknown name {n.id!r} (known: {', '.join(sorted(values))})")
-            return values[n.id]
-        if isinstance(n, ast.UnaryOp):
-            v = ev(n.operand)
-            return -v if isinstance(n.op, ast.USub) else v
-        if isinstance(n, ast.Call):
-            return _bounded(FUNCTIONS[n.func.id](*[ev(a) for a in n.args]))
-        a, b = ev(n.left), ev(n.right)
-        if isinstance(n.op, ast.Add):
-            return _bounded(a + b)
-        if isinstance(n.op, ast.Sub):
-            return _bounded(a - b)
-        if isinstance(n.op, ast.Mult):
-            return _bounded(a * b)
-        if isinstance(n.op, ast.Pow):
-            if abs(b) > MAX_EXPONENT:
-                raise ExprError(f"{text!r}: an exponent of {b}; at most {MAX_EXPONENT}")
-            return _bounded(a ** b)
-        if b == 0:
-            raise ExprError(f"{text!r}: division by zero")
-        if isinstance(n.op, ast.Mod):
-            return math.fmod(a, b) if not (isinstance(a, int) and isinstance(b, int)) else a - b * int(a / b)
-        if isinstance(n.op, ast.FloorDiv):
-            return _bounded(a // b)
-        if isinstance(a, int) and isinstance(b, int) and integer:
-            q = abs(a) // abs(b)                     # C: truncation toward zero
-            return q if (a >= 0) == (b >= 0) else -q
-        return _bounded(a / b)                       # 1e300 / 1e-300 is inf
-
-    def _bounded(v):
-        if isinstance(v, complex):
-            raise ExprError(f"{text!r}: a complex number (a negative number to a fractional power)")
-        if abs(v) > MAX_MAGNITUDE or v != v:
-            shown = f"{v:.3g}" if isinstance(v, float) else f"a {v.bit_length()}-bit number"
-            raise ExprError(f"{text!r}: a value of {shown}, past {MAX_MAGNITUDE:.3g}; a rubric's expression is a size")
-        return v
-
     try:
-        value = ev(node)
+        value = _Evaluation(text, values, integer).ev(node)
     except ExprError:
         raise
     except (ArithmeticError, TypeError, ValueError) as exc:    # sqrt(0 - 1), min(), a float ** past a float
         raise ExprError(f"{text!r}: {exc}") from None
-    if integer:
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise ExprError(f"{text!r} = {value}: expected a whole number")
-            value = int(value)
+    if integer and isinstance(value, float):
+        if not value.is_integer():
+            raise ExprError(f"{text!r} = {value}: expected a whole number")
+        value = int(value)
     return value

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 _CHUNK = 1 << 22
@@ -86,6 +87,4 @@ def unlink_with_seal(path: Path) -> None:
 
 def say_healed(what: str, problem: str) -> None:
     """Tell the user (stderr) that a cached file failed its check and is made again."""
-    import sys
-
     sys.stderr.write(f"grader: the cached {what} failed its check ({problem}); made again.\n")

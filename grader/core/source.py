@@ -18,8 +18,15 @@ from pathlib import Path
 
 from grader.core.handin import READ_LIMIT, SourceFile, read_file
 from grader.core.scan import (  # noqa: F401 - the scan's names, from the source's front door (callers import them here)
-    KernelDecl, balanced, blank_comments_and_strings, defines_function, expand_object_macros, find_kernels,
-    live_lines, uses_device_lambdas)
+    KernelDecl,
+    balanced,
+    blank_comments_and_strings,
+    defines_function,
+    expand_object_macros,
+    find_kernels,
+    live_lines,
+    uses_device_lambdas,
+)
 from grader.core.signature import parse_param
 
 MAX_SOURCE_BYTES = READ_LIMIT

@@ -37,7 +37,7 @@ def fraction_interval(floor_times: list[float], sub_times: list[float], *, resam
     The samples are paired: round i timed the floor and the submission back to
     back, so a round is resampled as a whole and drifts common to both cancel.
     """
-    import numpy as np
+    import numpy as np  # noqa: PLC0415  (lazy: 75 ms; run/spawn imports this module on every command's way)
 
     n = len(floor_times)
     if n != len(sub_times) or n == 0:

@@ -4,10 +4,10 @@ the child's job. One reader for every dataclass that crosses a file or a process
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
 import functools
 import types
 import typing
+from enum import Enum
 from typing import Any
 
 

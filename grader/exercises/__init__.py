@@ -26,7 +26,7 @@ from grader.core.errors import ExerciseError, UsageError
 from grader.core.handin import SourceFile
 from grader.core.locations import DEFAULT_EXERCISE, reference_dir, rubrics_dir
 from grader.core.source import defines_function, scanned
-from grader.exercises import rubric as rubric_loader   # its load_rubric looked up at each call (tests count loads)
+from grader.exercises import rubric as rubric_loader  # its load_rubric looked up at each call (tests count loads)
 
 
 def rubric_folders() -> list[Path]:
@@ -168,12 +168,12 @@ class Reference:
         return {name: _float64(value) for name, value in want.items()}
 
     def _given(self, inputs: dict) -> dict:
-        import numpy as np          # numpy (75 ms) only for answers: `grader exercises` never imports it
+        import numpy as np  # noqa: PLC0415  (lazy: numpy, 75 ms, only for answers: `grader exercises` never imports it)
 
         copies = {k: np.array(v) for k, v in inputs.items()}            # writable: a model may change them
         if self.arrays == "numpy":
             return copies
-        import torch                # a reference written with torch only: its import took 1.5 s (H200 host), 4-6 s cold
+        import torch  # noqa: PLC0415  (lazy: a reference written with torch only; 1.5 s on the H200 host, 4-6 s cold)
 
         return {k: torch.from_numpy(v) for k, v in copies.items()}
 
@@ -248,7 +248,7 @@ def _numpy(value):
 
 def _float64(value):
     """An output as a contiguous float64 numpy array."""
-    import numpy as np              # numpy (75 ms) only for answers: `grader exercises` never imports it
+    import numpy as np  # noqa: PLC0415  (lazy: numpy, 75 ms, only for answers: `grader exercises` never imports it)
 
     return np.ascontiguousarray(np.asarray(_numpy(value), dtype=np.float64))
 

@@ -98,7 +98,8 @@ def convert(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
 def _scalar(tp: Any, node: yaml.Node, dotted: str, path: str) -> Any:
     """A YAML scalar as true or false, an integer, a finite number, a text or an expression."""
     if not isinstance(node, yaml.ScalarNode):
-        raise RubricError(path, dotted, f"expected a {tp.__name__}, got a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}", _line(node))
+        got = "list" if isinstance(node, yaml.SequenceNode) else "mapping"
+        raise RubricError(path, dotted, f"expected a {tp.__name__}, got a {got}", _line(node))
     try:
         value = yaml.load(node.value, Loader=LOADER) if not node.style else node.value  # noqa: S506 - a safe loader
     except ValueError:                               # an integer past Python's 4300 digits

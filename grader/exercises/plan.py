@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from grader.core.contract import Arg, Buffer, Call, CaseJob
 from grader.core import exprs
+from grader.core.contract import Arg, Buffer, Call, CaseJob
 from grader.exercises.rubric import Rubric, Tensor, default_launch, dims_values
 
 

@@ -108,7 +108,7 @@ def draw_into(folder: Path, rubric, reference, cases: list[Case], *, threads: in
     """Every private case's inputs, answers and prepared answers, written into folder (the large ones first)."""
     # not at the top: data imports numpy (75 ms alone, 370 ms in a loaded grade), and a grade's main
     # thread imports this module (grade/children.py) while its drawing thread imports data
-    from grader.exercises import data
+    from grader.exercises import data  # noqa: PLC0415  (lazy: numpy, on the drawing thread; see above)
 
     def draw(case: Case) -> None:
         data.expected_for(case, rubric, reference, data.materialize(rubric, reference, case, folder), folder, keep=True)

@@ -18,7 +18,31 @@ import yaml
 from grader.core.errors import RubricError, UsageError
 from grader.exercises.fromyaml import LOADER, build
 from grader.exercises.schema import (  # noqa: F401 - the schema's names, from the rubric's front door
-    CORE_CODES, Calibrate, CalibrationRun, CaseSpec, Chain, Checks, Condition, DEFAULT_RUBRIC, Emulator, FINDING_FACTS, FLOOR_KINDS, Feedback, FindingRule, Kernel, Limits, Points, Rubric, Step, TIER_NAMES, Tensor, Tiers, Timing, Tolerance, describe)
+    CORE_CODES,
+    DEFAULT_RUBRIC,
+    FINDING_FACTS,
+    FLOOR_KINDS,
+    TIER_NAMES,
+    Calibrate,
+    CalibrationRun,
+    CaseSpec,
+    Chain,
+    Checks,
+    Condition,
+    Emulator,
+    Feedback,
+    FindingRule,
+    Kernel,
+    Limits,
+    Points,
+    Rubric,
+    Step,
+    Tensor,
+    Tiers,
+    Timing,
+    Tolerance,
+    describe,
+)
 from grader.exercises.semantics import check_semantics, default_launch, diagnosis_codes, dims_values  # noqa: F401
 
 

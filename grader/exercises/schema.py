@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from grader.core.exprs import Expr
-from grader.core.outcomes import Tier
 from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S
 from grader.core.locations import DEFAULT_EXERCISE, rubrics_dir
+from grader.core.outcomes import Tier
 from grader.core.signature import Signature, parse_signature
-from grader.core.typed import doc_field as _doc, type_hints
+from grader.core.typed import doc_field as _doc
+from grader.core.typed import type_hints
 
 DEFAULT_RUBRIC = rubrics_dir() / f"{DEFAULT_EXERCISE}.yaml"
 
@@ -230,7 +231,8 @@ class Timing:
     warmup: int = _doc("Untimed launches of each kernel before sampling.", default=5)
     min_samples: int = _doc("Samples of each kernel before the stopping rule is consulted.", default=50)
     max_samples: int = _doc("Samples of each kernel at most.", default=2000)
-    target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).", default=0.005)
+    target_half_width: float = _doc("Stop once the 95% interval of the fraction is this narrow (relative half-width).",
+                                    default=0.005)
     tier_half_width: float = _doc(
         "Stop sooner, once the 95% interval is at most this narrow (relative half-width) and lies clear of every "
         "tier line, and further than this from the floor (1.0): more rounds could not change the tier under any "
@@ -401,10 +403,11 @@ class Points:
 @dataclass(frozen=True)
 class Feedback:
     tiers: dict[str, str] = _doc("What to tell a student at each tier (gold, silver, below).", default_factory=dict)
-    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code. Code in backticks is code to add: where the "
-                                     "student's file already holds it, that sentence is replaced by one saying so, with the line.",
-                                     default_factory=dict)
-    no_gpu: str = _doc("What the report says when performance could not be graded.", default="Performance is graded only on a GPU.")
+    diagnosis: dict[str, str] = _doc("How to fix each diagnosed mistake, by diagnosis code. Code in backticks is code "
+                                     "to add: where the student's file already holds it, that sentence is replaced by "
+                                     "one saying so, with the line.", default_factory=dict)
+    no_gpu: str = _doc("What the report says when performance could not be graded.",
+                       default="Performance is graded only on a GPU.")
 
 
 @dataclass(frozen=True, kw_only=True)

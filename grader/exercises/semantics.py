@@ -15,10 +15,10 @@ import string
 from typing import Callable
 
 from grader.core import exprs
-from grader.exercises import arrayexprs
 from grader.core.errors import RubricError
+from grader.exercises import arrayexprs
 from grader.exercises.fromyaml import key_line
-from grader.exercises.schema import CORE_CODES, FINDING_FACTS, FLOOR_KINDS, TIER_NAMES, Rubric
+from grader.exercises.schema import CORE_CODES, FINDING_FACTS, FLOOR_KINDS, TIER_NAMES, Rubric, Variant
 
 
 def check_semantics(r: Rubric, path: str) -> None:
@@ -122,20 +122,11 @@ def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
     the message's braces name that parameter; each meaning is a number."""
     known = {t.name for t in r.tensors if t.role == "in" and not t.chain} | set(r.dims) | set(r.derived)
     known |= {"answer", *arrayexprs.CONSTANTS}
-
-    def readable(key: str, text: str, names: set[str]) -> None:
-        try:
-            unknown = arrayexprs.names(text) - names
-        except arrayexprs.ArrayExprError as exc:
-            bad(key, str(exc))
-        if unknown:
-            bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
-
     for name, text in r.hypotheses.terms.items():
         if name in known or not name.isidentifier():
             bad(f"hypotheses.terms.{name}", "a term's name must be a new identifier (not a tensor, a dimension, "
                                             "`answer` or an earlier term)")
-        readable(f"hypotheses.terms.{name}", text, known)
+        _readable(f"hypotheses.terms.{name}", text, known, bad)
         known.add(name)
     seen: set[str] = set()
     for i, v in enumerate(r.hypotheses.variants):
@@ -146,35 +137,60 @@ def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
         if v.code in seen:
             bad(f"{key}.code", f"{v.code!r} is given twice: each variant has a code of its own")
         seen.add(v.code)
-        if len(v.fit) > 1:
-            bad(f"{key}.fit", "fit at most one parameter (a 1-D search keeps a wrong grade's diagnosis cheap)")
-        for p, bounds in v.fit.items():
-            if p in known or not p.isidentifier():
-                bad(f"{key}.fit.{p}", "a parameter's name must be a new identifier (not a tensor, a dimension, "
-                                      "`answer` or a term)")
-            if len(bounds) != 2 or not bounds[0] < bounds[1]:
-                bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
-        readable(f"{key}.output", v.output, known | set(v.fit))
+        _check_fit(key, v, known, bad)
+        _readable(f"{key}.output", v.output, known | set(v.fit), bad)
         if v.defined:                    # where it is defined is known before its parameter is fitted
-            readable(f"{key}.defined", v.defined, known)
+            _readable(f"{key}.defined", v.defined, known, bad)
+        _check_says(key, v, bad)
+        _check_meanings(key, v, bad)
+
+
+def _readable(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
+    """An array expression that parses and reads only the names given."""
+    try:
+        unknown = arrayexprs.names(text) - names
+    except arrayexprs.ArrayExprError as exc:
+        bad(key, str(exc))
+    if unknown:
+        bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
+
+
+def _check_fit(key: str, v: Variant, known: set[str], bad: Callable[[str, str], None]) -> None:
+    """At most one fitted parameter, a new identifier, with bounds low < high."""
+    if len(v.fit) > 1:
+        bad(f"{key}.fit", "fit at most one parameter (a 1-D search keeps a wrong grade's diagnosis cheap)")
+    for p, bounds in v.fit.items():
+        if p in known or not p.isidentifier():
+            bad(f"{key}.fit.{p}", "a parameter's name must be a new identifier (not a tensor, a dimension, "
+                                  "`answer` or a term)")
+        if len(bounds) != 2 or not bounds[0] < bounds[1]:
+            bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
+
+
+def _check_says(key: str, v: Variant, bad: Callable[[str, str], None]) -> None:
+    """The message's braces name the fitted parameter, and it formats with a number."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
+    except ValueError as exc:
+        bad(f"{key}.says", f"{exc} (braces name the fitted parameter: {{k:.3f}}; write {{{{ for a brace)")
+    for f in fields:
+        if f.split(".")[0].split("[")[0] not in v.fit or f != f.split(".")[0].split("[")[0]:
+            bad(f"{key}.says", f"{{{f}}} names no fitted parameter (fit: {', '.join(v.fit) or 'none'})")
+    try:
+        v.says.format(**{p: 1.0 for p in v.fit})
+    except (ValueError, KeyError, IndexError) as exc:
+        bad(f"{key}.says", f"cannot be formatted with a number: {exc}")
+
+
+def _check_meanings(key: str, v: Variant, bad: Callable[[str, str], None]) -> None:
+    """Each meaning's key is a value of the fitted parameter."""
+    for value in v.meanings:
         try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
-        except ValueError as exc:
-            bad(f"{key}.says", f"{exc} (braces name the fitted parameter: {{k:.3f}}; write {{{{ for a brace)")
-        for f in fields:
-            if f.split(".")[0].split("[")[0] not in v.fit or f != f.split(".")[0].split("[")[0]:
-                bad(f"{key}.says", f"{{{f}}} names no fitted parameter (fit: {', '.join(v.fit) or 'none'})")
-        try:
-            v.says.format(**{p: 1.0 for p in v.fit})
-        except (ValueError, KeyError, IndexError) as exc:
-            bad(f"{key}.says", f"cannot be formatted with a number: {exc}")
-        for value in v.meanings:
-            try:
-                float(value)
-            except ValueError:
-                bad(f"{key}.meanings.{value}", "a meaning's key is a value of the fitted parameter (a number)")
-        if v.meanings and not v.fit:
-            bad(f"{key}.meanings", "meanings name values of a fitted parameter: this variant fits none")
+            float(value)
+        except ValueError:
+            bad(f"{key}.meanings.{value}", "a meaning's key is a value of the fitted parameter (a number)")
+    if v.meanings and not v.fit:
+        bad(f"{key}.meanings", "meanings name values of a fitted parameter: this variant fits none")
 
 
 def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
@@ -283,6 +299,21 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
     for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
         _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
     _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)
+    _check_baseline(r, bad)
+    _check_scale(r, bad)
+    values = dims_values(r, r.timing.dims)
+    for key, text in (("timing.bytes", r.timing.bytes), ("timing.copy_floats", r.timing.copy_floats)):
+        try:                             # evaluated once here: a bound passed is the rubric's error, not a grade's
+            if text and exprs.evaluate(text, values) < 1 and key == "timing.copy_floats":
+                bad(key, "must be at least 1 at the timed shape")
+        except exprs.ExprError as exc:
+            bad(key, str(exc))
+    if r.timing.floor_placement == "submission":
+        _placement_ok(r, values, bad)
+
+
+def _check_baseline(r: Rubric, bad: Callable[[str, str], None]) -> None:
+    """The PyTorch baseline parses as Python; its shapes are cases of the exercise."""
     if r.timing.baseline:
         try:
             compile(r.timing.baseline, "timing.baseline", "eval")
@@ -294,23 +325,18 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
         bad("timing.baseline_dims", "needs timing.baseline")
     for i, dims in enumerate(r.timing.baseline_dims):
         _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
+
+
+def _check_scale(r: Rubric, bad: Callable[[str, str], None]) -> None:
+    """The tolerance's scale at each check case: both tolerances are multiplied by it, so finite and above 0."""
     for i, case in enumerate(r.checks.cases):
-        try:                             # both tolerances are multiplied by it at each case: finite, above 0
+        try:
             scale = exprs.evaluate(r.tolerance.scale, dims_values(r, case.dims), integer=False)
         except exprs.ExprError as exc:
             bad("tolerance.scale", f"{exc} (at checks.cases[{i}]'s dimensions)")
         if not scale > 0:
             bad("tolerance.scale", f"is {scale} at checks.cases[{i}]'s dimensions: it must be above 0, or every "
                                    "check of a correct kernel fails")
-    values = dims_values(r, r.timing.dims)
-    for key, text in (("timing.bytes", r.timing.bytes), ("timing.copy_floats", r.timing.copy_floats)):
-        try:                             # evaluated once here: a bound passed is the rubric's error, not a grade's
-            if text and exprs.evaluate(text, values) < 1 and key == "timing.copy_floats":
-                bad(key, "must be at least 1 at the timed shape")
-        except exprs.ExprError as exc:
-            bad(key, str(exc))
-    if r.timing.floor_placement == "submission":
-        _placement_ok(r, values, bad)
 
 
 def _placement_ok(r: Rubric, values: dict[str, int], bad: Callable[[str, str], None]) -> None:

@@ -25,7 +25,7 @@ from grader.exercises.plan import buffer_of, case_job, timed_cases
 from grader.exercises.rubric import Rubric, dims_values
 from grader.grade.jobs import child_limits
 from grader.run import lanes
-from grader.run.sandbox import Worker
+from grader.run.sandbox import ChildSpec, Worker
 from grader.toolchain import gpuinfo
 from grader.toolchain.build import build_guard, build_reference
 
@@ -86,7 +86,8 @@ def calibrate(rubric: Rubric, *, backend: Backend, device: str | None = None) ->
                                floor_buffers=t.floor_buffers),
               timed_cases=[cj], calibrate=runs, calibration_rounds=rubric.calibrate.rounds)
     device = device or lanes.default_device()
-    with Worker(backend=backend, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s, device=device) as worker:
+    with Worker(ChildSpec(backend=backend, output_cap=lim.output_cap_bytes, cpu_limit_s=lim.time_limit_s,
+                          device=device)) as worker:
         worker.wait_ready(timeout_s=lim.time_limit_s)
         with lanes.gpu_lane(device):
             run = worker.run(job, time_limit_s=lim.time_limit_s)

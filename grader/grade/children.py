@@ -241,9 +241,10 @@ class GradeRun:
         self.say(Said("reading the hardware's counters (Nsight Compute)", Phase.COUNTERS))
         try:
             with lanes.gpu_lane(self.device):
-                return profiling.profile_call(replay, ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,
-                                    output_cap=self.rubric.limits.output_cap_bytes,
-                                    time_limit_s=max(60.0, self.rubric.limits.time_limit_s), device=self.device)
+                return profiling.profile_call(replay, profiling.CountersCall(
+                    ncu=ncu, kernels=kernels, names=names, model_bytes=model_bytes,
+                    output_cap=self.rubric.limits.output_cap_bytes,
+                    time_limit_s=max(60.0, self.rubric.limits.time_limit_s), device=self.device))
         except Exception as exc:  # noqa: BLE001 - the counters never fail a grade: said, not raised
             return CountersSummary(problem=f"the counters' pass could not run ({type(exc).__name__}: {exc}); "
                                            "the grade above stands.")

@@ -34,7 +34,7 @@ from grader.core.errors import UsageError
 from grader.core.limits import OUTPUT_CAP_BYTES, TIME_LIMIT_S, spread_threads
 from grader.grade.phases import CommandStart
 from grader.run import lanes
-from grader.run.sandbox import Worker
+from grader.run.sandbox import ChildSpec, Worker
 from grader.toolchain import gpuinfo
 
 if TYPE_CHECKING:
@@ -70,8 +70,8 @@ class MeasurerSpec:
     cpu_threads: int
 
     def start(self) -> Worker:
-        return Worker(backend=self.backend, output_cap=self.output_cap, cpu_limit_s=self.cpu_limit_s,
-                      device=self.device, torch=self.torch, cpu_threads=self.cpu_threads)
+        return Worker(ChildSpec(backend=self.backend, output_cap=self.output_cap, cpu_limit_s=self.cpu_limit_s,
+                                device=self.device, torch=self.torch, cpu_threads=self.cpu_threads))
 
 
 @dataclass(frozen=True)
@@ -195,8 +195,8 @@ class Launcher:
         """A recorder: without a GPU (the one a grade tries first: it runs outside the GPU's lane), or
         on the GPU (where the first could not record: replaying.needs_gpu)."""
         limits = rubric.limits
-        return Worker(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
-                      device=device, gpu=gpu, recorder=True)
+        return Worker(ChildSpec(backend=backend, output_cap=limits.output_cap_bytes, cpu_limit_s=limits.time_limit_s,
+                                device=device, gpu=gpu, recorder=True))
 
     def _take_head_start(self, spec: MeasurerSpec | None) -> HeadStart | None:
         """The head start where its process was started as spec asks and still runs; otherwise it is

@@ -25,11 +25,12 @@ import re
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 
 from grader.core.contract import GuardMode, Job, Role
 from grader.core.results import CountersSummary, KernelCounters
+from grader.run.sandbox import ChildSpec, Worker
 from grader.toolchain import tools
-from grader.run.sandbox import Worker
 
 # The metrics read, ncu's names, each once: KernelCounters' fields come from them (counters_of).
 METRICS = (
@@ -154,19 +155,33 @@ def call_kernels(recording, key: str) -> list[str]:
     return [op.kernel for op in recording.ops[rows[0][0]] if op.kind in ("launch", "cooperative") and op.kernel]
 
 
-def profile_call(replay: Job, *, ncu: str, kernels: list[str], names: dict[str, str], model_bytes: int | None,
-                 output_cap: int, time_limit_s: float, device: str | None) -> CountersSummary:
+@dataclass(frozen=True)
+class CountersCall:
+    """What the counters' pass reads and under which limits: profile_call's options."""
+
+    ncu: str                        # the Nsight Compute executable (tools.locate)
+    kernels: list[str]              # the timed call's kernels, by device name (call_kernels)
+    names: dict[str, str]           # each device name's kernel as the student named it
+    model_bytes: int | None         # the rubric's byte model at the timed shape (the DRAM share's denominator)
+    output_cap: int                 # bytes of the child's stdout and stderr kept
+    time_limit_s: float             # the child's time limit, its start under ncu aside
+    device: str | None              # the GPU the child may see
+
+
+def profile_call(replay: Job, call: CountersCall) -> CountersSummary:
     """The counters of the timed call's kernels (their device names; names: the student's for
     each), from a child of the measuring process's kind started under ncu; its log is written into
     a folder of ours and removed after."""
+    ncu, kernels, names, time_limit_s = call.ncu, call.kernels, call.names, call.time_limit_s
     started = time.perf_counter()
     folder = tempfile.mkdtemp(prefix="grader-ncu-")
     log = os.path.join(folder, "counters.csv")
     run, text = None, ""
     try:
         if kernels:
-            with Worker(backend=replay.backend, output_cap=output_cap, cpu_limit_s=time_limit_s + STARTUP_S,
-                        device=device, wrapper=ncu_command(ncu, kernels, log, len(kernels))) as worker:
+            spec = ChildSpec(backend=replay.backend, output_cap=call.output_cap, cpu_limit_s=time_limit_s + STARTUP_S,
+                             device=call.device, wrapper=tuple(ncu_command(ncu, kernels, log, len(kernels))))
+            with Worker(spec) as worker:
                 worker.wait_ready(timeout_s=STARTUP_S)       # ncu's start and the child's CUDA context
                 run = worker.run(profile_job(replay, kernels), time_limit_s=time_limit_s)
         try:
@@ -177,7 +192,7 @@ def profile_call(replay: Job, *, ncu: str, kernels: list[str], names: dict[str, 
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     found = counters_of(read_csv(text), names)
-    summary = summarise(found, model_bytes) if found else CountersSummary(problem=problem_of(text, run, kernels))
+    summary = summarise(found, call.model_bytes) if found else CountersSummary(problem=problem_of(text, run, kernels))
     summary.tool = tools.version("ncu")
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary

@@ -17,7 +17,7 @@ from grader.core.contract import (FatalFrame, Job, OfflinePart, RecordedOp, Reco
 from grader.core.limits import spread_threads
 from grader.run.child.replay import FORGED, STREAM_KINDS, malformed, stream_op_problem
 from grader.run.protocol import NEEDS_GPU_EXIT
-from grader.run.sandbox import ChildRun, Worker
+from grader.run.sandbox import ChildRun, ChildSpec, Worker
 from grader.toolchain.build import device_code, device_variables, uses_device_heap
 from grader.toolchain.outcome import demangle
 
@@ -179,16 +179,16 @@ def run_worker(job: Job, *, time_limit_s: float, output_cap: int) -> ChildRun:
     returned is the one to judge."""
     backend = job.backend
     if backend.records_then_replays and job.library and job.role == Role.RUN:
-        with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s, recorder=True) as recorder, \
-                Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
-                       torch=bool(job.timing and job.timing.baseline)) as measurer:
+        with Worker(ChildSpec(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s, recorder=True)) as recorder, \
+                Worker(ChildSpec(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
+                       torch=bool(job.timing and job.timing.baseline))) as measurer:
             obj = Path(job.library).with_name("main.o")
             code = DeviceCode([str(p) for p in device_code(Path(job.library))], device_variables(obj),
                               uses_device_heap(obj))
             return record_then_replay(recorder, measurer, job, plan=ReplayPlan(code, None, time_limit_s)).judged
-    with Worker(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
+    with Worker(ChildSpec(backend=backend, output_cap=output_cap, cpu_limit_s=time_limit_s,
                 torch=bool(job.timing and job.timing.baseline),
-                cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads)) as worker:
+                cpu_threads=1 if backend.on_gpu else spread_threads(job.emulator_threads))) as worker:
         return worker.run(job, time_limit_s=time_limit_s)
 
 

@@ -24,14 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from grader.core import folders
-from grader.core.view import View
-from grader.core.environment import contract_environment
-from grader.run import groups, protocol, spawn, streams
-from grader.run.streams import CappedOutput
-from grader.core import processes
-from grader.run.child.guard import Blocked, parse_reports
+from grader.core import folders, processes
 from grader.core.backend import Backend
+from grader.core.environment import contract_environment
+from grader.core.view import View
+from grader.run import groups, protocol, spawn, streams
+from grader.run.child.guard import Blocked, parse_reports
+from grader.run.streams import CappedOutput
 
 if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/launcher.py)
     from grader.core.contract import Job
@@ -84,6 +83,36 @@ def _child_environment(backend: Backend, device: str | None, *, home: str, torch
     return contract_environment(home=home, keep=backend.environment, extra=extra)
 
 
+@dataclass(frozen=True)
+class ChildSpec:
+    """What a grading child is started as: Worker's one argument."""
+
+    backend: Backend
+    output_cap: int                 # bytes of its stdout and of its stderr kept (head and tail)
+    cpu_limit_s: float              # its time limit, from which its CPU-time backstop is set (below)
+    # the GPU the child may see (an entry of the backend's visible_devices variable,
+    # CUDA_VISIBLE_DEVICES); the parent's choice when None
+    device: str | None = None
+    torch: bool = False             # the job will time a PyTorch baseline: the child imports torch while it starts
+    # the OS threads the child may keep busy at once (an emulated launch spread over cores): its
+    # CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is cpu_limit_s
+    # times this (else a slow, correct kernel on 16 cores would be killed at a sixteenth of the time
+    # limit, as a crash)
+    cpu_threads: int = 1
+    # a command the child runs under (Nsight Compute's, run/profiling.py): it is the process started
+    # and the child its child; whether ncu passes the child's descriptors on is not relied on (the
+    # counters come back in ncu's log, and worker.py drops a frame it cannot send); its folder is
+    # open to the child's user, which ncu's injected library writes into
+    wrapper: tuple[str, ...] | None = None
+    # False: a child of a GPU backend that never opens the device (the recorder without a GPU,
+    # run/child/recorder.py): no CUDA context at its start, and its job says offline
+    gpu: bool = True
+    # a child that will run the submission's host code on the GPU (the recorder there): its CUDA
+    # context is made behind its file-system wall, not at its start, so that the driver's own
+    # threads (where a host callback runs) start behind the wall too (run/child/walls.py)
+    recorder: bool = False
+
+
 class Worker:
     """A grading child, started early so that its imports and CUDA set-up overlap the build.
 
@@ -91,25 +120,11 @@ class Worker:
     limit counts from then; cancel() (or leaving a `with` block) kills it and its group.
     """
 
-    def __init__(self, *, backend: Backend, output_cap: int, cpu_limit_s: float, device: str | None = None,
-                 torch: bool = False, cpu_threads: int = 1, wrapper: list[str] | None = None, gpu: bool = True,
-                 recorder: bool = False):
-        """device: the GPU the child may see (an entry of the backend's visible_devices variable,
-        CUDA_VISIBLE_DEVICES); the parent's choice when None.
-        torch: the job will time a PyTorch baseline, so the child imports torch while it starts.
-        cpu_threads: the OS threads the child may keep busy at once (an emulated launch spread over
-        cores): its CPU-time limit, a backstop behind the wall-clock one, counts them all, so it is
-        cpu_limit_s times this (else a slow, correct kernel on 16 cores would be killed at a
-        sixteenth of the time limit, as a crash).
-        wrapper: a command the child runs under (Nsight Compute's, run/profiling.py): it is the
-        process started and the child its child; whether ncu passes the child's descriptors on is
-        not relied on (the counters come back in ncu's log, and worker.py drops a frame it cannot
-        send); its folder is open to the child's user, which ncu's injected library writes into.
-        gpu False: a child of a GPU backend that never opens the device (the recorder without a GPU,
-        run/child/recorder.py): no CUDA context at its start, and its job says offline.
-        recorder: a child that will run the submission's host code on the GPU (the recorder there): its
-        CUDA context is made behind its file-system wall, not at its start, so that the driver's own
-        threads (where a host callback runs) start behind the wall too (run/child/walls.py)."""
+    def __init__(self, spec: ChildSpec):
+        """The child started as spec says (ChildSpec: its backend, its caps and limits, what it
+        runs under and which part of a grade it plays)."""
+        backend, device, torch, wrapper, recorder = spec.backend, spec.device, spec.torch, spec.wrapper, spec.recorder
+        gpu, output_cap = spec.gpu, spec.output_cap
         self.gpu = gpu and backend.on_gpu
         self._read_fd, write_fd = os.pipe()
         self._guard_fd, guard_write_fd = os.pipe()
@@ -122,7 +137,7 @@ class Worker:
         env = _child_environment(backend, device, home=self._workdir, torch=torch)
         self.environment = sorted(env)                  # its variables' names, for result.json's sandbox
         view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
-        cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
+        cpu = int(spec.cpu_limit_s * max(1, spec.cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs

@@ -87,7 +87,8 @@ def machine_fault(log: str) -> str | None:
     for pattern, text in _MACHINE_FAULTS:
         m = re.search(pattern, own)
         if m:
-            return text.format(*(g or "" for g in m.groups()), nofile=limit(resource.RLIMIT_NOFILE), nproc=limit(resource.RLIMIT_NPROC))
+            return text.format(*(g or "" for g in m.groups()), nofile=limit(resource.RLIMIT_NOFILE),
+                               nproc=limit(resource.RLIMIT_NPROC))
     return None
 
 

@@ -15,8 +15,8 @@ import os
 import subprocess
 import threading
 
-from grader.toolchain import tools
 from grader.core.backend import AUTO, CUDA, EMULATOR, Backend, named
+from grader.toolchain import tools
 
 GPU = CUDA          # the backend `--backend auto` picks where a GPU is visible; this module probes its GPU
 
@@ -60,10 +60,10 @@ class _Nvml:
                 cls._tried = True
                 try:
                     lib = ctypes.CDLL("libnvidia-ml.so.1")
-                    lib.nvmlInit_v2, lib.nvmlShutdown           # both there, or no NVML
-                    cls._lib = lib
-                except (OSError, AttributeError):
-                    pass
+                except OSError:
+                    lib = None
+                if lib is not None and hasattr(lib, "nvmlInit_v2") and hasattr(lib, "nvmlShutdown"):
+                    cls._lib = lib                              # both there, or no NVML
             return cls._lib
 
     @classmethod

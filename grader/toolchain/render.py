@@ -28,7 +28,7 @@ def inline_code(text: str) -> Markup:
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept in the build cache (compiling the reports' templates took longer
     than grading a warm submission's checks); a cache that cannot be written is only slower."""
-    import jinja2      # here, not at the top: 20-250 ms (see above), on no warm grade's way
+    import jinja2  # noqa: PLC0415  (lazy: 20-250 ms, see above, on no warm grade's way)
 
     class Cache(jinja2.FileSystemBytecodeCache):
         def load_bytecode(self, bucket) -> None:
@@ -53,7 +53,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    import jinja2      # here, not at the top: 20-250 ms (see above), on no warm grade's way
+    import jinja2  # noqa: PLC0415  (lazy: 20-250 ms, see above, on no warm grade's way)
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("grader", "templates"),
@@ -73,7 +73,7 @@ def environment() -> jinja2.Environment:
 
 def _rich_escape(text: str) -> str:
     """text with rich's markup escaped (the terminal summary's template prints through rich)."""
-    from rich.markup import escape as escape_markup   # 15-40 ms, kept off `submit -q`'s way (tests/test_cli.py)
+    from rich.markup import escape as escape_markup  # noqa: PLC0415  (lazy: 15-40 ms, off `submit -q`'s way)
 
     return escape_markup(text)
 

@@ -17,8 +17,9 @@ What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS
 counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
 children do. Its environment is the contract's (core/environment.py), never the grader's; its root
-and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the kernel has no Landlock the build runs without the wall, says so
-(`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
+and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the
+kernel has no Landlock the build runs without the wall, says so (`Ran.confined`), and a rubric that
+requires the wall (limits.require_read_wall) is refused first.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from grader.core import cgroups, fswall, folders, processes
+from grader.core import cgroups, folders, fswall, processes
 from grader.core.environment import contract_environment
-from grader.core.view import View
 from grader.core.errors import InfrastructureError
 from grader.core.limits import set_clamped
 from grader.core.processes import set_death_signal
+from grader.core.view import View
 from grader.toolchain import tools
 
 
@@ -372,7 +373,7 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
         end_build(proc)
         out, err = output.wait()
         if starved:
-            raise InfrastructureError(starved)
+            raise InfrastructureError(starved) from None        # the machine's fault, not the build's timeout
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
                + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
                "fewer template instances) and submit again")

@@ -16,22 +16,29 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from grader.core.backend import Backend
-from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
-                                  TimingFrame, clock_phases)
+from grader.core.contract import (
+    BaselineTimingFrame,
+    CaseFrame,
+    ChildSandbox,
+    DoneFrame,
+    FatalFrame,
+    HelloFrame,
+    TimingFrame,
+    clock_phases,
+)
+from grader.core.emulation import spreads_over_cores
+from grader.core.outcomes import Outcome, Tier
+from grader.core.results import CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop, TimingResult
+from grader.core.source import Submission
+from grader.exercises.data import Expected, expected_for
 from grader.exercises.plan import Case
-from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
-                                 TimingResult)
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
-from grader.exercises.data import Expected, expected_for
-from grader.core.emulation import spreads_over_cores
-from grader.core.source import Submission
 from grader.verdict import bounds, causes, coverage, races, workspace
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
-from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.formulaline import formula_line, with_line
+from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
-from grader.core.outcomes import Outcome, Tier
 
 INDEX_STRIDES = ("row_stride", "col_stride")      # verdict/checks.index_stride's codes
 # what an index past a buffer shows as (checks.py, diagnosis.py)
@@ -465,7 +472,8 @@ def _untouched_during_timing(frame: TimingFrame, rubric: Rubric) -> list[Diagnos
                 differ = sum(1 for s in sums if s != sums[-1])
                 if differ:
                     found.append(DiagnosisEntry(
-                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random among the timed ones) left {output} "
-                        "different from the last one, which was verified: each timed call must do the whole work",
+                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random "
+                        f"among the timed ones) left {output} different from the last one, which was verified: each "
+                        "timed call must do the whole work",
                         "", case))
     return found

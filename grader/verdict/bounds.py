@@ -26,8 +26,22 @@ from grader.core.source import Submission
 from grader.verdict.causes import Cause, index_names, quoted
 from grader.verdict.cexpr import evaluate, uncast
 from grader.verdict.hostlaunch import kernel_values
-from grader.verdict.kernelread import (ASSIGN, Kernel, Thread, accesses, added_terms, comparisons, corners,
-                                      derived_from, environments, kernels, line_in, name_of, product_factors, runs)
+from grader.verdict.kernelread import (
+    ASSIGN,
+    Kernel,
+    Thread,
+    accesses,
+    added_terms,
+    comparisons,
+    corners,
+    derived_from,
+    environments,
+    kernels,
+    line_in,
+    name_of,
+    product_factors,
+    runs,
+)
 
 
 @dataclass(frozen=True)
@@ -78,8 +92,9 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
                                                  hit.subscript + " " + _expanded(hit)))
             if n in names or re.fullmatch(r"(?:threadIdx|blockIdx)\.[xyz]", n) and n in hit.subscript]
     values = ", ".join(f"{n} = {env.get(n.replace('.', '_'))}" for n in used if env.get(n.replace(".", "_")) is not None)
-    where = (f"element {hit.index} of {hit.pointer}" + (f" (floats {hit.index * hit.width}..{hit.index * hit.width + hit.width - 1}"
-             f" of {fault.buffer})" if hit.width > 1 else ""))
+    last = hit.index * hit.width + hit.width - 1
+    where = (f"element {hit.index} of {hit.pointer}"
+             + (f" (floats {hit.index * hit.width}..{last} of {fault.buffer})" if hit.width > 1 else ""))
     size = _size_said(fault, shape, dims, hit.width)
     past = "past the end of" if fault.where == "past" else "before the start of"
     head = (f"line {line}: `{quoted(sub, line)}` {verb} {past} {fault.buffer}: {thread.said()} has "
@@ -90,7 +105,8 @@ def _said(sub: Submission, hit: _Hit, fault: Fault, line: int, shape: list[str],
         launch = re.search(rf"\b{re.escape(name_of(code, hit.kernel))}\s*<<<", code)
         ll = code.count("\n", 0, launch.start()) + 1 if launch else line
         return Cause(code_name, line, f"{head}. The kernel's {p} is {v} here: the launch (line {ll}: "
-                                      f"`{quoted(sub, ll)}`) passes `{arg}` for it, but the exercise's {p} is {dims[p]}: pass that")
+                                      f"`{quoted(sub, ll)}`) passes `{arg}` for it, but the exercise's {p} is "
+                                      f"{dims[p]}: pass that")
     ran, bound = _ran_past(hit, shape, dims, fault.floats)
     if ran is None:
         stride = _wrong_row_step(hit, shape, dims)

@@ -81,24 +81,27 @@ def _value(node: ast.AST, env: dict[str, int]) -> int | None:
         return min(args) if "min" in node.func.id else max(args)
     if isinstance(node, ast.BinOp):
         a, b = _value(node.left, env), _value(node.right, env)
-        if a is None or b is None:
+        return None if a is None or b is None else _binary(node.op, a, b)
+    return None
+
+
+def _binary(op: ast.operator, a: int, b: int) -> int | None:
+    """a op b as C computes it on integers (None where C's value is undefined or not one of these)."""
+    if isinstance(op, ast.Add):
+        return a + b
+    if isinstance(op, ast.Sub):
+        return a - b
+    if isinstance(op, ast.Mult):
+        return a * b
+    if isinstance(op, (ast.FloorDiv, ast.Mod)):
+        if b == 0:
             return None
-        op = node.op
-        if isinstance(op, ast.Add):
-            return a + b
-        if isinstance(op, ast.Sub):
-            return a - b
-        if isinstance(op, ast.Mult):
-            return a * b
-        if isinstance(op, (ast.FloorDiv, ast.Mod)):
-            if b == 0:
-                return None
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)       # C truncates toward zero
-            return q if isinstance(op, ast.FloorDiv) else a - b * q
-        if isinstance(op, ast.LShift) and 0 <= b < 64:
-            return a << b
-        if isinstance(op, ast.RShift) and 0 <= b < 64:
-            return a >> b
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)       # C truncates toward zero
+        return q if isinstance(op, ast.FloorDiv) else a - b * q
+    if isinstance(op, ast.LShift) and 0 <= b < 64:
+        return a << b
+    if isinstance(op, ast.RShift) and 0 <= b < 64:
+        return a >> b
     return None
 
 

@@ -21,6 +21,7 @@ what the outputs show). A scan, not a parse: it cites a line, it decides nothing
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from grader.core.source import Submission
 from grader.verdict.causes import body_lines, line_of, quoted
@@ -48,6 +49,12 @@ def formula_line(sub: Submission, at: list[str]) -> int | None:
 def with_line(sub: Submission, line: int, message: str) -> str:
     """The message with the line and its text before it: 'line 7 (`out[i] = ...`): erf's argument ...'."""
     return f"line {line} (`{quoted(sub, line)}`): {message}"
+
+
+def _last(matches: Iterator[re.Match]) -> re.Match | None:
+    """The last of the matches (None: there are none)."""
+    found = list(matches)
+    return found[-1] if found else None
 
 
 def _call(sub: Submission, name: str) -> int | None:
@@ -111,9 +118,7 @@ def _position(sub: Submission, _hint: str) -> int | None:
         return None
     words = [w for w in _WORD.findall(m.group("index")) if not w.startswith(("half", "size", "int"))]
     for w in words[:1]:
-        d = None
-        for d in re.finditer(rf"(?<![\w.]){w}\s*=(?!=)", sub.code[:m.start()]):
-            pass
+        d = _last(re.finditer(rf"(?<![\w.]){w}\s*=(?!=)", sub.code[:m.start()]))
         if d is not None:
             return line_of(sub.code, d.start())
     return None
@@ -143,8 +148,7 @@ def _partner(sub: Submission, _hint: str) -> int | None:
             offset = index[len(first) + 1:]
             d = None
             if re.fullmatch(r"[A-Za-z_]\w*", offset):
-                for d in re.finditer(rf"(?<![\w.]){offset}\s*=(?!=)", body[:pos]):
-                    pass
+                d = _last(re.finditer(rf"(?<![\w.]){offset}\s*=(?!=)", body[:pos]))
             return line_of(sub.code, start + (d.start() if d is not None else pos))
     return None
 

@@ -18,7 +18,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from grader.core.checking import FailedOutput, within
-from grader.exercises.arrayexprs import ArrayExprError, evaluate
+from grader.exercises.arrayeval import evaluate
+from grader.exercises.arrayexprs import ArrayExprError
 from grader.exercises.schema import Hypotheses, Variant
 
 MATCH = 0.98            # of the elements a variant defines, within SLACK times the tolerance

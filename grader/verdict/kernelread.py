@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from grader.core.emulation import device_bodies
 from grader.verdict.cexpr import bracketed, evaluate, truth
 
-
 ASSIGN = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*)\s*=(?!=)\s*([^;{}]*);")
 
 
@@ -237,16 +236,32 @@ def line_in(code: str, k: Kernel, off: int) -> int:
 def runs(body: str, offset: int, env: dict[str, int]) -> bool | None:
     """Whether the statement at offset runs for env's thread, by the ifs around it and the early
     returns before it (None: a condition that cannot be evaluated)."""
+    if not _followed(body, offset):
+        return None
+    passes = _loop_passes(body, offset, env)
+    if not passes:
+        return passes               # this pass of the loop does not run (None: cannot tell)
+    return _guards_pass(body, offset, env)
+
+
+def _followed(body: str, offset: int) -> bool:
+    """Whether what surrounds the statement at offset is read here: not a conditional expression or a
+    short circuit around it, not an else, a while, a do or a switch."""
     start = max(body.rfind(";", 0, offset), body.rfind("{", 0, offset), body.rfind("}", 0, offset))
     before = body[start + 1:offset]
     for m in reversed(list(re.finditer(r"\b(?:if|for|while)\s*\(", before))):     # a guard's own head is no part of it
         before = before[:m.start()] + before[bracketed(before, m.end() - 1)[1]:]
     if "?" in before or re.search(r"&&|\|\|", before):
-        return None                 # a conditional expression or a short circuit around it: not read here
+        return False
     for m in re.finditer(r"\belse\b|\bwhile\s*\(|\bdo\b|\bswitch\s*\(", body[:offset]):
         block = re.match(r"\s*(?:\([^{};]*\))?\s*\{", body[m.end():])
         if block and body_span(body, m.end() + block.end() - 1)[1] >= offset:
-            return None             # under an else, a while, a do or a switch: not followed
+            return False
+    return True
+
+
+def _loop_passes(body: str, offset: int, env: dict[str, int]) -> bool | None:
+    """Whether the condition of each for loop around the statement at offset holds for env (None: cannot tell)."""
     for m in re.finditer(r"\bfor\s*\(", body[:offset]):
         head, end = bracketed(body, m.end() - 1)
         parts = head.split(";")
@@ -255,13 +270,19 @@ def runs(body: str, offset: int, env: dict[str, int]) -> bool | None:
         if len(parts) == 3 and end <= offset <= hi:
             t = truth(parts[1], env) if parts[1].strip() else True
             if not t:
-                return t            # this pass of the loop does not run (None: cannot tell)
+                return t
+    return True
+
+
+def _guards_pass(body: str, offset: int, env: dict[str, int]) -> bool | None:
+    """Whether every if around the statement at offset holds for env, and no `if (...) return;` of
+    its block before it returns (None: a condition that cannot be evaluated)."""
     for m in re.finditer(r"\bif\s*\(", body[:offset]):
         cond, end = bracketed(body, m.end() - 1)
         after = body[end:]
         ret = re.match(r"\s*(?:return\s*;|\{\s*return\s*;\s*\})", after)
-        block = enclosing_block(body, m.start())
         if ret is not None:
+            block = enclosing_block(body, m.start())
             if not block[0] <= offset <= block[1]:
                 continue                    # a return in a block the access is not in
             t = truth(cond, env)

@@ -14,7 +14,6 @@ import re
 from grader.core.source import Submission
 from grader.verdict.causes import Cause, body_lines, index_names, line_of, pointer_params, quoted
 
-
 _BARRIER = re.compile(r"\b__syncthreads(?:_count|_and|_or)?\s*\(|\b__syncwarp\s*\(|\.\s*sync\s*\(|\bsync\s*\(|"
                       r"\bbar\.sync\b|\b__barrier_sync\s*\(")
 _OP_ASSIGN = r"(?:[-+*/&|^]|<<|>>)="
@@ -104,44 +103,59 @@ def missing_barrier(sub: Submission) -> Cause | None:
         if not arrays:
             continue
         own = {m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*=\s*(?:\(\s*\w+\s*\)\s*)?threadIdx\.x\s*;", body)}
-        barriers = [m.start() for m in _BARRIER.finditer(body)]
         for name in dict.fromkeys(arrays):
-            access = list(re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\[(?P<k>[^\[\];]*)\]", body))
-            writes, reads = [], []
-            for m in access:
-                after = body[m.end():m.end() + 4]
-                k = re.sub(r"\s+", "", m.group("k"))
-                for o in own:
-                    k = re.sub(rf"\b{re.escape(o)}\b", "threadIdx.x", k)
-                if re.match(rf"\s*(?:{_OP_ASSIGN}|=(?!=))", after):
-                    writes.append((m.start(), k))
-                    if not re.match(r"\s*=(?!=)", after):
-                        reads.append((m.start(), k))
-                else:
-                    reads.append((m.start(), k))
-            loops = _loop_bodies(body)
-            for rpos, rk in reads:
-                earlier = [(w, wk) for w, wk in writes if body.find(";", w) < rpos]
-                # a loop with no barrier in it: its writes of one pass meet its reads of the next
-                loop = min((span for span in loops if span[0] < rpos < span[1]), key=lambda sp: sp[1] - sp[0],
-                           default=None)
-                if loop is not None and not any(loop[0] < b < loop[1] for b in barriers):
-                    carried = [(w, wk) for w, wk in writes if loop[0] < w < loop[1] and wk != rk]
-                    if carried:
-                        rline, wline = line_of(sub.code, start + rpos), line_of(sub.code, start + carried[-1][0])
-                        return Cause("race_missing_barrier", rline,
-                                     f"line {rline}: `{quoted(sub, rline)}` reads {name}[{rk}], another thread's "
-                                     f"slot, which the loop writes (line {wline}) with no __syncthreads() in it: one "
-                                     f"pass may read before another thread wrote the pass before. Put __syncthreads() "
-                                     f"at the end of the loop's body, where every thread of the block reaches it")
-                if not earlier:
-                    continue
-                wpos, wk = earlier[-1]
-                if rk == wk or any(wpos < b < rpos for b in barriers):
-                    continue
-                rline, wline = line_of(sub.code, start + rpos), line_of(sub.code, start + wpos)
+            cause = _race_on(sub, start, body, name, own)
+            if cause is not None:
+                return cause
+    return None
+
+
+def _accesses(body: str, name: str, own: set[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """The writes and the reads of the shared array name (where, and at which index, a thread's own
+    index variable read as threadIdx.x); a compound assignment is both."""
+    writes, reads = [], []
+    for m in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\[(?P<k>[^\[\];]*)\]", body):
+        after = body[m.end():m.end() + 4]
+        k = re.sub(r"\s+", "", m.group("k"))
+        for o in own:
+            k = re.sub(rf"\b{re.escape(o)}\b", "threadIdx.x", k)
+        if re.match(rf"\s*(?:{_OP_ASSIGN}|=(?!=))", after):
+            writes.append((m.start(), k))
+            if not re.match(r"\s*=(?!=)", after):
+                reads.append((m.start(), k))
+        else:
+            reads.append((m.start(), k))
+    return writes, reads
+
+
+def _race_on(sub: Submission, start: int, body: str, name: str, own: set[str]) -> Cause | None:
+    """A read of the shared array name at another thread's slot, written before it (in the code, or
+    by the loop's pass before) with no barrier between."""
+    writes, reads = _accesses(body, name, own)
+    barriers = [m.start() for m in _BARRIER.finditer(body)]
+    loops = _loop_bodies(body)
+    for rpos, rk in reads:
+        earlier = [(w, wk) for w, wk in writes if body.find(";", w) < rpos]
+        # a loop with no barrier in it: its writes of one pass meet its reads of the next
+        loop = min((span for span in loops if span[0] < rpos < span[1]), key=lambda sp: sp[1] - sp[0],
+                   default=None)
+        if loop is not None and not any(loop[0] < b < loop[1] for b in barriers):
+            carried = [(w, wk) for w, wk in writes if loop[0] < w < loop[1] and wk != rk]
+            if carried:
+                rline, wline = line_of(sub.code, start + rpos), line_of(sub.code, start + carried[-1][0])
                 return Cause("race_missing_barrier", rline,
-                             f"line {rline}: `{quoted(sub, rline)}` reads {name}[{rk}], another thread's slot, "
-                             f"written at line {wline} with no __syncthreads() between: it may read before that "
-                             f"thread wrote. Put __syncthreads() after line {wline}, before the read")
+                             f"line {rline}: `{quoted(sub, rline)}` reads {name}[{rk}], another thread's "
+                             f"slot, which the loop writes (line {wline}) with no __syncthreads() in it: one "
+                             f"pass may read before another thread wrote the pass before. Put __syncthreads() "
+                             f"at the end of the loop's body, where every thread of the block reaches it")
+        if not earlier:
+            continue
+        wpos, wk = earlier[-1]
+        if rk == wk or any(wpos < b < rpos for b in barriers):
+            continue
+        rline, wline = line_of(sub.code, start + rpos), line_of(sub.code, start + wpos)
+        return Cause("race_missing_barrier", rline,
+                     f"line {rline}: `{quoted(sub, rline)}` reads {name}[{rk}], another thread's slot, "
+                     f"written at line {wline} with no __syncthreads() between: it may read before that "
+                     f"thread wrote. Put __syncthreads() after line {wline}, before the read")
     return None

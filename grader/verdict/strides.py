@@ -9,7 +9,6 @@ import re
 from grader.core.emulation import device_bodies
 from grader.verdict.cexpr import bracketed, evaluate, split_args
 
-
 # A stride held in a name is followed to what it is computed from (a variable, a kernel's parameter
 # through its launch's argument, a struct's field, a host dim3's x), then evaluated at a row length
 # of PROBE: a row stride that is the launch's padded width (gridDim.x * blockDim.x, (cols + 255) /
@@ -40,7 +39,7 @@ def _definition(name: str, text: str) -> str | None:
     found = re.findall(rf"(?<![\w.>])(?:const\s+)?(?:[\w:]+\s+)?{re.escape(name)}\s*=(?!=)\s*([^;]+);", text)
     if found:
         return found[-1]
-    for start, body in device_bodies(text):
+    for start, _body in device_bodies(text):
         params = _param_names(start, text)
         if name not in params:
             continue
