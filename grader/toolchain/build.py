@@ -35,20 +35,39 @@ from grader.core.source import Submission, blank_comments_and_strings, find_kern
 from grader.exercises.rubric import Rubric
 from grader.toolchain import tools
 from grader.toolchain.cache import cached_build, digest, keep, keep_record, keep_text, touch
-from grader.toolchain.faults import check_scratch_folder, disk_fault, known_good_fault, machine_fault
-from grader.toolchain.flags import RECORDER_LINK_FLAGS, SHIM_HEADER, compile_flags, shim_text
-from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
-                                      parse_messages, parse_ptxas)
-from grader.toolchain.render import render, template_digest
-from grader.toolchain.running import BuildLimits, Ran, Room, build_room, run_limited
 
 # Re-exported where they were before the split: grade/children.py, grade/calibration.py and
 # run/replaying.py import device_code, device_variables, kernel_parameters, uses_device_heap,
 # build_guard and build_driver_stand_in from here, and the tests the rest.
-from grader.toolchain.devicecode import (FATBIN_MAGIC, _nv_info_layout, device_code,  # noqa: F401
-                                         device_variables, elf_symbols, kernel_parameters, uses_device_heap)
-from grader.toolchain.flags import emulator_flags  # noqa: F401
+from grader.toolchain.devicecode import (  # noqa: F401
+    FATBIN_MAGIC,
+    _nv_info_layout,
+    device_code,
+    device_variables,
+    elf_symbols,
+    kernel_parameters,
+    uses_device_heap,
+)
+from grader.toolchain.faults import check_scratch_folder, disk_fault, known_good_fault, machine_fault
+from grader.toolchain.flags import (
+    SHIM_HEADER,
+    compile_flags,
+    emulator_flags,  # noqa: F401
+    recorder_link_flags,
+    shim_text,
+)
 from grader.toolchain.hostlibs import build_driver_stand_in, build_guard, driver_entry_points  # noqa: F401
+from grader.toolchain.outcome import (
+    BuildResult,
+    CompilerMessage,
+    KernelResources,
+    parse_alone,
+    parse_gmem,
+    parse_messages,
+    parse_ptxas,
+)
+from grader.toolchain.render import render, template_digest
+from grader.toolchain.running import BuildLimits, Ran, Room, build_room, run_limited
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 RUNTIME_SOURCE = PACKAGE_DIR / "run" / "child" / "runtime.cu"
@@ -68,7 +87,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     flags = compile_flags(tc, tc.flags + lambdas, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
     shim = shim_text() if tc.shim else ""
     # the recorder sees the launcher's launches and stream work through the wrapped entry points
-    link_flags = RECORDER_LINK_FLAGS if backend.records_then_replays else ()
+    link_flags = recorder_link_flags(backend.api) if backend.records_then_replays else ()
     key = digest(__version__, backend.name, source, *harness, " ".join(flags), " ".join(link_flags),
                  tools.version(tc.compiler), backend.target(arch), shim)
     linked = recorder_object(backend, workspace_bytes=context["workspace_bytes"]) if context["records"] else None
@@ -245,7 +264,8 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
                                    seconds=time.perf_counter() - start, command=_command(compiler, plan),
                                    log=cached["log"], resources=[KernelResources(**r) for r in cached["resources"]],
                                    compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]),
-                                   confined=cached.get("confined", False), wall=cached.get("wall", ""))
+                                   confined=cached.get("confined", False), wall=cached.get("wall", ""),
+                                   api=backend.api)
         check_scratch_folder()
         with build_room(read=(str(SHIM_HEADER.parent),) if tc.shim else ()) as room:
             _write_files(plan, backend, compiler, room, directory)
@@ -295,7 +315,7 @@ def _result_of(plan: Plan, backend: Backend, compiler: str, room: Room, ran: Ran
     proc, over = ran.proc, ran.over
     log = _strip_ninja(proc.stdout + proc.stderr)
     said = dict(cached=False, command=_command(compiler, plan), confined=ran.confined, wall=ran.wall,
-                wall_ms=ran.wall_ms)
+                wall_ms=ran.wall_ms, api=backend.api)
     if proc.returncode != 0 and not over:
         fault = machine_fault(log) or disk_fault(log, room.path) or \
             known_good_fault(compiler, plan.flags, [*tc.library_flags, *plan.link_flags], plan.limits)

@@ -177,7 +177,8 @@ class EmulatorBackend(ChildBackend):
             op = RecordedOp(kind=_KINDS.get(o.kind, "copy"), dst=o.dst, src=o.src, nbytes=o.nbytes, value=o.value,
                             direction=_DIRECTIONS.get(o.direction, ""), call=o.call.decode(errors="replace"),
                             error="over_workspace" if o.refused == 2 else "")
-            problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self.workspace_cap) or (
+            problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self.workspace_cap,
+                                        api=self.api) or (
                 f"your launcher's {op.call or op.kind} touched memory the grader did not give it")
             raise Refused(f"{problem} (in the call for {case})")
 

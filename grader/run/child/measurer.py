@@ -15,12 +15,24 @@ from __future__ import annotations
 
 import ctypes
 
+from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
-from grader.run.child.replay import (call_outputs, call_sizes, call_spans, malformed, Param, recording_stand_ins,
-                                     Refused, relocate, relocate_address, STREAM_KINDS, stream_op_problem,
-                                     workspace_name, workspaces)
-from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
+from grader.run.child.replay import (
+    STREAM_KINDS,
+    Param,
+    Refused,
+    call_outputs,
+    call_sizes,
+    call_spans,
+    malformed,
+    recording_stand_ins,
+    relocate,
+    relocate_address,
+    stream_op_problem,
+    workspace_name,
+    workspaces,
+)
 
 CUDA_ERROR_INVALID_VALUE = 1
 
@@ -233,7 +245,8 @@ class ReplayBackend(CudaBackend):
                         relocate(args, kernel.params, stand_ins, {n: 0 for n in stand_ins}, kernel=op.kernel, case=key)
 
     def _check_stream_op(self, op: RecordedOp, spans, case: str) -> None:
-        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self._workspace_cap)
+        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self._workspace_cap,
+                                    api=self.api)
         if problem:
             raise Refused(f"{problem} (in the call for {case})")
         if op.kind == "symbol":
