@@ -190,7 +190,7 @@ ROCM_LIKE = Backend(
     "rocm-like", about="a stand-in GPU backend",
     toolchain=Toolchain(compiler="hipcc", flags=("-O3", "--offload-arch={arch}", "-fPIC"),
                         reference_flags=("-O3", "--offload-arch={arch}", "-fPIC"), library_flags=("-fPIC",),
-                        alone_flags=("-fsyntax-only",), device_code="hsaco", profiler="rocprof",
+                        alone_flags=("-fsyntax-only",), templates="hip", device_code="hsaco", profiler="rocprof",
                         disassembler=Disassembler(extract=("roc-obj", "-d", "{object}"), extracted="*.hsaco",
                                                   listing=("llvm-objdump", "-d", "-l", "{file}"),
                                                   install="install ROCm's llvm tools")),

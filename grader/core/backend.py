@@ -34,6 +34,7 @@ class Toolchain:
     reference_flags: tuple[str, ...]        # the same for the grader's reference kernels
     library_flags: tuple[str, ...]          # how the compiler links the shared library
     alone_flags: tuple[str, ...]            # the student's file compiled alone after a failed build (no output)
+    templates: str                          # its folder of grader/templates: the harness (and the recorder) it builds
     shim: bool = False                      # the source is rewritten for the CPU shim and compiled against it
     resources: bool = False                 # the compiler reports registers, spills and static memory (ptxas -v)
     runtime: bool = False                   # the reference library carries the child's runtime helpers (runtime.cu)
@@ -293,6 +294,7 @@ CUDA = Backend(
                                                 "-Xcudafe", f"--error_limit={_ERROR_LIMIT}"),
                         reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
+                        templates="cuda",
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu",
                         lambda_flags=("--extended-lambda",),
                         host_flags=("-x", "c++", "-O3", "-std=c++17", "-Xcompiler", "-fPIC"),
@@ -318,7 +320,7 @@ EMULATOR = Backend(
     "emulator", about="on the CPU, through the CUDA shim: checked, never timed",
     toolchain=Toolchain(compiler="g++", flags=(*_SHIM, f"-fmax-errors={_ERROR_LIMIT}"), reference_flags=_SHIM,
                         library_flags=("-fPIC",),
-                        alone_flags=("-fsyntax-only",), shim=True),
+                        alone_flags=("-fsyntax-only",), templates="emulator", shim=True),
     child=ChildClasses(run="grader.run.child.emulator:EmulatorBackend"), api=CUDA_RUNTIME,
     reverse_check=True, checked_by=CUDA)
 BACKENDS = {b.name: b for b in (CUDA, EMULATOR)}

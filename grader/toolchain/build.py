@@ -77,11 +77,12 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     """Build the submission with the backend's toolchain (nvcc for arch, or g++ against the shim),
     within the rubric's build limits."""
     tc = backend.toolchain
-    context = dict(version=__version__, backend=backend.name, on_gpu=not tc.shim, records=backend.records_then_replays,
+    context = dict(version=__version__, backend=backend.name, records=backend.records_then_replays,
                    launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None, kernel=rubric.kernel.parsed,
                    workspace_bytes=rubric.limits.workspace_mib << 20)
     # Keyed on the template and its context (their reprs are their fields'), rendered only to build.
-    harness = (template_digest("harness.cu.j2"), repr(sorted(context.items())))
+    template = f"{tc.templates}/harness.cu.j2"          # the backend's own (grader/templates/cuda/, emulator/)
+    harness = (template_digest(template), repr(sorted(context.items())))
     source = rewrite_for_emulator(sub.compiled) if tc.shim else sub.compiled
     lambdas = tc.lambda_flags if uses_device_lambdas(sub.code) else ()
     flags = compile_flags(tc, tc.flags + lambdas, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
@@ -95,7 +96,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     return _build(Plan(
         key=f"sub-{key}",
         link_flags=link_flags,
-        files={"submission.cu": source, "harness.cu": lambda: render("harness.cu.j2", **context)},
+        files={"submission.cu": source, "harness.cu": lambda: render(template, **context)},
         main="harness.cu",
         flags=flags,
         linked=linked,
@@ -122,13 +123,14 @@ class LinkedObject:
 
 
 def recorder_object(backend: Backend, *, workspace_bytes: int) -> LinkedObject:
-    """The recorder (recorder.cpp.j2) as an object of its own: host code only, the same for every
+    """The recorder (its templates' recorder.cpp.j2) as an object of its own: host code only, the same for every
     submission of an exercise, so it is compiled once per machine, not in each submission's build
     (its host compile was about 0.7 s of every nvcc build of the harness, on 2 cores)."""
     tc = backend.toolchain
     context = dict(version=__version__, workspace_bytes=workspace_bytes)
     flags = list(tc.host_flags)
-    key = digest(__version__, template_digest("recorder.cpp.j2"), repr(sorted(context.items())), " ".join(flags),
+    template = f"{tc.templates}/recorder.cpp.j2"
+    key = digest(__version__, template_digest(template), repr(sorted(context.items())), " ".join(flags),
                  tools.version(tc.compiler))
     directory = cache_root() / f"rec-{key}"
     obj = directory / "recorder.o"
@@ -145,7 +147,7 @@ def recorder_object(backend: Backend, *, workspace_bytes: int) -> LinkedObject:
                 if "no valid seal" not in problem:
                     sealed.say_healed(f"the recorder {directory.name}", problem)
                 sealed.unlink_with_seal(obj)
-            text = render("recorder.cpp.j2", **context)
+            text = render(template, **context)
             (directory / "recorder.cpp").write_text(text)          # kept beside its object, to read
             check_scratch_folder()
             with build_room() as room:
