@@ -138,8 +138,9 @@ class _Fake(ChildBackend):
 
     repeats_checks = True      # as a GPU: a check's second run repeats it
 
-    def __init__(self, measures: bool):
+    def __init__(self, measures: bool, *, api=None):
         self.measures, self.calls, self._next, self.rng = measures, [], 1 << 20, random.Random(3)
+        self.api = api
 
     def alloc(self, floats, name):
         self._next += 4 * floats + 256
@@ -530,7 +531,8 @@ def test_the_child_takes_the_class_its_backend_names_for_the_role(monkeypatch):
     assert kw["part"] is part
     assert set(kw["sizes"]) == {c.launch.key for c in job.cases + job.timed_cases + job.baseline_cases}
     emulated = worker._backend_for(dataclasses.replace(job, backend=EMULATOR, role=Role.RUN, emulator_threads=3))
-    assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3}
+    assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3, "api": EMULATOR.api}
+    assert made["record"][1] == {"api": job.backend.api} and kw["backend"] is job.backend     # the job's runtime
     with pytest.raises(ValueError, match="recorded, then replayed"):
         worker._backend_for(dataclasses.replace(job, role=Role.RUN, library="lib.so"))
     with pytest.raises(ValueError, match="no child for the replay role"):

@@ -121,12 +121,12 @@ class ChildBackend:
 
     measures = True            # False for the recorder, whose buffers are stand-ins and whose kernels never run
     repeats_checks = False     # a check's second run repeats it in the same order (else: in reverse block order)
-    api: Api | None = None     # the runtime the kernels' code speaks: the job's Backend.api (worker._backend_for)
+    api: Api | None = None     # the runtime the kernels' code speaks (the job's Backend.api, given to __init__)
 
     @classmethod
     def from_job(cls, job):
         """The instance for the job (core/contract.py's Job): what it is built from."""
-        return cls(job.reference_library)
+        return cls(job.reference_library, api=job.backend.api)
 
     @classmethod
     def open_context(cls, backend: Backend) -> None:
@@ -141,7 +141,9 @@ class ChildBackend:
         """The OS threads an emulated launch runs on (None where the kernels run on a device)."""
         return None
 
-    def __init__(self, reference_lib: str):
+    def __init__(self, reference_lib: str, *, api: Api | None = None):
+        """api: the runtime the kernels' code speaks (the job's Backend.api): the words of its errors."""
+        self.api = api
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
         _declare(self.ref, reference=True)
         self.sub: ctypes.CDLL | None = None

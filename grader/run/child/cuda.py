@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import random
 
-from grader.core.backend import Backend
+from grader.core.backend import Api, Backend
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region
 
 
@@ -30,7 +30,7 @@ class CudaBackend(ChildBackend):
         if job.library:
             raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
                              "its library's launches record and never run")
-        return cls(job.reference_library)
+        return cls(job.reference_library, api=job.backend.api)
 
     @classmethod
     def open_context(cls, backend: Backend) -> None:
@@ -43,11 +43,11 @@ class CudaBackend(ChildBackend):
         if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
             driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
 
-    def __init__(self, reference_lib: str, layout_seed: int = 0):
+    def __init__(self, reference_lib: str, layout_seed: int = 0, *, api: Api | None = None):
         """layout_seed: where this run's buffers lie. Not 0: a random amount of device memory is
         held first, and every buffer starts a random multiple of 256 bytes into its allocation, so
         that a kernel cannot find a buffer of an earlier run (or a stash of its own) where it was."""
-        super().__init__(reference_lib)
+        super().__init__(reference_lib, api=api)
         rt = self.ref
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         for fn, args in (("init", []), ("malloc", [ctypes.POINTER(vp), sz]), ("free", [vp]),

@@ -9,6 +9,7 @@ import ctypes
 import mmap
 import struct
 
+from grader.core.backend import Api
 from grader.core.contract import Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
@@ -45,10 +46,10 @@ class EmulatorBackend(ChildBackend):
 
     @classmethod
     def from_job(cls, job):
-        return cls(job.reference_library, threads=job.emulator_threads)
+        return cls(job.reference_library, threads=job.emulator_threads, api=job.backend.api)
 
-    def __init__(self, reference_lib: str, threads: int = 0):
-        super().__init__(reference_lib)
+    def __init__(self, reference_lib: str, threads: int = 0, *, api: Api | None = None):
+        super().__init__(reference_lib, api=api)
         self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import time
 
+from grader.core.backend import Api
 from grader.core.contract import Call, RecordedOp, Recording
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
@@ -65,11 +66,11 @@ class RecordingBackend(CudaBackend):
     @classmethod
     def from_job(cls, job):
         if job.offline:
-            return OfflineRecordingBackend(job.offline.kernel_params)
-        return cls(job.reference_library)
+            return OfflineRecordingBackend(job.offline.kernel_params, api=job.backend.api)
+        return cls(job.reference_library, api=job.backend.api)
 
-    def __init__(self, reference_lib: str):
-        super().__init__(reference_lib)
+    def __init__(self, reference_lib: str, *, api: Api | None = None):
+        super().__init__(reference_lib, api=api)
         self._start_recording()
 
     def _start_recording(self) -> None:
@@ -270,7 +271,8 @@ class OfflineRecordingBackend(RecordingBackend):
     and from each kernel's parameter layout (kernel_params, read by the parent from the device
     code); a launcher that asks for more ends it with NEEDS_GPU_EXIT."""
 
-    def __init__(self, kernel_params: dict[str, list[list[int]]]):
+    def __init__(self, kernel_params: dict[str, list[list[int]]], *, api: Api | None = None):
+        self.api = api
         self.ref = None
         self.sub = None
         self._layout = None

@@ -366,9 +366,7 @@ def _backend_for(job: Job):
     path = getattr(job.backend.child, job.role.value)
     if not path:
         raise ValueError(f"the {job.backend.name} backend has no child for the {job.role.value} role")
-    backend = _child_class(path).from_job(job)
-    backend.api = job.backend.api           # the runtime its messages name (core/backend.py's Api)
-    return backend
+    return _child_class(path).from_job(job)
 
 
 
