@@ -267,16 +267,7 @@ def compare(sources: Sequence[tuple[str, bytes | str]], *, given: Iterable[bytes
     raw = {fp.name: data for fp, (_, data) in zip(prints, sources, strict=False)}
     for fp in prints:
         fp.hashes = {h: at for h, at in fp.hashes.items() if h not in skeleton}
-    holders: dict[int, list[int]] = defaultdict(list)
-    for i, fp in enumerate(prints):
-        for h in fp.hashes:
-            holders[h].append(i)
-    common = max(COMMON_AT_LEAST, int(COMMON_SHARE * len(prints)))
-    for h, who in list(holders.items()):
-        if len(who) > common:
-            del holders[h]
-            for i in who:
-                del prints[i].hashes[h]
+    holders = _holders(prints)
     small = {i for i, fp in enumerate(prints) if len(fp.hashes) < MIN_HASHES}
     counts: dict[tuple[int, int], int] = defaultdict(int)
     for who in holders.values():
@@ -300,6 +291,22 @@ def compare(sources: Sequence[tuple[str, bytes | str]], *, given: Iterable[bytes
             closest.setdefault(p.a, p)
             closest.setdefault(p.b, p)
     return Similarity(threshold, tuple(pairs), closest, tuple(sorted(prints[i].name for i in small)), len(prints))
+
+
+def _holders(prints: list[Fingerprint]) -> dict[int, list[int]]:
+    """Each hash and the prints that hold it, the class's idiom left out: a hash held by more than
+    COMMON_SHARE of the class (and COMMON_AT_LEAST files) is dropped here and from every print."""
+    holders: dict[int, list[int]] = defaultdict(list)
+    for i, fp in enumerate(prints):
+        for h in fp.hashes:
+            holders[h].append(i)
+    common = max(COMMON_AT_LEAST, int(COMMON_SHARE * len(prints)))
+    for h, who in list(holders.items()):
+        if len(who) > common:
+            del holders[h]
+            for i in who:
+                del prints[i].hashes[h]
+    return holders
 
 
 def _as_bytes(data: bytes | str) -> bytes:

@@ -147,35 +147,45 @@ def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
         if v.code in seen:
             bad(f"{key}.code", f"{v.code!r} is given twice: each variant has a code of its own")
         seen.add(v.code)
-        if len(v.fit) > 1:
-            bad(f"{key}.fit", "fit at most one parameter (a 1-D search keeps a wrong grade's diagnosis cheap)")
-        for p, bounds in v.fit.items():
-            if p in known or not p.isidentifier():
-                bad(f"{key}.fit.{p}", "a parameter's name must be a new identifier (not a tensor, a dimension, "
-                                      "`answer` or a term)")
-            if len(bounds) != 2 or not bounds[0] < bounds[1]:
-                bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
+        _fit_ok(key, v, known, bad)
         readable(f"{key}.output", v.output, known | set(v.fit))
         if v.defined:                    # where it is defined is known before its parameter is fitted
             readable(f"{key}.defined", v.defined, known)
+        _says_ok(key, v, bad)
+
+
+def _fit_ok(key: str, v, known: set[str], bad: Callable[[str, str], None]) -> None:
+    """A variant's fitted parameter: at most one, a new identifier, bounds low < high."""
+    if len(v.fit) > 1:
+        bad(f"{key}.fit", "fit at most one parameter (a 1-D search keeps a wrong grade's diagnosis cheap)")
+    for p, bounds in v.fit.items():
+        if p in known or not p.isidentifier():
+            bad(f"{key}.fit.{p}", "a parameter's name must be a new identifier (not a tensor, a dimension, "
+                                  "`answer` or a term)")
+        if len(bounds) != 2 or not bounds[0] < bounds[1]:
+            bad(f"{key}.fit.{p}", f"give its bounds as [low, high] with low < high (got {bounds})")
+
+
+def _says_ok(key: str, v, bad: Callable[[str, str], None]) -> None:
+    """A variant's message: its braces name its fitted parameter, and each meaning is a value of it."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
+    except ValueError as exc:
+        bad(f"{key}.says", f"{exc} (braces name the fitted parameter: {{k:.3f}}; write {{{{ for a brace)")
+    for f in fields:
+        if f.split(".")[0].split("[")[0] not in v.fit or f != f.split(".")[0].split("[")[0]:
+            bad(f"{key}.says", f"{{{f}}} names no fitted parameter (fit: {', '.join(v.fit) or 'none'})")
+    try:
+        v.says.format(**{p: 1.0 for p in v.fit})
+    except (ValueError, KeyError, IndexError) as exc:
+        bad(f"{key}.says", f"cannot be formatted with a number: {exc}")
+    for value in v.meanings:
         try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(v.says) if f is not None}
-        except ValueError as exc:
-            bad(f"{key}.says", f"{exc} (braces name the fitted parameter: {{k:.3f}}; write {{{{ for a brace)")
-        for f in fields:
-            if f.split(".")[0].split("[")[0] not in v.fit or f != f.split(".")[0].split("[")[0]:
-                bad(f"{key}.says", f"{{{f}}} names no fitted parameter (fit: {', '.join(v.fit) or 'none'})")
-        try:
-            v.says.format(**{p: 1.0 for p in v.fit})
-        except (ValueError, KeyError, IndexError) as exc:
-            bad(f"{key}.says", f"cannot be formatted with a number: {exc}")
-        for value in v.meanings:
-            try:
-                float(value)
-            except ValueError:
-                bad(f"{key}.meanings.{value}", "a meaning's key is a value of the fitted parameter (a number)")
-        if v.meanings and not v.fit:
-            bad(f"{key}.meanings", "meanings name values of a fitted parameter: this variant fits none")
+            float(value)
+        except ValueError:
+            bad(f"{key}.meanings.{value}", "a meaning's key is a value of the fitted parameter (a number)")
+    if v.meanings and not v.fit:
+        bad(f"{key}.meanings", "meanings name values of a fitted parameter: this variant fits none")
 
 
 def diagnosis_codes(r: Rubric) -> tuple[str, ...]:
@@ -284,17 +294,7 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
     for key in ("bytes", "copy_floats") + (("chain_bytes",) if r.timing.chain_bytes else ()):
         _expr_ok(f"timing.{key}", getattr(r.timing, key), names, bad)
     _expr_ok("tolerance.scale", r.tolerance.scale, names, bad)
-    if r.timing.baseline:
-        try:
-            compile(r.timing.baseline, "timing.baseline", "eval")
-        except SyntaxError as exc:
-            bad("timing.baseline", f"not a Python expression: {exc.msg}")
-        except (ValueError, RecursionError, MemoryError) as exc:     # a NUL byte; 100,000 signs
-            bad("timing.baseline", f"not a Python expression Python can parse ({type(exc).__name__})")
-    elif r.timing.baseline_dims:
-        bad("timing.baseline_dims", "needs timing.baseline")
-    for i, dims in enumerate(r.timing.baseline_dims):
-        _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
+    _baseline_ok(r, bad)
     for i, case in enumerate(r.checks.cases):
         try:                             # both tolerances are multiplied by it at each case: finite, above 0
             scale = exprs.evaluate(r.tolerance.scale, dims_values(r, case.dims), integer=False)
@@ -312,6 +312,21 @@ def _check_timing(r: Rubric, names: set[str], bad: Callable[[str, str], None]) -
             bad(key, str(exc))
     if r.timing.floor_placement == "submission":
         _placement_ok(r, values, bad)
+
+
+def _baseline_ok(r: Rubric, bad: Callable[[str, str], None]) -> None:
+    """The PyTorch baseline: a Python expression, and its shapes only beside it."""
+    if r.timing.baseline:
+        try:
+            compile(r.timing.baseline, "timing.baseline", "eval")
+        except SyntaxError as exc:
+            bad("timing.baseline", f"not a Python expression: {exc.msg}")
+        except (ValueError, RecursionError, MemoryError) as exc:     # a NUL byte; 100,000 signs
+            bad("timing.baseline", f"not a Python expression Python can parse ({type(exc).__name__})")
+    elif r.timing.baseline_dims:
+        bad("timing.baseline_dims", "needs timing.baseline")
+    for i, dims in enumerate(r.timing.baseline_dims):
+        _case_ok(f"timing.baseline_dims[{i}]", dims, r, bad)
 
 
 def _placement_ok(r: Rubric, values: dict[str, int], bad: Callable[[str, str], None]) -> None:
