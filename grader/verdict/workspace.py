@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from grader.core.backend import CUDA_RUNTIME as _API      # the language every submission is written in
+from grader.core.backend import CUDA_RUNTIME as _API  # the language every submission is written in
 from grader.core.source import Submission
 from grader.verdict.causes import Cause, body_lines, line_of, quoted
 
