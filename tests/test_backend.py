@@ -41,7 +41,7 @@ HIP = Backend(
     "hip", about="a stand-in GPU backend",
     toolchain=Toolchain(compiler="hipcc", flags=("-O3", "--offload-arch={arch}", "-fPIC"),
                         reference_flags=("-O3", "--offload-arch={arch}", "-fPIC"), library_flags=("-fPIC",),
-                        alone_flags=("-fsyntax-only",), device_code="hsaco"),
+                        alone_flags=("-fsyntax-only",), templates="cuda", device_code="hsaco"),
     child=ChildClasses(run="test_replay:_Fake"), on_gpu=True, times=True,
     device_files=("/dev/kfd", "/dev/dri/renderD"), visible_devices="HIP_VISIBLE_DEVICES")
 

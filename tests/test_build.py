@@ -224,7 +224,7 @@ def test_a_cached_build_renders_no_harness_and_a_changed_harness_or_rubric_build
     assert build_submission(sub, roomier, backend=EMULATOR, arch="sm_90").library != first.library
     monkeypatch.setattr(build, "template_digest", lambda name: "another template")
     changed = build_submission(sub, rubric, backend=EMULATOR, arch="sm_90")
-    assert not changed.cached and changed.library != first.library and "harness.cu.j2" in renders
+    assert not changed.cached and changed.library != first.library and "emulator/harness.cu.j2" in renders
 
 
 def _exported(library) -> set[str]:
@@ -251,7 +251,7 @@ def test_the_recorder_is_compiled_once_and_linked_into_every_gpu_build(write_cu,
     second = build_submission(read_submission(write_cu(other, "b.cu"), rubric.kernel.launcher_name), rubric,
                               backend=CUDA, arch="sm_90")
     assert first.ok and second.ok and first.library != second.library
-    assert renders.count("recorder.cpp.j2") == 1 and renders.count("harness.cu.j2") == 2
+    assert renders.count("cuda/recorder.cpp.j2") == 1 and renders.count("cuda/harness.cu.j2") == 2
     recorders = list(first.library.parent.parent.glob("rec-*/recorder.o"))
     assert len(recorders) == 1
     for library in (first.library, second.library):

@@ -168,7 +168,7 @@ def _record_both_ways(folder, name):
         # refused: by the wall, as a forged stream (forge_channel.cu: where the forgery lands in the
         # recorder's frames depends on its speed), or by the parent's reading of the recording
         refused = bool(run.blocked) or bool(run.stream_problem) or (
-            got is not None and bool(recording_refusals(got, "launcher")))
+            got is not None and bool(recording_refusals(got, "launcher", api=CUDA.api)))
         recordings.append((dataclasses.asdict(got) if got is not None else None, refused))
     return why, recordings[0], recordings[1]
 

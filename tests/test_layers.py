@@ -287,8 +287,6 @@ def test_a_docstring_that_says_what_its_module_imports_is_true():
 # The library's functions with more than six parameters, each with why (issue 48: a grade is one
 # request object, and no function past the command line takes its settings one by one).
 MANY_PARAMETERS = {
-    "grader/run/child/timing.py:_time_against_baseline": "inside the child: the loop's own state, in one process",
-    "grader/run/child/worker.py:_second_run": "inside the child: the loop's own state, in one process",
 }
 
 

@@ -46,6 +46,16 @@ PENDING: dict[str, str] = {}
 # "sm_20_atomic_functions.h").
 CUDA_NAMES = re.compile(r"CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|CUDA_HOME|libcuda|libnvidia-ml|/dev/nvidia|"
                         r"nvidia-smi|cuobjdump|nvdisasm|\bnvcc\b|\bncu\b|\bsm_\d+\b")
+# Every call and type of CUDA's runtime and driver (cudaMalloc, cuLaunchKernel, cudaStream_t, the
+# runtime's own __cudaRegisterFunction): cu or cuda, then a capital, where no letter or digit comes
+# before (underscores may). Read in the code's strings (a regex's escapes, \bcudaMemset, blanked
+# first) and in its identifiers (driver.cuInit, a def's name).
+CUDA_CALLS = re.compile(r"(?<![A-Za-z0-9])_*cu(?:da)?[A-Z]\w*")
+_ESCAPE = re.compile(r"\\[A-Za-z]")
+# The modules that are a backend's own and may name its runtime's calls besides the files a new
+# backend touches (TOUCHED): its child classes' (Backend.child), where the child drives its device
+# through the driver. Every other call a step names is its Backend's api (core/backend.py's Api).
+OWN = {f"grader/{m.removeprefix('grader.').replace('.', '/')}.py" for b in BACKENDS.values() for m in b.child.modules()}
 
 
 def _prose(tree: ast.AST) -> set[int]:
@@ -78,6 +88,40 @@ def cuda_names(root: Path) -> dict[str, list[str]]:
     return found
 
 
+def _identifiers(node: ast.AST) -> list[str]:
+    """The names node gives or uses: a variable, an attribute, a def's, a parameter's, a keyword's, an import's."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.keyword):
+        return [node.arg or ""]
+    if isinstance(node, ast.alias):
+        return [node.name, node.asname or ""]
+    return []
+
+
+def cuda_calls(root: Path) -> dict[str, list[str]]:
+    """Each module under root/grader whose code (its strings but prose, its identifiers) names a call
+    or type of CUDA's runtime or driver: path -> 'line: name', each name once a line."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        prose = _prose(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+                texts = [_ESCAPE.sub(" ", node.value)]
+            else:
+                texts = _identifiers(node)
+            for name in sorted({n for t in texts for n in CUDA_CALLS.findall(t)}):
+                found.setdefault(path.relative_to(root).as_posix(), []).append(f"{node.lineno}: {name}")
+    return found
+
+
 def test_a_new_backend_touches_at_most_eight_files():
     assert len(TOUCHED) <= 8
 
@@ -89,6 +133,30 @@ def test_cuda_is_named_only_in_the_files_a_new_backend_touches():
     # (a file not in this tree is not counted: the build's modules were being split out of build.py)
     gone = sorted(f for f in TOUCHED if f not in found and (ROOT / f).exists())
     assert gone == [], "no longer names a CUDA fact: take it off TOUCHED (and docs/architecture.md's list)"
+
+
+def test_cuda_calls_are_named_only_in_the_backends_own_modules():
+    """The screen's rules, the recorder's wrapped entry points, the replay's and the messages' calls
+    are the Backend's api (core/backend.py); the driver's calls are its child classes'."""
+    found = cuda_calls(ROOT)
+    elsewhere = {f: names for f, names in found.items() if f not in TOUCHED and f not in OWN}
+    assert elsewhere == {}, "these modules name CUDA's calls: read them from the Backend's api (core/backend.py)"
+    assert "grader/core/backend.py" in found and "grader/run/child/measurer.py" in found    # the scan reads them
+
+
+def test_the_call_scan_finds_calls_planted_in_strings_patterns_and_identifiers(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "grader" / "verdict" / "planted.py"
+    planted.write_text('"""Refuses cudaStreamCreate (prose: not counted)."""\n'
+                       "import re\n\n"
+                       "# cudaMalloc in a comment: not counted\n"
+                       'RULE = re.compile(r"\\bcudaMemset\\w*|cuGraphLaunch")\n'
+                       "def f(driver):\n"
+                       "    return driver.cuInit(0), '__cudaRegisterFunction', 'cuda_fp16.h', 'cuobjdump', 'curand'\n")
+    found = cuda_calls(tmp_path)
+    assert sorted(found["grader/verdict/planted.py"]) == ["5: cuGraphLaunch", "5: cudaMemset",
+                                                          "7: __cudaRegisterFunction", "7: cuInit"]
+    assert {f: n for f, n in found.items() if f != "grader/verdict/planted.py"} == cuda_calls(ROOT)
 
 
 def test_the_scan_finds_a_cuda_name_planted_in_a_copy_and_lets_prose_be(tmp_path):
@@ -122,7 +190,7 @@ ROCM_LIKE = Backend(
     "rocm-like", about="a stand-in GPU backend",
     toolchain=Toolchain(compiler="hipcc", flags=("-O3", "--offload-arch={arch}", "-fPIC"),
                         reference_flags=("-O3", "--offload-arch={arch}", "-fPIC"), library_flags=("-fPIC",),
-                        alone_flags=("-fsyntax-only",), device_code="hsaco", profiler="rocprof",
+                        alone_flags=("-fsyntax-only",), templates="hip", device_code="hsaco", profiler="rocprof",
                         disassembler=Disassembler(extract=("roc-obj", "-d", "{object}"), extracted="*.hsaco",
                                                   listing=("llvm-objdump", "-d", "-l", "{file}"),
                                                   install="install ROCm's llvm tools")),

@@ -80,7 +80,7 @@ def test_a_launchers_whole_stream_is_recorded_without_a_gpu(rubric, write_cu):
     cudaFree(scratch);"""
     run, recording = record_offline(rubric, write_cu, launcher(body))
     assert needs_gpu(run) == "" and run.returncode != 96 and not run.blocked
-    assert recording is not None and recording_refusals(recording, "launchBiasGeluFused") == []
+    assert recording is not None and recording_refusals(recording, "launchBiasGeluFused", api=CUDA.api) == []
     kinds = [op.kind for op in recording.ops[0]]
     assert kinds == ["alloc", "memset", "copy", "free", "launch"], kinds
     launch = recording.ops[0][4]
@@ -130,7 +130,7 @@ def test_cudaLaunchKernelEx_is_recorded_as_a_launch_and_refused_only_with_attrib
     [op] = recording.ops[0]                   # the first call's one launch
     assert all(len(ops) == 1 for ops in recording.ops)
     assert (op.kind, op.kernel, op.stream, op.block) == ("launch", "_Z13biasGeluFusedPKfS0_Pfm", "given", [256, 1, 1])
-    assert op.grid[1] > 1 and recording_refusals(recording, "launchBiasGeluFused") == []
+    assert op.grid[1] > 1 and recording_refusals(recording, "launchBiasGeluFused", api=CUDA.api) == []
     x, bias, out, cols = struct.unpack("<QQQQ", bytes.fromhex(op.args))
     assert op.grid[0] == (cols + 255) // 256
 
@@ -150,7 +150,7 @@ def test_cudaLaunchKernelEx_is_recorded_as_a_launch_and_refused_only_with_attrib
     [op] = recording.ops[0]
     assert op.kind == "launch_attributes" and op.value == 1
     assert op.attribute == 1             # cudaLaunchAttributeAccessPolicyWindow
-    [reason] = recording_refusals(recording, "launchBiasGeluFused")
+    [reason] = recording_refusals(recording, "launchBiasGeluFused", api=CUDA.api)
     assert "cudaLaunchKernelEx and 1 launch attribute (the first: cudaLaunchAttributeID 1)" in reason
     assert "numAttrs 0" in reason
 
@@ -328,7 +328,7 @@ def test_host_memory_never_lies_in_the_stand_in_window_so_an_upload_from_it_is_a
     assert needs_gpu(run) == "", run.stderr.text()
     at = int(run.stderr.text().split("table at ")[1].split()[0], 16)
     assert not (0x7E0000000000 <= at < 0x7E0000000000 + (1 << 40)), hex(at)      # put elsewhere
-    assert recording_refusals(recording, "launchBiasGeluFused") == []
+    assert recording_refusals(recording, "launchBiasGeluFused", api=CUDA.api) == []
     copy = next(op for op in _ops(recording) if op.kind == "copy")
     assert copy.direction == "h2d" and bytes.fromhex(copy.args) == struct.pack("<2f", 1, 2)
 

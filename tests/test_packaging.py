@@ -51,7 +51,8 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_data(installed):
     for rel in ("grader/data/rubrics/bias_gelu_fused.yaml", "grader/data/reference/kernels.cu",
                 "grader/data/reference/bias_gelu_fused/reference.py", "grader/data/reference/bias_gelu_fused/kernels.cu",
-                "grader/templates/harness.cu.j2", "grader/templates/recorder.cpp.j2", "grader/shim/cuda_shim.h", "grader/run/child/guard.c"):
+                "grader/templates/cuda/harness.cu.j2", "grader/templates/cuda/recorder.cpp.j2",
+                "grader/templates/emulator/harness.cu.j2", "grader/shim/cuda_shim.h", "grader/run/child/guard.c"):
         assert (installed / rel).is_file(), rel
 
 

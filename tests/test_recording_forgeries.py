@@ -45,6 +45,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from grader.core.backend import CUDA
 from grader.core.contract import Job, RecordedOp, Recording, RecordingFrame, Role
 from grader.core.frames import decode, encode, recording_data
 from grader.run import protocol
@@ -64,7 +65,6 @@ U64 = (1 << 64) - 1
 def _job() -> Job:
     from pathlib import Path
 
-    from grader.core.backend import CUDA
     from grader.exercises import load_exercise
     from grader.toolchain.outcome import BuildResult
     from tests.jobs import child_job
@@ -312,7 +312,7 @@ def _refused_or_contained(recording: Recording, **kw) -> str:
 
 def test_control_an_honest_recording_passes_the_parent_and_replays_inside_the_graders_buffers():
     rec = _recording()
-    assert recording_refusals(rec, "launchBiasGeluFused", CAP) == []
+    assert recording_refusals(rec, "launchBiasGeluFused", CAP, api=CUDA.api) == []
     calls, buffers, outcome = _run_measurer(rec)
     assert outcome.ok
     names = [name for name, _ in calls]
@@ -568,7 +568,7 @@ def _stream(*ops: RecordedOp, **kw) -> str:
     listed first (where spans overlap a forged size, the first that holds it is taken)."""
     rec = _recording([RecordedOp(kind="alloc", call="cudaMalloc", dst=WS, nbytes=WS_BYTES), *ops, _launch()],
                      views=dict(OUT_FIRST))
-    parent = recording_refusals(rec, "launchBiasGeluFused", CAP)
+    parent = recording_refusals(rec, "launchBiasGeluFused", CAP, api=CUDA.api)
     if parent:
         return "refused by the parent: " + parent[0]
     return _refused_or_contained(rec, **kw)
@@ -681,7 +681,7 @@ def test_stream_op_problem_refuses_a_negative_size(nbytes):
     spans = call_spans({"out": (OUT, 4096), "x": (X, 4096)}, {"out"}, [(WS, WS_BYTES)])
     for op in (RecordedOp(kind="memset", call="cudaMemsetAsync", dst=OUT, nbytes=nbytes),
                RecordedOp(kind="copy", call="cudaMemcpyAsync", direction="d2d", dst=OUT, src=X, nbytes=nbytes)):
-        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=CAP)
+        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=CAP, api=CUDA.api)
         assert problem, f"{op.kind} of {nbytes} bytes accepted"
 
 
@@ -691,19 +691,20 @@ def test_stream_op_problem_measures_the_source_of_a_copy_whatever_its_direction(
     its bytes, whatever the recorder's direction string says (the replay copies d2d for any but h2d)."""
     spans = call_spans({"out": (OUT, 1 << 20), "x": (X, 4096)}, {"out"}, [])
     op = RecordedOp(kind="copy", call="cudaMemcpyAsync", direction=direction, dst=OUT, src=X + 4092, nbytes=1 << 20)
-    assert stream_op_problem(op, spans, who="your launcher", workspace_cap=CAP), direction
+    assert stream_op_problem(op, spans, who="your launcher", workspace_cap=CAP, api=CUDA.api), direction
 
 
 def test_stream_op_problem_without_spans_passes_only_what_the_measurer_checks_after():
-    assert stream_op_problem(RecordedOp(kind="memset", dst=OUT, nbytes=4), None, who="w", workspace_cap=CAP) is None
+    assert stream_op_problem(RecordedOp(kind="memset", dst=OUT, nbytes=4), None, who="w", workspace_cap=CAP,
+                             api=CUDA.api) is None
     assert "copied device memory to the host" in stream_op_problem(
-        RecordedOp(kind="copy", direction="d2h", nbytes=4), None, who="w", workspace_cap=CAP)
+        RecordedOp(kind="copy", direction="d2h", nbytes=4), None, who="w", workspace_cap=CAP, api=CUDA.api)
 
 
 @pytest.mark.parametrize("nbytes", ["lots", None, [1], 10 ** 400, float("nan"), float("inf")])
 def test_stream_op_problem_words_an_over_workspace_claim_whatever_its_size(nbytes):
     op = RecordedOp(kind="alloc", call="cudaMalloc", nbytes=nbytes, error="over_workspace")
-    problem = stream_op_problem(op, None, who="your launcher", workspace_cap=CAP)
+    problem = stream_op_problem(op, None, who="your launcher", workspace_cap=CAP, api=CUDA.api)
     # no size the recorder writes: refused as a forged recording, in the student's terms
     assert problem and "changed what the grader's recording process sent" in problem, problem
 

@@ -30,7 +30,7 @@ def screened(path, rubric, backend="cuda"):
     kw = {}
     if backend == "emulator":
         kw["shim_baseline"] = build_baseline(rubric, backend=EMULATOR, fibers=False).object
-    return screen_object(build.object, sub=sub, **kw)
+    return screen_object(build.object, sub=sub, api=build.api, **kw)
 
 
 CORRECT_SAMPLES = ["scalar_2d.cu", "float4_launcher.cu", "flat_index_mod.cu", "printf_every_thread.cu",

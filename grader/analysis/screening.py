@@ -29,56 +29,18 @@ submission's code: it is read as an ELF file.
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.toolchain import tools
-from grader.toolchain.tools import require as find_tool
+from grader.core.backend import Api
 from grader.core.objmemo import read_beside
 from grader.core.source import Submission
+from grader.toolchain import tools
+from grader.toolchain.tools import require as find_tool
 
-# (pattern on the imported function's plain name, why it is refused and what to do instead)
-TIMING_RULES: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^(cudaStream(Create|Destroy)|cuStream(Create|Destroy))"),
-     "creates or destroys a stream: the grader replays your launcher's work on the stream it is given, the one it "
-     "times; launch and copy on that stream (events, synchronisation and cudaGetLastError are fine)"),
-    (re.compile(r"^(cuda(MallocHost|HostAlloc|HostRegister|HostUnregister|MallocManaged|MallocPitch|Malloc3D|"
-                r"MallocArray|MallocMipmapped|FreeHost|FreeArray|FreeMipmapped|MemPool|DeviceSetMemPool|"
-                r"MallocFromPoolAsync)|cu(MemAlloc|MemFree|MemHostAlloc|MemPool|MemCreate|MemMap))"),
-     "allocates memory the replay cannot reproduce (host, managed, pitched, array or pooled memory): allocate a "
-     "device workspace with cudaMalloc or cudaMallocAsync, or work in the buffers you are given"),
-    (re.compile(r"^(cuda(Memcpy(2D|3D|Peer|FromSymbol|Array|ToArray|FromArray|Batch)\w*|Memset(2D|3D)\w*|"
-                r"MemPrefetch\w*|MemAdvise\w*|GetSymbolAddress)|cu(Memcpy|Memset|MemPrefetch|MemAdvise))"),
-     "copies or sets memory in a way the replay cannot reproduce (2D and 3D copies, peer copies, reading a symbol "
-     "back, a symbol's device address on the host, the driver's copies): use cudaMemcpyAsync, cudaMemsetAsync or "
-     "cudaMemcpyToSymbol on the buffers you are given, your workspace or your __device__ variables"),
-    (re.compile(r"^(cuda(DeviceSetLimit|ThreadSetLimit|CtxResetPersistingL2Cache|StreamSetAttribute|"
-                r"DeviceSetCacheConfig|ThreadSetCacheConfig|DeviceSetSharedMemConfig|DeviceReset|"
-                r"SetDeviceFlags|DeviceSetGraphMemAttribute|GraphicsMap)|cu(CtxSetLimit|CtxResetPersistingL2Cache|"
-                r"StreamSetAttribute|CtxSetCacheConfig|DevicePrimaryCtx))"),
-     "changes device-wide settings (limits, L2 persistence, cache configuration, resetting the device): they "
-     "would change what the copies your kernel is compared with measure, and the replay does not repeat them; "
-     "cudaFuncSetAttribute on your own kernel is allowed"),
-    (re.compile(r"^(cuda(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback|UserObject)|"
-                r"cu(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback))"),
-     "captures graphs or adds host callbacks: launch your kernels directly with <<<...>>> on the stream you "
-     "are given"),
-    # cudaLaunchKernelEx itself is recorded (a launch with no attribute is replayed, one with
-    # attributes refused: replaying.py); the driver's form is not
-    (re.compile(r"^cuLaunchKernelEx"),
-     "launches with the driver's cuLaunchKernelEx, whose attributes can set cache policy for the timed launch: "
-     "use <<<grid, block, shared, stream>>> (or cudaLaunchKernelEx with no attributes)"),
-]
-
-# What the C++ and CUDA runtimes' own start-up code calls: registration of the fat binary,
-# kernels and __device__ variables, <iostream>'s ios_base::Init, atexit.
-_STARTUP_OK = re.compile(
-    r"^(__cudaRegister\w*|__cudaUnregister\w*|__cudaInitModule|atexit|__cxa_atexit|__dso_handle|"
-    r"_ZNSt8ios_base4Init[CD][12]Ev|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|_Znw\w*|_Zna\w*|_Zdl\w*|_Zda\w*|"
-    r"memset|memcpy|memmove|__nv_\w+|____nv_\w+|__sti____cudaRegisterAll\w*|__cudaUnregisterBinaryUtil\w*|"
-    r"_ZL\d+__nv_\w+|_ZL\d+__sti____cudaRegisterAll\w*|_ZL\d+__cudaUnregisterBinaryUtil\w*)$")
 _MATH = {f + s for f in ("sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "pow", "sin",
                          "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc",
                          "tgamma", "lgamma", "ceil", "floor", "round", "trunc", "fmod", "fma", "fmin", "fmax",
@@ -130,7 +92,7 @@ def _list_symbols(obj: Path, undefined: bool) -> list[tuple[str, str, str]]:
                  if filt else names)
     if len(demangled) != len(names):
         demangled = names
-    return [(m, d, t) for (m, t), d in zip(mangled, demangled)]
+    return [(m, d, t) for (m, t), d in zip(mangled, demangled, strict=False)]
 
 
 def _relocation_targets(obj: Path, section: str) -> list[str]:
@@ -224,8 +186,9 @@ def _kernel_symbol(demangled: str, sub: Submission) -> bool:
     return base.startswith("__device_stub__") or any(k.name == base for k in sub.kernels)
 
 
-def screen_object(obj: Path, *, sub: Submission, shim_baseline: Path | None = None) -> list[Refusal]:
-    """Refusals for the compiled harness object; an empty list means it may be loaded.
+def screen_object(obj: Path, *, sub: Submission, api: Api, shim_baseline: Path | None = None) -> list[Refusal]:
+    """Refusals for the compiled harness object; an empty list means it may be loaded. api: the
+    runtime the object was built against (its Backend's), whose calls are refused by its own rules.
 
     shim_baseline: for a backend that compiles against a CPU shim (Toolchain.shim: the emulator's
     object, screened only where the checking toolchain is missing), the shim alone compiled the
@@ -233,37 +196,54 @@ def screen_object(obj: Path, *, sub: Submission, shim_baseline: Path | None = No
     calls inline, so only load-time code can be found, and the emulator times nothing.
     """
     allowed = set(_relocation_targets(shim_baseline, ".text.startup")) if shim_baseline is not None else set()
-    return _startup_refusals(obj, sub, also_ok=allowed) + _timing_refusals(obj, sub)
+    return _startup_refusals(obj, sub, api, also_ok=allowed) + _timing_refusals(obj, sub, api)
 
 
-def _timing_refusals(obj: Path, sub: Submission) -> list[Refusal]:
+@functools.cache
+def _rules(api: Api) -> tuple[tuple[re.Pattern, str], ...]:
+    """api.refused compiled once: (a pattern on an imported function's plain name, why)."""
+    return tuple((re.compile(pattern), reason) for pattern, reason in api.refused)
+
+
+@functools.cache
+def _startup_ok(api: Api) -> tuple[re.Pattern, re.Pattern]:
+    """What the runtime's own start-up calls, and its own entries in .init_array (api.startup)."""
+    return re.compile(rf"^({api.startup})$"), re.compile(rf"^({api.startup_entries})")
+
+
+def refused_call(api: Api, name: str) -> bool:
+    """Whether the screen refuses an imported function of this plain name (api.refused)."""
+    return any(pattern.match(name) for pattern, _ in _rules(api))
+
+
+def _timing_refusals(obj: Path, sub: Submission, api: Api) -> list[Refusal]:
     found: dict[str, Refusal] = {}
     for _mangled, name, _kind in _symbols(obj, undefined=True):
         plain = _plain(name)
-        for pattern, reason in TIMING_RULES:
+        for pattern, reason in _rules(api):
             if pattern.match(plain) and plain not in found:
                 found[plain] = Refusal(f"{plain}()", reason, _line_of(sub, plain))
     return sorted(found.values(), key=lambda r: (r.line or 1 << 30, r.what))
 
 
-def _startup_refusals(obj: Path, sub: Submission, also_ok: set[str] = frozenset()) -> list[Refusal]:
+def _startup_refusals(obj: Path, sub: Submission, api: Api, also_ok: set[str] = frozenset()) -> list[Refusal]:
     """Code that runs when the library loads, beyond the runtimes' own start-up (and, for the
     emulator's g++ object, beyond what the shim's own initialisers call: also_ok)."""
     defined = {m: (d, t) for m, d, t in _symbols(obj, undefined=False)}
     imported = {m: d for m, d, _ in _symbols(obj, undefined=True)}
     refusals: list[Refusal] = []
+    startup_ok, entry_ok = _startup_ok(api)
     for target in _relocation_targets(obj, ".init_array"):
         # Start-up code sits in .text.startup, whose calls are judged below; an entry
         # anywhere else is a constructor compiled some other way.
-        if target == ".text.startup" or re.match(r"^(_GLOBAL__sub_I_|_GLOBAL__I_|__sti____cudaRegisterAll|"
-                                                 r"_ZL\d+__sti)", target):
+        if target == ".text.startup" or entry_ok.match(target):
             continue
         name = _plain(defined.get(target, (target, ""))[0]) if not target.startswith(".") else "a function"
         refusals.append(Refusal(f"{name}()", "is a constructor (__attribute__((constructor))) that runs when the "
                                 "library loads: call it from your launcher instead", _line_of(sub, name)))
     called = set()
     for relocation, target in _relocations(obj, ".text.startup"):
-        if target.startswith(".") or _STARTUP_OK.match(target) or target in _MATH or target in also_ok:
+        if target.startswith(".") or startup_ok.match(target) or target in _MATH or target in also_ok:
             continue
         if target in defined:
             demangled, kind = defined[target]

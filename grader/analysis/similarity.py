@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
+from grader.core.backend import CUDA_RUNTIME  # the language every submission is written in
 from grader.core.source import blank_comments_and_strings, expand_object_macros
 
 K = 12                  # tokens in a k-gram: shorter runs are no evidence
@@ -61,10 +62,7 @@ float2 float4 int2 int4 half __half __half2 __ldg __ldcs __ldcg __stcs __fmaf_rn
 __shfl_sync __shfl_down_sync __shfl_xor_sync __shfl_up_sync atomicAdd atomicMax atomicMin atomicCAS
 erf erff erfc erfcf tanh tanhf exp expf __expf exp2f log logf sqrt sqrtf rsqrtf fma fmaf fmaxf fminf max min
 normcdf normcdff sin sinf cos cosf __sinf __cosf sincosf pow powf fabsf abs
-cudaStream_t cudaError_t cudaSuccess cudaGetLastError cudaLaunchKernel cudaMemcpy cudaMemcpyAsync cudaMalloc
-cudaFree cudaDeviceSynchronize cudaStreamSynchronize cudaOccupancyMaxActiveBlocksPerMultiprocessor
-cudaDeviceGetAttribute cudaGetDevice
-""".split())
+""".split()) | frozenset(CUDA_RUNTIME.tokens)
 _DROPPED = frozenset({"const", "__restrict__", "__restrict", "restrict", "inline", "__forceinline__",
                       "__inline__", "static", "volatile", "register"})
 _MEMBERS = frozenset("xyzw")            # threadIdx.x, a float4's .w: the member is the meaning

@@ -34,6 +34,7 @@ class Toolchain:
     reference_flags: tuple[str, ...]        # the same for the grader's reference kernels
     library_flags: tuple[str, ...]          # how the compiler links the shared library
     alone_flags: tuple[str, ...]            # the student's file compiled alone after a failed build (no output)
+    templates: str                          # its folder of grader/templates: the harness (and the recorder) it builds
     shim: bool = False                      # the source is rewritten for the CPU shim and compiled against it
     resources: bool = False                 # the compiler reports registers, spills and static memory (ptxas -v)
     runtime: bool = False                   # the reference library carries the child's runtime helpers (runtime.cu)
@@ -57,6 +58,47 @@ class Disassembler:
     @property
     def tools(self) -> tuple[str, str]:
         return self.extract[0], self.listing[0]
+
+
+@dataclass(frozen=True)
+class Api:
+    """The runtime a backend's source speaks, by the names the grader's steps use: what the screen
+    refuses, what the recorder wraps, what the replay and the messages to the student name. Its
+    values are the backend's own module's (core/cudaapi.py's CUDA_RUNTIME, which the emulator
+    shares: it runs the same CUDA source through its shim); every other module reads them here."""
+
+    refused: tuple[tuple[str, str], ...]    # the screen: (a pattern on an imported function's plain name, why and what instead)
+    startup: str                            # the screen: the runtime's own load-time symbols (a pattern's alternatives)
+    startup_entries: str                    # the screen: its start-up entries in .init_array (a pattern's alternatives)
+    wrapped: tuple[str, ...]                # the recorder's link: the entry points wrapped so it sees every launch
+    stream: str                             # the stream's type: a launcher's last parameter
+    allocate: str                           # the call that allocates a launcher's workspace
+    memset: str                             # ... that sets device memory
+    to_symbol: str                          # ... that copies to a __device__ variable
+    launch: str                             # a launch by call, without <<<...>>>
+    launch_cooperative: str                 # its cooperative form
+    launch_ex: str                          # a launch with attributes
+    launch_attribute: str                   # the prefix of the attribute types (its ID: launch_attribute + "ID")
+    texture_types: tuple[str, ...]          # the texture and surface objects' types
+    error: str                              # an error code's type, as a message names it ("(cudaError 9)")
+    error_check: str                        # the check a student writes for the last error
+    tokens: tuple[str, ...] = ()            # the calls and types a copy's comparison keeps as themselves (analysis/similarity.py)
+
+    def code_text(self, code: int) -> str:
+        """An error code as a message names it: "cudaError 9"."""
+        return f"{self.error} {code}"
+
+    def coded(self, code: int) -> str:
+        """An error code as a message ends with it: "(cudaError 9)"."""
+        return f"({self.code_text(code)})"
+
+    def code_in(self, text: str) -> int:
+        """The code coded() left at the end of text; -1 where there is none."""
+        head, sep, tail = text.rpartition(f"({self.error} ")
+        try:
+            return int(tail.rstrip(")")) if sep else -1
+        except ValueError:
+            return -1
 
 
 @dataclass(frozen=True)
@@ -100,11 +142,14 @@ class Backend:
     about: str                              # one line for --help and docs
     toolchain: Toolchain
     child: ChildClasses
+    api: Api | None = None                  # the runtime its source speaks (the screen, the recorder, the replay read it)
     on_gpu: bool = False                    # needs a GPU: a device index, its lane, its architecture, a context
     times: bool = False                     # measures speed (the emulator's verdict is correctness alone)
-    private_cases: bool = False             # random cases from a secret chosen per run (exercises/plan.py); else the rubric's seeds
+    # random cases from a secret chosen per run (exercises/plan.py); else the rubric's seeds
+    private_cases: bool = False
     records_then_replays: bool = False      # host code runs in a recorder; a process that never loads it replays the launches
-    reverse_check: bool = False             # a second run in reverse block order may be asked for (rubric emulator.reverse_order_check)
+    # a second run in reverse block order may be asked for (rubric emulator.reverse_order_check)
+    reverse_check: bool = False
     baseline: bool = False                  # the rubric's PyTorch baseline can run beside it (torch on the device)
     checked_by: "Backend | None" = None    # whose toolchain judges the CUDA first and builds the code findings read
     # The device files of its GPU (prefixes of their paths): what a child on the GPU may open behind its
@@ -172,6 +217,76 @@ _SM = (("sm_80", SmLimits(max_warps=64, max_blocks=32, shared_bytes=167936, sms=
        ("sm_90", SmLimits(max_warps=64, max_blocks=32, sms=132)),
        ("sm_100", SmLimits(max_warps=64, max_blocks=32, sms=148)),
        ("sm_120", SmLimits(max_warps=48, max_blocks=32, shared_bytes=102400, sms=170)))
+# The CUDA runtime (and driver) as the grader's steps name it: core/backend.py's Api, CUDA's values.
+# Both backends speak it (the emulator runs the same source through its shim).
+CUDA_RUNTIME = Api(
+    # What the screen refuses (analysis/screening.py): a pattern on an imported function's plain name,
+    # why it is refused and what to do instead.
+    refused=(
+        (r"^(cudaStream(Create|Destroy)|cuStream(Create|Destroy))",
+         "creates or destroys a stream: the grader replays your launcher's work on the stream it is given, the one it "
+         "times; launch and copy on that stream (events, synchronisation and cudaGetLastError are fine)"),
+        (r"^(cuda(MallocHost|HostAlloc|HostRegister|HostUnregister|MallocManaged|MallocPitch|Malloc3D|"
+         r"MallocArray|MallocMipmapped|FreeHost|FreeArray|FreeMipmapped|MemPool|DeviceSetMemPool|"
+         r"MallocFromPoolAsync)|cu(MemAlloc|MemFree|MemHostAlloc|MemPool|MemCreate|MemMap))",
+         "allocates memory the replay cannot reproduce (host, managed, pitched, array or pooled memory): allocate a "
+         "device workspace with cudaMalloc or cudaMallocAsync, or work in the buffers you are given"),
+        (r"^(cuda(Memcpy(2D|3D|Peer|FromSymbol|Array|ToArray|FromArray|Batch)\w*|Memset(2D|3D)\w*|"
+         r"MemPrefetch\w*|MemAdvise\w*|GetSymbolAddress)|cu(Memcpy|Memset|MemPrefetch|MemAdvise))",
+         "copies or sets memory in a way the replay cannot reproduce (2D and 3D copies, peer copies, reading a symbol "
+         "back, a symbol's device address on the host, the driver's copies): use cudaMemcpyAsync, cudaMemsetAsync or "
+         "cudaMemcpyToSymbol on the buffers you are given, your workspace or your __device__ variables"),
+        (r"^(cuda(DeviceSetLimit|ThreadSetLimit|CtxResetPersistingL2Cache|StreamSetAttribute|"
+         r"DeviceSetCacheConfig|ThreadSetCacheConfig|DeviceSetSharedMemConfig|DeviceReset|"
+         r"SetDeviceFlags|DeviceSetGraphMemAttribute|GraphicsMap)|cu(CtxSetLimit|CtxResetPersistingL2Cache|"
+         r"StreamSetAttribute|CtxSetCacheConfig|DevicePrimaryCtx))",
+         "changes device-wide settings (limits, L2 persistence, cache configuration, resetting the device): they "
+         "would change what the copies your kernel is compared with measure, and the replay does not repeat them; "
+         "cudaFuncSetAttribute on your own kernel is allowed"),
+        (r"^(cuda(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback|UserObject)|"
+         r"cu(Graph|StreamBeginCapture|StreamEndCapture|LaunchHostFunc|StreamAddCallback))",
+         "captures graphs or adds host callbacks: launch your kernels directly with <<<...>>> on the stream you "
+         "are given"),
+        # cudaLaunchKernelEx itself is recorded (a launch with no attribute is replayed, one with
+        # attributes refused: replaying.py); the driver's form is not
+        (r"^cuLaunchKernelEx",
+         "launches with the driver's cuLaunchKernelEx, whose attributes can set cache policy for the timed launch: "
+         "use <<<grid, block, shared, stream>>> (or cudaLaunchKernelEx with no attributes)"),
+    ),
+    # What the C++ and CUDA runtimes' own start-up code calls: registration of the fat binary,
+    # kernels and __device__ variables, <iostream>'s ios_base::Init, atexit.
+    startup=(r"__cudaRegister\w*|__cudaUnregister\w*|__cudaInitModule|atexit|__cxa_atexit|__dso_handle|"
+             r"_ZNSt8ios_base4Init[CD][12]Ev|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|_Znw\w*|_Zna\w*|_Zdl\w*|_Zda\w*|"
+             r"memset|memcpy|memmove|__nv_\w+|____nv_\w+|__sti____cudaRegisterAll\w*|__cudaUnregisterBinaryUtil\w*|"
+             r"_ZL\d+__nv_\w+|_ZL\d+__sti____cudaRegisterAll\w*|_ZL\d+__cudaUnregisterBinaryUtil\w*"),
+    startup_entries=r"_GLOBAL__sub_I_|_GLOBAL__I_|__sti____cudaRegisterAll|_ZL\d+__sti",
+    # The runtime's launch entry points and kernel attribute setters, wrapped at link time so that
+    # the harness's recorder sees every launch of the submission's kernels (<<<>>> compiles to
+    # __cudaLaunchKernel) and runs none (toolchain/flags.py, run/child/replay.py). The stream-ordered
+    # work beside the launches (memsets, copies, copies to symbols, the workspace's allocations) is
+    # wrapped the same way, and __cudaRegisterVar so the recorder knows each __device__ variable's
+    # device name.
+    wrapped=("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
+             "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaLaunchKernelExC",
+             "cudaLaunchKernelExC_ptsz", "cudaFuncSetAttribute",
+             "cudaFuncSetCacheConfig", "cudaMemset", "cudaMemset_ptds", "cudaMemsetAsync", "cudaMemsetAsync_ptsz",
+             "cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpyToSymbol",
+             "cudaMemcpyToSymbol_ptds", "cudaMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync_ptsz", "cudaMalloc",
+             "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz",
+             "__cudaRegisterVar",
+             # answered without a GPU by the recorder that runs ahead of the lane (recorder.cpp.j2's g_offline),
+             # passed on to the runtime by the one that records on the GPU
+             "__cudaRegisterFunction", "__cudaGetKernel", "cudaGetKernel", "__cudaPushCallConfiguration",
+             "__cudaPopCallConfiguration", "cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchronize",
+             "cudaStreamSynchronize", "cudaStreamSynchronize_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz",
+             "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount", "dlopen"),
+    stream="cudaStream_t", allocate="cudaMalloc", memset="cudaMemset", to_symbol="cudaMemcpyToSymbol",
+    launch="cudaLaunchKernel", launch_cooperative="cudaLaunchCooperativeKernel", launch_ex="cudaLaunchKernelEx",
+    launch_attribute="cudaLaunchAttribute", texture_types=("cudaTextureObject_t", "cudaSurfaceObject_t"),
+    error="cudaError", error_check="cudaGetErrorString(cudaGetLastError())",
+    tokens=("cudaStream_t", "cudaError_t", "cudaSuccess", "cudaGetLastError", "cudaLaunchKernel", "cudaMemcpy",
+            "cudaMemcpyAsync", "cudaMalloc", "cudaFree", "cudaDeviceSynchronize", "cudaStreamSynchronize",
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaDeviceGetAttribute", "cudaGetDevice"))
 CUDA = Backend(
     "cuda", about="on the GPU: checked against float64 and timed against the copy floor",
     toolchain=Toolchain(compiler="nvcc", flags=(*_NVCC[:4], "--expt-relaxed-constexpr", "-Xptxas", "-v", *_NVCC[4:],
@@ -179,6 +294,7 @@ CUDA = Backend(
                                                 "-Xcudafe", f"--error_limit={_ERROR_LIMIT}"),
                         reference_flags=_NVCC,
                         library_flags=("-nodlink", "-Xcompiler", "-fPIC"), alone_flags=("-c", "-o", "/dev/null"),
+                        templates="cuda",
                         resources=True, runtime=True, device_code="fatbin", profiler="ncu",
                         lambda_flags=("--extended-lambda",),
                         host_flags=("-x", "c++", "-O3", "-std=c++17", "-Xcompiler", "-fPIC"),
@@ -189,7 +305,7 @@ CUDA = Backend(
     child=ChildClasses(run="grader.run.child.cuda:CudaBackend", record="grader.run.child.recorder:RecordingBackend",
                        replay="grader.run.child.measurer:ReplayBackend",
                        profile="grader.run.child.measurer:ReplayBackend"),
-    on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True,
+    api=CUDA_RUNTIME, on_gpu=True, times=True, private_cases=True, records_then_replays=True, baseline=True,
     device_files=("/dev/nvidia",), visible_devices="CUDA_VISIBLE_DEVICES",
     environment=("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME"), driver_library="libcuda.so.1",
     default_arch="sm_90", arch_name="sm_{major}{minor}", architectures=_SM)
@@ -204,8 +320,8 @@ EMULATOR = Backend(
     "emulator", about="on the CPU, through the CUDA shim: checked, never timed",
     toolchain=Toolchain(compiler="g++", flags=(*_SHIM, f"-fmax-errors={_ERROR_LIMIT}"), reference_flags=_SHIM,
                         library_flags=("-fPIC",),
-                        alone_flags=("-fsyntax-only",), shim=True),
-    child=ChildClasses(run="grader.run.child.emulator:EmulatorBackend"),
+                        alone_flags=("-fsyntax-only",), templates="emulator", shim=True),
+    child=ChildClasses(run="grader.run.child.emulator:EmulatorBackend"), api=CUDA_RUNTIME,
     reverse_check=True, checked_by=CUDA)
 BACKENDS = {b.name: b for b in (CUDA, EMULATOR)}
 CHOICES = (AUTO, *BACKENDS)             # what --backend accepts

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from grader.core.backend import CUDA_RUNTIME as _API  # the language the emulator runs, through its shim
 from grader.core.source import Finding, Submission, scanned
 
 _COLLECTIVES = re.compile(
@@ -17,7 +18,7 @@ _COLLECTIVES = re.compile(
 
 _UNSUPPORTED = [
     (re.compile(r"\basm\b|\b__asm__\b"), "uses inline PTX"),
-    (re.compile(r"\b(tex1D\w*|tex2D\w*|tex3D\w*|texture\s*<|cudaTextureObject_t|surf\dD\w*|cudaSurfaceObject_t)"),
+    (re.compile(r"\b(tex1D\w*|tex2D\w*|tex3D\w*|texture\s*<|surf\dD\w*|" + "|".join(_API.texture_types) + ")"),
      "uses textures or surfaces"),
     (re.compile(r"\b(this_grid|grid_group|this_multi_grid|multi_grid_group|tiled_partition|thread_block_tile|"
                 r"coalesced_threads|coalesced_group|this_cluster|cluster_group|labeled_partition|binary_partition)\b|"
@@ -27,8 +28,8 @@ _UNSUPPORTED = [
     (re.compile(r"\b(__half2?|__nv_bfloat16\w*)\b|cuda_fp16\.h|cuda_bf16\.h"),
      "uses half or bfloat16 types"),
     # cudaLaunchKernelEx itself runs; its attributes (a cache policy, a cluster) the GPU's grader refuses too
-    (re.compile(r"\bcudaLaunchAttribute\w*"),
-     "sets launch attributes for cudaLaunchKernelEx (the grader refuses them on a GPU too: leave config.attrs "
+    (re.compile(rf"\b{_API.launch_attribute}\w*"),
+     f"sets launch attributes for {_API.launch_ex} (the grader refuses them on a GPU too: leave config.attrs "
      "empty)"),
     (re.compile(r"\b__pipeline\w*|\bcp\.async|\bcuda::memcpy_async|\b__cluster\w*|\bcluster_dims\b"),
      "uses asynchronous copies or clusters"),
@@ -165,7 +166,7 @@ _LAUNCH_RE = re.compile(r"((?:::\s*)?[A-Za-z_][\w:]*(?:\s*" + _TEMPLATE_ARGS + r
 # The cast before the kernel in cudaLaunchKernel((const void*)kernel, ...): dropped for the emulator,
 # whose cudaLaunchKernel takes the kernel's own type (to know what its argument array holds).
 _PACKED_LAUNCH_CAST_RE = re.compile(
-    r"\bcudaLaunch(?:Cooperative)?Kernel\s*\(\s*(\(\s*(?:const\s+)?void\s*\*\s*\)|"
+    rf"\b(?:{_API.launch}|{_API.launch_cooperative})\s*\(\s*(\(\s*(?:const\s+)?void\s*\*\s*\)|"
     r"reinterpret_cast\s*<\s*(?:const\s+)?void\s*\*\s*>)")
 # CUDA's __noinline__ where the student writes it as a specifier (not inside an __attribute__).
 _NOINLINE_RE = re.compile(r"(?<!\()\b__noinline__\b")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from grader.core.backend import CUDA_RUNTIME  # the language kernels and rubrics are written in, for every backend
+
 _QUALIFIERS = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _INTEGER = re.compile(r"\b(size_t|int|unsigned|long|short|int64_t|uint64_t|int32_t|uint32_t|ptrdiff_t|char)\b")
 _HEAD = re.compile(r"^\s*((?:__global__|__host__|extern\s+\"C\"|static|inline)\s+)*(?P<ret>[\w:]+)\s+(?P<name>\w+)\s*\(")
@@ -40,7 +42,7 @@ class Param:
 
     @property
     def stream(self) -> bool:
-        return self.ctype.strip() == "cudaStream_t"
+        return self.ctype.strip() == CUDA_RUNTIME.stream
 
 
 @dataclass(frozen=True)

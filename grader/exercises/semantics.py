@@ -14,6 +14,7 @@ import math
 import string
 from typing import Callable
 
+from grader.core.backend import CUDA_RUNTIME  # the language rubrics are written in, for every backend
 from grader.core import exprs
 from grader.core.errors import RubricError
 from grader.exercises import arrayexprs
@@ -250,7 +251,7 @@ def _check_kernel(r: Rubric, tensors: dict, names: set[str], bad: Callable[[str,
         except ValueError as exc:
             bad("kernel.launcher", str(exc))
         if not launcher.params or not launcher.params[-1].stream:
-            bad("kernel.launcher", "the last parameter must be `cudaStream_t stream` (the stream to launch on)")
+            bad("kernel.launcher", f"the last parameter must be `{CUDA_RUNTIME.stream} stream` (the stream to launch on)")
         _params_ok("kernel.launcher", launcher.params[:-1], tensors, names, bad)
     for key, dims in (("kernel.grid", r.kernel.grid), ("kernel.block", r.kernel.block)):
         if not 1 <= len(dims) <= 3:
@@ -407,7 +408,7 @@ def _case_ok(key: str, dims: dict[str, int], r: Rubric, bad: Callable[[str, str]
         bad("kernel.grid", f"{exc} (at {key}'s dimensions)")
         return
     limits = (2**31 - 1, 65535, 65535)
-    for axis, (g, top) in enumerate(zip(grid, limits)):
+    for axis, (g, top) in enumerate(zip(grid, limits, strict=False)):
         if not 1 <= g <= top:
             bad(key, f"the default launch's grid is {grid}: gridDim.{'xyz'[axis]} must be 1 to {top}")
     threads = 1

@@ -235,7 +235,7 @@ def _too_much_device_memory(build: BuildResult, rubric: Rubric, p: Path) -> Stop
 def _refused(build: BuildResult, sub: Submission, p: Path, shim_baseline: Path | None = None) -> Stop | None:
     """Screen the compiled object: a refusal (status rejected) when it would cheat the timing or
     cannot be graded (shim_baseline: screening.screen_object's)."""
-    refusals = screen_object(build.object, sub=sub, shim_baseline=shim_baseline)
+    refusals = screen_object(build.object, sub=sub, api=build.api, shim_baseline=shim_baseline)
     if not refusals:
         return None
     return Stop(Outcome.REJECTED, refusal_message(p.name, refusals),

@@ -12,8 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from grader.core.contract import (FatalFrame, Job, OfflinePart, RecordedOp, Recording, RecordingFrame, RefusedFrame,
-                                  ReplayPart, Role)
+from grader.core.backend import Api
+from grader.core.contract import (
+    FatalFrame,
+    Job,
+    OfflinePart,
+    RecordedOp,
+    Recording,
+    RecordingFrame,
+    RefusedFrame,
+    ReplayPart,
+    Role,
+)
 from grader.core.limits import spread_threads
 from grader.run.child.replay import FORGED, STREAM_KINDS, malformed, stream_op_problem
 from grader.run.protocol import NEEDS_GPU_EXIT
@@ -141,7 +151,8 @@ def replay_recorded(record: ChildRun, measurer: Worker, job: Job, *, plan: Repla
         return out
     code = plan.code
     forged = malformed(recording)               # a claim: held to the recorder's own form before anything reads it
-    out.refusals = [forged] if forged else recording_refusals(recording, plan.launcher, job.limits.workspace_bytes)
+    out.refusals = [forged] if forged else recording_refusals(recording, plan.launcher, job.limits.workspace_bytes,
+                                                                          api=job.backend.api)
     if out.refusals:
         return out
     part = ReplayPart(recording, device_code=list(code.fatbins), device_globals=list(code.variables),
@@ -196,7 +207,7 @@ def _who(op: RecordedOp) -> str:
     return demangle(op.kernel) if op.kernel else "a kernel"
 
 
-def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[..., None], workspace_cap: int) -> None:
+def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[..., None], workspace_cap: int, api: Api) -> None:
     """What the parent refuses of a memset, copy, symbol copy, allocation or free before the
     measuring process starts: a thread's, one after the launcher returned, one on another stream,
     a copy to the host, an allocation past the cap (the addresses are the measuring process's to
@@ -212,18 +223,20 @@ def _stream_op_refusals(op: RecordedOp, who: str, say: Callable[..., None], work
     if op.stream == "other":
         say(f"{who} called {what} on a stream the grader did not give it. Use the stream your launcher is given (or "
             "the default stream, 0): that is the one the grader times.", "stream")
-    problem = stream_op_problem(op, None, who=who, workspace_cap=workspace_cap)
+    problem = stream_op_problem(op, None, who=who, workspace_cap=workspace_cap, api=api)
     if problem:
         say(problem)
 
 
-def recording_refusals(recording: Recording, launcher: str | None, workspace_cap: int = 256 << 20) -> list[str]:
+def recording_refusals(recording: Recording, launcher: str | None, workspace_cap: int = 256 << 20, *,
+                       api: Api) -> list[str]:
     """What in a recording is refused before anything runs, said to the student: launches (and
     memsets, copies, allocations) from a thread of their own or after the launcher returned, on a
     stream the grader did not give, or whose kernel the recorder could not name; copies to the
     host; a workspace past limits.workspace_mib. One message per cause: a thread's launches are
     said once, whatever they were (the first one's words), and a launch from a thread that the
-    recorder could not read (its context's error) is the thread's cause, not one more."""
+    recorder could not read (its context's error) is the thread's cause, not one more. api: the
+    runtime the launcher called (the job's Backend.api), whose calls the messages name."""
     who = f"your launcher {launcher}" if launcher else "the launch"
     seen: set[str] = set()
     reasons: list[str] = []
@@ -233,15 +246,14 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
             seen.add(cause or text)
             reasons.append(text)
 
-
     every = [op for ops in recording.ops for op in ops] + list(recording.late)
     for op in every:
         if op.kind in STREAM_KINDS:
-            _stream_op_refusals(op, who, say, workspace_cap)
+            _stream_op_refusals(op, who, say, workspace_cap, api)
             continue
         if op.kind == "launch_attributes":
-            say(f"{who} launched {_who(op)} with cudaLaunchKernelEx and {op.value} launch "
-                f"attribute{'s' if op.value != 1 else ''} (the first: cudaLaunchAttributeID {op.attribute}). An "
+            say(f"{who} launched {_who(op)} with {api.launch_ex} and {op.value} launch "
+                f"attribute{'s' if op.value != 1 else ''} (the first: {api.launch_attribute}ID {op.attribute}). An "
                 "attribute (an L2 access policy, a cluster shape, a priority) would change the timed launch, and the "
                 "grader replays plain launches: leave config.attrs empty (numAttrs 0), or launch with <<<...>>> on "
                 "the stream you are given.", "attributes")
@@ -263,5 +275,5 @@ def recording_refusals(recording: Recording, launcher: str | None, workspace_cap
             say(f"{who} launched {_who(op)}, and the grader could not read the launch ({op.error}): the recording "
                 "process's GPU context had failed, as it does when something other than the launches the grader "
                 "sees ran on the GPU (a kernel launched through the driver, say). Launch with <<<...>>> or "
-                "cudaLaunchKernel on the stream you are given.")
+                f"{api.launch} on the stream you are given.")
     return reasons

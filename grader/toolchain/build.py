@@ -35,20 +35,39 @@ from grader.core.source import Submission, blank_comments_and_strings, find_kern
 from grader.exercises.rubric import Rubric
 from grader.toolchain import tools
 from grader.toolchain.cache import cached_build, digest, keep, keep_record, keep_text, touch
-from grader.toolchain.faults import check_scratch_folder, disk_fault, known_good_fault, machine_fault
-from grader.toolchain.flags import RECORDER_LINK_FLAGS, SHIM_HEADER, compile_flags, shim_text
-from grader.toolchain.outcome import (BuildResult, CompilerMessage, KernelResources, parse_alone, parse_gmem,
-                                      parse_messages, parse_ptxas)
-from grader.toolchain.render import render, template_digest
-from grader.toolchain.running import BuildLimits, Ran, Room, build_room, run_limited
 
 # Re-exported where they were before the split: grade/children.py, grade/calibration.py and
 # run/replaying.py import device_code, device_variables, kernel_parameters, uses_device_heap,
 # build_guard and build_driver_stand_in from here, and the tests the rest.
-from grader.toolchain.devicecode import (FATBIN_MAGIC, _nv_info_layout, device_code,  # noqa: F401
-                                         device_variables, elf_symbols, kernel_parameters, uses_device_heap)
-from grader.toolchain.flags import emulator_flags  # noqa: F401
+from grader.toolchain.devicecode import (  # noqa: F401
+    FATBIN_MAGIC,
+    _nv_info_layout,
+    device_code,
+    device_variables,
+    elf_symbols,
+    kernel_parameters,
+    uses_device_heap,
+)
+from grader.toolchain.faults import check_scratch_folder, disk_fault, known_good_fault, machine_fault
+from grader.toolchain.flags import (
+    SHIM_HEADER,
+    compile_flags,
+    emulator_flags,  # noqa: F401
+    recorder_link_flags,
+    shim_text,
+)
 from grader.toolchain.hostlibs import build_driver_stand_in, build_guard, driver_entry_points  # noqa: F401
+from grader.toolchain.outcome import (
+    BuildResult,
+    CompilerMessage,
+    KernelResources,
+    parse_alone,
+    parse_gmem,
+    parse_messages,
+    parse_ptxas,
+)
+from grader.toolchain.render import render, template_digest
+from grader.toolchain.running import BuildLimits, Ran, Room, build_room, run_limited
 
 REFERENCE_SOURCE = reference_dir() / "kernels.cu"
 RUNTIME_SOURCE = PACKAGE_DIR / "run" / "child" / "runtime.cu"
@@ -58,17 +77,18 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     """Build the submission with the backend's toolchain (nvcc for arch, or g++ against the shim),
     within the rubric's build limits."""
     tc = backend.toolchain
-    context = dict(version=__version__, backend=backend.name, on_gpu=not tc.shim, records=backend.records_then_replays,
+    context = dict(version=__version__, backend=backend.name, records=backend.records_then_replays,
                    launcher=rubric.kernel.parsed_launcher if sub.has_launcher else None, kernel=rubric.kernel.parsed,
                    workspace_bytes=rubric.limits.workspace_mib << 20)
     # Keyed on the template and its context (their reprs are their fields'), rendered only to build.
-    harness = (template_digest("harness.cu.j2"), repr(sorted(context.items())))
+    template = f"{tc.templates}/harness.cu.j2"          # the backend's own (grader/templates/cuda/, emulator/)
+    harness = (template_digest(template), repr(sorted(context.items())))
     source = rewrite_for_emulator(sub.compiled) if tc.shim else sub.compiled
     lambdas = tc.lambda_flags if uses_device_lambdas(sub.code) else ()
     flags = compile_flags(tc, tc.flags + lambdas, arch=arch, fibers=uses_collectives(sub), spread=spreads_over_cores(sub))
     shim = shim_text() if tc.shim else ""
     # the recorder sees the launcher's launches and stream work through the wrapped entry points
-    link_flags = RECORDER_LINK_FLAGS if backend.records_then_replays else ()
+    link_flags = recorder_link_flags(backend.api) if backend.records_then_replays else ()
     key = digest(__version__, backend.name, source, *harness, " ".join(flags), " ".join(link_flags),
                  tools.version(tc.compiler), backend.target(arch), shim)
     linked = recorder_object(backend, workspace_bytes=context["workspace_bytes"]) if context["records"] else None
@@ -76,7 +96,7 @@ def build_submission(sub: Submission, rubric: Rubric, *, backend: Backend, arch:
     return _build(Plan(
         key=f"sub-{key}",
         link_flags=link_flags,
-        files={"submission.cu": source, "harness.cu": lambda: render("harness.cu.j2", **context)},
+        files={"submission.cu": source, "harness.cu": lambda: render(template, **context)},
         main="harness.cu",
         flags=flags,
         linked=linked,
@@ -103,13 +123,14 @@ class LinkedObject:
 
 
 def recorder_object(backend: Backend, *, workspace_bytes: int) -> LinkedObject:
-    """The recorder (recorder.cpp.j2) as an object of its own: host code only, the same for every
+    """The recorder (its templates' recorder.cpp.j2) as an object of its own: host code only, the same for every
     submission of an exercise, so it is compiled once per machine, not in each submission's build
     (its host compile was about 0.7 s of every nvcc build of the harness, on 2 cores)."""
     tc = backend.toolchain
     context = dict(version=__version__, workspace_bytes=workspace_bytes)
     flags = list(tc.host_flags)
-    key = digest(__version__, template_digest("recorder.cpp.j2"), repr(sorted(context.items())), " ".join(flags),
+    template = f"{tc.templates}/recorder.cpp.j2"
+    key = digest(__version__, template_digest(template), repr(sorted(context.items())), " ".join(flags),
                  tools.version(tc.compiler))
     directory = cache_root() / f"rec-{key}"
     obj = directory / "recorder.o"
@@ -126,7 +147,7 @@ def recorder_object(backend: Backend, *, workspace_bytes: int) -> LinkedObject:
                 if "no valid seal" not in problem:
                     sealed.say_healed(f"the recorder {directory.name}", problem)
                 sealed.unlink_with_seal(obj)
-            text = render("recorder.cpp.j2", **context)
+            text = render(template, **context)
             (directory / "recorder.cpp").write_text(text)          # kept beside its object, to read
             check_scratch_folder()
             with build_room() as room:
@@ -245,7 +266,8 @@ def _build(plan: Plan, backend: Backend) -> BuildResult:
                                    seconds=time.perf_counter() - start, command=_command(compiler, plan),
                                    log=cached["log"], resources=[KernelResources(**r) for r in cached["resources"]],
                                    compiler=cached["compiler"], static_device_bytes=parse_gmem(cached["log"]),
-                                   confined=cached.get("confined", False), wall=cached.get("wall", ""))
+                                   confined=cached.get("confined", False), wall=cached.get("wall", ""),
+                                   api=backend.api)
         check_scratch_folder()
         with build_room(read=(str(SHIM_HEADER.parent),) if tc.shim else ()) as room:
             _write_files(plan, backend, compiler, room, directory)
@@ -295,7 +317,7 @@ def _result_of(plan: Plan, backend: Backend, compiler: str, room: Room, ran: Ran
     proc, over = ran.proc, ran.over
     log = _strip_ninja(proc.stdout + proc.stderr)
     said = dict(cached=False, command=_command(compiler, plan), confined=ran.confined, wall=ran.wall,
-                wall_ms=ran.wall_ms)
+                wall_ms=ran.wall_ms, api=backend.api)
     if proc.returncode != 0 and not over:
         fault = machine_fault(log) or disk_fault(log, room.path) or \
             known_good_fault(compiler, plan.flags, [*tc.library_flags, *plan.link_flags], plan.limits)

@@ -8,33 +8,18 @@ from __future__ import annotations
 
 import os
 
-from grader.core.backend import Toolchain
+from grader.core.backend import Api, Toolchain
 from grader.core.locations import PACKAGE_DIR
 
 SHIM_HEADER = PACKAGE_DIR / "shim" / "cuda_shim.h"
 LAUNCH_LOG_HEADER = PACKAGE_DIR / "shim" / "launch_log.h"    # the harness's and the shim's launch log
 
-# The runtime's launch entry points and kernel attribute setters, wrapped at link time so that the
-# harness's recorder sees every launch of the submission's kernels (<<<>>> compiles to
-# __cudaLaunchKernel) and runs none (grader/run/child/replay.py).
-# The stream-ordered work beside the launches (memsets, copies, copies to symbols, the workspace's
-# allocations) is wrapped the same way, and __cudaRegisterVar so the recorder knows each
-# __device__ variable's device name.
-_WRAPPED = ("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz", "cudaLaunchKernel", "cudaLaunchKernel_ptsz",
-            "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernel_ptsz", "cudaLaunchKernelExC",
-            "cudaLaunchKernelExC_ptsz", "cudaFuncSetAttribute",
-            "cudaFuncSetCacheConfig", "cudaMemset", "cudaMemset_ptds", "cudaMemsetAsync", "cudaMemsetAsync_ptsz",
-            "cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpyToSymbol",
-            "cudaMemcpyToSymbol_ptds", "cudaMemcpyToSymbolAsync", "cudaMemcpyToSymbolAsync_ptsz", "cudaMalloc",
-            "cudaMallocAsync", "cudaMallocAsync_ptsz", "cudaFree", "cudaFreeAsync", "cudaFreeAsync_ptsz",
-            "__cudaRegisterVar",
-            # answered without a GPU by the recorder that runs ahead of the lane (recorder.cpp.j2's g_offline),
-            # passed on to the runtime by the one that records on the GPU
-            "__cudaRegisterFunction", "__cudaGetKernel", "cudaGetKernel", "__cudaPushCallConfiguration",
-            "__cudaPopCallConfiguration", "cudaGetLastError", "cudaPeekAtLastError", "cudaDeviceSynchronize",
-            "cudaStreamSynchronize", "cudaStreamSynchronize_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz",
-            "cudaGetDevice", "cudaSetDevice", "cudaGetDeviceCount", "dlopen")
-RECORDER_LINK_FLAGS = tuple(f for name in _WRAPPED for f in ("-Xlinker", f"--wrap={name}"))
+
+def recorder_link_flags(api: Api) -> tuple[str, ...]:
+    """The link flags that wrap the runtime's entry points (api.wrapped: its launches, its
+    stream-ordered work, its registration of __device__ variables), so that the harness's recorder
+    sees every launch of the submission's kernels and runs none (grader/run/child/replay.py)."""
+    return tuple(f for name in api.wrapped for f in ("-Xlinker", f"--wrap={name}"))
 
 
 def compile_flags(tc: Toolchain, flags: tuple[str, ...], *, arch: str, fibers: bool = False,

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.core.backend import Api
 from grader.core.signature import Signature
 from grader.core.source import Submission
 
@@ -57,6 +58,7 @@ class BuildResult:
     confined: bool = False             # its compilers ran behind the build's file-system wall (toolchain/running.py)
     wall: str = ""                     # the wall's detail: "Landlock ABI 7", or why there was none
     wall_ms: float = 0.0               # what making the wall took, in the grader
+    api: Api | None = None             # the runtime it was built against (its Backend's): what the screen and hints name
 
 
 _NVCC_MSG = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<sev>error|warning)( #\w+-D)?: (?P<text>.*)$")
@@ -201,7 +203,7 @@ def _named_end(line: str, name: str) -> str:
 _ELSEWHERE_HEADERS = [
     (re.compile(r"^helper_(cuda|functions|string|timer)\.h$"),
      "the CUDA samples' helper header (their Common/ folder), not part of the CUDA toolkit: define the check you "
-     "need in your file, e.g. a macro that prints cudaGetErrorString(cudaGetLastError())"),
+     "need in your file, e.g. a macro that prints {error_check}"),
     (re.compile(r"^helper_math\.h$"),
      "the CUDA samples' float2/float4 operators (their Common/ folder), not part of the CUDA toolkit: write the "
      "arithmetic out per component (r.x = a.x + b.x, ...) or define the operators you use in your file"),
@@ -213,14 +215,16 @@ _ELSEWHERE_HEADERS = [
 _MISSING_HEADER = re.compile(r"(?:fatal error: |error: cannot open source file \")([\w./+-]+?)(?:: No such file|\")")
 
 
-def _missing_header_hints(log: str) -> list[str]:
-    """For each header the compiler could not find that code from elsewhere brings, what it is."""
+def _missing_header_hints(log: str, api: Api | None) -> list[str]:
+    """For each header the compiler could not find that code from elsewhere brings, what it is
+    (api: the runtime the build was against, whose error check a hint names)."""
+    check = api.error_check if api is not None else "the last error's text"
     hints = []
     for name in dict.fromkeys(_MISSING_HEADER.findall(log)):
         for pattern, what in _ELSEWHERE_HEADERS:
             if pattern.match(name):
-                hints.append(f"{name}: {what}. The grader compiles your one file against the CUDA toolkit's and "
-                             "the C++ library's headers only.")
+                hints.append(f"{name}: {what.format(error_check=check)}. The grader compiles your one file against "
+                             "the CUDA toolkit's and the C++ library's headers only.")
     return hints
 
 
@@ -228,7 +232,7 @@ def compile_message(build: BuildResult, sub: Submission, *, expected: Signature 
     """The errors in the student's terms (_compile_errors), then what a header brought from
     elsewhere (the CUDA samples' helper_cuda.h, say) is and what to write instead. sub: the file as
     read and scanned once (its lines are quoted from it, never read again)."""
-    hints = _missing_header_hints(build.alone_log + "\n" + build.log)
+    hints = _missing_header_hints(build.alone_log + "\n" + build.log, build.api)
     return _compile_errors(build, sub, expected=expected) + "".join(f"\n{h}" for h in hints)
 
 

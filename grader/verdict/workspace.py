@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 
+from grader.core.backend import CUDA_RUNTIME as _API  # the language every submission is written in
 from grader.core.source import Submission
 from grader.verdict.causes import Cause, body_lines, line_of, quoted
 
-_MALLOC = re.compile(r"\bcudaMalloc(?:Async|Managed)?\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(?P<name>[A-Za-z_]\w*)")
+_MALLOC = re.compile(rf"\b{_API.allocate}(?:Async|Managed)?\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(?P<name>[A-Za-z_]\w*)")
 _DEVICE_ARRAY = re.compile(r"(?<!\w)__device__\s+(?!__)(?:[A-Za-z_][\w:<>]*\s+)+(?P<name>[A-Za-z_]\w*)\s*\[[^\]]*\]\s*;")
 
 
@@ -53,7 +54,7 @@ def _kernel_params_for(sub: Submission, name: str) -> list[str]:
 def unzeroed_workspace(sub: Submission) -> Cause | None:
     for m in _MALLOC.finditer(sub.code):
         name = m.group("name")
-        if re.search(rf"\bcudaMemset\w*\s*\(\s*\(?\s*(?:\(\s*void\s*\*\s*\)\s*)?{name}\b", sub.code):
+        if re.search(rf"\b{_API.memset}\w*\s*\(\s*\(?\s*(?:\(\s*void\s*\*\s*\)\s*)?{name}\b", sub.code):
             continue
         adds = next((a for a in (_adds_into(sub, p) for p in [name, *_kernel_params_for(sub, name)]) if a is not None),
                     None)
@@ -62,7 +63,7 @@ def unzeroed_workspace(sub: Submission) -> Cause | None:
         line, at = line_of(sub.code, m.start()), line_of(sub.code, adds)
         return Cause("unzeroed_workspace", line,
                      f"line {line} (`{quoted(sub, line)}`): the workspace {name} is never zeroed before the kernel "
-                     f"accumulates into it (line {at}: `{quoted(sub, at)}`): cudaMalloc's memory holds whatever "
+                     f"accumulates into it (line {at}: `{quoted(sub, at)}`): {_API.allocate}'s memory holds whatever "
                      f"was there, and the grader fills a workspace with NaN before every call to show it")
     return None
 
@@ -74,7 +75,7 @@ def stale_workspace(sub: Submission) -> Cause | None:
         if adds is None:
             continue
         reset = (rf"(?<![\w.]){name}\s*\[[^;]*?\]\s*=\s*0(?:\.0*)?f?\s*;",
-                 rf"\bcudaMemset\w*\s*\([^;]*\b{name}\b", rf"\bcudaMemcpyToSymbol\w*\s*\(\s*{name}\b")
+                 rf"\b{_API.memset}\w*\s*\([^;]*\b{name}\b", rf"\b{_API.to_symbol}\w*\s*\(\s*{name}\b")
         if any(re.search(r, sub.code) for r in reset):
             continue
         line = line_of(sub.code, adds)

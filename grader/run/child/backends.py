@@ -19,8 +19,9 @@ import random
 import zlib
 from dataclasses import dataclass
 
-from grader.run.child.baseline import torch_baseline
+from grader.core.backend import Api, Backend
 from grader.core.contract import GUARD_BITS, POISON_BITS, Call, Fault, LaunchRecord
+from grader.run.child.baseline import torch_baseline
 
 
 @dataclass
@@ -109,7 +110,7 @@ def count_differences(a: bytes, b: bytes) -> int:
     for at in range(0, len(a), step):
         x, y = a[at: at + step], b[at: at + step]
         if x != y:
-            count += sum(1 for p, q in zip(memoryview(x).cast("I"), memoryview(y).cast("I")) if p != q)
+            count += sum(1 for p, q in zip(memoryview(x).cast("I"), memoryview(y).cast("I"), strict=False) if p != q)
     return count
 
 
@@ -120,11 +121,17 @@ class ChildBackend:
 
     measures = True            # False for the recorder, whose buffers are stand-ins and whose kernels never run
     repeats_checks = False     # a check's second run repeats it in the same order (else: in reverse block order)
+    api: Api | None = None     # the runtime the kernels' code speaks (the job's Backend.api, given to __init__)
 
     @classmethod
     def from_job(cls, job):
         """The instance for the job (core/contract.py's Job): what it is built from."""
-        return cls(job.reference_library)
+        return cls(job.reference_library, api=job.backend.api)
+
+    @classmethod
+    def open_context(cls, backend: Backend) -> None:
+        """The device's context, made before the job arrives (worker.preload) where the backend has
+        a device; nothing here."""
 
     def memory(self) -> tuple[int | None, int | None]:
         """The device memory free and in all (None where there is no device)."""
@@ -134,7 +141,9 @@ class ChildBackend:
         """The OS threads an emulated launch runs on (None where the kernels run on a device)."""
         return None
 
-    def __init__(self, reference_lib: str):
+    def __init__(self, reference_lib: str, *, api: Api | None = None):
+        """api: the runtime the kernels' code speaks (the job's Backend.api): the words of its errors."""
+        self.api = api
         self.ref = ctypes.CDLL(reference_lib, mode=ctypes.RTLD_LOCAL)
         _declare(self.ref, reference=True)
         self.sub: ctypes.CDLL | None = None
@@ -269,13 +278,13 @@ class ChildBackend:
         return self._outcome(code, reference=True)
 
     def set_device_heap(self, nbytes: int) -> int:
-        """Cap the heap in-kernel malloc draws from; the cudaError_t (0 on success)."""
+        """Cap the heap in-kernel malloc draws from; the runtime's error code (0 on success)."""
         return self.ref.grader_ref_set_heap_limit(nbytes)
 
     def reset_persisting_l2(self) -> None:
         code = self.ref.grader_ref_reset_persisting_l2()
         if code:
-            raise RuntimeError(f"cudaCtxResetPersistingL2Cache failed (cudaError {code})")
+            raise RuntimeError(f"resetting the persisting L2 lines failed {self._coded(code)}")
 
     def _error_text(self, code: int, reference: bool) -> str:
         lib = self.sub if not reference else None
@@ -284,4 +293,12 @@ class ChildBackend:
     def _outcome(self, code: int, reference: bool = False) -> LaunchOutcome:
         if code == 0:
             return LaunchOutcome(True)
-        return LaunchOutcome(False, error=f"launch failed: {self._error_text(code, reference)} (cudaError {code})")
+        return LaunchOutcome(False, error=f"launch failed: {self._error_text(code, reference)} {self._coded(code)}")
+
+    def _code_text(self, code: int) -> str:
+        """An error code as a message names it: "cudaError 9" (the api's words; "error 9" without one)."""
+        return self.api.code_text(code) if self.api is not None else f"error {code}"
+
+    def _coded(self, code: int) -> str:
+        """An error code as a message ends with it: "(cudaError 9)"."""
+        return f"({self._code_text(code)})"

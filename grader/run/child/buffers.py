@@ -9,8 +9,8 @@ import ctypes
 import mmap
 import os
 
-from grader.run.child.backends import Region, libc
 from grader.core.contract import Buffer, CaseJob, Output
+from grader.run.child.backends import Region, libc
 
 
 class InputFiles:

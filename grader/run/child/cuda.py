@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import random
 
+from grader.core.backend import Api, Backend
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region
 
 
@@ -29,13 +30,24 @@ class CudaBackend(ChildBackend):
         if job.library:
             raise ValueError("a GPU job with a submission is recorded, then replayed (role record, then replay): "
                              "its library's launches record and never run")
-        return cls(job.reference_library)
+        return cls(job.reference_library, api=job.backend.api)
 
-    def __init__(self, reference_lib: str, layout_seed: int = 0):
+    @classmethod
+    def open_context(cls, backend: Backend) -> None:
+        """The device's primary context, created now rather than at the first check: the reference
+        library's runtime (and torch, where loaded) use this same context. The driver starts its own
+        threads here (one runs host callbacks): a process that runs submission host code makes it
+        behind its wall."""
+        driver = ctypes.CDLL(backend.driver_library)
+        ctx, dev = ctypes.c_void_p(), ctypes.c_int()
+        if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+
+    def __init__(self, reference_lib: str, layout_seed: int = 0, *, api: Api | None = None):
         """layout_seed: where this run's buffers lie. Not 0: a random amount of device memory is
         held first, and every buffer starts a random multiple of 256 bytes into its allocation, so
         that a kernel cannot find a buffer of an earlier run (or a stash of its own) where it was."""
-        super().__init__(reference_lib)
+        super().__init__(reference_lib, api=api)
         rt = self.ref
         vp, sz = ctypes.c_void_p, ctypes.c_size_t
         for fn, args in (("init", []), ("malloc", [ctypes.POINTER(vp), sz]), ("free", [vp]),
@@ -75,7 +87,7 @@ class CudaBackend(ChildBackend):
     def _call(self, fn: str, *args) -> None:
         code = getattr(self.ref, f"grader_rt_{fn}")(*args)
         if code:
-            raise RuntimeError(f"CUDA {fn} failed: {self.error_string(code)} (cudaError {code})")
+            raise RuntimeError(f"CUDA {fn} failed: {self.error_string(code)} {self._coded(code)}")
 
     def error_string(self, code: int) -> str:
         return self.ref.grader_rt_error_string(code).decode(errors="replace")

@@ -9,6 +9,7 @@ import ctypes
 import mmap
 import struct
 
+from grader.core.backend import Api
 from grader.core.contract import Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
@@ -45,10 +46,10 @@ class EmulatorBackend(ChildBackend):
 
     @classmethod
     def from_job(cls, job):
-        return cls(job.reference_library, threads=job.emulator_threads)
+        return cls(job.reference_library, threads=job.emulator_threads, api=job.backend.api)
 
-    def __init__(self, reference_lib: str, threads: int = 0):
-        super().__init__(reference_lib)
+    def __init__(self, reference_lib: str, threads: int = 0, *, api: Api | None = None):
+        super().__init__(reference_lib, api=api)
         self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
@@ -177,7 +178,8 @@ class EmulatorBackend(ChildBackend):
             op = RecordedOp(kind=_KINDS.get(o.kind, "copy"), dst=o.dst, src=o.src, nbytes=o.nbytes, value=o.value,
                             direction=_DIRECTIONS.get(o.direction, ""), call=o.call.decode(errors="replace"),
                             error="over_workspace" if o.refused == 2 else "")
-            problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self.workspace_cap) or (
+            problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self.workspace_cap,
+                                        api=self.api) or (
                 f"your launcher's {op.call or op.kind} touched memory the grader did not give it")
             raise Refused(f"{problem} (in the call for {case})")
 

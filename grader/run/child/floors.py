@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import itertools
 
+from grader.core.contract import CalibrationFrame, CaseJob, FloorPlacement, Job, TimingJob
 from grader.run.child.backends import Region
 from grader.run.child.buffers import allocate
-from grader.core.contract import CalibrationFrame, CaseJob, FloorPlacement, Job, TimingJob
 
 
 def timed(backend, fn, start: int, end: int) -> None:
@@ -38,7 +38,7 @@ def floor_copies(backend, cfg: TimingJob, sets: list[CaseJob] = (), allocated: l
     if cfg.floor_placement is FloorPlacement.SUBMISSION:
         # The sources are the sets' inputs, checksummed as such; the destinations are outputs,
         # poisoned before each of the submission's launches: nothing more for Untouched to watch.
-        pairs, own = [_largest_pair(cj, views, n) for cj, (views, _) in zip(sets, allocated)], []
+        pairs, own = [_largest_pair(cj, views, n) for cj, (views, _) in zip(sets, allocated, strict=False)], []
     else:
         own = []
         for i in range(max(cfg.floor_buffers, 1)):

@@ -39,8 +39,8 @@ import os
 import sys
 import time
 
-from grader.core.fswall import (IOCTL_DEV, REFER, TRUNCATE, Confinement, Rules, base_rules, confine as _wall,
-                                every_right, landlock_abi, under)
+from grader.core.fswall import IOCTL_DEV, REFER, TRUNCATE, Confinement, Rules, base_rules, every_right, landlock_abi, under
+from grader.core.fswall import confine as _wall
 
 __all__ = ["Confinement", "IOCTL_DEV", "REFER", "TRUNCATE", "confine", "every_right", "landlock_abi", "plan"]
 

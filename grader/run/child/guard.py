@@ -178,9 +178,9 @@ class Guard:
         code = self.lib.grader_guard_install(mode, report_fd, os.getpid())
         ms = round((time.perf_counter() - start) * 1000, 3)
         if code == 0:
-            return GuardStatus(True, "seccomp filter" + {AUDIT: " (audit mode)", PROFILE: " (profile mode: the profiler's socket and files)",
-                                                         OFFLINE: " (no GPU: no driver call)"}
-                               .get(mode, ""), length, ms)
+            said = {AUDIT: " (audit mode)", PROFILE: " (profile mode: the profiler's socket and files)",
+                    OFFLINE: " (no GPU: no driver call)"}.get(mode, "")
+            return GuardStatus(True, "seccomp filter" + said, length, ms)
         step = _STEPS.get(-code // 1000 * 1000, "install")
         err = -code % 1000
         why = os.strerror(err) if step not in ("thread sync", "filter length") and err else f"code {code}"

@@ -15,12 +15,25 @@ from __future__ import annotations
 
 import ctypes
 
+from grader.core.backend import Backend
+from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
-from grader.run.child.replay import (call_outputs, call_sizes, call_spans, malformed, Param, recording_stand_ins,
-                                     Refused, relocate, relocate_address, STREAM_KINDS, stream_op_problem,
-                                     workspace_name, workspaces)
-from grader.core.contract import POISON_BITS, Call, LaunchRecord, RecordedOp, ReplayPart
+from grader.run.child.replay import (
+    STREAM_KINDS,
+    Param,
+    Refused,
+    call_outputs,
+    call_sizes,
+    call_spans,
+    malformed,
+    recording_stand_ins,
+    relocate,
+    relocate_address,
+    stream_op_problem,
+    workspace_name,
+    workspaces,
+)
 
 CUDA_ERROR_INVALID_VALUE = 1
 
@@ -66,21 +79,21 @@ class ReplayBackend(CudaBackend):
     def from_job(cls, job):
         every = job.cases + job.timed_cases + job.verify_cases + job.baseline_cases
         return cls(job.reference_library, part=job.replay, sizes=call_sizes(every), outputs=call_outputs(every),
-                   workspace_cap=job.limits.workspace_bytes, driver_library=job.backend.driver_library)
+                   workspace_cap=job.limits.workspace_bytes, backend=job.backend)
 
     def __init__(self, reference_lib: str, *, part: ReplayPart, sizes: dict[str, dict[str, int]],
                  outputs: dict[str, set[str]] | None = None, workspace_cap: int = 256 << 20,
-                 driver_library: str):
+                 backend: Backend):
         """part: the recording and the device code (its fatbinaries' files are read now, before the
         wall; device_heap: its heap is poisoned and counted every call); sizes: for each call's key,
         the bytes of each tensor the call passes (what an address may point into); outputs: for each
         call's key, the tensors it may write; workspace_cap: the bytes the launcher may allocate;
-        driver_library: the backend's driver, whose entry points the replay calls."""
+        backend: the job's, whose driver's entry points the replay calls and whose api names the calls."""
         forged = malformed(part.recording)      # before anything here reads it (load_submission asks again)
         if forged:
             raise Refused(forged)
-        super().__init__(reference_lib, part.layout_seed)
-        self.driver = Driver(driver_library)
+        super().__init__(reference_lib, part.layout_seed, api=backend.api)
+        self.driver = Driver(backend.driver_library)
         self._images = []
         for path in part.device_code:
             with open(path, "rb") as f:
@@ -233,7 +246,8 @@ class ReplayBackend(CudaBackend):
                         relocate(args, kernel.params, stand_ins, {n: 0 for n in stand_ins}, kernel=op.kernel, case=key)
 
     def _check_stream_op(self, op: RecordedOp, spans, case: str) -> None:
-        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self._workspace_cap)
+        problem = stream_op_problem(op, spans, who="your launcher", workspace_cap=self._workspace_cap,
+                                    api=self.api)
         if problem:
             raise Refused(f"{problem} (in the call for {case})")
         if op.kind == "symbol":

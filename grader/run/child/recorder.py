@@ -20,10 +20,11 @@ from __future__ import annotations
 import ctypes
 import time
 
+from grader.core.backend import Api
+from grader.core.contract import Call, RecordedOp, Recording
 from grader.run.child.backends import LaunchOutcome, Region
 from grader.run.child.cuda import CudaBackend
 from grader.run.child.replay import StandIns, refused_from_a_thread
-from grader.core.contract import Call, RecordedOp, Recording
 
 _KINDS = {1: "launch", 2: "cooperative", 3: "attribute", 4: "cache_config", 5: "memset", 6: "copy", 7: "symbol",
           8: "alloc", 9: "free", 10: "launch_attributes"}
@@ -65,11 +66,11 @@ class RecordingBackend(CudaBackend):
     @classmethod
     def from_job(cls, job):
         if job.offline:
-            return OfflineRecordingBackend(job.offline.kernel_params)
-        return cls(job.reference_library)
+            return OfflineRecordingBackend(job.offline.kernel_params, api=job.backend.api)
+        return cls(job.reference_library, api=job.backend.api)
 
-    def __init__(self, reference_lib: str):
-        super().__init__(reference_lib)
+    def __init__(self, reference_lib: str, *, api: Api | None = None):
+        super().__init__(reference_lib, api=api)
         self._start_recording()
 
     def _start_recording(self) -> None:
@@ -205,13 +206,8 @@ class RecordingBackend(CudaBackend):
         self.recording.late.extend(self._decode(*self._take()))
         return self.recording
 
-    @staticmethod
-    def _error_code(outcome: LaunchOutcome) -> int:
-        text = outcome.error.rsplit("(cudaError ", 1)
-        try:
-            return int(text[1].rstrip(")")) if len(text) == 2 else -1
-        except ValueError:
-            return -1
+    def _error_code(self, outcome: LaunchOutcome) -> int:
+        return self.api.code_in(outcome.error) if self.api is not None else -1
 
     @staticmethod
     def _index(index: dict, items: list, key: tuple, value) -> int:
@@ -249,8 +245,7 @@ class RecordingBackend(CudaBackend):
             self._held = held_ops, held_args
         return held_ops, held_args
 
-    @staticmethod
-    def _decode(raw_ops: bytes, raw: bytes) -> list[RecordedOp]:
+    def _decode(self, raw_ops: bytes, raw: bytes) -> list[RecordedOp]:
         size = ctypes.sizeof(_RecordedOp)
         out = []
         for at in range(0, len(raw_ops), size):
@@ -262,7 +257,7 @@ class RecordingBackend(CudaBackend):
                 block=list(o.block), shared_bytes=o.shared_bytes, stream=_STREAMS.get(o.stream, "other"),
                 thread=_THREADS.get(o.thread, "other"), attribute=o.attribute, value=o.value,
                 args=raw[o.arg_at: o.arg_at + o.arg_bytes].hex(),
-                error=_ERRORS.get(o.error, f"cudaError {o.error}") if o.error else "",
+                error=_ERRORS.get(o.error, self._code_text(o.error)) if o.error else "",
                 dst=o.dst, src=o.src, nbytes=o.nbytes, direction=_DIRECTIONS.get(o.direction, ""),
                 call=o.call.decode(errors="replace")))
         return out
@@ -276,7 +271,8 @@ class OfflineRecordingBackend(RecordingBackend):
     and from each kernel's parameter layout (kernel_params, read by the parent from the device
     code); a launcher that asks for more ends it with NEEDS_GPU_EXIT."""
 
-    def __init__(self, kernel_params: dict[str, list[list[int]]]):
+    def __init__(self, kernel_params: dict[str, list[list[int]]], *, api: Api | None = None):
+        self.api = api
         self.ref = None
         self.sub = None
         self._layout = None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
+from grader.core.backend import Api
 
 # Stand-in buffers live here: far above any integer a launcher passes, below where the CUDA driver
 # maps device memory on Linux x86-64, each in a slot of its own, 2 MiB aligned (as cudaMalloc's
@@ -309,24 +310,38 @@ def _mib(nbytes: int) -> str:
     return f"{nbytes / 2**20:.1f} MiB"
 
 
-def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: int) -> str | None:
+def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: int, api: Api) -> str | None:
     """Why the replay will not reproduce this memset, copy, symbol copy, allocation or free, in
     the student's terms, or None. op: a RecordedOp; spans: the call's (None: judge only what
-    needs no addresses, as the parent does before the measuring process starts)."""
+    needs no addresses, as the parent does before the measuring process starts); api: the runtime
+    the launcher called (its Backend's), whose allocation a message names."""
     forged = _op_problem(op)                # a claim: held to the recorder's own form first
     if forged:
         return FORGED.format(what=forged)
-    call = op.call or op.kind
-    outs = ", ".join(s.name for s in spans or [] if s.writable and not s.name.startswith("your workspace"))
     if op.kind == "alloc":
         if op.error == "over_workspace":
-            return (f"{who} asked {call} for {_mib(op.nbytes)} more than the {_mib(workspace_cap)} of workspace this "
-                    "exercise allows over all calls (limits.workspace_mib): allocate once, and no more than the "
-                    "shape needs.")
+            return (f"{who} asked {op.call or op.kind} for {_mib(op.nbytes)} more than the {_mib(workspace_cap)} of "
+                    "workspace this exercise allows over all calls (limits.workspace_mib): allocate once, and no more "
+                    "than the shape needs.")
         return None
+    problem = _recorded_problem(op, who, api)
+    if problem or spans is None:
+        return problem
+    if op.kind == "free":
+        if _inside([s for s in spans if s.name.startswith("your workspace")], op.dst, 0) is None:
+            return (f"{who} called {op.call or op.kind} on memory it did not allocate (a buffer the grader owns, or "
+                    f"none): free only what your launcher allocated with {api.allocate}.")
+        return None
+    return _address_problem(op, spans, who)
+
+
+def _recorded_problem(op, who: str, api: Api) -> str | None:
+    """What the recorder already found wrong with a memset, copy or free (its error), or a copy to
+    the host: refused whatever the call's buffers are."""
+    call = op.call or op.kind
     if op.error == "unknown_address":
         return (f"{who} gave {call} device memory that is neither a buffer the grader passed nor one your launcher "
-                "allocated with cudaMalloc: use only those.")
+                f"allocated with {api.allocate}: use only those.")
     if op.error == "unknown_symbol":
         return f"{who} called {call} on a variable that is not a __device__ or __constant__ variable of your file."
     if op.error == "recording_too_large":
@@ -341,15 +356,15 @@ def stream_op_problem(op, spans: list[Span] | None, *, who: str, workspace_cap: 
                 "launcher's work from a recording, made before any data exists, so nothing read back to the host "
                 "can be used: compute on the device (a thrust call that returns a value, such as thrust::reduce, "
                 "copies it to the host; reduce into the output with cub::DeviceReduce instead).")
-    if spans is None:
-        return None
-    if op.kind == "free":
-        if _inside([s for s in spans if s.name.startswith("your workspace")], op.dst, 0) is None:
-            return (f"{who} called {call} on memory it did not allocate (a buffer the grader owns, or none): free "
-                    "only what your launcher allocated with cudaMalloc.")
-        return None
-    writes = op.kind in ("memset", "copy")
-    if writes:
+    return None
+
+
+def _address_problem(op, spans: list[Span], who: str) -> str | None:
+    """A memset's or copy's destination, or a copy's source, outside the call's buffers (or an input
+    written), in the student's terms; None where every address lies where it may."""
+    call = op.call or op.kind
+    outs = ", ".join(s.name for s in spans if s.writable and not s.name.startswith("your workspace"))
+    if op.kind in ("memset", "copy"):
         target = _inside(spans, op.dst, op.nbytes)
         if target is None:
             return (f"{who} called {call} on {op.nbytes} bytes that lie outside every buffer the grader passed to "

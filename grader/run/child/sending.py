@@ -7,8 +7,8 @@ Imports only run/ and core/ (the protocol, the job, the child backends' Region).
 
 from __future__ import annotations
 
-from grader.run import protocol
 from grader.core.contract import Job
+from grader.run import protocol
 from grader.run.child.backends import Region
 
 SHARED_FROM = 1 << 20       # payloads this large go through the shared area; smaller ones, the pipe

@@ -34,15 +34,14 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from grader.core.contract import BaselineTimingFrame, CaseFrame, CaseJob, FloorPlacement, Job, TimingFrame
+from grader.core.stats import fraction_interval, median
 from grader.run import protocol
 from grader.run.child.backends import Region
 from grader.run.child.baseline import as_torch
 from grader.run.child.buffers import allocate, output_meta
 from grader.run.child.floors import check, fixed_rounds, floor_copies, l2_flush, timed
 from grader.run.child.watch import OutputSums, Untouched
-from grader.core.contract import (BaselineTimingFrame, CaseFrame, CaseJob, FloorPlacement, Job,
-                                  TimingFrame)
-from grader.core.stats import fraction_interval, median
 
 BATCH = 10    # rounds between two looks at the stopping rule
 VERIFY_CALLS = 4        # untimed calls of each set after the sampling, each output checksummed
@@ -67,11 +66,10 @@ def run_timing(backend, job: Job, files, sender) -> float:
                                     holds_timed_out=t.holds_timed_out))
     if t.baseline is not None:
         for cj in job.baseline_cases:
-            _time_against_baseline(backend, cj, t.baseline, t.cfg.baseline_rounds, t.pad, files, t.flush,
-                                   sender.channel)
+            _time_against_baseline(t, cj, files, sender.channel)
     sampled = time.perf_counter()
     # Each set's last output: the parent verifies the timed shape with it.
-    for cj, (_, fulls), outs in zip(t.sets, t.allocated, t.outputs):
+    for cj, (_, fulls), outs in zip(t.sets, t.allocated, t.outputs, strict=False):
         _send_outputs(backend, sender, cj, fulls, outs, t.pad)
     return sampled
 
@@ -285,12 +283,12 @@ def _baseline_gap(baseline, cj: CaseJob, views: dict[str, Region]) -> float:
     return float((ours - theirs).abs().max()) if theirs.numel() else 0.0
 
 
-def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int, files, flush,
-                           channel: protocol.Channel) -> None:
+def _time_against_baseline(t: _Timing, cj: CaseJob, files, channel: protocol.Channel) -> None:
     """The submission and the PyTorch baseline at one more shape: a fixed number of interleaved
-    rounds, the L2 flushed before each launch, the output reset before each of the submission's."""
-
-    views, _ = allocate(backend, cj, pad, files)
+    rounds (the timing's baseline_rounds), the L2 flushed before each launch (with the timing's
+    flush buffer), the output reset before each of the submission's."""
+    backend, baseline = t.backend, t.baseline
+    views, _ = allocate(backend, cj, t.pad, files)
     outs = [b for b in cj.buffers if b.role == "out" and not b.chain]
 
     def submission():
@@ -303,10 +301,10 @@ def _time_against_baseline(backend, cj: CaseJob, baseline, rounds: int, pad: int
             backend.reinit(views[b.name], b.init)
         if name == "submission":
             backend.prepare_call()
-        backend.fill(flush, round_ + 1)
+        backend.fill(t.flush, round_ + 1)
 
     samples = fixed_rounds(backend, {"submission": submission, "baseline": lambda: baseline(views)},
-                            rounds=rounds, warmup=5, before=before)
+                            rounds=t.cfg.baseline_rounds, warmup=5, before=before)
     channel.send(BaselineTimingFrame(cj.name, samples))
 
 

@@ -16,8 +16,8 @@ import sys
 import time
 from typing import Callable
 
-from grader.core.contract import ChildSandbox, GuardMode, Job, Limits, Role
 from grader.core import cgroups
+from grader.core.contract import ChildSandbox, GuardMode, Job, Limits, Role
 from grader.core.limits import clamp, spread_threads
 from grader.core.locations import PACKAGE_DIR
 from grader.run.child import fswall, guard

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ctypes
 
-from grader.run.child.backends import Region
 from grader.core.contract import CaseJob
+from grader.run.child.backends import Region
 
 # A sampled round's output is checksummed with this chance, the rounds drawn from the measuring
 # process's own seed (never shown to the recorder): a checksum after every timed launch, though
@@ -24,7 +24,7 @@ class Untouched:
 
     def __init__(self, backend, sets: list[CaseJob], allocated, copies: dict):
         self.backend = backend
-        self.named = [(f"{b.name} ({cj.name})", views[b.name]) for cj, (views, _) in zip(sets, allocated)
+        self.named = [(f"{b.name} ({cj.name})", views[b.name]) for cj, (views, _) in zip(sets, allocated, strict=False)
                       for b in cj.buffers if b.role == "in" and b.floats]
         self.pairs = copies.pairs
         self.before = backend.checksums([r for _, r in self.named] + [src for src, _ in self.pairs])
@@ -36,7 +36,7 @@ class Untouched:
         srcs = [src for src, _ in self.pairs]
         now = self.backend.checksums([r for _, r in self.named] + srcs + [dst for _, dst in self.pairs])
         n = len(self.named)
-        changed = [name for (name, _), a, b in zip(self.named, self.before, now) if a != b]
+        changed = [name for (name, _), a, b in zip(self.named, self.before, now, strict=False) if a != b]
         pairs = len(self.pairs)
         for i in range(pairs):
             if self.before[n + i] != now[n + i]:
@@ -53,7 +53,7 @@ class OutputSums:
 
     def __init__(self, backend, sets: list[CaseJob], allocated, outputs, most: int):
         self.backend = backend
-        self.fulls = [[(b.name, fulls[b.name]) for b in outs] for (_, fulls), outs in zip(allocated, outputs)]
+        self.fulls = [[(b.name, fulls[b.name]) for b in outs] for (_, fulls), outs in zip(allocated, outputs, strict=False)]
         self.names = [cj.name for cj in sets]
         self.most = most
         self.slots = [[backend.kept(2 * most) for _ in outs] for outs in self.fulls]
@@ -67,7 +67,7 @@ class OutputSums:
     def take(self, k: int) -> None:
         if self.count[k] >= self.most:
             return
-        for (_, full), slots in zip(self.fulls[k], self.slots[k]):
+        for (_, full), slots in zip(self.fulls[k], self.slots[k], strict=False):
             self.backend.checksum_into(full, slots, self.count[k])
         self.count[k] += 1
 
@@ -75,9 +75,9 @@ class OutputSums:
         if not self.backend.measures:
             return {}
         out: dict = {}
-        for name, fulls, slots, count in zip(self.names, self.fulls, self.slots, self.count):
+        for name, fulls, slots, count in zip(self.names, self.fulls, self.slots, self.count, strict=False):
             per = {}
-            for (output, _), slot in zip(fulls, slots):
+            for (output, _), slot in zip(fulls, slots, strict=False):
                 host = ctypes.create_string_buffer(8 * count)
                 self.backend.read_into(Region(slot.ptr, 2 * count), ctypes.addressof(host))
                 per[output] = list(memoryview(host.raw).cast("Q"))

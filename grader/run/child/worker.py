@@ -32,19 +32,29 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 
 T0 = time.perf_counter()
 
-from grader.run import protocol  # noqa: E402
 from grader.core import stats  # noqa: E402 - imports numpy only where the stopping rule first runs
-from grader.core.contract import (CaseFrame, CaseJob, DoneFrame, FatalFrame, HelloFrame,  # noqa: E402
-                                  Job, RecordingFrame, RefusedFrame, Role)
 from grader.core.backend import Backend, named  # noqa: E402
+from grader.core.contract import (  # noqa: E402
+    CaseFrame,
+    CaseJob,
+    DoneFrame,
+    FatalFrame,
+    HelloFrame,
+    Job,
+    RecordingFrame,
+    RefusedFrame,
+    Role,
+)
+from grader.run import protocol  # noqa: E402
 from grader.run.child.backends import count_differences  # noqa: E402
 from grader.run.child.buffers import InputFiles, allocate, output_meta  # noqa: E402,F401 - the cases' buffers
+from grader.run.child.floors import run_calibration  # noqa: E402
 from grader.run.child.replay import Refused  # noqa: E402 - the measuring process refuses a recording
 from grader.run.child.sending import NullSender, Sender, Unheard, map_ahead  # noqa: E402
-from grader.run.child.floors import run_calibration  # noqa: E402
 from grader.run.child.timing import run_timing  # noqa: E402
 from grader.run.child.walls import Unwalled, behind_the_wall, charge_before_the_cap  # noqa: E402
 
@@ -72,7 +82,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     frame.ok = True
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
     repeat = backend.repeats_checks and not job.order_exact and not cj.timed
-    second_fulls = _second_run(backend, cj, views, fulls, mine, pad, frame, reverse_check) \
+    second_fulls = _second_run(backend, _Launched(cj, views, fulls, mine, pad), frame, reverse_check) \
         if reverse_check or repeat else {}
     sent = {b.name: fulls[b.name] for b in mine}
     if cj.chain is not None:
@@ -82,7 +92,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
             sent.update({b.name: fulls[b.name] for b in cj.buffers if b.role == "out" and b.chain})
         else:
             frame.chain_error = res.error
-    frame.clobbered = [n for n, a, b in zip(kept, kept_sums, backend.checksums([views[n] for n in kept])) if a != b]
+    frame.clobbered = [n for n, a, b in zip(kept, kept_sums, backend.checksums([views[n] for n in kept]), strict=False) if a != b]
     frame.outputs = output_meta(sent, pad)
     regions = list(sent.values())
     if second_fulls and not job.order_exact:
@@ -93,19 +103,30 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
     return True
 
 
-def _second_run(backend, cj: CaseJob, views: dict, fulls: dict, mine: list, pad: int, frame: CaseFrame,
-                reverse: bool) -> dict:
+@dataclass(frozen=True)
+class _Launched:
+    """A case whose launch ran: its buffers (the views the kernel saw, the padded fulls around
+    them), the outputs it wrote, and their guard's floats."""
+
+    cj: CaseJob
+    views: dict
+    fulls: dict
+    outputs: list
+    pad: int
+
+
+def _second_run(backend, ran: _Launched, frame: CaseFrame, reverse: bool) -> dict:
     """The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
     reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes. Any
     difference, bit for bit, is a race or a missing barrier; where the exercise lets a sum's order
     vary, the parent compares the values within the tolerance instead. What it found goes into
     frame; returns the second run's outputs (none when it failed)."""
-    second_fulls, views2 = {}, dict(views)
-    for b in mine:
-        second_fulls[b.name], views2[b.name] = backend.output(b.floats, pad, b.name, b.init)
+    second_fulls, views2 = {}, dict(ran.views)
+    for b in ran.outputs:
+        second_fulls[b.name], views2[b.name] = backend.output(b.floats, ran.pad, b.name, b.init)
     backend.set_reverse(reverse)
     backend.prepare_call()
-    second = backend.launch_submission(cj.launch, views2)
+    second = backend.launch_submission(ran.cj.launch, views2)
     if second.ok:
         second = backend.synchronize()
     backend.set_reverse(False)
@@ -113,7 +134,8 @@ def _second_run(backend, cj: CaseJob, views: dict, fulls: dict, mine: list, pad:
     if not second.ok:
         frame.second_error, frame.second_fault = second.error, second.fault
         return {}
-    differs = sum(count_differences(backend.read(fulls[b.name]), backend.read(second_fulls[b.name])) for b in mine)
+    differs = sum(count_differences(backend.read(ran.fulls[b.name]), backend.read(second_fulls[b.name]))
+                  for b in ran.outputs)
     frame.second_differs, frame.second_diff_count = differs > 0, differs
     return second_fulls
 
@@ -132,7 +154,7 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool 
     False: the recorder without a GPU, which never opens the device. context False: the recorder on
     the GPU, whose context is made behind its wall (walls.behind_the_wall)."""
     # numpy (the stopping rule's bootstrap, grader/core/stats.py) imported beside the driver's start:
-    # ctypes lets go of the interpreter while cuInit runs.
+    # ctypes lets go of the interpreter while the driver starts.
     # numpy.random by name: numpy imports it lazily, on first use, which inside the wall is a blocked openat
     # The recorder without a GPU runs no stopping rule (its rounds run to max_samples) and never
     # imports numpy: its start was the longer for it (0.13 to 0.26 s of a warm grade's wait for it).
@@ -140,7 +162,7 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool 
     if gpu:
         numpy_import.start()
     if backend.on_gpu and gpu and context:
-        primary_context(backend.driver_library)
+        _child_class(backend.child.run).open_context(backend)     # CudaBackend's: the device's primary context
         if with_torch:
             import torch  # noqa: PLC0415 - only where a baseline is timed: its import takes 2 to 3.5 s
 
@@ -153,17 +175,6 @@ def preload(backend: Backend, with_torch: bool, gpu: bool = True, context: bool 
         stats.fraction_interval([1.0, 2.0, 3.0], [2.0, 3.0, 4.0], resamples=4)
     for module in backend.child.modules():      # the classes its roles run (the recorder's, the replay's)
         importlib.import_module(module)
-
-
-def primary_context(driver_library: str) -> None:
-    """The device's primary context, created now rather than at the first check: the reference
-    library's runtime (and torch, where loaded) use this same context. The driver starts its own
-    threads here (one runs host callbacks): a process that runs submission host code makes it
-    behind its wall."""
-    driver = ctypes.CDLL(driver_library)
-    ctx, dev = ctypes.c_void_p(), ctypes.c_int()
-    if driver.cuInit(0) == 0 and driver.cuDeviceGet(ctypes.byref(dev), 0) == 0:
-        driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
 
 
 def place_descriptors(fds: list[int]) -> dict[int, int]:
@@ -190,7 +201,7 @@ def place_descriptors(fds: list[int]) -> dict[int, int]:
         except OSError:
             copies.append(None)
     placed = {}
-    for at, (fd, copy) in enumerate(zip(fds, copies), start=3):
+    for at, (fd, copy) in enumerate(zip(fds, copies, strict=False), start=3):
         if copy is None:
             continue
         if at not in fds and held(at):
@@ -342,6 +353,12 @@ def _say_ready(ready_fd: int) -> None:
     os.close(ready_fd)
 
 
+def _child_class(path: str):
+    """The class a Backend's ChildClasses names ("module:Class")."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def _backend_for(job: Job):
     """The class the job's backend names for its role (core/backend.py's Backend.child), built from
     the job: the recorder's, the measuring process's, the grader's own kernels on a GPU
@@ -349,8 +366,7 @@ def _backend_for(job: Job):
     path = getattr(job.backend.child, job.role.value)
     if not path:
         raise ValueError(f"the {job.backend.name} backend has no child for the {job.role.value} role")
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name).from_job(job)
+    return _child_class(path).from_job(job)
 
 
 
