@@ -328,6 +328,7 @@ class OwnMemory:
 
     def __init__(self, version: str, limit_fds: list[int], usage_fd: int):
         self.version, self._limits, self._usage = version, limit_fds, usage_fd
+        self.holding = False            # its limit set (limit()): every page of the child counted, a memfd's too
 
     @classmethod
     def find(cls) -> OwnMemory | None:
@@ -372,6 +373,7 @@ class OwnMemory:
             try:
                 for fd in order:
                     os.pwrite(fd, value, 0)
+                self.holding = True
                 return True
             except OSError:
                 continue
