@@ -149,6 +149,12 @@ class Group:
     def __post_init__(self) -> None:
         self._procs = [os.path.join(f, "cgroup.procs") for f in dict.fromkeys(self.folders.values())]
 
+    @property
+    def procs(self) -> tuple[str, ...]:
+        """Its cgroup.procs files, one a hierarchy: a process joins by writing 0 to each (attach_self,
+        or the launcher: core/view.Entry)."""
+        return tuple(self._procs)
+
     def attach_self(self) -> None:
         """Between fork and exec: this process into the group (writing 0 moves the writer)."""
         for path in self._procs:

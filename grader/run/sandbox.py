@@ -24,14 +24,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from grader.core import folders
-from grader.core.view import View
-from grader.core.environment import contract_environment
-from grader.run import groups, protocol, spawn, streams
-from grader.run.streams import CappedOutput
-from grader.core import processes
-from grader.run.child.guard import Blocked, parse_reports
+from grader.core import folders, processes
 from grader.core.backend import Backend
+from grader.core.environment import contract_environment
+from grader.core.view import View
+from grader.run import groups, protocol, spawn, streams
+from grader.run.child.guard import Blocked, parse_reports
+from grader.run.streams import CappedOutput
 
 if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/early.py)
     from grader.core.contract import Job
@@ -66,11 +65,14 @@ def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool)
 
 
 def _view_said(said: tuple[int, int]) -> tuple[str, str]:
-    """What the child's entry into its view said (spawn.enter_view), in result.json's words: (its
-    root, its process numbers)."""
+    """What the child's entry into its view said (the launcher: spawn.in_view), in result.json's
+    words: (its root, its process numbers)."""
     os.close(said[1])
     with os.fdopen(said[0], "rb") as f:
-        return View.said(f.read(500).decode(errors="replace"))
+        text = f.read(500).decode(errors="replace")
+    root, pids = View.said(text)
+    failed = View.failed(text)                 # the child never started: its death says the rest
+    return (f"{root}; then the launcher could not go on ({failed})" if failed else root), pids
 
 
 def _child_environment(backend: Backend, device: str | None, *, home: str, torch: bool) -> dict[str, str]:
@@ -126,20 +128,21 @@ class Worker:
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
-        self.proc = subprocess.Popen(
+        args, view_fds = spawn.in_view(view, said[1] if said else None, [
             # Without torch the child needs nothing of site-packages: -S spares it the site
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
-            [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
-             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
+            *(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
+            str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
             + (["nogpu"] if backend.on_gpu and not gpu else [])
             + (["walledgpu"] if self.gpu and recorder else [])
-            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
+            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []))
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(write_fd, guard_write_fd, ready_write_fd, *view_fds)
+            + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
             preexec_fn=lambda: spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
-                                                     else spawn.BESIDE_THE_LANE_NICE, self.group,
-                                                     view=view, said_to=said[1] if said else None),
+                                                     else spawn.BESIDE_THE_LANE_NICE, self.group),
         )
         self.root, self.pids = _view_said(said) if said is not None else ("", "")
         os.close(write_fd)

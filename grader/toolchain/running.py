@@ -17,7 +17,9 @@ What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS
 counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
 children do. Its environment is the contract's (core/environment.py), never the grader's; its root
-and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the kernel has no Landlock the build runs without the wall, says so
+and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX), entered
+with the rest of its contract by the launcher (core/view.Entry). Where the kernel has no Landlock
+the build runs without the wall, says so
 (`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
 """
 
@@ -27,20 +29,20 @@ import contextlib
 import os
 import re
 import resource
+import select
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
-from grader.core import cgroups, fswall, folders, processes
+from grader.core import cgroups, folders, fswall, processes
 from grader.core.environment import contract_environment
-from grader.core.view import View
 from grader.core.errors import InfrastructureError
-from grader.core.limits import set_clamped
-from grader.core.processes import set_death_signal
+from grader.core.limits import clamp
+from grader.core.view import Entry, View
 from grader.toolchain import tools
 
 
@@ -212,22 +214,28 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     nproc = None if group is not None else processes.tasks_of_user(_build_uid()) + BUILD_PIDS
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", cwd=room.path, env=env,
-                                preexec_fn=_entering(limits, view, ruleset, seen[1], group, nproc))
+        entry = _entry(limits, view, ruleset, seen[1], group, nproc)
+        proc = subprocess.Popen(entry.command(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace", cwd=room.path, env=env,
+                                pass_fds=entry.fds)
     except (OSError, subprocess.SubprocessError) as exc:
         ruleset.close()
         _close(seen)
         if group is not None:
             group.remove()
-        raise InfrastructureError(f"{Path(args[0]).name} could not be started behind the build's wall ({exc}): check "
-                                  f"it runs (`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can "
-                                  "enter. Nothing was compiled; no student is graded for this.") from None
+        raise InfrastructureError(_not_started(args, exc)) from None
     os.close(seen[1])
     with os.fdopen(seen[0], "rb") as f:
         said = f.read(500).decode(errors="replace")
     root_detail, pids_detail = View.said(said)
     processes.started(proc.pid, proc)
+    if View.failed(said):                             # the launcher could not go on to the command
+        proc.communicate()
+        processes.ended(proc.pid)
+        ruleset.close()
+        if group is not None:
+            group.remove()
+        raise InfrastructureError(_not_started(args, View.failed(said)))
     try:
         done, over = _wait_build(proc, args, limits, group)
         timed_out = bool(over) and done.returncode == _TIMED_OUT
@@ -266,38 +274,28 @@ def _build_uid() -> int:
     return folders.NOBODY if os.geteuid() == 0 else os.geteuid()
 
 
-def _entering(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int,
-              group: cgroups.Group | None, nproc: int | None) -> Callable[[], None]:
-    """What the build's first process does before the command runs (preexec_fn, in the forked
-    child): a session, a priority and a control group of its own (group: the whole build's memory
-    and processes; else nproc, RLIMIT_NPROC), the memory and file-size caps, the view's root (what it
-    said written to said_to), nobody where the grader is root, and the wall."""
-    cap = limits.memory_mib * 1024 * 1024
-    file_cap = limits.file_mib * 1024 * 1024
+def _not_started(args: list[str], why: object) -> str:
+    return (f"{Path(args[0]).name} could not be started behind the build's wall ({why}): check it runs "
+            f"(`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can enter. Nothing was "
+            "compiled; no student is graded for this.")
+
+
+def _entry(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int,
+           group: cgroups.Group | None, nproc: int | None) -> Entry:
+    """What the build's first process has done before the command runs (core/view.Entry, by the
+    launcher: no Python between fork and exec): a session, a priority and a control group of its own
+    (group: the whole build's memory and processes; else nproc, RLIMIT_NPROC), the memory and
+    file-size caps (a larger file: SIGXFSZ in the compiler that writes it), the view's root (what it
+    said written to said_to), nobody where the grader is root, the death signal (the grader killed:
+    ninja ends its compilers), and the wall."""
+    caps = [(resource.RLIMIT_AS, limits.memory_mib << 20), (resource.RLIMIT_FSIZE, limits.file_mib << 20)]
+    if nproc is not None:
+        caps.append((resource.RLIMIT_NPROC, nproc))
     root = os.geteuid() == 0
-    uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
-
-    def preexec() -> None:
-        os.setsid()
-        if group is not None:
-            group.attach_self()                       # before ninja starts anything: every compiler is in it
-        os.nice(BUILD_NICE)
-        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
-        set_clamped(resource.RLIMIT_FSIZE, file_cap)  # a larger file: SIGXFSZ in the compiler that writes it
-        if nproc is not None:
-            set_clamped(resource.RLIMIT_NPROC, nproc)
-        said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
-        os.write(said_to, said.encode()[:500] or b"-")
-        if root:                                      # then nobody, as the children are
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers (after the
-        # change of user, which clears it)
-        if ruleset.ready and ruleset.restrict() != 0:
-            raise OSError("the build's file-system wall could not be applied")
-
-    return preexec
+    return Entry(groups=group.procs if group is not None else (), nice=BUILD_NICE,
+                 limits=tuple((kind, *clamp(kind, value)) for kind, value in caps), view=view, said_to=said_to,
+                 user=(folders.NOBODY, folders.NOBODY) if root else None, death_signal=signal.SIGTERM,
+                 ruleset_fd=ruleset.fd if ruleset.ready else -1)
 
 
 def _close(fds) -> None:
@@ -348,7 +346,7 @@ class BoundedOutput:
             reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)
-        self.proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        _exited(self.proc, None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._text("out"), self._text("err")
 
     def _text(self, name: str) -> str:
@@ -356,6 +354,25 @@ class BoundedOutput:
         cut = self.cut.get(name, 0)
         return text + (f"\n[the compiler printed {cut} more characters here; the grader kept the first {self.cap}]\n"
                        if cut else "")
+
+
+def _exited(proc: subprocess.Popen, timeout: float | None) -> None:
+    """proc.wait(timeout), woken by the process's end (a pidfd) rather than Popen.wait's polling, which
+    sleeps 0.5 ms, then 1, 2, 4... between looks: a build's ninja that ended 1 ms after its output did
+    was seen 2.5 ms late, more than the rest of its contract costs."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):                  # before Linux 5.3, or reaped already
+        proc.wait(timeout)
+        return
+    try:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        if not waiting.poll(None if timeout is None else int(timeout * 1000) + 1):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    proc.wait()
 
 
 _TIMED_OUT = -9          # the returncode _wait_build gives a build it stopped at its time limit
@@ -372,7 +389,7 @@ def _wait_build(proc: subprocess.Popen, args: list[str], limits: BuildLimits,
         end_build(proc)
         out, err = output.wait()
         if starved:
-            raise InfrastructureError(starved)
+            raise InfrastructureError(starved) from None
         why = (f"the build took longer than its limit of {limits.time_s:g} s"
                + (f", while running {stage}" if stage else "") + "; simplify the code (fewer unrolled iterations, "
                "fewer template instances) and submit again")
