@@ -424,8 +424,8 @@ SHARED_TAKES = {
                      "            if (p == (char*)MAP_FAILED) break;\n            memset(p, 1, chunk);", "memfd_create"),
     "a /dev/shm file": ("char name[64]; snprintf(name, sizeof name, \"/dev/shm/hog-%zu\", m);\n"
                         "            int fd = open(name, O_RDWR | O_CREAT, 0600);\n            if (fd < 0) break;\n"
-                        "            for (size_t w = 0; w < chunk; w += sizeof gPage) if (write(fd, gPage, sizeof gPage) < 0) break;",
-                        "/dev/shm/hog-0"),
+                        "            for (size_t w = 0; w < chunk; w += sizeof gPage)\n"
+                        "                if (write(fd, gPage, sizeof gPage) < 0) break;", "/dev/shm/hog-0"),
     "shm_open": ("char name[64]; snprintf(name, sizeof name, \"/hog-%zu\", m);\n"
                  "            int fd = shm_open(name, O_RDWR | O_CREAT, 0600);\n            if (fd < 0) break;\n"
                  "            for (size_t w = 0; w < chunk; w += sizeof gPage) if (write(fd, gPage, sizeof gPage) < 0) break;",

@@ -502,7 +502,8 @@ def test_a_build_started_by_an_ordinary_user_has_its_own_root_and_process_number
     os.chown(home, NOBODY, NOBODY)
     script = ("from grader.toolchain.running import BuildLimits, build_room, run_limited\n"
               "with build_room() as room:\n"
-              "    ran = run_limited(['/bin/sh', '-c', 'echo pid=$$; id -u; ls /root 2>&1; true'], BuildLimits(time_s=60), room)\n"
+              "    ran = run_limited(['/bin/sh', '-c', 'echo pid=$$; id -u; ls /root 2>&1; true'],\n"
+              "                      BuildLimits(time_s=60), room)\n"
               "import json; print(json.dumps([ran.proc.returncode, ran.proc.stdout, ran.wall]))\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "GRADER_CACHE_DIR": str(home / "cache"),
            "TMPDIR": str(home), "HOME": str(home)}
