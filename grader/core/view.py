@@ -169,7 +169,12 @@ def launcher() -> Path:
             sealed.say_healed("view launcher", problem)
         if problem:
             tmp = directory / "grader-launcher.tmp"
-            built = subprocess.run([cc, "-O2", "-o", str(tmp), str(LAUNCHER_SOURCE)], capture_output=True, text=True)
+            # static where the C library's archive is installed: no dynamic loader at each start (0.3 ms of CPU)
+            for flags in (["-static"], []):
+                built = subprocess.run([cc, "-O2", *flags, "-o", str(tmp), str(LAUNCHER_SOURCE)], capture_output=True,
+                                       text=True)
+                if built.returncode == 0:
+                    break
             if built.returncode != 0:
                 raise OSError(f"the grader's launcher (grader/core/view.c) did not build with {cc}: {built.stderr[-1000:]}")
             tmp.chmod(0o755)
