@@ -25,14 +25,15 @@ the build runs without the wall, says so
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import io
 import os
 import re
 import resource
 import select
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,36 +317,49 @@ OUTPUT_CAP_CHARS = 1 << 20
 class BoundedOutput:
     """A process's stdout and stderr read to their end (so that it never blocks on a full pipe), each
     kept to its first cap characters, and the rest counted and dropped: communicate() without the
-    memory. wait() is communicate's (raises subprocess.TimeoutExpired; may be called again after)."""
+    memory. wait() is communicate's (raises subprocess.TimeoutExpired; may be called again after).
+    Both are read in the calling thread as they come (poll), decoded as the process's text streams
+    are (newlines translated, undecodable bytes replaced): no reader threads to start a build."""
 
     def __init__(self, proc: subprocess.Popen, cap: int = OUTPUT_CAP_CHARS):
         self.proc, self.cap = proc, cap
         self.kept: dict[str, list[str]] = {}
         self.cut: dict[str, int] = {}
-        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True,
-                                         name=f"build-{name}")
-                        for name, stream in (("out", proc.stdout), ("err", proc.stderr)) if stream is not None]
-        for reader in self.readers:
-            reader.start()
+        self._held: dict[str, int] = {}
+        self._open: dict[int, tuple[str, io.IncrementalNewlineDecoder, object]] = {}
+        self._poll = select.poll()
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+            if stream is not None:
+                decoder = codecs.getincrementaldecoder(getattr(stream, "encoding", None) or "utf-8")(errors="replace")
+                self._open[stream.fileno()] = (name, io.IncrementalNewlineDecoder(decoder, translate=True), stream)
+                self.kept[name], self.cut[name], self._held[name] = [], 0, 0
+                self._poll.register(stream.fileno(), select.POLLIN)
 
-    def _read(self, name: str, stream) -> None:
-        kept, held, cut = self.kept.setdefault(name, []), 0, 0
-        with stream:
-            while chunk := stream.read(1 << 16):
-                room = self.cap - held
-                if room > 0:
-                    kept.append(chunk[:room])
-                    held += min(room, len(chunk))
-                cut += max(0, len(chunk) - max(room, 0))
-        self.cut[name] = cut
+    def _keep(self, name: str, text: str) -> None:
+        room = self.cap - self._held[name]
+        if room > 0:
+            self.kept[name].append(text[:room])
+            self._held[name] += min(room, len(text))
+        self.cut[name] += max(0, len(text) - max(room, 0))
+
+    def _read(self, fd: int) -> None:
+        name, decoder, stream = self._open[fd]
+        chunk = os.read(fd, 1 << 16)
+        self._keep(name, decoder.decode(chunk, final=not chunk))
+        if not chunk:                                  # its end
+            self._poll.unregister(fd)
+            del self._open[fd]
+            stream.close()
 
     def wait(self, timeout: float | None = None) -> tuple[str, str]:
         """(stdout, stderr) once both have ended and the process has, within timeout seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for reader in self.readers:
-            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if reader.is_alive():
+        while self._open:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)
+            for fd, _ in self._poll.poll(None if left is None else int(left * 1000) + 1):
+                self._read(fd)
         _exited(self.proc, None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._text("out"), self._text("err")
 
