@@ -456,10 +456,9 @@ def test_a_build_runs_no_python_between_fork_and_exec(monkeypatch):
     """The build's contract is entered by the launcher after exec (core/view.Entry), never by a
     preexec_fn, which makes subprocess fork the grader's whole memory (and the PID namespace's two
     Python forks after it): what the contract costs a process, counted in the calls, not timed."""
-    from grader.core.view import launcher
-    from grader.toolchain import running
+    from grader.toolchain import hostlibs, running
 
-    launcher()                                      # built beforehand (its compiler is a process too)
+    launcher = hostlibs.build_launcher()            # built beforehand (its compiler is a process too)
     started = []
     real = running.subprocess.Popen
 
@@ -471,7 +470,7 @@ def test_a_build_runs_no_python_between_fork_and_exec(monkeypatch):
     with build_room() as room:
         ran = run_limited(["/bin/sh", "-c", "echo pid=$$"], BuildLimits(time_s=60), room)
     assert ran.proc.returncode == 0 and "pid=2\n" in ran.proc.stdout, (ran.proc.stdout, ran.proc.stderr)
-    assert [(args[0], preexec) for args, preexec in started] == [(str(launcher()), None)]
+    assert [(args[0], preexec) for args, preexec in started] == [(str(launcher), None)]
     assert started[0][0][-4:] == ["--", "/bin/sh", "-c", "echo pid=$$"]
 
 

@@ -6,9 +6,9 @@ small tmpfs on an empty folder beside the step's own folder, never inside it) ho
 rules name, bound at the same paths, so that a path outside them does not exist for the step; and
 a PID namespace whose fresh /proc shows the step's own processes alone. `Entry` is what happens to
 a step between its start and its command: a session, a control group, limits, the view, a user, the
-wall. A small C launcher (core/view.c, built once into the cache: `launcher`) does it all and
-execs the command: the grader starts it without a Python fork (subprocess's vfork), so that the
-contract costs a process about a millisecond, not the 10 ms of three forks of the grader's memory.
+wall. A small C launcher (core/view.c, built once into the cache by toolchain/hostlibs.build_launcher)
+does it all and execs the command: the grader starts it without a Python fork (subprocess's vfork),
+so that no fork copies the grader's memory (three did, 10 ms of the contract's cost).
 `View.said` reads, in the grader, what the entry said.
 
 Only the standard library and core/ here: the child imports this module before its wall goes up.
@@ -16,20 +16,11 @@ Only the standard library and core/ here: the child imports this module before i
 
 from __future__ import annotations
 
-import fcntl
-import functools
-import hashlib
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
-from grader.core import sealed
 from grader.core.fswall import Rules, under
-from grader.core.locations import PACKAGE_DIR, cache_root
 
-LAUNCHER_SOURCE = PACKAGE_DIR / "core" / "view.c"
 _FAILED = "\x01"              # the launcher's mark before why a step could not go on (view.c: fail)
 
 
@@ -100,13 +91,15 @@ class View:
 
 @dataclass(frozen=True)
 class Entry:
-    """What is done to a step between its start and its command, in this order (core/view.c): its
-    own session, its control groups joined (their cgroup.procs files), a lower priority, resource
-    limits ((kind, soft, hard), clamped in the grader: limits.clamp), no network, its view (what it
-    said written to said_to), another user (uid, gid), the death signal, the limits that must wait
-    for the view (late_limits), the Landlock ruleset (its descriptor). `command` is the launcher's
-    command line for it and `fds` the descriptors it must be handed (subprocess's pass_fds)."""
+    """What is done to a step between its start and its command by the launcher (core/view.c, built
+    by toolchain/hostlibs.build_launcher: its path), in this order: its own session, its control
+    groups joined (their cgroup.procs files), a lower priority, resource limits ((kind, soft, hard),
+    clamped in the grader: limits.clamp), no network, its view (what it said written to said_to),
+    another user (uid, gid), the death signal, the limits that must wait for the view (late_limits),
+    the Landlock ruleset (its descriptor). `command` is the launcher's command line for it and `fds`
+    the descriptors it must be handed (subprocess's pass_fds)."""
 
+    launcher: str
     groups: tuple[str, ...] = ()
     nice: int = 0
     limits: tuple[tuple[int, int, int], ...] = ()
@@ -119,7 +112,7 @@ class Entry:
     ruleset_fd: int = -1
 
     def command(self, args: list[str]) -> list[str]:
-        out = [str(launcher()), "-s"]
+        out = [self.launcher, "-s"]
         for path in self.groups:
             out += ["-c", path]
         if self.nice:
@@ -145,39 +138,3 @@ class Entry:
 
 
 _UNLIMITED = (1 << 64) - 1      # RLIM_INFINITY (-1 in Python's resource) as the C library's rlim_t
-
-
-@functools.cache
-def launcher() -> Path:
-    """The launcher (core/view.c) built with the host C compiler into the cache, once per source,
-    compiler and machine (sealed, and rebuilt where its seal fails). OSError where it cannot be
-    built: the step is then not started (the caller says so, the machine's fault)."""
-    text = LAUNCHER_SOURCE.read_text()
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise OSError("no C compiler (cc or gcc) to build the grader's launcher (grader/core/view.c): install gcc")
-    key = hashlib.sha256("\0".join((text, os.path.realpath(cc), os.uname().machine)).encode()).hexdigest()[:16]
-    directory = cache_root() / f"launcher-{key}"
-    program = directory / "grader-launcher"
-    if program.exists() and not sealed.check(program, full=True):
-        return program
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        problem = sealed.check(program, full=True) if program.exists() else "missing"
-        if problem and problem != "missing":
-            sealed.say_healed("view launcher", problem)
-        if problem:
-            tmp = directory / "grader-launcher.tmp"
-            # static where the C library's archive is installed: no dynamic loader at each start (0.3 ms of CPU)
-            for flags in (["-static"], []):
-                built = subprocess.run([cc, "-O2", *flags, "-o", str(tmp), str(LAUNCHER_SOURCE)], capture_output=True,
-                                       text=True)
-                if built.returncode == 0:
-                    break
-            if built.returncode != 0:
-                raise OSError(f"the grader's launcher (grader/core/view.c) did not build with {cc}: {built.stderr[-1000:]}")
-            tmp.chmod(0o755)
-            tmp.rename(program)
-            sealed.seal(program)
-    return program

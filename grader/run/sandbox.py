@@ -31,6 +31,7 @@ from grader.core.view import View
 from grader.run import groups, protocol, spawn, streams
 from grader.run.child.guard import Blocked, parse_reports
 from grader.run.streams import CappedOutput
+from grader.toolchain import hostlibs
 
 if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/early.py)
     from grader.core.contract import Job
@@ -56,12 +57,14 @@ class ChildRun:
 
 
 def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool):
-    """(the child's view, the pipe its entry says how it went on), or (None, None): a root of its
-    own on the CPU emulator (spawn.child_view); not for a GPU's children, whose drivers need more
-    than it holds, nor under a wrapper or with torch."""
-    if backend.on_gpu or wrapper or torch:
-        return None, None
-    return spawn.child_view(workdir), os.pipe()
+    """(the child's view, the pipe its entry says how it went on, the launcher that enters it), or
+    (None, None, ""): a root of its own on the CPU emulator (spawn.child_view); not for a GPU's
+    children, whose drivers need more than it holds, nor under a wrapper or with torch, nor where
+    no C compiler builds the launcher (toolchain/hostlibs.build_launcher)."""
+    launcher = None if backend.on_gpu or wrapper or torch else hostlibs.build_launcher()
+    if launcher is None:
+        return None, None, ""
+    return spawn.child_view(workdir), os.pipe(), str(launcher)
 
 
 def _view_said(said: tuple[int, int]) -> tuple[str, str]:
@@ -123,7 +126,7 @@ class Worker:
             os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
         env = _child_environment(backend, device, home=self._workdir, torch=torch)
         self.environment = sorted(env)                  # its variables' names, for result.json's sandbox
-        view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
+        view, said, launcher = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(cpu_limit_s * max(1, cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
@@ -135,7 +138,7 @@ class Worker:
             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
             + (["nogpu"] if backend.on_gpu and not gpu else [])
             + (["walledgpu"] if self.gpu and recorder else [])
-            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []))
+            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []), launcher=launcher)
         self.proc = subprocess.Popen(
             args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(write_fd, guard_write_fd, ready_write_fd, *view_fds)

@@ -189,11 +189,12 @@ def remove_view(workdir: str) -> None:
         pass
 
 
-def in_view(view: View | None, said_to: int | None, args: list[str]) -> tuple[list[str], tuple[int, ...]]:
+def in_view(view: View | None, said_to: int | None, args: list[str], *, launcher: str) -> tuple[list[str], tuple[int, ...]]:
     """(the command line, the descriptors to pass) of a child started in its view (child_view): the
-    launcher (core/view.Entry) enters it after exec, writes what it said to said_to, sets the death
-    signal again (entering a user namespace clears it) and execs args; without a view, args as they are."""
+    launcher (core/view.Entry, its path) enters it after exec, writes what it said to said_to, sets the
+    death signal again (entering a user namespace clears it) and execs args; without a view, args as
+    they are."""
     if view is None:
         return args, ()
-    entry = Entry(view=view, said_to=said_to, death_signal=signal.SIGKILL)
+    entry = Entry(launcher, view=view, said_to=said_to, death_signal=signal.SIGKILL)
     return entry.command(args), entry.fds

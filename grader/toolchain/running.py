@@ -44,7 +44,7 @@ from grader.core.environment import contract_environment
 from grader.core.errors import InfrastructureError
 from grader.core.limits import clamp
 from grader.core.view import Entry, View
-from grader.toolchain import tools
+from grader.toolchain import hostlibs, tools
 
 
 @dataclass(frozen=True)
@@ -293,7 +293,10 @@ def _entry(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: in
     if nproc is not None:
         caps.append((resource.RLIMIT_NPROC, nproc))
     root = os.geteuid() == 0
-    return Entry(groups=group.procs if group is not None else (), nice=BUILD_NICE,
+    launcher = hostlibs.build_launcher()
+    if launcher is None:
+        raise OSError("no C compiler (cc or gcc) to build the grader's launcher (grader/core/view.c): install gcc")
+    return Entry(str(launcher), groups=group.procs if group is not None else (), nice=BUILD_NICE,
                  limits=tuple((kind, *clamp(kind, value)) for kind, value in caps), view=view, said_to=said_to,
                  user=(folders.NOBODY, folders.NOBODY) if root else None, death_signal=signal.SIGTERM,
                  ruleset_fd=ruleset.fd if ruleset.ready else -1)
