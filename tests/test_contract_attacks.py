@@ -24,7 +24,7 @@ import re
 import pytest
 from click.testing import CliRunner
 from test_build_wall import CAT, _c, attack
-from test_contract_limits import memory_held_by  # noqa: F401
+from test_contract_limits import has_cgroup, memory_held_by  # noqa: F401
 from test_contract_view import (  # noqa: F401
     _as_the_graders_own_user,
     _attack_source,
@@ -407,21 +407,63 @@ def test_a_server_url_with_user_info_is_refused(url):
         server_url(url)
 
 
-@pytest.mark.xfail(strict=True, reason="without a control group (the H100 host has none to delegate) a memfd written "
-                   "and never mapped is no address space: RLIMIT_AS does not count it, RLIMIT_FSIZE bounds each file "
-                   "(256 MiB) and RLIMIT_NOFILE their number (1024), and the filter allows memfd_create "
-                   "(run/child/guard.c): a launcher holds 1 GiB against a 384 MiB cap. Fix: refuse memfd_create in the "
-                   "child's filter where no control group holds memory, or count it (docs/design.md says only a "
-                   "control group holds many)")
-def test_many_memfds_written_and_never_mapped_are_held_without_a_control_group(monkeypatch, rubric, write_cu):
+# Every way to take shared memory a launcher could write, without a control group (the H100 host has none
+# to delegate): RLIMIT_AS counts a mapping, never a memory file written and not mapped, so memfd_create
+# is refused there (guard.c's GUARD_NO_MEMFD) and a /dev/shm file is an open that creates (refused); a
+# shared anonymous mapping is address space, held by RLIMIT_AS (test_contract_limits.py's
+# test_a_launcher_taking_shared_memory_past_its_cap_is_held_within_it). Each takes up to 1 GiB, 16 MiB at a time (HOG).
+SHARED_TAKES = {
+    "memfd written": ("memfd", "memfd_create"),
+    "memfd ftruncate then written": (
+        "int fd = memfd_create(\"hog\", MFD_CLOEXEC);\n            if (fd < 0 || ftruncate(fd, chunk) != 0) break;\n"
+        "            if (pwrite(fd, gPage, sizeof gPage, chunk - sizeof gPage) < 0) break;", "memfd_create"),
+    "memfd fallocate": ("int fd = memfd_create(\"hog\", 0);\n            if (fd < 0 || fallocate(fd, 0, 0, chunk) != 0) break;",
+                        "memfd_create"),
+    "memfd mapped": ("int fd = syscall(SYS_memfd_create, \"hog\", 0);\n            if (fd < 0) break;\n"
+                     "            char* p = (char*)mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);\n"
+                     "            if (p == (char*)MAP_FAILED) break;\n            memset(p, 1, chunk);", "memfd_create"),
+    "a /dev/shm file": ("char name[64]; snprintf(name, sizeof name, \"/dev/shm/hog-%zu\", m);\n"
+                        "            int fd = open(name, O_RDWR | O_CREAT, 0600);\n            if (fd < 0) break;\n"
+                        "            for (size_t w = 0; w < chunk; w += sizeof gPage)\n"
+                        "                if (write(fd, gPage, sizeof gPage) < 0) break;", "/dev/shm/hog-0"),
+    "shm_open": ("char name[64]; snprintf(name, sizeof name, \"/hog-%zu\", m);\n"
+                 "            int fd = shm_open(name, O_RDWR | O_CREAT, 0600);\n            if (fd < 0) break;\n"
+                 "            for (size_t w = 0; w < chunk; w += sizeof gPage) if (write(fd, gPage, sizeof gPage) < 0) break;",
+                 "/dev/shm/hog-0"),
+}
+SHARED_HEADERS = "#include <fcntl.h>\n#include <sys/syscall.h>\n"
+
+
+@pytest.mark.parametrize("take", list(SHARED_TAKES))
+def test_shared_memory_a_launcher_writes_without_a_control_group_is_refused_and_said(take, monkeypatch, rubric, write_cu):
+    """Where RLIMIT_AS holds the cap, each way to a memory file no mapping counts is refused before it
+    runs: the student's rejected, blocked_by_sandbox, the message naming the call and why."""
     from test_contract_limits import CAP_MIB, HOG, TAKES, _grade, _touched_mib
 
-    from grader.core.limits import spread_threads
     from grader.run import spawn
-    from grader.run.child.walls import ADDRESS_SPACE_PER_THREAD
 
     monkeypatch.setattr(spawn, "child_group", lambda: None)
-    result = _grade(write_cu(HOG.replace("TAKE", TAKES["memfd"])), rubric, host_memory_mib=CAP_MIB)
-    room = 1.1 * CAP_MIB + 160 + (spread_threads(0) + 4) * (ADDRESS_SPACE_PER_THREAD >> 20)
+    code, named = SHARED_TAKES[take]
+    source = SHARED_HEADERS + HOG.replace("TAKE", TAKES.get(code, code))
+    result = _grade(write_cu(source), rubric, host_memory_mib=CAP_MIB)
     assert result.sandbox.host_memory_how.startswith("RLIMIT_AS"), result.sandbox.host_memory_how
-    assert _touched_mib(result) <= room, (_touched_mib(result), result.status, result.message)
+    assert result.status == "rejected" and "blocked_by_sandbox" in result.flags, (result.status, result.message)
+    assert named in result.message, result.message
+    if named == "memfd_create":
+        assert "no control group" in result.message and "malloc" in result.message, result.message
+    assert _touched_mib(result) == 0, result.output.stderr if result.output else ""
+
+
+@has_cgroup
+def test_a_correct_kernel_that_takes_a_memfd_is_graded_where_a_control_group_counts_it(rubric, write_cu):
+    """Fairness: where the child's control group counts every page, a memory file is allowed (a
+    correct launcher that uses one for a scratch buffer is graded correct)."""
+    from test_contract_limits import KERNEL, LAUNCH, _grade
+
+    scratch = ("#include <sys/mman.h>\n#include <unistd.h>\n" + KERNEL +
+               "void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows, int cols, "
+               "cudaStream_t stream) {\n    static int fd = memfd_create(\"scratch\", MFD_CLOEXEC);\n"
+               "    char b[4096] = {1};\n    if (fd < 0 || write(fd, b, sizeof b) != (ssize_t)sizeof b) return;" + LAUNCH)
+    result = _grade(write_cu(scratch), rubric, host_memory_mib=384)
+    assert "cgroup" in result.sandbox.host_memory_how, result.sandbox.host_memory_how
+    assert result.status == "graded" and result.correct, (result.status, result.message)

@@ -99,11 +99,11 @@ def memory_held_by(request, monkeypatch):
 
 @pytest.mark.parametrize("take", list(TAKES))
 def test_a_launcher_taking_shared_memory_past_its_cap_is_held_within_it(take, memory_held_by, rubric, write_cu):
-    """Through its control group every page counts; through RLIMIT_AS every mapping (a memfd written
-    and never mapped is no mapping: the file-size limit alone holds one, docs/design.md says so, and
-    only a control group holds many)."""
+    """Through its control group every page counts, a memfd's too; through RLIMIT_AS every mapping (a
+    memfd written and never mapped is no mapping: there memfd_create is refused, docs/design.md)."""
     if take == "memfd" and memory_held_by != "control group":
-        pytest.skip("a memfd never mapped is no address space: held by a control group alone (docs/design.md)")
+        pytest.skip("without a control group memfd_create is refused: test_contract_attacks.py's "
+                    "test_shared_memory_a_launcher_writes_without_a_control_group_is_refused_and_said")
     result = _grade(write_cu(HOG.replace("TAKE", TAKES[take])), rubric, host_memory_mib=CAP_MIB)
     touched = _touched_mib(result)
     # RLIMIT_AS leaves room for the grader's shared area for the outputs (mapped after the cap is set:

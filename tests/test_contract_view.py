@@ -446,3 +446,73 @@ def test_a_launcher_on_the_emulator_sees_no_process_of_the_grader(rubric, write_
     line = next(ln for ln in result.output.stdout.splitlines() if ln.startswith("KILL0 "))
     assert line.startswith("KILL0 -1 errno=3 ") and line.endswith(" ppid=1"), line
     assert result.sandbox.pids == "its own PID namespace", result.sandbox.pids
+
+
+# ---------------------------------------------------------------------------------------------------
+# The launcher (core/view.c) that enters a build's contract: no Python between fork and exec
+# ---------------------------------------------------------------------------------------------------
+
+def test_a_build_runs_no_python_between_fork_and_exec(monkeypatch):
+    """The build's contract is entered by the launcher after exec (core/view.Entry), never by a
+    preexec_fn, which makes subprocess fork the grader's whole memory (and the PID namespace's two
+    Python forks after it): what the contract costs a process, counted in the calls, not timed."""
+    from grader.toolchain import hostlibs, running
+
+    launcher = hostlibs.build_launcher()            # built beforehand (its compiler is a process too)
+    started = []
+    real = running.subprocess.Popen
+
+    def popen(args, **kwargs):
+        started.append((list(args), kwargs.get("preexec_fn")))
+        return real(args, **kwargs)
+
+    monkeypatch.setattr(running.subprocess, "Popen", popen)
+    with build_room() as room:
+        ran = run_limited(["/bin/sh", "-c", "echo pid=$$"], BuildLimits(time_s=60), room)
+    assert ran.proc.returncode == 0 and "pid=2\n" in ran.proc.stdout, (ran.proc.stdout, ran.proc.stderr)
+    assert [(args[0], preexec) for args, preexec in started] == [(str(launcher), None)]
+    assert started[0][0][-4:] == ["--", "/bin/sh", "-c", "echo pid=$$"]
+
+
+def test_a_build_killed_by_a_signal_is_seen_killed_by_it_and_a_command_not_there_is_the_machines():
+    """The launcher, outside the build's PID namespace, ends as the build's process ended (killed by
+    the same signal: SIGXFSZ, a compiler past its file-size limit, is read so); a command that cannot
+    be started behind the wall is the machine's fault (InfrastructureError), never a compile error."""
+    from grader.core.errors import InfrastructureError
+
+    with build_room() as room:
+        ran = run_limited(["/bin/sh", "-c", "kill -XFSZ $$"], BuildLimits(time_s=60), room)
+        assert ran.proc.returncode == -25, (ran.proc.returncode, ran.proc.stderr)
+        with pytest.raises(InfrastructureError, match="could not be started behind the build's wall"):
+            run_limited(["/no/such/compiler", "--version"], BuildLimits(time_s=60), room)
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
+                    reason="plays an ordinary user (nobody) with the system's Python, which needs root")
+def test_a_build_started_by_an_ordinary_user_has_its_own_root_and_process_numbers():
+    """The grader as an ordinary user (nobody, for real): the launcher enters a user namespace of its
+    own mapping the user to itself, then the view and the PID namespace, as root's builds do."""
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="contract-nobody-"))       # pytest's tmp_path is root's alone
+    os.chown(home, NOBODY, NOBODY)
+    script = ("from grader.toolchain.running import BuildLimits, build_room, run_limited\n"
+              "with build_room() as room:\n"
+              "    ran = run_limited(['/bin/sh', '-c', 'echo pid=$$; id -u; ls /root 2>&1; true'],\n"
+              "                      BuildLimits(time_s=60), room)\n"
+              "import json; print(json.dumps([ran.proc.returncode, ran.proc.stdout, ran.wall]))\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "GRADER_CACHE_DIR": str(home / "cache"),
+           "TMPDIR": str(home), "HOME": str(home)}
+    out = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", SYSTEM_PYTHON,
+                          "-c", script], capture_output=True, text=True, env=env, timeout=120, check=False)
+    shutil.rmtree(home, ignore_errors=True)
+    if "ModuleNotFoundError" in out.stderr:
+        pytest.skip(f"the system's Python lacks what the grader imports: {out.stderr.splitlines()[-1]}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    code, stdout, wall = json.loads(out.stdout.strip().rsplit("\n", 1)[-1])
+    assert code == 0 and stdout.startswith(f"pid=2\n{NOBODY}\n"), (out.stdout, out.stderr[-2000:])
+    assert "No such file or directory" in stdout, stdout            # /root is not in its view at all
+    assert wall.endswith("its own root; its own PID namespace"), wall

@@ -149,6 +149,12 @@ class Group:
     def __post_init__(self) -> None:
         self._procs = [os.path.join(f, "cgroup.procs") for f in dict.fromkeys(self.folders.values())]
 
+    @property
+    def procs(self) -> tuple[str, ...]:
+        """Its cgroup.procs files, one a hierarchy: a process joins by writing 0 to each (attach_self,
+        or the launcher: core/view.Entry)."""
+        return tuple(self._procs)
+
     def attach_self(self) -> None:
         """Between fork and exec: this process into the group (writing 0 moves the writer)."""
         for path in self._procs:
@@ -328,6 +334,7 @@ class OwnMemory:
 
     def __init__(self, version: str, limit_fds: list[int], usage_fd: int):
         self.version, self._limits, self._usage = version, limit_fds, usage_fd
+        self.holding = False            # its limit set (limit()): every page of the child counted, a memfd's too
 
     @classmethod
     def find(cls) -> OwnMemory | None:
@@ -372,6 +379,7 @@ class OwnMemory:
             try:
                 for fd in order:
                     os.pwrite(fd, value, 0)
+                self.holding = True
                 return True
             except OSError:
                 continue

@@ -31,6 +31,7 @@ from grader.core.view import View
 from grader.run import groups, protocol, spawn, streams
 from grader.run.child.guard import Blocked, parse_reports
 from grader.run.streams import CappedOutput
+from grader.toolchain import hostlibs
 
 if TYPE_CHECKING:          # the job's classes: imported after the children start (grade/launcher.py)
     from grader.core.contract import Job
@@ -56,20 +57,25 @@ class ChildRun:
 
 
 def _planned_view(backend: Backend, workdir: str, *, wrapper: bool, torch: bool):
-    """(the child's view, the pipe its entry says how it went on), or (None, None): a root of its
-    own on the CPU emulator (spawn.child_view); not for a GPU's children, whose drivers need more
-    than it holds, nor under a wrapper or with torch."""
-    if backend.on_gpu or wrapper or torch:
-        return None, None
-    return spawn.child_view(workdir), os.pipe()
+    """(the child's view, the pipe its entry says how it went on, the launcher that enters it), or
+    (None, None, ""): a root of its own on the CPU emulator (spawn.child_view); not for a GPU's
+    children, whose drivers need more than it holds, nor under a wrapper or with torch, nor where
+    no C compiler builds the launcher (toolchain/hostlibs.build_launcher)."""
+    launcher = None if backend.on_gpu or wrapper or torch else hostlibs.build_launcher()
+    if launcher is None:
+        return None, None, ""
+    return spawn.child_view(workdir), os.pipe(), str(launcher)
 
 
 def _view_said(said: tuple[int, int]) -> tuple[str, str]:
-    """What the child's entry into its view said (spawn.enter_view), in result.json's words: (its
-    root, its process numbers)."""
+    """What the child's entry into its view said (the launcher: spawn.in_view), in result.json's
+    words: (its root, its process numbers)."""
     os.close(said[1])
     with os.fdopen(said[0], "rb") as f:
-        return View.said(f.read(500).decode(errors="replace"))
+        text = f.read(500).decode(errors="replace")
+    root, pids = View.said(text)
+    failed = View.failed(text)                 # the child never started: its death says the rest
+    return (f"{root}; then the launcher could not go on ({failed})" if failed else root), pids
 
 
 def _child_environment(backend: Backend, device: str | None, *, home: str, torch: bool) -> dict[str, str]:
@@ -136,25 +142,26 @@ class Worker:
             os.chmod(self._workdir, 0o1777 if wrapper else 0o755)
         env = _child_environment(backend, device, home=self._workdir, torch=torch)
         self.environment = sorted(env)                  # its variables' names, for result.json's sandbox
-        view, said = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
+        view, said, launcher = _planned_view(backend, self._workdir, wrapper=bool(wrapper), torch=torch)
         cpu = int(spec.cpu_limit_s * max(1, spec.cpu_threads)) + 30      # + start-up (imports, CUDA context)
         self.lowered = spawn.lowered_limits(cpu)              # what an inherited hard limit lowers, for result.json
         self.group, nproc, self.held = spawn.child_limits(cpu)   # memory counted whole, processes bounded; how
         self._shared_fd = protocol.shared_area()      # where the child puts large outputs
-        self.proc = subprocess.Popen(
+        args, view_fds = spawn.in_view(view, said[1] if said else None, [
             # Without torch the child needs nothing of site-packages: -S spares it the site
             # module's start-up (an editable install's import hook among it); PYTHONPATH finds grader.
-            [*(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
-             str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
+            *(wrapper or []), sys.executable, *([] if torch else ["-S"]), "-m", "grader.run.child.worker", str(write_fd),
+            str(guard_write_fd), backend.name, str(ready_write_fd)] + (["torch"] if torch else [])
             + (["nogpu"] if backend.on_gpu and not gpu else [])
             + (["walledgpu"] if self.gpu and recorder else [])
-            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(write_fd, guard_write_fd, ready_write_fd) + ((self._shared_fd,) if self._shared_fd is not None else ()),
+            + ([f"shared={self._shared_fd}"] if self._shared_fd is not None else []), launcher=launcher)
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(write_fd, guard_write_fd, ready_write_fd, *view_fds)
+            + ((self._shared_fd,) if self._shared_fd is not None else ()),
             cwd=self._workdir, env=env,
             preexec_fn=lambda: spawn.limits_in_child(cpu, nproc, 0 if self.gpu or not backend.on_gpu
-                                                     else spawn.BESIDE_THE_LANE_NICE, self.group,
-                                                     view=view, said_to=said[1] if said else None),
+                                                     else spawn.BESIDE_THE_LANE_NICE, self.group),
         )
         self.root, self.pids = _view_said(said) if said is not None else ("", "")
         os.close(write_fd)

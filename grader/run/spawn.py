@@ -20,11 +20,9 @@ from grader.core import cgroups, fswall
 from grader.core.environment import library_path
 from grader.core.folders import NOBODY
 from grader.core.limits import lowered, set_clamped, usable_cores
-from grader.core.view import View
 from grader.core.locations import PACKAGE_DIR, cache_root
 from grader.core.processes import set_death_signal, tasks_of_user
-
-
+from grader.core.view import Entry, View
 
 CLONE_NEWNET = 0x40000000
 # Resolved here, in the parent: between fork and exec (where limits_in_child runs) the child may not
@@ -40,15 +38,12 @@ except (OSError, AttributeError):
 BESIDE_THE_LANE_NICE = 10
 
 
-def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None, *,
-                    view: View | None = None, said_to: int | None = None) -> None:
+def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: cgroups.Group | None = None) -> None:
     """Runs in the child between fork and exec: its own process group, its control group (group:
-    memory counted whole, processes and threads bounded), (nice) a lower priority, resource limits,
-    no network, and its view (view, what it said written to said_to: enter_view). nproc:
-    RLIMIT_NPROC where no control group bounds the processes (None: none set). The open-files limit
-    comes after the view: its PID namespace's pipe takes two descriptors, and the grader's own, not
-    closed until exec, may already reach past the 1024 it allows (a batch's children).
-    Only system calls here: no imports, no allocation-heavy work."""
+    memory counted whole, processes and threads bounded), (nice) a lower priority, resource limits
+    and no network. nproc: RLIMIT_NPROC where no control group bounds the processes (None: none
+    set). Its view, where it has one, is entered after exec, by the launcher (core/view.Entry:
+    in_view). Only system calls here: no imports, no allocation-heavy work."""
     os.setsid()                                    # its own process group: killing it kills its children too
     if group is not None:
         group.attach_self()                        # before anything it starts: each is in it too
@@ -67,7 +62,8 @@ def limits_in_child(cpu_seconds: int, nproc: int | None, nice: int = 0, group: c
             pass
     if os.geteuid() == 0 and _UNSHARE is not None:
         _UNSHARE(CLONE_NEWNET)                     # as root: a network namespace of its own, nothing in it
-    enter_view(view, said_to)
+    # The grader's descriptors are still open here (closed just before exec): a batch's may pass the
+    # 1024 this allows, which the open ones keep; the launcher's pipe (in_view) is made after exec.
     set_clamped(resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
 
 
@@ -154,7 +150,7 @@ def child_view(workdir: str) -> View:
     at a time) and its own folder. The class folder, the report folders and every home folder are
     not in it: a path there does not exist (Landlock alone answers EACCES for a file that exists
     and ENOENT for one that does not, which told a launcher which classmates had handed in).
-    Entered between fork and exec (Worker: enter_view)."""
+    Entered after exec, by the launcher (Worker: in_view)."""
     stdlib = os.path.dirname(os.path.realpath(os.__file__))     # its lib-dynload beneath it
     read = [sys_path for sys_path in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                                       os.path.dirname(os.path.realpath(sys.executable)), stdlib,
@@ -193,14 +189,12 @@ def remove_view(workdir: str) -> None:
         pass
 
 
-def enter_view(view: View | None, said_to: int | None) -> None:
-    """Between fork and exec, from limits_in_child: into the child's view (as root, a mount
-    namespace of its own; else a user namespace too, mapping its user to itself), what it said
-    written to said_to ("-": entered), then the death signal again (entering a user namespace
-    clears it)."""
+def in_view(view: View | None, said_to: int | None, args: list[str], *, launcher: str) -> tuple[list[str], tuple[int, ...]]:
+    """(the command line, the descriptors to pass) of a child started in its view (child_view): the
+    launcher (core/view.Entry, its path) enters it after exec, writes what it said to said_to, sets the
+    death signal again (entering a user namespace clears it) and execs args; without a view, args as
+    they are."""
     if view is None:
-        return
-    said = view.enter(os.geteuid(), os.getegid())
-    if said_to is not None:
-        os.write(said_to, said.encode()[:500] or b"-")
-    set_death_signal(signal.SIGKILL)
+        return args, ()
+    entry = Entry(launcher, view=view, said_to=said_to, death_signal=signal.SIGKILL)
+    return entry.command(args), entry.fds

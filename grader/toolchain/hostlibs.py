@@ -1,7 +1,8 @@
 """The grader's own C libraries, built with the host's C compiler once per host into the build
 cache (sealed, and rebuilt where a seal fails): the child's seccomp filter (build_guard, from
-grader/run/child/guard.c) and the stand-in CUDA driver that the recorder without a GPU finds
-(build_driver_stand_in, generated from the toolkit's cuda.h).
+grader/run/child/guard.c), the stand-in CUDA driver that the recorder without a GPU finds
+(build_driver_stand_in, generated from the toolkit's cuda.h), and the launcher every build and
+the emulator's child is started through (build_launcher, from grader/core/view.c).
 """
 
 from __future__ import annotations
@@ -21,12 +22,33 @@ from grader.toolchain import tools
 from grader.toolchain.cache import digest, touch
 
 GUARD_SOURCE = PACKAGE_DIR / "run" / "child" / "guard.c"
+LAUNCHER_SOURCE = PACKAGE_DIR / "core" / "view.c"
+_SHARED = ("-shared", "-fPIC")
 
 
 def build_guard() -> Path | None:
     """The child's seccomp filter (grader/run/child/guard.c) as a shared library, built once per host
     with the C compiler; None where there is no C compiler or the host is not Linux."""
     return _c_library("guard", GUARD_SOURCE.read_text(), "guard.c", "libgrader_guard.so", "sandbox filter library")
+
+
+def build_launcher() -> Path | None:
+    """The launcher that enters a step's contract and execs its command (grader/core/view.c:
+    core/view.Entry), built once per host with the C compiler, statically where the C library's
+    archive is installed (no dynamic loader at each start); None where there is no C compiler.
+    Looked up once a process and cache (its seal is checked where it is built)."""
+    return _launcher_in(str(cache_root()))
+
+
+@functools.lru_cache(maxsize=4)
+def _launcher_in(_cache: str) -> Path | None:
+    cc = tools.locate("cc") or tools.locate("gcc")
+    if cc is None:
+        return None
+    archive = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
+    static = ("-static",) if os.path.isabs(archive) and os.path.exists(archive) else ()
+    return _c_library("launcher", LAUNCHER_SOURCE.read_text(), "view.c", "grader-launcher", "view launcher",
+                      link=static)
 
 
 # What the recorder without a GPU finds where a launcher looks for the CUDA driver (dlopen of
@@ -70,7 +92,8 @@ def build_driver_stand_in() -> Path | None:
     if include is None:
         return None
     text = _stand_in_driver_source(str(include), (include / "cuda.h").stat().st_mtime_ns)
-    return _c_library("nodriver", text, "nodriver.c", "libcuda.so.1", "stand-in driver library", soname="libcuda.so.1")
+    return _c_library("nodriver", text, "nodriver.c", "libcuda.so.1", "stand-in driver library",
+                      link=(*_SHARED, "-Wl,-soname,libcuda.so.1"))
 
 
 @functools.lru_cache(maxsize=4)
@@ -84,14 +107,15 @@ def _stand_in_driver_source(include: str, _mtime_ns: int) -> str:
     return _STAND_IN_DRIVER.format(version=__version__, stubs=stubs)
 
 
-def _c_library(kind: str, text: str, source: str, name: str, what: str, soname: str = "") -> Path | None:
-    """text built with the host C compiler into a shared library in the cache, once per text,
-    compiler and machine (sealed, and rebuilt where its seal fails); None without a C compiler."""
+def _c_library(kind: str, text: str, source: str, name: str, what: str, link: tuple[str, ...] = _SHARED) -> Path | None:
+    """text built with the host C compiler (linked with link: a shared library unless told) into the
+    cache, once per text, compiler and machine (sealed, and rebuilt where its seal fails); None
+    without a C compiler."""
     cc = tools.locate("cc") or tools.locate("gcc")
     if cc is None or not os.path.exists("/proc/self/status"):
         return None
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
-    directory = cache_root() / f"{kind}-{digest(__version__, text, version, os.uname().machine)}"
+    directory = cache_root() / f"{kind}-{digest(__version__, text, version, os.uname().machine, *link)}"
     library = directory / name
     if library.exists() and not sealed.check(library, full=True):
         touch(directory)
@@ -105,8 +129,7 @@ def _c_library(kind: str, text: str, source: str, name: str, what: str, soname: 
         if problem:
             (directory / source).write_text(text)
             tmp = directory / f"{name}.tmp"
-            extra = [f"-Wl,-soname,{soname}"] if soname else []
-            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", *extra, "-o", str(tmp), str(directory / source)],
+            proc = subprocess.run([cc, "-O2", *link, "-o", str(tmp), str(directory / source)],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise InfrastructureError(f"the grader's {what} did not build with {cc}:\n{proc.stderr[-2000:]}")

@@ -17,32 +17,34 @@ What the build prints is read as it comes and kept to its first OUTPUT_CAP_CHARS
 counted (BoundedOutput: a file that includes itself under #error printed hundreds of megabytes).
 Where the grader runs as root, the build runs as nobody as well (core/folders.py's NOBODY), as the
 children do. Its environment is the contract's (core/environment.py), never the grader's; its root
-and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX). Where the
-kernel has no Landlock the build runs without the wall, says so (`Ran.confined`), and a rubric that
-requires the wall (limits.require_read_wall) is refused first.
+and its PID namespace are its own (core/view.View, mounted beside the room: VIEW_SUFFIX), entered
+with the rest of its contract by the launcher (core/view.Entry). Where the kernel has no Landlock
+the build runs without the wall, says so
+(`Ran.confined`), and a rubric that requires the wall (limits.require_read_wall) is refused first.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import io
 import os
 import re
 import resource
+import select
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from grader.core import cgroups, folders, fswall, processes
 from grader.core.environment import contract_environment
 from grader.core.errors import InfrastructureError
-from grader.core.limits import set_clamped
-from grader.core.processes import set_death_signal
-from grader.core.view import View
-from grader.toolchain import tools
+from grader.core.limits import clamp
+from grader.core.view import Entry, View
+from grader.toolchain import hostlibs, tools
 
 
 @dataclass(frozen=True)
@@ -213,22 +215,28 @@ def run_limited(args: list[str], limits: BuildLimits, room: Room) -> Ran:
     nproc = None if group is not None else processes.tasks_of_user(_build_uid()) + BUILD_PIDS
     try:
         # no input: nothing a compiler is asked to read can wait on the grader's terminal
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", cwd=room.path, env=env,
-                                preexec_fn=_entering(limits, view, ruleset, seen[1], group, nproc))
+        entry = _entry(limits, view, ruleset, seen[1], group, nproc)
+        proc = subprocess.Popen(entry.command(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace", cwd=room.path, env=env,
+                                pass_fds=entry.fds)
     except (OSError, subprocess.SubprocessError) as exc:
         ruleset.close()
         _close(seen)
         if group is not None:
             group.remove()
-        raise InfrastructureError(f"{Path(args[0]).name} could not be started behind the build's wall ({exc}): check "
-                                  f"it runs (`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can "
-                                  "enter. Nothing was compiled; no student is graded for this.") from None
+        raise InfrastructureError(_not_started(args, exc)) from None
     os.close(seen[1])
     with os.fdopen(seen[0], "rb") as f:
         said = f.read(500).decode(errors="replace")
     root_detail, pids_detail = View.said(said)
     processes.started(proc.pid, proc)
+    if View.failed(said):                             # the launcher could not go on to the command
+        proc.communicate()
+        processes.ended(proc.pid)
+        ruleset.close()
+        if group is not None:
+            group.remove()
+        raise InfrastructureError(_not_started(args, View.failed(said)))
     try:
         done, over = _wait_build(proc, args, limits, group)
         timed_out = bool(over) and done.returncode == _TIMED_OUT
@@ -267,38 +275,31 @@ def _build_uid() -> int:
     return folders.NOBODY if os.geteuid() == 0 else os.geteuid()
 
 
-def _entering(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int,
-              group: cgroups.Group | None, nproc: int | None) -> Callable[[], None]:
-    """What the build's first process does before the command runs (preexec_fn, in the forked
-    child): a session, a priority and a control group of its own (group: the whole build's memory
-    and processes; else nproc, RLIMIT_NPROC), the memory and file-size caps, the view's root (what it
-    said written to said_to), nobody where the grader is root, and the wall."""
-    cap = limits.memory_mib * 1024 * 1024
-    file_cap = limits.file_mib * 1024 * 1024
+def _not_started(args: list[str], why: object) -> str:
+    return (f"{Path(args[0]).name} could not be started behind the build's wall ({why}): check it runs "
+            f"(`{Path(args[0]).name} --version`) and that TMPDIR is a folder others can enter. Nothing was "
+            "compiled; no student is graded for this.")
+
+
+def _entry(limits: BuildLimits, view: View, ruleset: fswall.Ruleset, said_to: int,
+           group: cgroups.Group | None, nproc: int | None) -> Entry:
+    """What the build's first process has done before the command runs (core/view.Entry, by the
+    launcher: no Python between fork and exec): a session, a priority and a control group of its own
+    (group: the whole build's memory and processes; else nproc, RLIMIT_NPROC), the memory and
+    file-size caps (a larger file: SIGXFSZ in the compiler that writes it), the view's root (what it
+    said written to said_to), nobody where the grader is root, the death signal (the grader killed:
+    ninja ends its compilers), and the wall."""
+    caps = [(resource.RLIMIT_AS, limits.memory_mib << 20), (resource.RLIMIT_FSIZE, limits.file_mib << 20)]
+    if nproc is not None:
+        caps.append((resource.RLIMIT_NPROC, nproc))
     root = os.geteuid() == 0
-    uid, gid = (folders.NOBODY, folders.NOBODY) if root else (os.geteuid(), os.getegid())
-
-    def preexec() -> None:
-        os.setsid()
-        if group is not None:
-            group.attach_self()                       # before ninja starts anything: every compiler is in it
-        os.nice(BUILD_NICE)
-        set_clamped(resource.RLIMIT_AS, cap)          # an inherited lower hard limit stands
-        set_clamped(resource.RLIMIT_FSIZE, file_cap)  # a larger file: SIGXFSZ in the compiler that writes it
-        if nproc is not None:
-            set_clamped(resource.RLIMIT_NPROC, nproc)
-        said = view.enter(uid, gid)                   # a root of its own: what it may not read does not exist
-        os.write(said_to, said.encode()[:500] or b"-")
-        if root:                                      # then nobody, as the children are
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-        set_death_signal(signal.SIGTERM)              # the grader killed: ninja ends its compilers (after the
-        # change of user, which clears it)
-        if ruleset.ready and ruleset.restrict() != 0:
-            raise OSError("the build's file-system wall could not be applied")
-
-    return preexec
+    launcher = hostlibs.build_launcher()
+    if launcher is None:
+        raise OSError("no C compiler (cc or gcc) to build the grader's launcher (grader/core/view.c): install gcc")
+    return Entry(str(launcher), groups=group.procs if group is not None else (), nice=BUILD_NICE,
+                 limits=tuple((kind, *clamp(kind, value)) for kind, value in caps), view=view, said_to=said_to,
+                 user=(folders.NOBODY, folders.NOBODY) if root else None, death_signal=signal.SIGTERM,
+                 ruleset_fd=ruleset.fd if ruleset.ready else -1)
 
 
 def _close(fds) -> None:
@@ -319,37 +320,50 @@ OUTPUT_CAP_CHARS = 1 << 20
 class BoundedOutput:
     """A process's stdout and stderr read to their end (so that it never blocks on a full pipe), each
     kept to its first cap characters, and the rest counted and dropped: communicate() without the
-    memory. wait() is communicate's (raises subprocess.TimeoutExpired; may be called again after)."""
+    memory. wait() is communicate's (raises subprocess.TimeoutExpired; may be called again after).
+    Both are read in the calling thread as they come (poll), decoded as the process's text streams
+    are (newlines translated, undecodable bytes replaced): no reader threads to start a build."""
 
     def __init__(self, proc: subprocess.Popen, cap: int = OUTPUT_CAP_CHARS):
         self.proc, self.cap = proc, cap
         self.kept: dict[str, list[str]] = {}
         self.cut: dict[str, int] = {}
-        self.readers = [threading.Thread(target=self._read, args=(name, stream), daemon=True,
-                                         name=f"build-{name}")
-                        for name, stream in (("out", proc.stdout), ("err", proc.stderr)) if stream is not None]
-        for reader in self.readers:
-            reader.start()
+        self._held: dict[str, int] = {}
+        self._open: dict[int, tuple[str, io.IncrementalNewlineDecoder, object]] = {}
+        self._poll = select.poll()
+        for name, stream in (("out", proc.stdout), ("err", proc.stderr)):
+            if stream is not None:
+                decoder = codecs.getincrementaldecoder(getattr(stream, "encoding", None) or "utf-8")(errors="replace")
+                self._open[stream.fileno()] = (name, io.IncrementalNewlineDecoder(decoder, translate=True), stream)
+                self.kept[name], self.cut[name], self._held[name] = [], 0, 0
+                self._poll.register(stream.fileno(), select.POLLIN)
 
-    def _read(self, name: str, stream) -> None:
-        kept, held, cut = self.kept.setdefault(name, []), 0, 0
-        with stream:
-            while chunk := stream.read(1 << 16):
-                room = self.cap - held
-                if room > 0:
-                    kept.append(chunk[:room])
-                    held += min(room, len(chunk))
-                cut += max(0, len(chunk) - max(room, 0))
-        self.cut[name] = cut
+    def _keep(self, name: str, text: str) -> None:
+        room = self.cap - self._held[name]
+        if room > 0:
+            self.kept[name].append(text[:room])
+            self._held[name] += min(room, len(text))
+        self.cut[name] += max(0, len(text) - max(room, 0))
+
+    def _read(self, fd: int) -> None:
+        name, decoder, stream = self._open[fd]
+        chunk = os.read(fd, 1 << 16)
+        self._keep(name, decoder.decode(chunk, final=not chunk))
+        if not chunk:                                  # its end
+            self._poll.unregister(fd)
+            del self._open[fd]
+            stream.close()
 
     def wait(self, timeout: float | None = None) -> tuple[str, str]:
         """(stdout, stderr) once both have ended and the process has, within timeout seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for reader in self.readers:
-            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if reader.is_alive():
+        while self._open:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.proc.args, timeout)
-        self.proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            for fd, _ in self._poll.poll(None if left is None else int(left * 1000) + 1):
+                self._read(fd)
+        _exited(self.proc, None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._text("out"), self._text("err")
 
     def _text(self, name: str) -> str:
@@ -357,6 +371,25 @@ class BoundedOutput:
         cut = self.cut.get(name, 0)
         return text + (f"\n[the compiler printed {cut} more characters here; the grader kept the first {self.cap}]\n"
                        if cut else "")
+
+
+def _exited(proc: subprocess.Popen, timeout: float | None) -> None:
+    """proc.wait(timeout), woken by the process's end (a pidfd) rather than Popen.wait's polling, which
+    sleeps 0.5 ms, then 1, 2, 4... between looks: a build's ninja that ended 1 ms after its output did
+    was seen 2.5 ms late, more than the rest of its contract costs."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):                  # before Linux 5.3, or reaped already
+        proc.wait(timeout)
+        return
+    try:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        if not waiting.poll(None if timeout is None else int(timeout * 1000) + 1):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    proc.wait()
 
 
 _TIMED_OUT = -9          # the returncode _wait_build gives a build it stopped at its time limit

@@ -27,6 +27,12 @@
 // ioctl, so none reaches it, and the process never makes a context. A trapped driver call there
 // is how the recorder learns the launcher needs the GPU (the parent records it again, in its lane).
 //
+// No-memfd flag (GUARD_NO_MEMFD, or'd into any enforcing mode): memfd_create traps too. Set where
+// no control group holds the child's memory and RLIMIT_AS stands in (walls.py): a memory file
+// written and never mapped is no address space, so nothing would count it. The other ways to
+// shared memory are held already: a file under /dev/shm (shm_open) is an open that creates (it
+// traps), shmget traps, and a shared anonymous mapping is address space (RLIMIT_AS counts it).
+//
 // Audit mode (measurement only, never used to grade) traps every call,
 // writes a line for each and then makes the call itself from a stub the
 // filter lets through by its address: the list of what a real run needs.
@@ -71,6 +77,7 @@
 #define TIOCSTI_ 0x5412
 #define TIOCLINUX_ 0x541C
 #define GUARD_EXIT_CODE 97   // the child's exit status after a blocked call (guard.py: EXIT_CODE)
+#define GUARD_NO_MEMFD 16    // a flag or'd into the mode: memfd_create traps (guard.py: NO_MEMFD)
 
 enum rule {
     R_ALLOW,         // always
@@ -171,6 +178,9 @@ static const struct entry kNames[] = {
     N(init_module), N(finit_module), N(reboot), N(chroot), N(pivot_root), N(name_to_handle_at),
     N(open_by_handle_at), N(kcmp), N(seccomp), N(fallocate), N(renameat2), N(copy_file_range), N(sendfile),
     N(splice), N(inotify_init1), N(fanotify_init), N(utimensat), N(syncfs), N(sync), N(fsync), N(fdatasync),
+#ifdef SYS_memfd_secret
+    N(memfd_secret),
+#endif
 #if defined(__x86_64__)
     N(fork), N(vfork), N(creat), N(unlink), N(rename), N(mkdir), N(rmdir), N(chmod), N(chown), N(lchown),
     N(link), N(symlink), N(mknod), N(iopl), N(ioperm), N(utime), N(utimes),
@@ -181,6 +191,7 @@ static const struct entry kNames[] = {
 static int g_report_fd = -1;
 static int g_audit = 0;
 static int g_offline = 0;
+static int g_no_memfd = 0;
 static long g_self = 0;
 
 // ---------------------------------------------------------------------------
@@ -442,6 +453,10 @@ static void build(struct builder* b, int audit, int profile) {
     emit(b, BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1);          // the x32 ABI
     RET(TRAP);
 #endif
+    if (g_no_memfd) {                                              // before kPolicy, which allows it
+        emit(b, BPF_JMP | BPF_JEQ | BPF_K, SYS_memfd_create, 0, 1);
+        RET(TRAP);
+    }
     if (profile) {
         for (size_t i = 0; i < sizeof kProfile / sizeof kProfile[0]; ++i) {
             emit(b, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)kProfile[i].nr, 0, 1);
@@ -472,11 +487,14 @@ static void build(struct builder* b, int audit, int profile) {
 
 // Installs the handler and the filter on every thread of the process.
 // mode 0: enforce; 1: audit; 2: profile (enforce, and what ncu's injection needs); 3: offline
-// (enforce, and no ioctl but a terminal's: no driver call). Returns 0, or a negative errno saying which step failed:
+// (enforce, and no ioctl but a terminal's: no driver call); GUARD_NO_MEMFD or'd into any of them:
+// memfd_create traps too. Returns 0, or a negative errno saying which step failed:
 // -1000 - errno for sigaction, -2000 - errno for no_new_privs, -3000 - errno for seccomp,
 // -4000 - tid for a thread that could not be synchronised, -5000 the filter was too long.
 int grader_guard_install(int mode, int report_fd, long self_pid) {
     static struct builder b;
+    g_no_memfd = (mode & GUARD_NO_MEMFD) != 0;
+    mode &= ~GUARD_NO_MEMFD;
     g_report_fd = report_fd;
     g_audit = mode == 1;
     g_offline = mode == 3;
@@ -504,6 +522,8 @@ int grader_guard_install(int mode, int report_fd, long self_pid) {
 // The filter's length in instructions (for the record and the tests).
 int grader_guard_filter_length(int mode) {
     static struct builder b;
+    g_no_memfd = (mode & GUARD_NO_MEMFD) != 0;
+    mode &= ~GUARD_NO_MEMFD;
     g_offline = mode == 3;
     build(&b, mode == 1, mode == 2);
     return b.overflow ? -1 : (int)b.n;

@@ -20,6 +20,10 @@ from grader.core.backend import GPU_DEVICE_FILES
 
 ENFORCE, AUDIT, PROFILE, OFFLINE = 0, 1, 2, 3     # profile: enforce, and what Nsight Compute's injection needs;
 # offline: enforce, and no ioctl but a terminal's (the recorder without a GPU: no driver call gets through)
+# A flag or'd into an enforcing mode (guard.c's GUARD_NO_MEMFD): memfd_create is refused too, where no control
+# group holds the child's memory (run/child/walls.py): RLIMIT_AS, which stands in, counts no memory file
+# written and never mapped.
+NO_MEMFD = 16
 
 # What a blocked call means, in a student's terms: each names what was stopped (a folder's listing
 # is a listing, not a file changed). Calls not named here are "a system call a kernel launch has no
@@ -47,6 +51,10 @@ _MEANING = {
                                                    "pidfd_open", "pidfd_getfd", "kcmp"},
     "tried to replace the grader's guard": {"rt_sigaction", "seccomp", "prctl"},
     "tried to change its resource limits": {"setrlimit", "prlimit64"},
+    # refused only where no control group counts the child's memory (NO_MEMFD)
+    ("tried to make a file in memory, which this machine cannot count against your host-memory limit (no control "
+     "group holds it here): take host memory with malloc or new, which the limit counts"): {"memfd_create",
+                                                                                            "memfd_secret"},
 }
 _FLAGS_ARG = {"open": 1, "openat": 2}             # where the open flags are (guard.c reports arg0 to arg2)
 _AT_REMOVEDIR = 0x200                             # unlinkat's flag: the path is a folder (rmdir)
@@ -179,7 +187,9 @@ class Guard:
         ms = round((time.perf_counter() - start) * 1000, 3)
         if code == 0:
             said = {AUDIT: " (audit mode)", PROFILE: " (profile mode: the profiler's socket and files)",
-                    OFFLINE: " (no GPU: no driver call)"}.get(mode, "")
+                    OFFLINE: " (no GPU: no driver call)"}.get(mode & ~NO_MEMFD, "")
+            if mode & NO_MEMFD and mode & ~NO_MEMFD != AUDIT:
+                said += "; memfd_create refused (no control group counts a memory file here)"
             return GuardStatus(True, "seccomp filter" + said, length, ms)
         step = _STEPS.get(-code // 1000 * 1000, "install")
         err = -code % 1000

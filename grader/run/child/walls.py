@@ -136,8 +136,8 @@ def _whole(own_memory: cgroups.OwnMemory | None, cap_address_space: bool, allowa
             soft, _ = clamp(resource.RLIMIT_AS, cap)
             resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
             return (f"RLIMIT_AS of {soft >> 20} MiB of address space ({size >> 20} MiB mapped when set): every "
-                    "mapping counted, shared ones too; a memfd or /dev/shm file written but never mapped is held by "
-                    "the file-size limit alone (no control group could be made here)")
+                    "mapping counted, shared ones too; memfd_create refused (a memory file never mapped is no address "
+                    "space) and no /dev/shm file can be made (no control group could be made here)")
     return ("RLIMIT_DATA alone: private memory counted, shared mappings (MAP_SHARED, a memfd, /dev/shm) not "
             "(no control group here, and a CUDA context's address space rules out RLIMIT_AS)")
 
@@ -186,6 +186,8 @@ def behind_the_wall(make_backend: Callable[[], object], job: Job, guard_fd: int,
                                "it records on the GPU instead")
         if mode == guard.ENFORCE:
             mode = guard.OFFLINE             # and no driver call from now on: no ioctl but a terminal's
+    if sandbox.host_memory_mib and memory["cap_address_space"] and not (own_memory and own_memory.holding):
+        mode |= guard.NO_MEMFD               # RLIMIT_AS holds the cap: a memory file never mapped would escape it
     status = wall.install(mode=mode, report_fd=guard_fd)
     sandbox.seccomp, sandbox.seccomp_detail = status.seccomp, status.detail
     sandbox.filter_instructions, sandbox.filter_install_ms = status.filter_instructions, status.install_ms
