@@ -663,20 +663,23 @@ def test_connections_are_bounded_and_the_server_recovers(tmp_path):
 
 def test_a_body_that_never_ends_stalls_nothing_and_times_out(tmp_path):
     people = issue(tmp_path, "slow", "fast")
-    server = Attacked(tmp_path, body_timeout=1.5)
+    # the body's deadline is the requests' own timeout: an order, not a duration, is asserted below (the
+    # others answered while the slow body is still unanswered), and no answer may take longer than T anyway
+    server = Attacked(tmp_path, body_timeout=T)
     try:
         body, kind = multipart(("file", "k.cu", SRC))
         with socket.create_connection(("127.0.0.1", server.port), timeout=T) as s:
             s.sendall((f"POST /api/submissions HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {people['slow']}"
                        f"\r\nContent-Type: {kind}\r\nContent-Length: {len(body) + 1000}\r\n\r\n").encode() + body[:40])
-            start = time.monotonic()
-            fast = api_upload(server, people["fast"])                       # meanwhile, others are served at once
-            assert fast.status == 202 and time.monotonic() - start < 1.0
+            fast = api_upload(server, people["fast"])                       # meanwhile, others are served
+            assert fast.status == 202
             assert req(server, "GET", f"/api/submissions/{fast.json()['id']}", token=people["fast"]).status == 200
-            s.settimeout(5)
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)                                                   # the slow one still unanswered: it waited for no one
+            s.settimeout(T + 60)                                            # a hang's guard
             answer = s.recv(4096)
             assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
-            assert time.monotonic() - start < 4
         store = server.store()
         assert store.attempts("slow") == []
         assert [c.student for c in store.claim_wave()] == ["fast"]          # the queue never waited for it
@@ -713,11 +716,9 @@ def test_an_event_stream_never_read_is_bounded_and_stalls_no_one(tmp_path):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
             s.sendall(f"GET {path} HTTP/1.1\r\nHost: {server.host}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
             deaf.append(s)
-        start = time.monotonic()
-        for _ in range(5):
+        for _ in range(5):                      # each answered within T (the requests' timeout), none left waiting
             assert api_upload(server, people["bob"]).status == 202
             assert req(server, "GET", f"/api/submissions/{ids[1]}", token=people["bob"]).status == 200
-        assert time.monotonic() - start < 3
     finally:
         for s in deaf:
             s.close()
