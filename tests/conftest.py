@@ -20,6 +20,8 @@ HAS_GPU = gpuinfo.gpu_present()
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        _keep_together(item)
     if HAS_GPU:
         return
     skip = pytest.mark.skip(reason="needs a GPU (the grader's probe, toolchain/gpuinfo.py, saw none): run "
@@ -29,14 +31,49 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _keep_together(item) -> None:
+    """The README runs the suite on pytest-xdist's workers with `--dist loadgroup`: a test that uses
+    a fixture made once a module (a class graded, a server, tests/test_slurm.py's cluster, whose
+    tests run in order and stop its daemons) runs on the worker that holds its module's other such
+    tests, so the fixture is made once, not once a worker. Every other test goes where a worker is free."""
+    defs = getattr(item, "_fixtureinfo", None)
+    shared = defs is not None and any(d.scope in ("module", "class", "package")
+                                      for name in item.fixturenames for d in defs.name2fixturedefs.get(name, ()))
+    if shared:
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _run_folder(tmp_path_factory) -> Path:
+    """This run's folder for what its workers share: pytest's base folder, or under pytest-xdist the
+    folder above each worker's own (popen-gw0, popen-gw1, ...)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _build_cache(tmp_path_factory):
-    """One build cache for the whole run, never the user's."""
+    """One warm build cache for the whole run and all its workers (the cache's entries are written
+    whole and locked, as for a server's grades in parallel), never the user's: a test starting
+    `python -m grader` passes it on through the environment. A test about the cache itself takes
+    its own (`@pytest.mark.own_cache`)."""
     if "GRADER_TEST_KEEP_CACHE" not in os.environ:
-        os.environ["GRADER_CACHE_DIR"] = str(tmp_path_factory.mktemp("grader-cache"))
+        os.environ["GRADER_CACHE_DIR"] = str(_run_folder(tmp_path_factory) / "grader-cache")
     # `grader submit` writes its reports beside the file by default: never into submissions/ here
     os.environ["GRADER_REPORTS_ROOT"] = str(tmp_path_factory.mktemp("grader-reports"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(request, tmp_path_factory):
+    """A test marked own_cache (it reads what the cache holds) gets an empty cache of its own, so that
+    the shared cache's other users, on this worker or another, neither add to it nor see its entries."""
+    if request.node.get_closest_marker("own_cache") is None:
+        yield
+        return
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GRADER_CACHE_DIR", str(tmp_path_factory.mktemp("own-cache")))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(scope="session")

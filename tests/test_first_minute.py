@@ -31,7 +31,7 @@ FIRST_LINES = {
 def _submit(path: Path, tmp_path: Path) -> list[str]:
     r = subprocess.run([sys.executable, "-m", "grader", "submit", str(path), "--backend", "emulator", "-q",
                         "--report-dir", str(tmp_path / "report")], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "400"})
+                       env={**os.environ, "COLUMNS": "400"})
     assert r.returncode == 3, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     return lines[lines.index("DID NOT COMPILE") + 1:]
@@ -78,7 +78,7 @@ def test_submit_at_80_columns_prints_no_prose_line_past_80(tmp_path):
     """skipped_rows.cu's output (its advice ran to 247 columns, its check line to 151)."""
     r = subprocess.run([sys.executable, "-m", "grader", "submit", str(SAMPLES / "skipped_rows.cu"), "--backend",
                         "emulator", "-q", "--report-dir", str(tmp_path / "report")], capture_output=True, text=True,
-                       cwd=ROOT, env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "80"})
+                       cwd=ROOT, env={**os.environ, "COLUMNS": "80"})
     assert "INCORRECT" in r.stdout, r.stdout + r.stderr
     long = [ln for ln in r.stdout.splitlines() if len(ln) > 80 and not ln.startswith("report: /")]   # a path stays whole
     assert long == [], long
@@ -87,7 +87,7 @@ def test_submit_at_80_columns_prints_no_prose_line_past_80(tmp_path):
 
 def _cli(*args: str, tmp_path: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "GRADER_CACHE_DIR": str(tmp_path / "cache"), **(env or {})})
+                          env={**os.environ, **(env or {})})
 
 
 def test_explain_of_a_missing_file_answers_in_one_line_as_submit_does(tmp_path):
