@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -7,6 +9,18 @@ from grader.toolchain import gpuinfo
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "submissions" / "bias_gelu_fused"
+
+
+def run_grader(*args: str, env: dict | None = None, timeout: float = 600, **run) -> subprocess.CompletedProcess:
+    """`python -m grader ARGS` as a new process, from the checkout: for a test about the command itself
+    (its exit code, what it prints, its process); a test of what a grade holds calls the library. The
+    process has this run's environment (its warm build cache, tests/conftest.py's _build_cache) with
+    env over it; stdout and stderr come back as text (run's keywords, e.g. stderr=STDOUT, say otherwise)."""
+    if "stdout" not in run and "stderr" not in run:
+        run["capture_output"] = True
+    run.setdefault("cwd", ROOT)
+    return subprocess.run([sys.executable, "-m", "grader", *args], text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, **run)
 
 
 def sample_folders() -> list[Path]:

@@ -6,12 +6,11 @@ mistake."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_grader
 from grader.core.source import Submission, read_submission
 from grader.verdict import advice_for
 from grader.verdict.checks import index_stride
@@ -95,8 +94,7 @@ def test_advice_that_quotes_no_code_is_unchanged():
 
 
 def _submit(path: Path, tmp_path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "grader", "submit", str(path), "--backend", "emulator", "--format", "json",
-                           "-q", "--report-dir", str(tmp_path / "r")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    proc = run_grader("submit", str(path), "--backend", "emulator", "--format", "json", "-q", "--report-dir", str(tmp_path / "r"))
     return json.loads(proc.stdout)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import run_grader
 from grader.cli import cli
 
 submitit = pytest.importorskip("submitit", reason="the test extra installs submitit")
@@ -110,13 +111,6 @@ def cluster(tmp_path_factory):
         yield c
 
 
-def _grader(*args: str, timeout: float = 600):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout)
-
-
 def _queue(fmt: str = "%i %T") -> str:
     import subprocess
 
@@ -130,10 +124,10 @@ def _summary(out: Path) -> dict:
 
 def test_a_class_graded_on_a_real_slurm_matches_a_local_batch(cluster, tmp_path):
     folder = _class(tmp_path / "class")
-    on_slurm = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "slurm"),
+    on_slurm = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "slurm"),
                        "--slurm", "--slurm-tasks", "2", "--gres", "")
     assert on_slurm.returncode == 0, on_slurm.stderr + cluster.logs()
-    local = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "local"))
+    local = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
     assert _summary(tmp_path / "slurm") == _summary(tmp_path / "local")
     assert sorted(_summary(tmp_path / "slurm")) == ["ann", "bob", "cat"]
@@ -143,10 +137,9 @@ def test_a_class_graded_on_a_real_slurm_matches_a_local_batch(cluster, tmp_path)
 
 
 def test_a_job_that_can_never_start_fails_at_once_with_slurms_reason(cluster, tmp_path):
-    import time
 
     folder = _class(tmp_path / "class")
-    r = _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+    r = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
                 "--slurm-tasks", "2", "--gres", "", "--cpus-per-task", "64", timeout=600)   # the timeout: a hang's guard
     assert r.returncode == 4, r.stderr
     assert "Reason=PartitionConfig" in r.stderr and "--cpus-per-task" in r.stderr
@@ -227,7 +220,7 @@ def _stalled_batch(tmp_path):
     """A class of two on the cluster with a stall deadline of 0.2 min: what came back. The wait ends
     on the stall deadline (its message says so) or never: the 600 s timeout is only a hang's guard."""
     folder = _class(tmp_path / "class")
-    return _grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
+    return run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
                    "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=600)
 
 
