@@ -1,6 +1,9 @@
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,51 @@ def run_grader(*args: str, env: dict | None = None, timeout: float = 600, **run)
     run.setdefault("cwd", ROOT)
     return subprocess.run([sys.executable, "-m", "grader", *args], text=True, timeout=timeout,
                           env={**os.environ, **(env or {})}, **run)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SERVER_LIFE_S = 600          # a server left behind ends by itself
+
+
+class Launched:
+    """A real server started as a process of its own (the tests about the server: its sockets, its
+    processes, a kill -9; a page's handler logic is tested in process with Starlette's TestClient):
+    argv under `timeout` in a session of its own, its output in log, ready once port takes a
+    connection. stop() ends its process group."""
+
+    def __init__(self, argv: list[str], *, port: int, log: Path):
+        self.port, self.log = port, log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), *argv], stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 120                           # a hang's guard
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError("the server did not start: " + log.read_text()) from None
+                time.sleep(0.1)
+
+    def pid(self) -> int:
+        """The server's own process id (timeout's child)."""
+        return int(Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()[0])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
 
 
 def sample_folders() -> list[Path]:

@@ -14,12 +14,9 @@ has a timeout."""
 import asyncio
 import http.client
 import json
-import os
 import re
-import signal
 import socket
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -28,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Launched, free_port
 from grader.serve.store import DONE, QUEUED, REPLACED, Accepted, Refused, Rules, Store
 
 EXERCISE = "bias_gelu_fused"
 SRC = b"__global__ void k() {}\n"
-SERVER_LIFE_S = 300
 T = 10                        # every request's timeout, seconds
 
 LAUNCH = """
@@ -49,12 +46,6 @@ run_server(Settings(__import__("pathlib").Path(a["folder"]), "bias_gelu_fused", 
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Attacked:
     """A course server without a grading worker (uploads stay queued unless a test moves them with
     the store's own calls), its log in folder/server.log."""
@@ -66,26 +57,11 @@ class Attacked:
         self.log = folder / "server.log"
         args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
                 "body_timeout": body_timeout, "streams": streams, "worker": worker}
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-c", LAUNCH, json.dumps(args)],
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
-                time.sleep(0.1)
+        self.launched = Launched([sys.executable, "-c", LAUNCH, json.dumps(args)], port=self.port, log=self.log)
+        self.proc = self.launched.proc
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        self.launched.stop()
 
     def store(self) -> Store:
         return Store(self.folder)
