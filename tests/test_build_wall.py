@@ -420,7 +420,7 @@ def _submit(source: str, planted: Planted, name: str) -> tuple[subprocess.Comple
     path.write_text(source)
     report = planted.root / "mallory-report" / name
     proc = run_grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report),
-                   "--format", "gradescope", "--output", str(report / "gradescope.json"))
+                      "--format", "gradescope", "--output", str(report / "gradescope.json"))
     # a grade, whatever it is (0 correct, 1 incorrect, 3 not gradable): never a usage error or the machine
     assert proc.returncode in (0, 1, 3), (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert (report / "result.json").is_file(), proc.stdout[-2000:]
@@ -489,7 +489,7 @@ def test_grader_batch_puts_no_secret_in_any_instructors_or_students_file(planted
         path.parent.chmod(0o755)
     out = planted.root / "out"
     proc = run_grader("batch", str(planted.class_dir), "--report-dir", str(out), "--backend", "emulator", "-j", "2",
-                   timeout=600)
+                      timeout=600)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert (out / "summary.csv").is_file() and (out / "results.jsonl").is_file(), sorted(_files_under(out))
     rows = _rows(out)

@@ -45,7 +45,7 @@ def _tmpfs(path: Path, options: str):
 
 def _cold_submit(tmp_path: Path, tmpdir: Path, *extra: str) -> subprocess.CompletedProcess:
     return run_grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), *extra,
-                   env={"TMPDIR": str(tmpdir), "GRADER_CACHE_DIR": str(tmp_path / "cold-cache")})
+                      env={"TMPDIR": str(tmpdir), "GRADER_CACHE_DIR": str(tmp_path / "cold-cache")})
 
 
 def _says_the_machine(r: subprocess.CompletedProcess, folder: Path) -> None:
@@ -398,7 +398,7 @@ def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile
     broken = tmp_path / "broken.cu"
     broken.write_text(CORRECT.read_text().replace("}", "", 1))
     own = run_grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),
-                  env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
+                     env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
     assert own.returncode != 4, own.stdout + own.stderr
 
 

@@ -125,7 +125,7 @@ def _summary(out: Path) -> dict:
 def test_a_class_graded_on_a_real_slurm_matches_a_local_batch(cluster, tmp_path):
     folder = _class(tmp_path / "class")
     on_slurm = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "slurm"),
-                       "--slurm", "--slurm-tasks", "2", "--gres", "")
+                          "--slurm", "--slurm-tasks", "2", "--gres", "")
     assert on_slurm.returncode == 0, on_slurm.stderr + cluster.logs()
     local = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
@@ -140,7 +140,7 @@ def test_a_job_that_can_never_start_fails_at_once_with_slurms_reason(cluster, tm
 
     folder = _class(tmp_path / "class")
     r = run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
-                "--slurm-tasks", "2", "--gres", "", "--cpus-per-task", "64", timeout=600)   # the timeout: a hang's guard
+                   "--slurm-tasks", "2", "--gres", "", "--cpus-per-task", "64", timeout=600)   # the timeout: a hang's guard
     assert r.returncode == 4, r.stderr
     assert "Reason=PartitionConfig" in r.stderr and "--cpus-per-task" in r.stderr
     assert "nothing has progressed" not in r.stderr        # refused on Slurm's reason, not after the stall deadline
@@ -221,7 +221,7 @@ def _stalled_batch(tmp_path):
     on the stall deadline (its message says so) or never: the 600 s timeout is only a hang's guard."""
     folder = _class(tmp_path / "class")
     return run_grader("batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out"), "--slurm",
-                   "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=600)
+                      "--slurm-tasks", "2", "--gres", "", "--slurm-stall-min", "0.2", timeout=600)
 
 
 def test_a_task_runs_the_grader_it_was_started_from_whatever_folder_it_is_run_in(cluster, tmp_path):
