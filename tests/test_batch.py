@@ -329,15 +329,19 @@ def test_a_lane_released_early_lets_the_next_grader_in(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
     got = []
+    first_block = ["running"]
     with lanes.gpu_lane("0") as lane:
         lane.release()
         def take():
-            with lanes.gpu_lane("0") as other:
-                got.append(other.waited)
+            with lanes.gpu_lane("0"):
+                got.append(first_block[0])
         t = threading.Thread(target=take)
         t.start()
-        t.join(timeout=5)
-        assert got and got[0] < 1.0                 # taken while the first block still runs
+        t.join(timeout=120)                         # a hang's guard
+        assert got == ["running"]                   # taken while the first block still runs
+    first_block[0] = "ended"
+    t.join(timeout=120)
+    assert got == ["running"]
     lane.release()                                   # a second release is harmless
 
 

@@ -249,9 +249,9 @@ def test_revocation_takes_effect_at_once_even_on_open_event_streams(tmp_path):
         assert req(server, "GET", f"/api/submissions/{aid}", token=people["ann"]).status == 401
         assert req(server, "GET", "/api/class", token=people["@instructor"]).status == 401
         assert 'id="login"' in req(server, "GET", "/", cookie=f"grader_session={people['ann']}").text
-        for s in (mine, theirs):                 # each open stream ends by itself within a tick or so
-            s.settimeout(3)
-            deadline = time.monotonic() + 3
+        for s in (mine, theirs):                 # each open stream ends by itself (at the next tick)
+            s.settimeout(60)
+            deadline = time.monotonic() + 60     # a hang's guard: a stream left open never ends
             while time.monotonic() < deadline:
                 chunk = s.recv(65536)
                 if not chunk or chunk.endswith(b"0\r\n\r\n"):      # closed, or the chunked body's end
@@ -413,7 +413,7 @@ def test_connections_of_one_student_are_bounded_event_streams_too(tmp_path):
         assert over.startswith(b"HTTP/1.1 429") and b"retry-after" in over.lower()
         assert stream(ann, people["ann"]).startswith(b"HTTP/1.1 200")          # another student's are their own
         held.pop(0).close()                                                   # one closed: one more may open
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60                                    # a hang's guard
         while not stream(hog, people["hog"]).startswith(b"HTTP/1.1 200"):
             assert time.monotonic() < deadline
             time.sleep(0.2)
@@ -629,7 +629,7 @@ def test_connections_are_bounded_and_the_server_recovers(tmp_path):
         for s in held:
             s.close()
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60                                    # a hang's guard
         while req(server, "GET", "/api/class", token=people["@instructor"]).status != 200:
             assert time.monotonic() < deadline, "the server did not recover from a flood of connections"
             time.sleep(0.1)

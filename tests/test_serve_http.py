@@ -214,7 +214,7 @@ def test_kill_9_mid_grade_then_a_restart_grades_every_upload_once(tmp_path):
             time.sleep(0.05)
         worker = int((tmp_path / ".grader-worker.lock").read_text().split()[1])
         os.kill(server.pid(), signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60                                    # a hang's guard
         while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not Path(f"/proc/{worker}").exists(), "the grading worker outlived the server"
