@@ -36,10 +36,10 @@ SERVER_LIFE_S = 600          # a server left behind ends by itself
 
 
 class Launched:
-    """A real server started as a process of its own (the tests about the server: its sockets, its
-    processes, a kill -9; a page's handler logic is tested in process with Starlette's TestClient):
-    argv under `timeout` in a session of its own, its output in log, ready once port takes a
-    connection. stop() ends its process group."""
+    """A real server started as a process of its own, for the tests about the server (its sockets,
+    its processes, a kill -9; a page's handler logic needs none: Starlette's TestClient renders it in
+    process, as tests/test_course_pages.py does): argv under `timeout` in a session of its own, its
+    output in log, ready once port takes a connection. stop() ends its process group."""
 
     def __init__(self, argv: list[str], *, port: int, log: Path):
         self.port, self.log = port, log
@@ -101,7 +101,7 @@ def _keep_together(item) -> None:
     defs = getattr(item, "_fixtureinfo", None)
     shared = defs is not None and any(d.scope in ("module", "class", "package")
                                       for name in item.fixturenames for d in defs.name2fixturedefs.get(name, ()))
-    if shared:
+    if shared and getattr(item, "module", None) is not None:
         item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
