@@ -260,28 +260,39 @@ def test_a_batch_in_flight_hands_the_interpreter_on_often_and_restores_it(tmp_pa
 
 
 def test_a_gpu_lane_is_held_by_one_grader_at_a_time(tmp_path, monkeypatch):
-    """Threads here, but the lock is a file lock: another process's grader waits the same way."""
+    """Threads here, but the lock is a file lock: another process's grader waits the same way. Counted,
+    not timed: how many are inside GPU 0's lane at once, and GPU 1's lane taken while GPU 0's is held."""
     from grader.run import lanes
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
-    spans = {"0": [], "1": []}
+    count = threading.Lock()
+    inside, most = {"0": 0, "1": 0}, {"0": 0, "1": 0}
+    gpu1_in = threading.Event()
 
-    def hold(device):
+    def hold(device, until=None):
         with lanes.gpu_lane(device):
-            start = time.perf_counter()
-            time.sleep(0.2)
-            spans[device].append((start, time.perf_counter()))
+            with count:
+                inside[device] += 1
+                most[device] = max(most[device], inside[device])
+            if device == "1":
+                gpu1_in.set()
+            if until is not None:
+                until.wait(timeout=120)                                 # a hang's guard
+            time.sleep(0.05)                                           # room for a second holder to get in wrongly
+            with count:
+                inside[device] -= 1
 
-    threads = [threading.Thread(target=hold, args=(d,)) for d in ("0", "0", "0", "1")]
-    t0 = time.perf_counter()
+    first = threading.Thread(target=hold, args=("0", gpu1_in))         # holds GPU 0 until GPU 1 is taken
+    first.start()
+    while not most["0"]:
+        time.sleep(0.01)
+    threads = [*(threading.Thread(target=hold, args=("0",)) for _ in range(2)), threading.Thread(target=hold, args=("1",))]
     for t in threads:
         t.start()
-    for t in threads:
+    for t in [first, *threads]:
         t.join()
-    same = sorted(spans["0"])
-    assert all(a[1] <= b[0] for a, b in zip(same, same[1:]))           # never two at once on GPU 0
-    assert spans["1"][0][0] < same[-1][0]                              # GPU 1 did not wait for GPU 0's queue
-    assert time.perf_counter() - t0 >= 0.6
+    assert most == {"0": 1, "1": 1}                                    # never two at once on GPU 0
+    assert gpu1_in.is_set()                                            # GPU 1 did not wait for GPU 0's queue
 
 
 def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
@@ -292,13 +303,25 @@ def test_a_lone_submit_and_a_batch_share_the_lane(tmp_path, monkeypatch):
     from grader.run import lanes
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
-    holder = subprocess.Popen([sys.executable, "-c", "import time, sys; from grader.run import lanes\n"
-                               "with lanes.gpu_lane('0'):\n    print('held', flush=True); time.sleep(0.6)"],
-                              stdout=subprocess.PIPE, text=True, env={**__import__('os').environ})
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from grader.run import lanes\n"
+                               "with lanes.gpu_lane('0'):\n    print('held', flush=True); sys.stdin.readline()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**__import__('os').environ})
     assert holder.stdout.readline().strip() == "held"
-    with lanes.gpu_lane("0") as lane:
-        assert lane.waited >= 0.3
-    holder.wait()
+    order = []
+
+    def take():
+        with lanes.gpu_lane("0") as lane:
+            order.append(("taken", lane.waited > 0))
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    taker.join(timeout=0.5)                   # time for a lane that does not hold to be taken (a miss, never a false alarm)
+    order.append("released")
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    taker.join(timeout=120)                   # a hang's guard
+    holder.wait(timeout=120)
+    assert order == ["released", ("taken", True)]                      # taken only once the other process let go
 
 
 def test_a_lane_released_early_lets_the_next_grader_in(tmp_path, monkeypatch):
@@ -307,15 +330,19 @@ def test_a_lane_released_early_lets_the_next_grader_in(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GRADER_LOCK_DIR", str(tmp_path))
     got = []
+    first_block = ["running"]
     with lanes.gpu_lane("0") as lane:
         lane.release()
         def take():
-            with lanes.gpu_lane("0") as other:
-                got.append(other.waited)
+            with lanes.gpu_lane("0"):
+                got.append(first_block[0])
         t = threading.Thread(target=take)
         t.start()
-        t.join(timeout=5)
-        assert got and got[0] < 1.0                 # taken while the first block still runs
+        t.join(timeout=120)                         # a hang's guard
+        assert got == ["running"]                   # taken while the first block still runs
+    first_block[0] = "ended"
+    t.join(timeout=120)
+    assert got == ["running"]
     lane.release()                                   # a second release is harmless
 
 

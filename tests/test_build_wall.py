@@ -44,7 +44,6 @@ import re
 import secrets as random_bits
 import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from typing import Callable
 
 import pytest
 
-from conftest import ROOT, SUBMISSIONS
+from conftest import SUBMISSIONS, run_grader
 from test_wall import KERNEL            # the correct kernel every attack carries
 from grader.core.backend import named
 from grader.core.locations import cache_root
@@ -399,11 +398,6 @@ def test_every_form_is_aimed_where_its_name_says(planted):
 # End to end: `grader submit` and `grader batch`, the screen and both compilers
 # ---------------------------------------------------------------------------------------------------
 
-def _grader(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT)
-
-
 def _files_under(folder: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -425,8 +419,8 @@ def _submit(source: str, planted: Planted, name: str) -> tuple[subprocess.Comple
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
     report = planted.root / "mallory-report" / name
-    proc = _grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report),
-                   "--format", "gradescope", "--output", str(report / "gradescope.json"))
+    proc = run_grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report),
+                      "--format", "gradescope", "--output", str(report / "gradescope.json"))
     # a grade, whatever it is (0 correct, 1 incorrect, 3 not gradable): never a usage error or the machine
     assert proc.returncode in (0, 1, 3), (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert (report / "result.json").is_file(), proc.stdout[-2000:]
@@ -494,8 +488,8 @@ def test_grader_batch_puts_no_secret_in_any_instructors_or_students_file(planted
         path.chmod(0o644)
         path.parent.chmod(0o755)
     out = planted.root / "out"
-    proc = _grader("batch", str(planted.class_dir), "--report-dir", str(out), "--backend", "emulator", "-j", "2",
-                   timeout=600)
+    proc = run_grader("batch", str(planted.class_dir), "--report-dir", str(out), "--backend", "emulator", "-j", "2",
+                      timeout=600)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert (out / "summary.csv").is_file() and (out / "results.jsonl").is_file(), sorted(_files_under(out))
     rows = _rows(out)
@@ -514,7 +508,7 @@ def test_the_classmate_graded_alone_is_correct_and_her_file_stays_in_her_folder(
     `grader batch`, is correct, and her marker reaches only her own report folder, so a marker the
     batch test finds elsewhere was put there by an attacker."""
     out = planted.root / "out-alice"
-    proc = _grader("batch", str(planted.class_dir), "--report-dir", str(out), "--backend", "emulator", timeout=600)
+    proc = run_grader("batch", str(planted.class_dir), "--report-dir", str(out), "--backend", "emulator", timeout=600)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     rows = _rows(out)
     assert list(rows) == ["alice"] and (rows["alice"]["status"], rows["alice"]["correct"]) == ("graded", True), \
@@ -596,7 +590,7 @@ def test_a_correct_kernel_with_standard_headers_is_graded_correct_end_to_end(tmp
     path = tmp_path / "headers.cu"
     path.write_text(source)
     report = tmp_path / "headers-report"
-    proc = _grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report))
+    proc = run_grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report))
     result = json.loads((report / "result.json").read_text())
     assert proc.returncode == 0 and result["status"] == "graded" and result["correct"] is True, \
         (result["status"], result.get("message"), proc.stdout[-2000:], proc.stderr[-2000:])

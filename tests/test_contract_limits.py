@@ -212,6 +212,7 @@ def _cache_files_over(limit_bytes: int) -> list[str]:
             if os.path.relpath(d, cache_root()).startswith("sub-") and os.path.getsize(os.path.join(d, f)) > limit_bytes]
 
 
+@pytest.mark.own_cache
 @pytest.mark.parametrize("held_by", ["control group", "RLIMIT_NPROC"])
 def test_a_static_array_past_the_file_size_limit_is_the_students_compile_error_and_never_cached(
         held_by, monkeypatch, rubric, write_cu):
@@ -225,6 +226,7 @@ def test_a_static_array_past_the_file_size_limit_is_the_students_compile_error_a
     assert not _cache_files_over(64 << 20)
 
 
+@pytest.mark.own_cache
 def test_outputs_together_past_the_limit_are_refused_before_the_cache_keeps_them(rubric, write_cu):
     """40 MiB in the object and 40 in the library: each file within 64 MiB, together over it."""
     result = _grade(write_cu(_big_array(40)), rubric, build_file_mib=64)

@@ -26,14 +26,12 @@ from __future__ import annotations
 import json
 import os
 import secrets as random_bits
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import run_grader
 from test_build_wall import CAT, _build, _c, attack, needs_nvcc
 from test_wall import KERNEL
 from grader.core import fswall
@@ -201,9 +199,7 @@ def test_the_preprocessor_opens_no_proc_file_of_a_process(backend, sentinel, rub
 def _submit(path: Path, report: Path) -> subprocess.CompletedProcess:
     """`grader submit` on the emulator, run with this environment (the canaries in it from its start,
     so that the grader's own /proc/<pid>/environ holds them too)."""
-    proc = subprocess.run([sys.executable, "-m", "grader", "submit", str(path), "--backend", "emulator",
-                           "--report-dir", str(report)], capture_output=True, text=True, timeout=400, cwd=ROOT,
-                          env=dict(os.environ))
+    proc = run_grader("submit", str(path), "--backend", "emulator", "--report-dir", str(report))
     assert proc.returncode in (0, 1, 3), (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
     assert (report / "result.json").is_file(), proc.stdout[-2000:]
     return proc

@@ -13,6 +13,7 @@ import sys
 from click.testing import CliRunner
 from conftest import ROOT, SUBMISSIONS
 
+from grader.cli import cli
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
 
@@ -21,9 +22,8 @@ def test_tokens_make_the_course_folder_private(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("identifier\nann\nbob\n")
     folder = tmp_path / "not" / "yet"
-    out = subprocess.run([sys.executable, "-m", "grader", "serve", "tokens", str(roster), "--folder", str(folder)],
-                         capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
+    out = CliRunner().invoke(cli, ["serve", "tokens", str(roster), "--folder", str(folder)])     # in process
+    assert out.exit_code == 0, out.stderr
     assert [line.split(",")[0] for line in out.stdout.split()] == ["identifier", "ann", "bob", "@instructor"]
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and (folder / "grader.sqlite").is_file()
 

@@ -135,7 +135,8 @@ def expected(t, dims):
 
 
 @pytest.fixture(params=["reference.py draws", "inputs.py draws", "numpy answers"])
-def course(request, tmp_path, monkeypatch):
+def own_exercise(request, tmp_path, monkeypatch):
+    """A course's own exercise (saxpy) in a folder outside the grader, named by GRADER_EXERCISES."""
     from grader.exercises import _LOADED
 
     root = tmp_path / "course"
@@ -157,7 +158,7 @@ def course(request, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the emulator needs g++")
-def test_a_courses_own_exercise_grades_with_no_change_to_the_grader(course, write_cu):
+def test_a_courses_own_exercise_grades_with_no_change_to_the_grader(own_exercise, write_cu):
     from grader.grade.pipeline import grade_submission
 
     good = write_cu(textwrap.dedent("""
@@ -176,11 +177,11 @@ def test_a_courses_own_exercise_grades_with_no_change_to_the_grader(course, writ
     assert result.diagnosis[0].advice == "Multiply x by 2 (a) before adding y."
 
 
-def test_a_broken_reference_is_named(course):
+def test_a_broken_reference_is_named(own_exercise):
     from grader.exercises import _LOADED
 
     _LOADED.clear()
-    ref = course / "reference" / "saxpy" / "reference.py"
+    ref = own_exercise / "reference" / "saxpy" / "reference.py"
     ref.write_text(COURSE_REFERENCE + 'MISTAKES = {"forgot_a": lambda t, dims: (t["x"] + t["y"], None)}\n')
     rubric = choose(exercise="saxpy")
     with pytest.raises(ExerciseError, match=r"reference\.py: MISTAKES is no longer read: declare each mistake as a "
@@ -190,7 +191,7 @@ def test_a_broken_reference_is_named(course):
     ref.write_text('ARRAYS = "jax"\n' + COURSE_REFERENCE)
     with pytest.raises(ExerciseError, match=r"reference\.py: ARRAYS is 'jax'; .* 'torch' or 'numpy'"):
         load_reference(choose(exercise="saxpy")).module
-    inputs = course / "reference" / "saxpy" / "inputs.py"
+    inputs = own_exercise / "reference" / "saxpy" / "inputs.py"
     if inputs.is_file():                          # the generators are checked where they are written
         _LOADED.clear()
         inputs.write_text(COURSE_INPUTS.replace('{"random": random}', '{"rand": random}'))
@@ -223,11 +224,11 @@ def test_calibration_rows_carry_each_runs_byte_model_and_fraction_of_the_floor()
     assert "# 7 floats per element" in text and "gold at 0.90" in text
 
 
-def test_a_calibrate_run_needs_its_reference_kernel(course):
+def test_a_calibrate_run_needs_its_reference_kernel(own_exercise):
     from grader.exercises import _LOADED
 
     _LOADED.clear()
-    rubric_path = course / "rubrics" / "saxpy.yaml"
+    rubric_path = own_exercise / "rubrics" / "saxpy.yaml"
     rubric_path.write_text(COURSE_RUBRIC + "calibrate:\n  runs:\n    - name: copy\n      steps: [{kernel: nothing, "
                            "args: [x, out, n]}]\n      bytes: 8 * n\n")
     with pytest.raises(ExerciseError, match="exports no grader_ref_nothing"):

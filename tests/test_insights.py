@@ -184,7 +184,6 @@ def test_batch_and_explain_offer_counters():
 @pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode == 0,
                     reason="a GPU is visible: explain --counters runs there (tests/test_gpu.py)")
 def test_explain_counters_without_a_gpu_says_so_and_exits_4():
-    proc = subprocess.run([sys.executable, "-m", "grader", "explain", "--counters", str(SAMPLES / "scalar_2d.cu")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 4
-    assert "--counters reads an NVIDIA GPU's counters and none is visible here" in proc.stderr
+    r = CliRunner().invoke(cli, ["explain", "--counters", str(SAMPLES / "scalar_2d.cu")])     # in process: the words
+    assert r.exit_code == 4
+    assert "--counters reads an NVIDIA GPU's counters and none is visible here" in r.stderr

@@ -29,10 +29,8 @@ def test_a_build_past_its_time_limit_is_stopped_and_says_so(monkeypatch):
     from grader.toolchain import running
 
     monkeypatch.setattr(running.os, "getloadavg", lambda: (0.5, 0.5, 0.5))     # a quiet machine: the code's time
-    start = time.perf_counter()
     proc, why = _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
-    assert time.perf_counter() - start < 10
-    assert proc.returncode != 0 and "longer than its limit of 1 s" in why
+    assert proc.returncode != 0 and "longer than its limit of 1 s" in why     # stopped: sleep ends with 0 by itself
 
 
 @needs_nvcc
@@ -250,9 +248,12 @@ def test_a_build_that_ran_out_of_time_while_the_machine_starved_it_is_the_machin
     monkeypatch.setattr(running.os, "getloadavg", lambda: (2.5 * cores,) * 3)
     with pytest.raises(InfrastructureError, match="too busy"):
         _run(["sleep", "30"], BuildLimits(time_s=1, memory_mib=1024))
-    # a build that used its time on the CPU is the file's, however busy the machine
+    # a build that used its time on the CPU is the file's, however busy the machine: its CPU as read is
+    # the whole limit (a real spinning build gets that only on a machine not loaded by others; how a
+    # build's CPU is read is test_group_cpu_seconds_counts_the_groups_live_and_ended_processes's)
     monkeypatch.setattr(running.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
-    proc, why = _run(["sh", "-c", "while :; do :; done"], BuildLimits(time_s=1.5, memory_mib=1024))
+    monkeypatch.setattr(running, "build_cpu_seconds", lambda *_: 1.5)
+    proc, why = _run(["sleep", "30"], BuildLimits(time_s=1.5, memory_mib=1024))
     assert "longer than its limit of 1.5 s" in why
 
 

@@ -20,15 +20,10 @@ from grader.core import sealed
 from grader.toolchain.build import machine_fault
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
-from conftest import SUBMISSIONS
+from conftest import SUBMISSIONS, run_grader
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = ROOT / "submissions" / "bias_gelu_fused" / "float4_launcher.cu"
-
-
-def _grader(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)
 
 
 @contextlib.contextmanager
@@ -49,8 +44,8 @@ def _tmpfs(path: Path, options: str):
 # -- the compilers' temporary folder -------------------------------------------------------------
 
 def _cold_submit(tmp_path: Path, tmpdir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), *extra,
-                   env={"TMPDIR": str(tmpdir), "GRADER_CACHE_DIR": str(tmp_path / "cold-cache")})
+    return run_grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), *extra,
+                      env={"TMPDIR": str(tmpdir), "GRADER_CACHE_DIR": str(tmp_path / "cold-cache")})
 
 
 def _says_the_machine(r: subprocess.CompletedProcess, folder: Path) -> None:
@@ -94,12 +89,12 @@ def test_a_batch_with_a_broken_temporary_folder_exits_4_and_keeps_nothing(tmp_pa
         (folder / f"{name}.cu").write_text(CORRECT.read_text())
     args = ["batch", str(folder), "--backend", "emulator", "--report-dir", str(tmp_path / "out")]
     cache = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    bad = _grader(*args, env={**cache, "TMPDIR": str(tmp_path / "missing")})
+    bad = run_grader(*args, env={**cache, "TMPDIR": str(tmp_path / "missing")})
     assert bad.returncode == 4, bad.stdout + bad.stderr
     assert "could not be graded on this machine" in bad.stderr and "ann" in bad.stderr
     rows = (tmp_path / "out" / "summary.csv").read_text()
     assert rows.count("infrastructure_error") == 2 and "compile_error" not in rows
-    good = _grader(*args, env={**cache, "TMPDIR": str(tmp_path)})
+    good = run_grader(*args, env={**cache, "TMPDIR": str(tmp_path)})
     assert good.returncode == 0, good.stdout + good.stderr
     assert "kept" not in good.stdout
     assert (tmp_path / "out" / "summary.csv").read_text().count("graded") == 2
@@ -138,13 +133,13 @@ def test_the_tools_own_lines_name_the_machine_and_a_students_text_never_does():
 
 def _warm(tmp_path: Path) -> tuple[dict, subprocess.CompletedProcess]:
     env = {"GRADER_CACHE_DIR": str(tmp_path / "cache")}
-    first = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "r1"), env=env)
+    first = run_grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "r1"), env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     return env, first
 
 
 def _again(tmp_path: Path, env: dict, name: str = "r2") -> subprocess.CompletedProcess:
-    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / name), env=env)
+    r = run_grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / name), env=env)
     assert r.returncode == 0 and "CORRECT" in r.stdout, r.stdout + r.stderr
     return r
 
@@ -234,13 +229,13 @@ def test_a_batch_reads_its_own_files_as_untrusted(tmp_path):
     """Garbage appended to results.jsonl, a student's result.json emptied and another's made
     garbage: the rerun has no traceback, keeps what it can, and rewrites the broken reports."""
     args, env = _one_student_class(tmp_path)
-    assert _grader(*args, env=env).returncode == 0
+    assert run_grader(*args, env=env).returncode == 0
     out = tmp_path / "out"
     with open(out / "results.jsonl", "ab") as f:
         f.write(b"\xff\x00garbage")
     (out / "ann" / "result.json").write_text("")
     (out / "bob" / "result.json").write_text("{garbage")
-    r = _grader(*args, env=env)
+    r = run_grader(*args, env=env)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     for student in ("ann", "bob"):
         assert json.loads((out / student / "result.json").read_text())["status"] == "graded"
@@ -253,25 +248,25 @@ def test_two_batches_on_one_report_folder_do_not_both_run(tmp_path):
 
     args, env = _one_student_class(tmp_path)
     with holding(tmp_path / "out", "a test holding the folder"):
-        r = _grader(*args, env=env)
+        r = run_grader(*args, env=env)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "being written by another batch" in r.stderr and f"pid {os.getpid()}" in r.stderr
         with pytest.raises(BatchBusy):
             with holding(tmp_path / "out"):
                 pass
     assert not (tmp_path / "out" / "results.jsonl").exists()
-    assert _grader(*args, env=env).returncode == 0            # released: the next batch runs
+    assert run_grader(*args, env=env).returncode == 0            # released: the next batch runs
     leftovers = [p.name for p in (tmp_path / "out").rglob(".*.tmp")]
     assert leftovers == []
 
 
 def test_the_class_tables_are_replaced_not_rewritten_in_place(tmp_path):
     args, env = _one_student_class(tmp_path)
-    assert _grader(*args, env=env).returncode == 0
+    assert run_grader(*args, env=env).returncode == 0
     out = tmp_path / "out"
     before = {n: (out / n).stat().st_ino for n in ("summary.csv", "gradebook.csv", "class.html", "junit.xml")}
     (tmp_path / "class" / "bob.cu").write_text(CORRECT.read_text() + "\n// edited\n")
-    assert _grader(*args, env=env).returncode == 0
+    assert run_grader(*args, env=env).returncode == 0
     after = {n: (out / n).stat().st_ino for n in before}
     assert all(before[n] != after[n] for n in before), (before, after)     # a new file renamed into place
 
@@ -393,7 +388,7 @@ def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile
                               'exit 1\n')
     (fake / "g++").chmod(0o755)
     env = {"PATH": f"{fake}:{os.environ['PATH']}", "GRADER_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
-    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), env=env)
+    r = run_grader("submit", str(CORRECT), "--backend", "emulator", "--report-dir", str(tmp_path / "report"), env=env)
     said = r.stdout + r.stderr
     assert r.returncode == 4, said
     # the known-good file fails behind the same wall (the stand-in's folder, private to root, is not one
@@ -402,8 +397,8 @@ def test_a_toolchain_that_builds_nothing_is_the_machine_not_the_students_compile
     assert "compile_error" not in said.lower().replace(" ", "_"), said
     broken = tmp_path / "broken.cu"
     broken.write_text(CORRECT.read_text().replace("}", "", 1))
-    own = _grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),
-                  env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
+    own = run_grader("submit", str(broken), "--backend", "emulator", "--report-dir", str(tmp_path / "report2"),
+                     env={"GRADER_CACHE_DIR": str(tmp_path / "cache2")})
     assert own.returncode != 4, own.stdout + own.stderr
 
 
@@ -414,7 +409,7 @@ def test_a_cache_folder_that_cannot_hold_the_build_is_the_machine_with_its_fix_n
     cache = tmp_path / "cache-file" if broken == "a file" else Path("/proc/self")
     if broken == "a file":
         cache.write_text("not a folder")
-    r = _grader("submit", str(CORRECT), "--backend", "emulator", "--no-report", env={"GRADER_CACHE_DIR": str(cache)})
+    r = run_grader("submit", str(CORRECT), "--backend", "emulator", "--no-report", env={"GRADER_CACHE_DIR": str(cache)})
     out = " ".join(r.stdout.split())
     assert r.returncode == 4, r.stdout + r.stderr
     assert "COULD NOT BE GRADED ON THIS MACHINE" in out and "internal error" not in out

@@ -97,7 +97,7 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
 """, name="forge_then_spin.cu")
     result = grade_submission(path, rubric=rubric, backend="emulator")
     assert result.status == "rejected" and "result channel" in result.message, result.message
-    assert result.phases["child_s"] < 10, result.phases
+    assert result.phases["child_s"] < rubric.limits.time_limit_s, result.phases     # stopped before its limit was
 
 
 def test_leftover_processes_sees_a_workers_group_until_it_is_cancelled():

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,57 +23,33 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBMISSIONS
+from conftest import SUBMISSIONS, Launched, free_port
 
 pytestmark = pytest.mark.slow
 
 EXERCISE = "bias_gelu_fused"
 CHEAP = SUBMISSIONS / "compile_error.cu"
 CORRECT = SUBMISSIONS / "float4_launcher.cu"
-SERVER_LIFE_S = 600          # a server left behind ends by itself
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Server:
     def __init__(self, folder: Path, *options: str):
         self.folder, self.options, self.port = folder, options, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "server.log"
-        self.proc = None
+        self.launched = self.proc = None
 
     def start(self) -> "Server":
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(["timeout", str(SERVER_LIFE_S), sys.executable, "-m", "grader", "serve",
-                                          str(self.folder), "--exercise", EXERCISE, "--backend", "emulator",
-                                          "--port", str(self.port), *self.options],
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return self
-            except OSError:
-                assert self.proc.poll() is None, self.log.read_text()
-                time.sleep(0.1)
-        raise AssertionError("the server did not start: " + self.log.read_text())
+        self.launched = Launched([sys.executable, "-m", "grader", "serve", str(self.folder), "--exercise", EXERCISE,
+                                  "--backend", "emulator", "--port", str(self.port), *self.options],
+                                 port=self.port, log=self.log)
+        self.proc = self.launched.proc
+        return self
 
     def pid(self) -> int:
-        """The server's own process id (timeout's child)."""
-        return int(Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()[0])
+        return self.launched.pid()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        if self.launched is not None:
+            self.launched.stop()
 
 
 def tokens(folder: Path, *students: str) -> dict[str, str]:
@@ -238,7 +213,7 @@ def test_kill_9_mid_grade_then_a_restart_grades_every_upload_once(tmp_path):
             time.sleep(0.05)
         worker = int((tmp_path / ".grader-worker.lock").read_text().split()[1])
         os.kill(server.pid(), signal.SIGKILL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60                                    # a hang's guard
         while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not Path(f"/proc/{worker}").exists(), "the grading worker outlived the server"

@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, SUBMISSIONS
+from conftest import SUBMISSIONS, run_grader
 
 WIDTH = 80
 
 
 def _grader(*args: str, columns: int = WIDTH) -> subprocess.CompletedProcess:
     """The command as a terminal of `columns` columns runs it (COLUMNS), stdout and stderr in one."""
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": str(columns)})
+    return run_grader(*args, env={"COLUMNS": str(columns)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def _too_wide(text: str, width: int = WIDTH) -> list[str]:
