@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.core.backend import Backend
 from grader.analysis import findings, sass
-from grader.toolchain.build import build_submission
-from grader.toolchain.outcome import compile_message
+from grader.core.backend import Backend
 from grader.core.errors import InfrastructureError, UsageError
 from grader.core.results import CountersSummary, FindingEntry
-from grader.exercises.rubric import Rubric
 from grader.core.source import SourceProblem, read_submission
+from grader.exercises.rubric import Rubric
+from grader.toolchain.build import build_submission
+from grader.toolchain.outcome import compile_message
 
 
 @dataclass(frozen=True)

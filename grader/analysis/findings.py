@@ -12,10 +12,10 @@ import dataclasses
 import operator
 
 from grader.analysis.launches import launch_facts
+from grader.analysis.sass import KernelCode
 from grader.core.results import CountersSummary, FindingEntry, Launch, TimingResult
 from grader.exercises.rubric import Condition, FindingRule, Rubric
 from grader.exercises.schema import COUNTER_FACTS
-from grader.analysis.sass import KernelCode
 
 _OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">=": operator.ge, ">": operator.gt}
 # Which costly instructions are the evidence for a fact.

@@ -14,13 +14,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from grader.toolchain import tools
-from grader.toolchain.outcome import demangle
 from grader.core.backend import BACKENDS, SmLimits
 from grader.core.contract import CaseFrame, LaunchRecord, TimingFrame
 from grader.core.objmemo import read_beside
 from grader.core.results import Launch
-
+from grader.toolchain import tools
+from grader.toolchain.outcome import demangle
 
 # Each architecture's multiprocessor limits, from every backend's table (core/backend.py): an
 # architecture's name says its backend ("cpu", the emulator's target, has none).

@@ -11,20 +11,20 @@ template.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from grader.core import atomic
 from grader.batch.grading import Graded
 from grader.batch.insights import INSIGHTS_NAME, ClassInsights, gather, write_insights
 from grader.batch.similarity import Similarity, class_similarity
+from grader.core import atomic
+from grader.core.outcomes import Tier
+from grader.exercises.rubric import Rubric
 from grader.platforms.scoring import first_line
 from grader.toolchain.render import render
-from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Tier
-import re
 
 BIN = 0.05          # histogram bin width, in fractions of the floor
 

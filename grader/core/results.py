@@ -11,8 +11,8 @@ from typing import Any
 
 from grader.core.contract import ChildSandbox
 from grader.core.errors import Exit
-from grader.core.typed import from_data
 from grader.core.outcomes import Outcome, Tier, outcome_word
+from grader.core.typed import from_data
 
 SCHEMA = "grader.result/2"    # 2: the parts typed (sass out of build, device.compiler, null when not reached)
 STATUSES = tuple(Outcome)       # the outcomes a Result may have (grader/core/outcomes.py)
@@ -158,7 +158,8 @@ class TimingResult:
     byte_model: str                    # the byte model in words
     bytes_moved: int                        # by the byte model at the timed shape
     samples: int                            # rounds timed (A B A B against the floor copies)
-    stop_reason: str                        # converged, tier_settled, budget, hard_budget, max_samples, too_slow (run/child/timing.py)
+    # converged, tier_settled, budget, hard_budget, max_samples, too_slow (run/child/timing.py)
+    stop_reason: str
     seconds: float                          # the timing's wall time
     submission_ms: float                    # median of the rounds
     submission_gbps: float
@@ -338,7 +339,8 @@ class Result:
     sass: SassSummary | None = None         # what its compiled code shows (graded kernels only)
     timing: TimingResult | None = None      # the measurement (a correct kernel on a GPU)
     output: OutputSummary = field(default_factory=OutputSummary) # what the submission printed
-    phases: dict[str, float] = field(default_factory=dict)   # wall seconds of the build, the children, checking (docs/benchmarks.md)
+    # wall seconds of the build, the children, checking (docs/benchmarks.md)
+    phases: dict[str, float] = field(default_factory=dict)
     sandbox: SandboxSummary | None = None                     # None: no child said what was in force
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed

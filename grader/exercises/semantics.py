@@ -14,8 +14,8 @@ import math
 import string
 from typing import Callable
 
-from grader.core.backend import CUDA_RUNTIME  # the language rubrics are written in, for every backend
 from grader.core import exprs
+from grader.core.backend import CUDA_RUNTIME  # the language rubrics are written in, for every backend
 from grader.core.errors import RubricError
 from grader.exercises import arrayexprs
 from grader.exercises.fromyaml import key_line

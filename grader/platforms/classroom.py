@@ -13,8 +13,8 @@ import base64
 import json
 import os
 
-from grader.platforms.scoring import Score
 from grader.core.results import Result
+from grader.platforms.scoring import Score
 
 
 def payload(result: Result, score: Score) -> dict:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from grader.platforms.scoring import first_line
-from grader.core.results import Result
 from grader.core.outcomes import Outcome
+from grader.core.results import Result
+from grader.platforms.scoring import first_line
 
 SUMMARY_LIMIT = 1024 * 1024
 PER_KIND = 10

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from grader.platforms.scoring import first_line
-from grader.core.results import CaseResult, Result
 from grader.core.outcomes import Outcome, Tier
+from grader.core.results import CaseResult, Result
+from grader.platforms.scoring import first_line
 
 
 def _mismatch(c: CaseResult) -> str:

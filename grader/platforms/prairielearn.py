@@ -7,9 +7,9 @@ gradable false with format_errors, which costs the student no attempt.
 
 from __future__ import annotations
 
-from grader.platforms.scoring import Score
-from grader.core.results import Result
 from grader.core.outcomes import Outcome
+from grader.core.results import Result
+from grader.platforms.scoring import Score
 
 _FORMAT_PROBLEMS = (Outcome.COMPILE_ERROR, Outcome.REJECTED)
 

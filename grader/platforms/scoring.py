@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.core.outcomes import Outcome
 from grader.core.results import Result
 from grader.exercises.rubric import Rubric
-from grader.core.outcomes import Outcome
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.core import jsonlines
-from grader.core.results import Result
-from grader.core.outcomes import Outcome, outcome_word
 from grader.core.locations import cache_root
+from grader.core.outcomes import Outcome, outcome_word
+from grader.core.results import Result
 
 FILE_NAME = "attempts.jsonl"
 MAX_PER_FILE = 50

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import functools
 import hashlib
-import dataclasses
 import json
 import logging
 import os
@@ -34,9 +34,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from grader.serve.course import (COOKIE, SMALL_FORM, STALE_FORM, BodyTimeout, Course, Settings, not_found,
-                                 unauthorised)
 from grader.serve import connections as connections_module
+from grader.serve.course import COOKIE, SMALL_FORM, STALE_FORM, BodyTimeout, Course, Settings, not_found, unauthorised
 from grader.serve.export import chosen, export_class
 from grader.serve.store import DONE, INSTRUCTOR
 
@@ -219,9 +218,9 @@ async def home(request: Request):
     person = course.who(request)
     if person is None:
         doubled = request.headers.get("cookie", "").count(COOKIE + "=") > 1
-        return course.page("login.html.j2", server=course.origin(request), error="Your browser sent two sign-in cookies for this server (one may "
-                           "have been set by another site on this machine): clear this site's cookies, then sign in."
-                           if doubled else "")
+        two = ("Your browser sent two sign-in cookies for this server (one may have been set by another site on "
+               "this machine): clear this site's cookies, then sign in.")
+        return course.page("login.html.j2", server=course.origin(request), error=two if doubled else "")
     if person[1]:
         return await asyncio.to_thread(course.class_page, request)      # the similarity: a class of 300 in ~1 s
     return course.student_page(request, person[0], own=True)
@@ -234,8 +233,9 @@ async def login(request: Request):
     form = await course.bounded_form(request, SMALL_FORM) or {}
     token = str(form.get("token", "")).strip()
     if not token or course.store.who(token) is None:
-        return course.page("login.html.j2", 401, server=course.origin(request), error="That token is not valid here: paste the token your instructor "
-                                                       "gave you (revoked tokens no longer work).")
+        return course.page("login.html.j2", 401, server=course.origin(request),
+                           error="That token is not valid here: paste the token your instructor gave you "
+                                 "(revoked tokens no longer work).")
     response = RedirectResponse("/", 303)
     response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
                         max_age=30 * 24 * 3600, path="/")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from grader.exercises.rubric import Rubric
 from grader.core.outcomes import Tier
+from grader.exercises.rubric import Rubric
 
 
 def assign_tier(fraction: float, low: float, high: float, rubric: Rubric) -> tuple[Tier, bool, list[str]]:

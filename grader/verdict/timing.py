@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.core import exprs
 from grader.core.contract import BaselineTimingFrame, TimingFrame
 from grader.core.outcomes import Tier
-from grader.core import exprs
-from grader.exercises.plan import baseline_cases
 from grader.core.results import BaselineTiming, CopyTiming, TimingResult
-from grader.exercises.rubric import Rubric, dims_values
 from grader.core.stats import fraction_interval, median
+from grader.exercises.plan import baseline_cases
+from grader.exercises.rubric import Rubric, dims_values
 from grader.verdict.tiers import assign_tier
 
 

@@ -3,13 +3,12 @@ cap, a filter that could not be installed where the rubric requires one."""
 
 from __future__ import annotations
 
-from grader.run import protocol
 from grader.core.contract import DoneFrame, FatalFrame
+from grader.core.outcomes import Outcome
 from grader.core.results import SandboxSummary, SourceNote, Stop
 from grader.exercises.rubric import Rubric
+from grader.run import protocol
 from grader.run.sandbox import ChildRun
-from grader.core.outcomes import Outcome
-
 
 _MEMORY_WORDS = ("MemoryError", "out of memory", "bad_alloc", "Cannot allocate memory")
 
