@@ -112,7 +112,7 @@ def _end_if_still_running() -> None:
 
 def _end_now(why: str) -> None:
     processes.end_all()
-    os.write(2, f"grader: interrupted; {why}: ended now, nothing unfinished was kept.\n".encode())
+    os.write(2, f"grader: {common.interrupted()}; {why}: ended now, nothing unfinished was kept.\n".encode())
     os._exit(Exit.INTERRUPTED)
 
 
