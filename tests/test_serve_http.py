@@ -428,6 +428,8 @@ def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tm
         student.until(state, timeout=240, seen=phases, done=lambda v: v == "done")
         assert student.js("window.stayed") == 1                              # no reload: the same page
         assert phases[0] == "queued" and "building" in phases and phases[-1] == "done", phases
+        assert "queued" not in phases[phases.index("building"):], phases    # never back in line once building (a page
+                                                                            # fetched before an event stands behind it)
         row = student.js("(function(){var r = document.querySelector('#attempts tbody tr'); return ["
                          "r.cells[1].innerText, r.cells[2].innerText, !!r.querySelector('a[href*=report]')];})()")
         assert row == ["mine.cu", "compile_error", True]

@@ -34,13 +34,26 @@ function refresh() {
       });
       var table = document.getElementById("attempts"), got = fresh.getElementById("attempts");
       if (table && got) table.tBodies[0].innerHTML = got.tBodies[0].innerHTML;
+      Object.keys(phaseOf).forEach(showPhase);   // a page rendered before the latest event: that event stands
       localTimes(document);
       watchAll();
     })
     .catch(function () {});
 }
 
-var watching = {};
+var watching = {}, phaseOf = {};
+// The latest phase an upload's events said, on its row (still in line or grading there: a row the
+// server already shows graded keeps what the server says).
+function showPhase(id) {
+  var d = phaseOf[id], now = document.querySelector('tr[data-id="' + id + '"]');
+  if (!now || !d) return;
+  var s = now.getAttribute("data-state");
+  if (s !== "queued" && s !== "grading" && !now.hasAttribute("data-live")) return;
+  now.querySelector(".outcome").textContent = d.phase + (d.place ? " (" + d.place + " in line)" : "");
+  now.setAttribute("data-state", d.phase);
+  now.setAttribute("data-live", "");              // set from the events, not by the server's page
+}
+
 function watch(row) {
   var id = row.getAttribute("data-id");
   if (watching[id]) return;
@@ -49,16 +62,14 @@ function watch(row) {
   var es = new EventSource("/api/submissions/" + encodeURIComponent(id) + "/events");
   es.addEventListener("phase", function (e) {
     var d = JSON.parse(e.data), text = d.phase + (d.place ? " (" + d.place + " in line)" : "");
-    var now = document.querySelector('tr[data-id="' + id + '"]');
-    if (now) {
-      now.querySelector(".outcome").textContent = text;
-      now.setAttribute("data-state", d.phase);
-    }
+    phaseOf[id] = d;
+    showPhase(id);
     if (live) live.textContent = name + ": " + text;
   });
   es.addEventListener("done", function () {
     es.close();
     delete watching[id];
+    delete phaseOf[id];
     refresh().then(function () {
       var now = document.querySelector('tr[data-id="' + id + '"] .outcome');
       if (live && now) live.textContent = name + ": " + now.textContent;
