@@ -1,7 +1,10 @@
 """The mistakes corpus (tests/data/mistakes/, issue 71): 51 wrong kernels, each graded on the CPU
 emulator once, two at a time, and held to its manifest entry:
 
-- every file keeps its real outcome (`outcome`);
+- every file keeps its real outcome (`outcome`), and the same one on one OS thread as on several:
+  each grade runs with the emulator's thread check (Backend.thread_check: every call
+  a thread count could change run on one thread and on two or more, compared), which ends a grade
+  whose faults or bytes differ;
 - the number named by cause WITH THE LINE does not fall below RATCHET: an entry counts where its
   first diagnosis is one of the codes its `named_by` lists (the codes whose message really names
   this file's mistake) and that message cites `line N` for its `line` (or one of its `cited_lines`);
@@ -13,6 +16,7 @@ the code, never lower it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from grader.core.backend import EMULATOR
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
 
@@ -28,6 +33,7 @@ CORPUS = Path(__file__).resolve().parent / "data" / "mistakes"
 ENTRIES = yaml.safe_load((CORPUS / "manifest.yaml").read_text())["mistakes"]
 RATCHET = 47
 CATCH_ALL = "wrong_values"
+CHECKED = dataclasses.replace(EMULATOR, thread_check=True)
 WORKERS = max(1, min(2, os.cpu_count() or 1))
 
 
@@ -39,7 +45,7 @@ def results():
 
     def one(entry):
         return entry["file"], grade_submission(CORPUS / entry["file"], rubric=rubrics[entry["exercise"]],
-                                               backend="emulator", emulator_threads=threads)
+                                               backend=CHECKED, emulator_threads=threads)
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         return dict(pool.map(one, ENTRIES))
@@ -68,8 +74,8 @@ def test_every_file_keeps_its_outcome(results):
     for e in ENTRIES:
         r = results[e["file"]]
         assert e["outcome"] == "incorrect", e["file"]      # every file compiles and is wrong
-        if not (r.status == "graded" and r.correct is False):
-            wrong.append(f"{e['file']}: status {r.status}, correct {r.correct}: {r.message}")
+        if not (r.status == "graded" and r.correct is False) or "ThreadCountChanged" in r.output.stderr:
+            wrong.append(f"{e['file']}: status {r.status}, correct {r.correct}: {r.message} {r.output.stderr[-400:]}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -932,6 +932,10 @@ constexpr int kMaxThreads = 256;
 constexpr unsigned long long kSpreadFrom = 1ull << 18;   // threads in a launch worth spreading
 constexpr size_t kSpreadStack = 8u << 20;                // each OS thread's stack, as the main thread's
 inline int g_threads = 1;                                 // set by the child: the cores it may use
+// Launches since the last grader_emu_set_spans (the start of a launcher's call) that g_threads could
+// change: each would run on several OS threads where g_threads allowed it (the child's thread check,
+// emulator.py, runs such a call on one thread and on several and compares).
+inline int g_spreadable = 0;
 
 #ifdef GRADER_EMU_PARALLEL
 template <class Body> struct Spread {
@@ -1047,7 +1051,9 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
     g_blockDim = block;
     const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
 #ifdef GRADER_EMU_PARALLEL
-    if (!g_fiber_mode && !g_reverse && g_threads > 1 && g_in_guarded && blocks > 1 && blocks * n >= kSpreadFrom) {
+    const bool spreadable = !g_fiber_mode && !g_reverse && g_in_guarded && blocks > 1 && blocks * n >= kSpreadFrom;
+    g_spreadable += spreadable ? 1 : 0;
+    if (spreadable && g_threads > 1) {
         spread(body, grid, block, blocks);
         g_dynamic_shared = nullptr;
         return;
@@ -1251,6 +1257,8 @@ extern "C" int grader_emu_spread_threads() {
     return 1;
 #endif
 }
+// The launches of the launcher's call so far that the thread count could change (g_spreadable).
+extern "C" int grader_emu_spreadable_launches() { return grader::g_spreadable; }
 extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
 
@@ -1452,6 +1460,7 @@ extern "C" void grader_emu_set_spans(const unsigned long long* lo, const unsigne
     for (int i = 0; i < grader::g_span_count; ++i) grader::g_spans[i] = {lo[i], hi[i], access[i]};
     grader::g_workspace_cap = workspace_cap;
     grader::g_stream_op_count = 0;
+    grader::g_spreadable = 0;
     grader::begin_call();
 }
 extern "C" int grader_emu_stream_ops(grader::StreamOp* out, int max) {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import struct
+import zlib
 
 from grader.core.contract import Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
@@ -24,6 +25,18 @@ class _StreamOp(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("direction", ctypes.c_int), ("refused", ctypes.c_int),
                 ("value", ctypes.c_int), ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64),
                 ("nbytes", ctypes.c_uint64), ("call", ctypes.c_char * 36)]
+
+
+class ThreadCountChanged(RuntimeError):
+    """A call gave another result on another number of OS threads: the emulator's fault, never the
+    student's (its verdict must not depend on the machine's cores; issue 71)."""
+
+
+def _said(seen: tuple) -> str:
+    ok, error, fault, sums = seen
+    if fault is not None:
+        return f"a fault (signal {fault[0]} at {fault[1]:#x}, block {fault[3]}, thread {fault[4]}, {fault[5]})"
+    return error if not ok else f"buffers with checksums {', '.join(f'{c:08x}' for c in sums)}"
 
 
 def _transparent_huge_pages() -> bool:
@@ -45,17 +58,19 @@ class EmulatorBackend(ChildBackend):
 
     @classmethod
     def from_job(cls, job):
-        return cls(job.reference_library, threads=job.emulator_threads)
+        return cls(job.reference_library, threads=job.emulator_threads, thread_check=job.backend.thread_check)
 
-    def __init__(self, reference_lib: str, threads: int = 0):
+    def __init__(self, reference_lib: str, threads: int = 0, thread_check: bool = False):
         super().__init__(reference_lib)
         self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
+        self.thread_check = thread_check            # each call a thread count could change, run at two and compared
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
         self._shapes: dict[int, tuple[int, ...]] = {}  # a tensor's shape, by its data start
         self._every: list[tuple[int, int]] = []        # every buffer ever made (data start, data end): no call's but its own
         self._writable: set[int] = set()               # the outputs' views (their start)
+        self._full: dict[int, Region] = {}             # an output's view (its start): the view with its guards
         self.workspace_cap = 256 << 20
 
     def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
@@ -100,6 +115,7 @@ class EmulatorBackend(ChildBackend):
                shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
         full, view = super().output(n, pad, name, init, shape)
         self._writable.add(view.ptr)
+        self._full[view.ptr] = full
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
@@ -152,7 +168,47 @@ class EmulatorBackend(ChildBackend):
 
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The launcher run at once, its memsets, copies and workspace checked as the GPU's replay
-        checks them (replay.stream_op_problem): what the replay would refuse raises Refused."""
+        checks them (replay.stream_op_problem): what the replay would refuse raises Refused. With the
+        thread check (Backend.thread_check), a call whose launches the thread count could change
+        is run on one OS thread and on several, from the same memory, and compared (ThreadCountChanged)."""
+        if not self.thread_check:
+            return self._launch_once(call, views)
+        given = [self._full.get(views[a.tensor].ptr, views[a.tensor]) for a in call.args if a.tensor]
+        before = [self.read(r) for r in given]
+        own, other = self.threads, (2 if self.threads == 1 else 1)
+        first = self._launch_at(other, call, views)
+        if self.sub.grader_emu_spreadable_launches() == 0:
+            return first                    # no launch the thread count reaches: the grade's own run
+        seen = self._seen(first, given)
+        for r, b in zip(given, before, strict=True):
+            ctypes.memmove(r.ptr, b, len(b))
+        outcome = self._launch_at(own, call, views)
+        mine = self._seen(outcome, given)
+        if mine != seen:
+            kept = [self.read(r) for r in given]
+            for r, b in zip(given, before, strict=True):
+                ctypes.memmove(r.ptr, b, len(b))
+            again = self._seen(self._launch_at(other, call, views), given)
+            for r, b in zip(given, kept, strict=True):
+                ctypes.memmove(r.ptr, b, len(b))
+            if again == seen:               # reproducible on one count, different on the other
+                raise ThreadCountChanged(f"{call.key}: on {other} OS thread(s) {_said(seen)}; on {own}, {_said(mine)}")
+        return outcome
+
+    def _launch_at(self, threads: int, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+        self.sub.grader_emu_set_threads(threads)
+        try:
+            return self._launch_once(call, views)
+        finally:
+            self.sub.grader_emu_set_threads(self.threads)
+
+    def _seen(self, outcome: LaunchOutcome, regions: list[Region]) -> tuple:
+        """What a call left that a verdict reads: its error, its fault, the bytes of its buffers."""
+        f = outcome.fault
+        fault = (f.signal, f.address, f.is_write, f.block, f.thread, f.buffer, f.element, f.message) if f else None
+        return outcome.ok, outcome.error, fault, tuple(zlib.crc32(self.read(r)) for r in regions)
+
+    def _launch_once(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
         spans = [Span(name, r.ptr, r.ptr + r.nbytes, r.ptr in self._writable) for name, r in given.items()]
         mine = {(s.lo, s.hi) for s in spans}
@@ -213,3 +269,4 @@ class EmulatorBackend(ChildBackend):
         """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
         self.regions.clear()
         self._shapes.clear()
+        self._full.clear()
