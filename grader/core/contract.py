@@ -25,6 +25,9 @@ from grader.core.frames import (  # noqa: F401 - re-exported
 # element and an out-of-bounds write from a wrong value, bit for bit.
 POISON_BITS = 0x7FC0DEAD      # a quiet NaN with a payload
 GUARD_BITS = 0x5A5A5A5A       # about 1.5e16, a finite value no GELU of these inputs produces
+# The emulator fills every block's shared memory with SHARED_POISON before the block runs (cuda_shim.h's
+# kSharedPoisonBits): a value read from shared memory no thread wrote carries its payload to the output.
+SHARED_POISON_BITS = 0x7FD5A4ED
 
 
 @dataclass

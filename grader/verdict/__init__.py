@@ -16,22 +16,29 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from grader.core.backend import Backend
-from grader.core.contract import (BaselineTimingFrame, CaseFrame, ChildSandbox, DoneFrame, FatalFrame, HelloFrame,
-                                  TimingFrame, clock_phases)
+from grader.core.contract import (
+    BaselineTimingFrame,
+    CaseFrame,
+    ChildSandbox,
+    DoneFrame,
+    FatalFrame,
+    HelloFrame,
+    TimingFrame,
+    clock_phases,
+)
+from grader.core.emulation import spreads_over_cores
+from grader.core.outcomes import Outcome, Tier
+from grader.core.results import CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop, TimingResult
+from grader.core.source import Submission
+from grader.exercises.data import Expected, expected_for
 from grader.exercises.plan import Case
-from grader.core.results import (CaseResult, DiagnosisEntry, FloorSummary, MistakeMap, SandboxSummary, Stop,
-                                 TimingResult)
 from grader.exercises.rubric import Rubric
 from grader.run.sandbox import ChildRun
-from grader.exercises.data import Expected, expected_for
-from grader.core.emulation import spreads_over_cores
-from grader.core.source import Submission
 from grader.verdict import bounds, causes, coverage, races, workspace
 from grader.verdict.checks import Judging, check_case, index_stride, past_in_timing
-from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.formulaline import formula_line, with_line
+from grader.verdict.timing import give_tier, judge_timing
 from grader.verdict.wall import audited, read_wall_stop, stopped_by_wall  # noqa: F401 - read_wall_stop for the pipeline
-from grader.core.outcomes import Outcome, Tier
 
 INDEX_STRIDES = ("row_stride", "col_stride")      # verdict/checks.index_stride's codes
 # what an index past a buffer shows as (checks.py, diagnosis.py)
@@ -162,6 +169,7 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     if any(d.code in INDEX_STRIDES for d in found):
         return _with_formula_line(found, judging)
     found = _with_workspace(found, judging.source)
+    found = _with_shared(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
     found = _with_coverage(found, judging.source)
     found = _with_partial_warp(found, judging)
@@ -185,6 +193,17 @@ def _with_workspace(found: list[DiagnosisEntry], sub: Submission) -> list[Diagno
         if named is not None:
             kept = [d for d in found if d.code not in _RACE_SHOWS]
             return [DiagnosisEntry(named.code, f"{named.text} ({seen.message})", "", seen.case)] + kept
+    return found
+
+
+def _with_shared(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Outputs carrying the emulator's fill of shared memory (reads_unwritten_shared): the line that
+    stages the array the block read beyond (workspace.unwritten_shared), where the file has one."""
+    for d in found:
+        if d.code == "reads_unwritten_shared" and not d.message.startswith("line "):
+            named = workspace.unwritten_shared(sub)
+            if named is not None:
+                d.message = f"{named.text} ({d.message})"
     return found
 
 
@@ -250,7 +269,8 @@ def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[Diag
 # what a write past the end (or a read) echoes as: the values it overwrote, the order it happened in
 _ECHOES = (*OUT_OF_BOUNDS, "order_dependent", "wrong_values", "nan_output")
 # what a race looks like in the outputs, when it shows
-_RACE_SHOWS = ("order_dependent", "wrong_values", "near_miss", "nan_output", "timed_outputs_differ")
+_RACE_SHOWS = ("order_dependent", "wrong_values", "near_miss", "nan_output", "timed_outputs_differ",
+               "reads_unwritten_shared")
 
 
 def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]) -> list[DiagnosisEntry]:
@@ -463,7 +483,8 @@ def _untouched_during_timing(frame: TimingFrame, rubric: Rubric) -> list[Diagnos
                 differ = sum(1 for s in sums if s != sums[-1])
                 if differ:
                     found.append(DiagnosisEntry(
-                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random among the timed ones) left {output} "
-                        "different from the last one, which was verified: each timed call must do the whole work",
+                        "timed_outputs_differ", f"{differ} of the {len(sums)} checked launches of {case} (chosen at random "
+                        f"among the timed ones) left {output} different from the last one, which was verified: each "
+                        "timed call must do the whole work",
                         "", case))
     return found
