@@ -203,10 +203,13 @@ class EmulatorBackend(ChildBackend):
             self.sub.grader_emu_set_threads(self.threads)
 
     def _seen(self, outcome: LaunchOutcome, regions: list[Region]) -> tuple:
-        """What a call left that a verdict reads: its error, its fault, the bytes of its buffers."""
+        """What a call left that a verdict reads: its error and its fault, or (where it ran to its end)
+        the bytes of its buffers. A failed call's buffers are never judged: on several threads, the
+        blocks past a fault's that other threads had taken ran, on one they did not."""
         f = outcome.fault
         fault = (f.signal, f.address, f.is_write, f.block, f.thread, f.buffer, f.element, f.message) if f else None
-        return outcome.ok, outcome.error, fault, tuple(zlib.crc32(self.read(r)) for r in regions)
+        sums = tuple(zlib.crc32(self.read(r)) for r in regions) if outcome.ok else ()
+        return outcome.ok, outcome.error, fault, sums
 
     def _launch_once(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
