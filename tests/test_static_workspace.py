@@ -12,10 +12,10 @@ every call is unaffected (tests/data/fairness/gelu_sum/device_workspace_zeroed_e
 from __future__ import annotations
 
 import pytest
+from test_replay import _Fake, _job
 
 from grader.run.child import worker
 from grader.run.child.measurer import ReplayBackend
-from test_replay import _Fake, _job
 
 
 class _Prepared(_Fake):
