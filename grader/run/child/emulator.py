@@ -9,6 +9,7 @@ import ctypes
 import mmap
 import struct
 import zlib
+from dataclasses import dataclass
 
 from grader.core.contract import Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
@@ -32,10 +33,18 @@ class ThreadCountChanged(RuntimeError):
     student's (its verdict must not depend on the machine's cores; issue 71)."""
 
 
+@dataclass(frozen=True)
+class _Start:
+    """A call's buffers as they were before it ran: its inputs' bytes, and each output's (guards included)."""
+
+    inputs: list[bytes]
+    outputs: dict[str, bytes]
+
+
 def _said(seen: tuple) -> str:
     ok, error, fault, sums = seen
     if fault is not None:
-        return f"a fault (signal {fault[0]} at {fault[1]:#x}, block {fault[3]}, thread {fault[4]}, {fault[5]})"
+        return f"a fault (signal {fault[0]}, block {fault[2]}, thread {fault[3]}, in {fault[4]} {fault[5]} element {fault[6]})"
     return error if not ok else f"buffers with checksums {', '.join(f'{c:08x}' for c in sums)}"
 
 
@@ -170,44 +179,68 @@ class EmulatorBackend(ChildBackend):
         """The launcher run at once, its memsets, copies and workspace checked as the GPU's replay
         checks them (replay.stream_op_problem): what the replay would refuse raises Refused. With the
         thread check (Backend.thread_check), a call whose launches the thread count could change
-        is run on one OS thread and on several, from the same memory, and compared (ThreadCountChanged)."""
+        runs again on the other count (one OS thread, or two), on fresh copies of its outputs as they
+        started (every emulated buffer is new, as for the reverse run), and a difference the grade's
+        own count reproduces raises ThreadCountChanged. The grade's own run comes first: the grade
+        sees what it would see without the check."""
         if not self.thread_check:
             return self._launch_once(call, views)
-        given = [self._full.get(views[a.tensor].ptr, views[a.tensor]) for a in call.args if a.tensor]
-        before = [self.read(r) for r in given]
-        own, other = self.threads, (2 if self.threads == 1 else 1)
-        first = self._launch_at(other, call, views)
+        names = [a.tensor for a in call.args if a.tensor]
+        outs = [n for n in names if views[n].ptr in self._writable]
+        inputs = [views[n] for n in names if n not in outs]
+        start = _Start([self.read(r) for r in inputs], {n: self.read(self._full.get(views[n].ptr, views[n])) for n in outs})
+        outcome = self._launch_once(call, views)
         if self.sub.grader_emu_spreadable_launches() == 0:
-            return first                    # no launch the thread count reaches: the grade's own run
-        seen = self._seen(first, given)
-        for r, b in zip(given, before, strict=True):
-            ctypes.memmove(r.ptr, b, len(b))
-        outcome = self._launch_at(own, call, views)
-        mine = self._seen(outcome, given)
-        if mine != seen:
-            kept = [self.read(r) for r in given]
-            for r, b in zip(given, before, strict=True):
-                ctypes.memmove(r.ptr, b, len(b))
-            again = self._seen(self._launch_at(other, call, views), given)
-            for r, b in zip(given, kept, strict=True):
-                ctypes.memmove(r.ptr, b, len(b))
-            if again == seen:               # reproducible on one count, different on the other
-                raise ThreadCountChanged(f"{call.key}: on {other} OS thread(s) {_said(seen)}; on {own}, {_said(mine)}")
+            return outcome                  # no launch the thread count reaches
+        mine = self._seen(outcome, [self._full.get(views[n].ptr, views[n]) for n in outs])
+        other = 2 if self.threads == 1 else 1
+        seen = self._rerun(other, call, views, start)
+        if seen != mine and self._rerun(self.threads, call, views, start) == mine:
+            raise ThreadCountChanged(f"{call.key}: on {other} OS thread(s) {_said(seen)}; on {self.threads}, "
+                                     f"{_said(mine)}")
         return outcome
 
-    def _launch_at(self, threads: int, call: Call, views: dict[str, Region]) -> LaunchOutcome:
+    def _rerun(self, threads: int, call: Call, views: dict[str, Region], start: "_Start") -> tuple:
+        """What the call leaves (_seen) run again on threads OS threads, on fresh copies of its outputs
+        as they started and its inputs as they were; the inputs are put back as the grade left them."""
+        inputs = [views[a.tensor] for a in call.args if a.tensor and a.tensor not in start.outputs]
+        kept = [self.read(r) for r in inputs]
+        for r, b in zip(inputs, start.inputs, strict=True):
+            ctypes.memmove(r.ptr, b, len(b))
+        fresh, fulls = dict(views), []
+        for name, blank in start.outputs.items():
+            fresh[name], full = self._fresh_output(views[name], blank, name)
+            fulls.append(full)
         self.sub.grader_emu_set_threads(threads)
         try:
-            return self._launch_once(call, views)
+            seen = self._seen(self._launch_once(call, fresh), fulls)
         finally:
             self.sub.grader_emu_set_threads(self.threads)
+        for r, b in zip(inputs, kept, strict=True):
+            ctypes.memmove(r.ptr, b, len(b))
+        return seen
+
+    def _fresh_output(self, view: Region, blank: bytes, name: str) -> tuple[Region, Region]:
+        """A new output like view (its guards included, holding blank), registered as output() does."""
+        full = self._full.get(view.ptr, view)
+        copy = self.alloc(full.floats, name)
+        ctypes.memmove(copy.ptr, blank, len(blank))
+        fresh = Region(copy.ptr + (view.ptr - full.ptr), view.floats, view.shape)
+        self._writable.add(fresh.ptr)
+        self._full[fresh.ptr] = copy
+        self._shapes[fresh.ptr] = view.shape
+        name_, base, _, _, end = self.regions[-1]
+        self.regions[-1] = (name_, base, fresh.ptr, fresh.ptr + fresh.nbytes, end)
+        return fresh, copy
 
     def _seen(self, outcome: LaunchOutcome, regions: list[Region]) -> tuple:
-        """What a call left that a verdict reads: its error and its fault, or (where it ran to its end)
-        the bytes of its buffers. A failed call's buffers are never judged: on several threads, the
-        blocks past a fault's that other threads had taken ran, on one they did not."""
+        """What a call left that a verdict reads: its error and its fault (where in which buffer, or
+        the address where in none), or (where it ran to its end) the bytes of its outputs. A failed
+        call's buffers are never judged: on several threads, the blocks past a fault's that other
+        threads had taken ran, on one they did not."""
         f = outcome.fault
-        fault = (f.signal, f.address, f.is_write, f.block, f.thread, f.buffer, f.element, f.message) if f else None
+        fault = (f.signal, f.is_write, f.block, f.thread, f.buffer, f.where, f.element, f.message,
+                 f.address if f.buffer is None else 0) if f else None
         sums = tuple(zlib.crc32(self.read(r)) for r in regions) if outcome.ok else ()
         return outcome.ok, outcome.error, fault, sums
 
