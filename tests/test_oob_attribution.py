@@ -230,7 +230,7 @@ def _graded(path: Path, threads: int, check: bool):
 def test_the_thread_check_passes_a_spread_fault_and_ends_a_grade_whose_bytes_change_with_the_cores(tmp_path):
     """Every sample and corpus file is graded with the thread check (tests/test_samples.py,
     tests/test_mistakes_corpus.py): each call a thread count could change runs on one OS thread and
-    on two, from the same memory. A fault spread over threads is the same on both (the earliest
+    on two, from the same starting outputs. A fault spread over threads is the same on both (the earliest
     block's); a kernel whose blocks read what earlier blocks of the same launch wrote gives other
     bytes on two threads than on one, and the check says so (the grade ends, naming the case)."""
     path = tmp_path / "bias4_by_row.cu"
