@@ -11,11 +11,12 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from grader.core.contract import Call, Fault, RecordedOp
+from grader.core.contract import POISON_BITS, Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
 from grader.run.child.replay import Refused, Span, stream_op_problem, workspace_name
 
+_POISON_WORD = struct.pack("<I", POISON_BITS)
 _KINDS = {5: "memset", 6: "copy", 7: "symbol", 8: "alloc", 9: "free"}
 _DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
 
@@ -45,7 +46,8 @@ def _said(seen: tuple) -> str:
     ok, error, fault, sums = seen
     if fault is not None:
         return f"a fault (signal {fault[0]}, block {fault[2]}, thread {fault[3]}, in {fault[4]} {fault[5]} element {fault[6]})"
-    return error if not ok else f"buffers with checksums {', '.join(f'{c:08x}' for c in sums)}"
+    return error if not ok else "outputs with " + ", ".join(f"{p} words unwritten, {z} zero, guards {g:08x}"
+                                                            for p, z, g in sums)
 
 
 def _transparent_huge_pages() -> bool:
@@ -192,7 +194,7 @@ class EmulatorBackend(ChildBackend):
         outcome = self._launch_once(call, views)
         if self.sub.grader_emu_spreadable_launches() == 0:
             return outcome                  # no launch the thread count reaches
-        mine = self._seen(outcome, [self._full.get(views[n].ptr, views[n]) for n in outs])
+        mine = self._seen(outcome, [views[n] for n in outs])
         other = 2 if self.threads == 1 else 1
         seen = self._rerun(other, call, views, start)
         # A difference counts where one thread (which runs the blocks in order) gives its result twice
@@ -211,13 +213,12 @@ class EmulatorBackend(ChildBackend):
         kept = [self.read(r) for r in inputs]
         for r, b in zip(inputs, start.inputs, strict=True):
             ctypes.memmove(r.ptr, b, len(b))
-        fresh, fulls = dict(views), []
+        fresh = dict(views)
         for name, blank in start.outputs.items():
-            fresh[name], full = self._fresh_output(views[name], blank, name)
-            fulls.append(full)
+            fresh[name], _ = self._fresh_output(views[name], blank, name)
         self.sub.grader_emu_set_threads(threads)
         try:
-            seen = self._seen(self._launch_once(call, fresh), fulls)
+            seen = self._seen(self._launch_once(call, fresh), [fresh[n] for n in start.outputs])
         finally:
             self.sub.grader_emu_set_threads(self.threads)
         for r, b in zip(inputs, kept, strict=True):
@@ -237,16 +238,25 @@ class EmulatorBackend(ChildBackend):
         self.regions[-1] = (name_, base, fresh.ptr, fresh.ptr + fresh.nbytes, end)
         return fresh, copy
 
-    def _seen(self, outcome: LaunchOutcome, regions: list[Region]) -> tuple:
-        """What a call left that a verdict reads: its error and its fault (where in which buffer, or
-        the address where in none), or (where it ran to its end) the bytes of its outputs. A failed
-        call's buffers are never judged: on several threads, the blocks past a fault's that other
-        threads had taken ran, on one they did not."""
+    def _seen(self, outcome: LaunchOutcome, views: list[Region]) -> tuple:
+        """What a call left that decides a verdict whatever the values: its error and its fault (where
+        in which buffer, or the address where in none), or (where it ran to its end) each output's
+        count of words still holding the poison or zero, and its guard words. Not the written values:
+        blocks that write the same element (rows laid blockDim.x apart, row_stride_blockdim.cu) race,
+        and the last writer differs between one thread and two; such a grade is wrong either way. A
+        failed call's outputs are never judged."""
         f = outcome.fault
         fault = (f.signal, f.is_write, f.block, f.thread, f.buffer, f.where, f.element, f.message,
                  f.address if f.buffer is None else 0) if f else None
-        sums = tuple(zlib.crc32(self.read(r)) for r in regions) if outcome.ok else ()
-        return outcome.ok, outcome.error, fault, sums
+        return outcome.ok, outcome.error, fault, tuple(self._written(v) for v in views) if outcome.ok else ()
+
+    def _written(self, view: Region) -> tuple[int, int, int]:
+        """(words still the poison, words zero, a checksum of the guard words) of an output."""
+        full = self._full.get(view.ptr, view)
+        data = self.read(full)
+        at, end = view.ptr - full.ptr, view.ptr - full.ptr + view.nbytes
+        body = data[at:end]
+        return body.count(_POISON_WORD), body.count(bytes(4)), zlib.crc32(data[:at] + data[end:])
 
     def _launch_once(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
