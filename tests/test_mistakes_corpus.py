@@ -4,7 +4,7 @@ emulator once, two at a time, and held to its manifest entry:
 - every file keeps its real outcome (`outcome`), and the same one on one OS thread as on several:
   each grade runs with the emulator's thread check (Backend.thread_check: every call
   a thread count could change run on one thread and on two or more, compared), which ends a grade
-  whose faults or bytes differ;
+  whose faults or written words differ;
 - the number named by cause WITH THE LINE does not fall below RATCHET: an entry counts where its
   first diagnosis is one of the codes its `named_by` lists (the codes whose message really names
   this file's mistake) and that message cites `line N` for its `line` (or one of its `cited_lines`);

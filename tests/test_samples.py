@@ -1,7 +1,7 @@
 """Every sample submission, end to end on the CPU emulator, gets the outcome its manifest expects,
 and the same outcome on one OS thread as on several: each grade runs with the emulator's thread check
 (Backend.thread_check), which runs every call a thread count could change on one OS thread and on
-two, from the same starting outputs, and ends the grade where their faults or bytes differ (issue 71:
+two, from the same starting outputs, and ends the grade where their faults or written words differ (issue 71:
 a verdict never depends on the machine's cores)."""
 
 import dataclasses
