@@ -36,9 +36,9 @@ class ThreadCountChanged(RuntimeError):
 
 @dataclass(frozen=True)
 class _Start:
-    """A call's buffers as they were before it ran: its inputs' bytes, and each output's (guards included)."""
+    """A call's buffers as they were before it ran: each input's bytes, and each output's (guards included)."""
 
-    inputs: list[bytes]
+    inputs: dict[str, bytes]
     outputs: dict[str, bytes]
 
 
@@ -189,8 +189,8 @@ class EmulatorBackend(ChildBackend):
             return self._launch_once(call, views)
         names = [a.tensor for a in call.args if a.tensor]
         outs = [n for n in names if views[n].ptr in self._writable]
-        inputs = [views[n] for n in names if n not in outs]
-        start = _Start([self.read(r) for r in inputs], {n: self.read(self._full.get(views[n].ptr, views[n])) for n in outs})
+        start = _Start({n: self.read(views[n]) for n in names if n not in outs},
+                       {n: self.read(self._full.get(views[n].ptr, views[n])) for n in outs})
         outcome = self._launch_once(call, views)
         if self.sub.grader_emu_spreadable_launches() == 0:
             return outcome                  # no launch the thread count reaches
@@ -207,23 +207,21 @@ class EmulatorBackend(ChildBackend):
         return outcome
 
     def _rerun(self, threads: int, call: Call, views: dict[str, Region], start: "_Start") -> tuple:
-        """What the call leaves (_seen) run again on threads OS threads, on fresh copies of its outputs
-        as they started and its inputs as they were; the inputs are put back as the grade left them."""
-        inputs = [views[a.tensor] for a in call.args if a.tensor and a.tensor not in start.outputs]
-        kept = [self.read(r) for r in inputs]
-        for r, b in zip(inputs, start.inputs, strict=True):
-            ctypes.memmove(r.ptr, b, len(b))
+        """What the call leaves (_seen) run again on threads OS threads, on fresh copies of its buffers
+        as they started: a launcher that remembers a buffer it was given (stash_in_input.cu, pointer_cache.cu)
+        meets new ones, as in the reverse run."""
         fresh = dict(views)
+        for name, held in start.inputs.items():
+            view = views[name]
+            fresh[name] = self.input(ctypes.cast(ctypes.c_char_p(held), ctypes.c_void_p).value or 0, view.floats,
+                                     view.shape, name)
         for name, blank in start.outputs.items():
             fresh[name], _ = self._fresh_output(views[name], blank, name)
         self.sub.grader_emu_set_threads(threads)
         try:
-            seen = self._seen(self._launch_once(call, fresh), [fresh[n] for n in start.outputs])
+            return self._seen(self._launch_once(call, fresh), [fresh[n] for n in start.outputs])
         finally:
             self.sub.grader_emu_set_threads(self.threads)
-        for r, b in zip(inputs, kept, strict=True):
-            ctypes.memmove(r.ptr, b, len(b))
-        return seen
 
     def _fresh_output(self, view: Region, blank: bytes, name: str) -> tuple[Region, Region]:
         """A new output like view (its guards included, holding blank), registered as output() does."""
