@@ -47,7 +47,7 @@ def _said(seen: tuple) -> str:
     if fault is not None:
         return f"a fault (signal {fault[0]}, block {fault[2]}, thread {fault[3]}, in {fault[4]} {fault[5]} element {fault[6]})"
     return error if not ok else "outputs with " + ", ".join(
-        f"{'some' if p else 'no'} words unwritten, {'some' if z else 'no'} zero, guards {g:08x}" for p, z, g in sums)
+        f"{'some' if p else 'no'} words unwritten, guards {g:08x}" for p, g in sums)
 
 
 def _transparent_huge_pages() -> bool:
@@ -239,7 +239,7 @@ class EmulatorBackend(ChildBackend):
     def _seen(self, outcome: LaunchOutcome, views: list[Region]) -> tuple:
         """What a call left that decides a verdict whatever the values: its error and its fault (where
         in which buffer, or the address where in none), or (where it ran to its end) whether each
-        output still holds the poison or a zero, and its guard words. Not the written values:
+        output still holds the poison, and its guard words. Not the written values:
         blocks that write the same element (rows laid blockDim.x apart, row_stride_blockdim.cu) race,
         and the last writer differs between one thread and two; such a grade is wrong either way. A
         failed call's outputs are never judged."""
@@ -248,15 +248,16 @@ class EmulatorBackend(ChildBackend):
                  f.address if f.buffer is None else 0) if f else None
         return outcome.ok, outcome.error, fault, tuple(self._written(v) for v in views) if outcome.ok else ()
 
-    def _written(self, view: Region) -> tuple[bool, bool, int]:
-        """(whether any word is still the poison, whether any is zero, a checksum of the guard words) of
-        an output: how many are differs with a launcher's thread that launches 30 ms late
-        (thread_late_launch_30ms.cu), a grade wrong either way."""
+    def _written(self, view: Region) -> tuple[bool, int]:
+        """(whether any word is still the poison, a checksum of the guard words) of an output: how many
+        differs with a launcher's thread that launches 30 ms late (thread_late_launch_30ms.cu), a grade
+        wrong either way; a zero is no sign (a memo kept in __device__ memory, static_memo.cu, serves
+        the rerun's same inputs and leaves a zero-started output's element as it started)."""
         full = self._full.get(view.ptr, view)
         data = self.read(full)
         at, end = view.ptr - full.ptr, view.ptr - full.ptr + view.nbytes
         body = data[at:end]
-        return _POISON_WORD in body, bytes(4) in body, zlib.crc32(data[:at] + data[end:])
+        return _POISON_WORD in body, zlib.crc32(data[:at] + data[end:])
 
     def _launch_once(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
