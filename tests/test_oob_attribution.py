@@ -5,10 +5,12 @@ macro to the launch's padded width it holds."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from grader.core.backend import EMULATOR
 from grader.core.source import read_submission
 from grader.exercises import load_exercise
 from grader.grade.pipeline import grade_submission
@@ -217,51 +219,46 @@ void launchBiasGeluFused(const float* x, const float* bias, float* out, int rows
     }
 }
 """
-# Each exercise's samples whose launches fault or spread (the ones a core count can move), and a
-# correct one: grading is seconds a file on this machine, so a subset, not every sample.
-PINNED_SAMPLES = [
-    "bias_gelu_fused/row_stride_rows.cu", "bias_gelu_fused/float4_guard_past_end.cu",
-    "bias_gelu_fused/bias_by_row.cu", "bias_gelu_fused/float4_launcher.cu",
-    "rope_half_split/missing_guard.cu", "rope_half_split/grid_stride.cu",
-    "gelu_sum/skips_last_row.cu", "gelu_sum/float4_launcher.cu",
-]
 
 
-def _grade_in_child(path: Path, cores: set[int] | None) -> tuple[str, str]:
-    """(status, first diagnosis code) of `grader submit` on the emulator, run on cores (None: all)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    def pin():
-        if cores is not None:
-            os.sched_setaffinity(0, cores)
-
-    done = subprocess.run([sys.executable, "-m", "grader", "submit", str(path), "--backend", "emulator",
-                           "--no-report", "--format", "json"], capture_output=True, text=True, preexec_fn=pin,
-                          timeout=300)
-    result = json.loads(done.stdout)
-    return result["status"], (result["diagnosis"][0]["code"] if result["diagnosis"] else "")
+def _graded(path: Path, threads: int, check: bool):
+    return grade_submission(path, rubric=load_exercise("bias_gelu_fused"),
+                            backend=dataclasses.replace(EMULATOR, thread_check=check), emulator_threads=threads)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sample", ["bias4_by_row"] + PINNED_SAMPLES)
-def test_an_emulated_verdict_is_the_same_on_one_core_and_on_every_core(tmp_path, sample):
-    import os
-    cores = os.sched_getaffinity(0)
-    if len(cores) < 2:
-        pytest.skip("one core only: pinned and unpinned are the same run here")
-    if sample == "bias4_by_row":
-        path = tmp_path / "bias4_by_row.cu"
-        path.write_text(BIAS4_BY_ROW)
-    else:
-        path = ROOT / "submissions" / sample
-    one = _grade_in_child(path, {min(cores)})
-    every = _grade_in_child(path, None)
-    assert one == every, f"{sample}: one core {one}, every core {every}"
-    if sample == "bias4_by_row":
-        assert every == ("graded", "reads_past_input"), every
+def test_the_thread_check_passes_a_spread_fault_and_ends_a_grade_whose_bytes_change_with_the_cores(tmp_path):
+    """Every sample and corpus file is graded with the thread check (tests/test_samples.py,
+    tests/test_mistakes_corpus.py): each call a thread count could change runs on one OS thread and
+    on two, from the same starting outputs. A fault spread over threads is the same on both (the earliest
+    block's); a kernel whose blocks read what earlier blocks of the same launch wrote gives other
+    bytes on two threads than on one, and the check says so (the grade ends, naming the case)."""
+    path = tmp_path / "bias4_by_row.cu"
+    path.write_text(BIAS4_BY_ROW)
+    checked = _graded(path, 2, True)
+    assert (checked.status, checked.diagnosis[0].code) == ("graded", "reads_past_input")
+    assert "ThreadCountChanged" not in checked.output.stderr
+    chained = tmp_path / "reads_the_row_above.cu"
+    chained.write_text(READS_THE_ROW_ABOVE)
+    changed = _graded(chained, 2, True)
+    assert "ThreadCountChanged: timed 16384x1024" in changed.output.stderr, changed.output.stderr
+    assert _graded(chained, 2, False).status == "graded"          # without the check: graded as ever
+
+
+# Each row adds 0 * (the row above's output), which is NaN where the row above is not written yet:
+# in order on one thread never, on two threads where another thread's chunk starts.
+READS_THE_ROW_ABOVE = """#include <cuda_runtime.h>
+__global__ void biasGeluFused(const float* x, const float* bias, float* out, size_t cols) {
+    const size_t col = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+    if (col < cols) {
+        const size_t i = blockIdx.y * cols + col;
+        const float v = x[i] + bias[col];
+        float carry = 0.0f;
+        if (blockIdx.y > 0) carry = out[i - cols] - out[i - cols];
+        out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678f)) + carry;
+    }
+}
+"""
 
 
 # ---------------------------------------------------------------------------

@@ -237,7 +237,7 @@ def test_the_recorder_makes_every_call_the_measurer_makes_in_its_order(exercise,
     first_difference = next(i for i, (a, b) in enumerate(zip(recorded, measured)) if a != b) \
         if recorded[: len(measured)] != measured else len(measured)
     checks = next(i for i, k in enumerate(measured) if k.startswith("timed"))
-    assert checks == len(job.cases) * (1 if job.order_exact else 2) and first_difference > checks
+    assert checks == len(job.cases) * 2 and first_difference > checks    # every check runs twice
 
 
 class _Kept:
@@ -531,7 +531,7 @@ def test_the_child_takes_the_class_its_backend_names_for_the_role(monkeypatch):
     assert kw["part"] is part
     assert set(kw["sizes"]) == {c.launch.key for c in job.cases + job.timed_cases + job.baseline_cases}
     emulated = worker._backend_for(dataclasses.replace(job, backend=EMULATOR, role=Role.RUN, emulator_threads=3))
-    assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3, "api": EMULATOR.api}
+    assert type(emulated) is emulator.EmulatorBackend and made["emulator"][1] == {"threads": 3, "api": EMULATOR.api, "thread_check": False}
     assert made["record"][1] == {"api": job.backend.api} and kw["backend"] is job.backend     # the job's runtime
     with pytest.raises(ValueError, match="recorded, then replayed"):
         worker._backend_for(dataclasses.replace(job, role=Role.RUN, library="lib.so"))

@@ -1,4 +1,10 @@
-"""Every sample submission, end to end on the CPU emulator, gets the outcome its manifest expects."""
+"""Every sample submission, end to end on the CPU emulator, gets the outcome its manifest expects,
+and the same outcome on one OS thread as on several: each grade runs with the emulator's thread check
+(Backend.thread_check), which runs every call a thread count could change on one OS thread and on
+two, from the same starting outputs, and ends the grade where their faults or written words differ (issue 71:
+a verdict never depends on the machine's cores)."""
+
+import dataclasses
 
 import pytest
 
@@ -14,7 +20,9 @@ SAMPLES = [(folder, e) for folder in sample_folders()
 @pytest.mark.slow
 @pytest.mark.parametrize("folder,name", [(f, e.file) for f, e in SAMPLES], ids=[f"{f.name}/{e.file}" for f, e in SAMPLES])
 def test_sample_on_the_emulator(folder, name):
-    (outcome,) = run_samples(folder, rubric=load_exercise(folder.name), backend="emulator", only=[name])
+    (outcome,) = run_samples(folder, rubric=load_exercise(folder.name), only=[name],
+                             backend=dataclasses.replace(EMULATOR, thread_check=True))
+    assert "ThreadCountChanged" not in outcome.result.output.stderr, outcome.result.output.stderr
     assert outcome.ok, f"{name}: {outcome.problems}"
     assert outcome.result.backend == "emulator" and outcome.result.tier is None
 

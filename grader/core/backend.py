@@ -150,6 +150,9 @@ class Backend:
     records_then_replays: bool = False      # host code runs in a recorder; a process that never loads it replays the launches
     # a second run in reverse block order may be asked for (rubric emulator.reverse_order_check)
     reverse_check: bool = False
+    # The emulator's thread check (the suite's: dataclasses.replace(EMULATOR, thread_check=True)): each
+    # call a thread count could change runs on one OS thread and on several; a difference ends the grade.
+    thread_check: bool = False
     baseline: bool = False                  # the rubric's PyTorch baseline can run beside it (torch on the device)
     checked_by: "Backend | None" = None    # whose toolchain judges the CUDA first and builds the code findings read
     # The device files of its GPU (prefixes of their paths): what a child on the GPU may open behind its

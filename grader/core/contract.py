@@ -8,23 +8,44 @@ launches and sends back what each output holds.
 from __future__ import annotations
 
 import dataclasses
-from enum import Enum
 from dataclasses import dataclass, field
+from enum import Enum
 
 from grader.core.backend import Backend
-from grader.core.typed import from_data
 
 # The frames the child sends back (core/frames.py), importable from here too, beside the job they answer.
 from grader.core.frames import (  # noqa: F401 - re-exported
-    BaselineTimingFrame, CalibrationFrame, CaseFrame, ChildSandbox, DoneFrame, FRAME_TYPES, FatalFrame, Fault,
-    HelloFrame, LaunchRecord, Output, RecordedOp, Recording, RecordingFrame, RefusedFrame, TimingFrame,
-    clock_phases, decode, encode, recording_data)
+    FRAME_TYPES,
+    BaselineTimingFrame,
+    CalibrationFrame,
+    CaseFrame,
+    ChildSandbox,
+    DoneFrame,
+    FatalFrame,
+    Fault,
+    HelloFrame,
+    LaunchRecord,
+    Output,
+    RecordedOp,
+    Recording,
+    RecordingFrame,
+    RefusedFrame,
+    TimingFrame,
+    clock_phases,
+    decode,
+    encode,
+    recording_data,
+)
+from grader.core.typed import from_data
 
 # Before every run an output is filled with POISON (a NaN with a payload no arithmetic produces)
 # and the guard regions on both sides of it with GUARD, so the parent can tell an unwritten
 # element and an out-of-bounds write from a wrong value, bit for bit.
 POISON_BITS = 0x7FC0DEAD      # a quiet NaN with a payload
 GUARD_BITS = 0x5A5A5A5A       # about 1.5e16, a finite value no GELU of these inputs produces
+# The emulator fills every block's shared memory with SHARED_POISON before the block runs (cuda_shim.h's
+# kSharedPoisonBits): a value read from shared memory no thread wrote carries its payload to the output.
+SHARED_POISON_BITS = 0x7FD5A4ED
 
 
 @dataclass

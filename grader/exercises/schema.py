@@ -51,6 +51,7 @@ CORE_CODES = (
     "tail_start",
     "shifted_index",            # verdict/causes.py: a loop numbered from 1, one access not shifted back
     "partial_warp_reduce",      # verdict/causes.py: a warp's shuffle reduction starting below 16
+    "reads_unwritten_shared",   # verdict/diagnosis.py: outputs carrying the emulator's fill of shared memory
 )
 TIER_NAMES = tuple(Tier)         # gold, silver, below (grader/core/outcomes.py)
 FLOOR_KINDS = ("copy_scalar", "copy_vec4", "memcpy")

@@ -74,11 +74,17 @@
 // __noinline__ is no macro here: the C++ library's own headers write __attribute__((__noinline__))
 // (GCC 12's <memory>), which such a macro would break; the rewrite turns the student's into
 // __attribute__((noinline)) (core/emulation.py).
-#define __shared__ static
+// A __shared__ variable is a function static in a section of its own, so that the shim finds every
+// one (the linker's __start_/__stop_ symbols) and fills them with kSharedPoisonBits before each block:
+// what a block reads of its shared memory before writing it is NaN, as it is garbage on a GPU, never
+// the zeros of a static or the last block's values.
+#define __shared__ static __attribute__((section("grader_shared")))
 #define __constant__
 #define __managed__
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+// A GNU attribute, not alignas: `__shared__ __align__(16) float t[64];` puts it after `static`, where
+// g++ refuses a standard attribute ("standard attributes in middle of decl-specifiers").
+#define __align__(n) __attribute__((aligned(n)))
 #define __grid_constant__
 #define __CUDACC_EMULATED__ 1
 
@@ -932,6 +938,10 @@ constexpr int kMaxThreads = 256;
 constexpr unsigned long long kSpreadFrom = 1ull << 18;   // threads in a launch worth spreading
 constexpr size_t kSpreadStack = 8u << 20;                // each OS thread's stack, as the main thread's
 inline int g_threads = 1;                                 // set by the child: the cores it may use
+// Launches since the last grader_emu_set_spans (the start of a launcher's call) that g_threads could
+// change: each would run on several OS threads where g_threads allowed it (the child's thread check,
+// emulator.py, runs such a call on one thread and on several and compares).
+inline int g_spreadable = 0;
 
 #ifdef GRADER_EMU_PARALLEL
 template <class Body> struct Spread {
@@ -1032,6 +1042,30 @@ template <class Body> inline void spread(Body& body, dim3 grid, dim3 block, unsi
 }
 #endif
 
+// The linker's bounds of this library's grader_shared section (every __shared__ variable), hidden so
+// that each library finds its own; null where the file declares none.
+extern "C" unsigned char __start_grader_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" unsigned char __stop_grader_shared[] __attribute__((weak, visibility("hidden")));
+constexpr unsigned kSharedPoisonBits = 0x7FD5A4EDu;    // a quiet NaN whose payload says "shared, never written"
+
+inline void poison_words(unsigned char* p, size_t n) {
+    const unsigned w = kSharedPoisonBits;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) std::memcpy(p + i, &w, 4);
+    for (; i < n; ++i) p[i] = static_cast<unsigned char>(w >> (8 * (i % 4)));
+}
+
+// Before each block: its static and dynamic shared memory hold the poison, not what the last block left.
+inline void poison_shared() {
+    if (__start_grader_shared != nullptr && __stop_grader_shared > __start_grader_shared)
+        poison_words(__start_grader_shared, static_cast<size_t>(__stop_grader_shared - __start_grader_shared));
+    if (g_dynamic_shared != nullptr && g_dynamic_shared_size > 0) poison_words(g_dynamic_shared, g_dynamic_shared_size);
+}
+
+inline bool has_shared(size_t shmem) {
+    return shmem > 0 || (__start_grader_shared != nullptr && __stop_grader_shared > __start_grader_shared);
+}
+
 template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, Body& body) {
     unsigned n = block.x * block.y * block.z;
     if (n == 0 || n > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
@@ -1047,7 +1081,9 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
     g_blockDim = block;
     const unsigned long long blocks = 1ull * grid.x * grid.y * grid.z;
 #ifdef GRADER_EMU_PARALLEL
-    if (!g_fiber_mode && !g_reverse && g_threads > 1 && g_in_guarded && blocks > 1 && blocks * n >= kSpreadFrom) {
+    const bool spreadable = !g_fiber_mode && !g_reverse && g_in_guarded && blocks > 1 && blocks * n >= kSpreadFrom;
+    g_spreadable += spreadable ? 1 : 0;
+    if (spreadable && g_threads > 1) {
         spread(body, grid, block, blocks);
         g_dynamic_shared = nullptr;
         return;
@@ -1056,9 +1092,11 @@ template <class Body> inline void run_grid(dim3 grid, dim3 block, size_t shmem, 
     g_sched.body = [](void* ctx) { (*static_cast<Body*>(ctx))(); };
     g_sched.body_ctx = &body;
     g_in_kernel = 1;
+    const bool shared = has_shared(shmem);
     for (unsigned long long k = 0; k < blocks; ++k) {
         g_block_seq = g_reverse ? blocks - 1 - k : k;
         set_block(g_block_seq, grid);
+        if (shared) poison_shared();
         if (g_fiber_mode)
             run_block_fibers(n);
         else if (!g_reverse)
@@ -1251,6 +1289,8 @@ extern "C" int grader_emu_spread_threads() {
     return 1;
 #endif
 }
+// The launches of the launcher's call so far that the thread count could change (g_spreadable).
+extern "C" int grader_emu_spreadable_launches() { return grader::g_spreadable; }
 extern "C" const grader::FaultInfo* grader_emu_fault() { return &grader::g_fault; }
 extern "C" int grader_emu_uses_fibers() { return grader::g_fiber_mode ? 1 : 0; }
 
@@ -1452,6 +1492,7 @@ extern "C" void grader_emu_set_spans(const unsigned long long* lo, const unsigne
     for (int i = 0; i < grader::g_span_count; ++i) grader::g_spans[i] = {lo[i], hi[i], access[i]};
     grader::g_workspace_cap = workspace_cap;
     grader::g_stream_op_count = 0;
+    grader::g_spreadable = 0;
     grader::begin_call();
 }
 extern "C" int grader_emu_stream_ops(grader::StreamOp* out, int max) {

@@ -171,6 +171,7 @@ def _named_causes(v: Verdict, judging: Judging) -> list[DiagnosisEntry]:
     if any(d.code in INDEX_STRIDES for d in found):
         return _with_formula_line(found, judging)
     found = _with_workspace(found, judging.source)
+    found = _with_shared(found, judging.source)
     found = _with_guard(found, judging.source, set(judging.rubric.mistakes))
     found = _with_coverage(found, judging.source)
     found = _with_partial_warp(found, judging)
@@ -194,6 +195,17 @@ def _with_workspace(found: list[DiagnosisEntry], sub: Submission) -> list[Diagno
         if named is not None:
             kept = [d for d in found if d.code not in _RACE_SHOWS]
             return [DiagnosisEntry(named.code, f"{named.text} ({seen.message})", "", seen.case)] + kept
+    return found
+
+
+def _with_shared(found: list[DiagnosisEntry], sub: Submission) -> list[DiagnosisEntry]:
+    """Outputs carrying the emulator's fill of shared memory (reads_unwritten_shared): the line that
+    stages the array the block read beyond (workspace.unwritten_shared), where the file has one."""
+    for d in found:
+        if d.code == "reads_unwritten_shared" and not d.message.startswith("line "):
+            named = workspace.unwritten_shared(sub)
+            if named is not None:
+                d.message = f"{named.text} ({d.message})"
     return found
 
 
@@ -259,7 +271,8 @@ def _with_guard_line(found: list[DiagnosisEntry], judging: Judging) -> list[Diag
 # what a write past the end (or a read) echoes as: the values it overwrote, the order it happened in
 _ECHOES = (*OUT_OF_BOUNDS, "order_dependent", "wrong_values", "nan_output")
 # what a race looks like in the outputs, when it shows
-_RACE_SHOWS = ("order_dependent", "wrong_values", "near_miss", "nan_output", "timed_outputs_differ")
+_RACE_SHOWS = ("order_dependent", "wrong_values", "near_miss", "nan_output", "timed_outputs_differ",
+               "reads_unwritten_shared")
 
 
 def _with_guard(found: list[DiagnosisEntry], sub: Submission, modelled: set[str]) -> list[DiagnosisEntry]:

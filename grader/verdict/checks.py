@@ -12,25 +12,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from grader.core.backend import Backend
-from grader.toolchain import tools
-from grader.toolchain.outcome import BuildResult
 from grader.core.checking import FailedOutput, compare, read_guards, within
 from grader.core.contract import CaseFrame, FatalFrame, Fault
-from grader.verdict.diagnosis import Diagnosis, diagnose
+from grader.core.results import CaseResult, DiagnosisEntry, MistakeMap
+from grader.core.source import Submission
 from grader.exercises import Reference as ExerciseReference
 from grader.exercises.data import Expected
 from grader.exercises.plan import Case, shape_of
-from grader.core.results import CaseResult, DiagnosisEntry, MistakeMap
 from grader.exercises.rubric import Rubric, default_launch, dims_values
-from grader.core.source import Submission
+from grader.toolchain import tools
+from grader.toolchain.outcome import BuildResult
 from grader.verdict import bounds
 from grader.verdict.causes import index_strides
+from grader.verdict.diagnosis import Diagnosis, diagnose
 from grader.verdict.hostlaunch import launches_at
 from grader.verdict.maps import build_map
 
-
 # what a case's diagnosis says where the hypotheses were tried and none explained the values
-_UNEXPLAINED = frozenset({"wrong_values", "near_miss", "nan_output"})
+_UNEXPLAINED = frozenset({"wrong_values", "near_miss", "nan_output", "reads_unwritten_shared"})
 
 # ---------------------------------------------------------------------------
 
@@ -317,7 +316,7 @@ def _location(name: str, tensor, index: list[int]) -> str:
             return str(i)
         return f"{dim[:-1] if dim.endswith('s') and len(dim) > 2 else dim} {i}"
 
-    return name + "".join(f"[{label(str(d), i)}]" for d, i in zip(tensor.shape, index))
+    return name + "".join(f"[{label(str(d), i)}]" for d, i in zip(tensor.shape, index, strict=False))
 
 
 def index_stride(sub: Submission, rubric: Rubric | None = None) -> tuple[str, str] | None:

@@ -11,9 +11,11 @@ it is) or only slightly off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from grader.core.checking import FailedOutput, GuardDamage, unwritten_mask, within
+from grader.core.contract import SHARED_POISON_BITS
 from grader.exercises.schema import Hypotheses
 from grader.verdict.hypotheses import NEAR, name_output
 
@@ -66,16 +68,36 @@ def diagnose(failed: FailedOutput, *, hypotheses: Hypotheses | None = None,
         return found + [named] + slices
     found += slices
     finite_want = np.isfinite(want)
+    shared = _from_unwritten_shared(got, written & finite_want)
     nan = int((np.isnan(g) & written & finite_want).sum())
     pos_inf = int((np.isposinf(g) & written & finite_want).sum())
     neg_inf = int((np.isneginf(g) & written & finite_want).sum())
-    if nan or pos_inf or neg_inf:
+    if shared:
+        found.append(Diagnosis("reads_unwritten_shared", _shared_said(shared, nan, int(written.sum()))))
+    elif nan or pos_inf or neg_inf:
         found.append(Diagnosis("nan_output", _not_finite(nan, pos_inf, neg_inf, int(written.sum()))))
     elif written.all() and cmp.max_rel_error < NEAR:
         found.append(Diagnosis("near_miss", f"largest relative error {cmp.max_rel_error:.2e}, above the tolerance"))
     elif not any(d.code.startswith(("unwritten", "writes_")) for d in found):
         found.append(Diagnosis("wrong_values", f"{cmp.bad} of {cmp.total} elements wrong"))
     return found
+
+
+def _from_unwritten_shared(got: np.ndarray, where: np.ndarray) -> int:
+    """How many elements (of where) are the NaN the emulator fills shared memory with, either sign:
+    a value read from shared memory no thread of the block wrote, carried through the arithmetic."""
+    if got.dtype != np.float32:
+        return 0
+    raw = np.ascontiguousarray(got).view(np.uint32) & np.uint32(0x7FFFFFFF)
+    return int(((raw == SHARED_POISON_BITS) & where).sum())
+
+
+def _shared_said(shared: int, nan: int, written: int) -> str:
+    """'40 of the 9797 elements written are NaN from shared memory no thread of the block wrote'."""
+    others = nan - shared
+    rest = f" ({others} more NaN otherwise)" if others else ""
+    return (f"{shared} of the {written} elements written {'is' if shared == 1 else 'are'} the NaN the emulator fills "
+            f"shared memory with before each block{rest}: they read shared memory no thread of the block wrote")
 
 
 def _not_finite(nan: int, pos_inf: int, neg_inf: int, written: int) -> str:

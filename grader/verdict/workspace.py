@@ -8,6 +8,10 @@ scanned source (core.source.Submission: .code has comments and strings blanked, 
   (no `name[i] = 0`, no cudaMemset or cudaMemcpyToSymbol of it): zero when the program loads, it
   carries each call's sums into the next, so a second run of the same case differs.
 
+- unwritten_shared: the write that stages a __shared__ array (its first `name[...] =`), where the
+  outputs carry the NaN the emulator fills each block's shared memory with (verdict/diagnosis.py's
+  reads_unwritten_shared): the block reads elements that write never reached.
+
 The verdict names them only where the outputs show it (NaN where the reference is finite; outputs
 that change from one run of a case to the next); a scan cites the line, the outputs decide.
 """
@@ -65,6 +69,36 @@ def unzeroed_workspace(sub: Submission) -> Cause | None:
                      f"line {line} (`{quoted(sub, line)}`): the workspace {name} is never zeroed before the kernel "
                      f"accumulates into it (line {at}: `{quoted(sub, at)}`): {_API.allocate}'s memory holds whatever "
                      f"was there, and the grader fills a workspace with NaN before every call to show it")
+    return None
+
+
+_SHARED = re.compile(r"\b__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(?:[A-Za-z_][\w:<>]*\s+)+?"
+                     r"(?:__align__\s*\(\s*\d+\s*\)\s*)?(?P<name>[A-Za-z_]\w*)\s*[\[;]")
+
+
+def _aliases(sub: Submission, name: str) -> list[str]:
+    """name, and the pointers set from it (`float* sc = tables;`, `float* ss = tables + half;`)."""
+    alias = re.compile(rf"\*\s*(?:const\s+)?(?:__restrict__\s+)?([A-Za-z_]\w*)\s*=\s*(?:\([^()]*\)\s*)?&?\s*{re.escape(name)}\b")
+    return [name, *(a.group(1) for _, body in body_lines(sub) for a in alias.finditer(body))]
+
+
+def unwritten_shared(sub: Submission) -> Cause | None:
+    """The line that stages a __shared__ array the block then reads beyond: its first plain write
+    (`tile[k] = ...`, or through a pointer set from it), or its declaration where nothing writes it."""
+    for m in _SHARED.finditer(sub.code):
+        name = m.group("name")
+        names = "|".join(re.escape(n) for n in _aliases(sub, name))
+        write = re.compile(rf"(?<![\w.])(?:{names})\s*(?:\[[^;]*?\]\s*)+=(?!=)|(?<![\w.]){re.escape(name)}\s*=(?!=)")
+        at = next((start + w.start() for start, body in body_lines(sub) for w in [write.search(body)] if w), None)
+        if at is None:
+            line = line_of(sub.code, m.start())
+            return Cause("reads_unwritten_shared", line,
+                         f"line {line} (`{quoted(sub, line)}`): nothing writes the shared array {name} before the "
+                         f"block reads it")
+        line = line_of(sub.code, at)
+        return Cause("reads_unwritten_shared", line,
+                     f"line {line} (`{quoted(sub, line)}`): this is all that stages the shared array {name}, and the "
+                     f"block reads elements of it this never wrote")
     return None
 
 

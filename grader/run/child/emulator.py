@@ -8,13 +8,16 @@ from __future__ import annotations
 import ctypes
 import mmap
 import struct
+import zlib
+from dataclasses import dataclass
 
 from grader.core.backend import Api
-from grader.core.contract import Call, Fault, RecordedOp
+from grader.core.contract import POISON_BITS, Call, Fault, RecordedOp
 from grader.core.limits import spread_threads
 from grader.run.child.backends import ChildBackend, LaunchOutcome, Region, _FaultInfo, libc
 from grader.run.child.replay import Refused, Span, stream_op_problem, workspace_name
 
+_POISON_WORD = struct.pack("<I", POISON_BITS)
 _KINDS = {5: "memset", 6: "copy", 7: "symbol", 8: "alloc", 9: "free"}
 _DIRECTIONS = {1: "h2d", 2: "d2h", 3: "d2d"}
 
@@ -25,6 +28,27 @@ class _StreamOp(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int), ("direction", ctypes.c_int), ("refused", ctypes.c_int),
                 ("value", ctypes.c_int), ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64),
                 ("nbytes", ctypes.c_uint64), ("call", ctypes.c_char * 36)]
+
+
+class ThreadCountChanged(RuntimeError):
+    """A call gave another result on another number of OS threads: the emulator's fault, never the
+    student's (its verdict must not depend on the machine's cores; issue 71)."""
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A call's buffers as they were before it ran: each input's bytes, and each output's (guards included)."""
+
+    inputs: dict[str, bytes]
+    outputs: dict[str, bytes]
+
+
+def _said(seen: tuple) -> str:
+    ok, error, fault, sums = seen
+    if fault is not None:
+        return f"a fault (signal {fault[0]}, block {fault[2]}, thread {fault[3]}, in {fault[4]} {fault[5]} element {fault[6]})"
+    return error if not ok else "outputs with " + ", ".join(
+        f"{'some' if p else 'no'} words unwritten, guards {g:08x}" for p, g in sums)
 
 
 def _transparent_huge_pages() -> bool:
@@ -46,17 +70,20 @@ class EmulatorBackend(ChildBackend):
 
     @classmethod
     def from_job(cls, job):
-        return cls(job.reference_library, threads=job.emulator_threads, api=job.backend.api)
+        return cls(job.reference_library, threads=job.emulator_threads, api=job.backend.api,
+                   thread_check=job.backend.thread_check)
 
-    def __init__(self, reference_lib: str, threads: int = 0, *, api: Api | None = None):
+    def __init__(self, reference_lib: str, threads: int = 0, *, api: Api | None = None, thread_check: bool = False):
         super().__init__(reference_lib, api=api)
         self.threads = spread_threads(threads)      # a large launch's OS threads, where the library allows
+        self.thread_check = thread_check            # each call a thread count could change, run at two and compared
         self._huge_pages = _transparent_huge_pages()    # read now: after the wall no file can be opened
         self._keep: list = []
         self.regions: list[tuple[str, int, int, int, int]] = []    # name, alloc start, data start, data end, alloc end
         self._shapes: dict[int, tuple[int, ...]] = {}  # a tensor's shape, by its data start
         self._every: list[tuple[int, int]] = []        # every buffer ever made (data start, data end): no call's but its own
         self._writable: set[int] = set()               # the outputs' views (their start)
+        self._full: dict[int, Region] = {}             # an output's view (its start): the view with its guards
         self.workspace_cap = 256 << 20
 
     def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
@@ -101,6 +128,7 @@ class EmulatorBackend(ChildBackend):
                shape: tuple[int, ...] = ()) -> tuple[Region, Region]:
         full, view = super().output(n, pad, name, init, shape)
         self._writable.add(view.ptr)
+        self._full[view.ptr] = full
         # the region list records the output's own extent, not its guards
         name_, base, start, _, end = self.regions[-1]
         self.regions[-1] = (name_, base, start + pad * 4, start + (pad + n) * 4, end)
@@ -153,7 +181,87 @@ class EmulatorBackend(ChildBackend):
 
     def launch_submission(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         """The launcher run at once, its memsets, copies and workspace checked as the GPU's replay
-        checks them (replay.stream_op_problem): what the replay would refuse raises Refused."""
+        checks them (replay.stream_op_problem): what the replay would refuse raises Refused. With the
+        thread check (Backend.thread_check), a call whose launches the thread count could change
+        runs again on the other count (one OS thread, or two), on fresh copies of its outputs as they
+        started (every emulated buffer is new, as for the reverse run), and a difference one thread
+        reproduces twice more raises ThreadCountChanged. The grade's own run comes first: the grade
+        sees what it would see without the check."""
+        if not self.thread_check:
+            return self._launch_once(call, views)
+        names = [a.tensor for a in call.args if a.tensor]
+        outs = [n for n in names if views[n].ptr in self._writable]
+        start = _Start({n: self.read(views[n]) for n in names if n not in outs},
+                       {n: self.read(self._full.get(views[n].ptr, views[n])) for n in outs})
+        outcome = self._launch_once(call, views)
+        if self.sub.grader_emu_spreadable_launches() == 0:
+            return outcome                  # no launch the thread count reaches
+        mine = self._seen(outcome, [views[n] for n in outs])
+        other = 2 if self.threads == 1 else 1
+        seen = self._rerun(other, call, views, start)
+        # A difference counts where one thread (which runs the blocks in order) gives its result twice
+        # more: a launcher whose calls differ by themselves (every other call cheap, sums carried over)
+        # is no thread's doing, while a race between OS threads need not repeat itself.
+        serial = mine if self.threads == 1 else seen
+        if seen != mine and all(self._rerun(1, call, views, start) == serial for _ in range(2)):
+            raise ThreadCountChanged(f"{call.key}: on {other} OS thread(s) {_said(seen)}; on {self.threads}, "
+                                     f"{_said(mine)}")
+        return outcome
+
+    def _rerun(self, threads: int, call: Call, views: dict[str, Region], start: "_Start") -> tuple:
+        """What the call leaves (_seen) run again on threads OS threads, on fresh copies of its buffers
+        as they started: a launcher that remembers a buffer it was given (stash_in_input.cu, pointer_cache.cu)
+        meets new ones, as in the reverse run."""
+        fresh = dict(views)
+        for name, held in start.inputs.items():
+            view = views[name]
+            fresh[name] = self.input(ctypes.cast(ctypes.c_char_p(held), ctypes.c_void_p).value or 0, view.floats,
+                                     view.shape, name)
+        for name, blank in start.outputs.items():
+            fresh[name], _ = self._fresh_output(views[name], blank, name)
+        self.sub.grader_emu_set_threads(threads)
+        try:
+            return self._seen(self._launch_once(call, fresh), [fresh[n] for n in start.outputs])
+        finally:
+            self.sub.grader_emu_set_threads(self.threads)
+
+    def _fresh_output(self, view: Region, blank: bytes, name: str) -> tuple[Region, Region]:
+        """A new output like view (its guards included, holding blank), registered as output() does."""
+        full = self._full.get(view.ptr, view)
+        copy = self.alloc(full.floats, name)
+        ctypes.memmove(copy.ptr, blank, len(blank))
+        fresh = Region(copy.ptr + (view.ptr - full.ptr), view.floats, view.shape)
+        self._writable.add(fresh.ptr)
+        self._full[fresh.ptr] = copy
+        self._shapes[fresh.ptr] = view.shape
+        name_, base, _, _, end = self.regions[-1]
+        self.regions[-1] = (name_, base, fresh.ptr, fresh.ptr + fresh.nbytes, end)
+        return fresh, copy
+
+    def _seen(self, outcome: LaunchOutcome, views: list[Region]) -> tuple:
+        """What a call left that decides a verdict whatever the values: its error and its fault (where
+        in which buffer, or the address where in none), or (where it ran to its end) whether each
+        output still holds the poison, and its guard words. Not the written values:
+        blocks that write the same element (rows laid blockDim.x apart, row_stride_blockdim.cu) race,
+        and the last writer differs between one thread and two; such a grade is wrong either way. A
+        failed call's outputs are never judged."""
+        f = outcome.fault
+        fault = (f.signal, f.is_write, f.block, f.thread, f.buffer, f.where, f.element, f.message,
+                 f.address if f.buffer is None else 0) if f else None
+        return outcome.ok, outcome.error, fault, tuple(self._written(v) for v in views) if outcome.ok else ()
+
+    def _written(self, view: Region) -> tuple[bool, int]:
+        """(whether any word is still the poison, a checksum of the guard words) of an output: how many
+        differs with a launcher's thread that launches 30 ms late (thread_late_launch_30ms.cu), a grade
+        wrong either way; a zero is no sign (a memo kept in __device__ memory, static_memo.cu, serves
+        the rerun's same inputs and leaves a zero-started output's element as it started)."""
+        full = self._full.get(view.ptr, view)
+        data = self.read(full)
+        at, end = view.ptr - full.ptr, view.ptr - full.ptr + view.nbytes
+        body = data[at:end]
+        return _POISON_WORD in body, zlib.crc32(data[:at] + data[end:])
+
+    def _launch_once(self, call: Call, views: dict[str, Region]) -> LaunchOutcome:
         given = {a.tensor: views[a.tensor] for a in call.args if a.tensor}
         spans = [Span(name, r.ptr, r.ptr + r.nbytes, r.ptr in self._writable) for name, r in given.items()]
         mine = {(s.lo, s.hi) for s in spans}
@@ -215,3 +323,4 @@ class EmulatorBackend(ChildBackend):
         """Forget the buffers of a finished case for fault reports (their memory is reclaimed with the process)."""
         self.regions.clear()
         self._shapes.clear()
+        self._full.clear()

@@ -151,14 +151,16 @@ class ReplayBackend(CudaBackend):
             lib.cuMemcpyDtoDAsync_v2(copy.ptr, found[0], found[1], None)
         self.synchronize()
 
-    def prepare_call(self) -> None:
+    def prepare_call(self, again: bool = False) -> None:
         """Before every call, outside the timed events: the workspace poisoned, and every static
         __device__ and __constant__ variable put back to what the module loaded with and the
         launcher's replayed uploads wrote, so nothing a kernel leaves there, in either, reaches the
-        next call (a memo of an earlier call's output cannot pay)."""
+        next call (a memo of an earlier call's output cannot pay). again (a check's second run of the
+        same call): the variables stay as the first run left them, as they do between two calls in
+        use, so a __device__ workspace nothing resets shows (its sums carried into the second run)."""
         for region in self._workspace.values():
             self.fill(region, POISON_BITS)
-        for live, (copy, nbytes) in self._kept.items():
+        for live, (copy, nbytes) in ([] if again else self._kept.items()):
             self.driver.lib.cuMemcpyDtoDAsync_v2(live, copy, nbytes, None)
         if self._heap:
             self._poison_heap()

@@ -81,7 +81,7 @@ def run_case(backend, cj: CaseJob, job: Job, files: InputFiles, sender: Sender,
         return not outcome.fatal and not (outcome.fault and outcome.fault.buffer is None)
     frame.ok = True
     mine = [b for b in cj.buffers if b.role == "out" and not b.chain]
-    repeat = backend.repeats_checks and not job.order_exact and not cj.timed
+    repeat = backend.repeats_checks and not cj.timed
     second_fulls = _second_run(backend, _Launched(cj, views, fulls, mine, pad), frame, reverse_check) \
         if reverse_check or repeat else {}
     sent = {b.name: fulls[b.name] for b in mine}
@@ -117,7 +117,8 @@ class _Launched:
 
 def _second_run(backend, ran: _Launched, frame: CaseFrame, reverse: bool) -> dict:
     """The same launch again on fresh outputs: on the CPU emulator with blocks and threads in
-    reverse order, on a GPU (for an exercise whose sums may run in any order) as it comes. Any
+    reverse order, on a GPU as it comes; on both, after the first run, with whatever it left in the
+    file's __device__ variables (a workspace nothing resets carries its sums into this run). Any
     difference, bit for bit, is a race or a missing barrier; where the exercise lets a sum's order
     vary, the parent compares the values within the tolerance instead. What it found goes into
     frame; returns the second run's outputs (none when it failed)."""
@@ -125,7 +126,7 @@ def _second_run(backend, ran: _Launched, frame: CaseFrame, reverse: bool) -> dic
     for b in ran.outputs:
         second_fulls[b.name], views2[b.name] = backend.output(b.floats, ran.pad, b.name, b.init)
     backend.set_reverse(reverse)
-    backend.prepare_call()
+    backend.prepare_call(again=True)         # what the first run left in the file's variables stays, as in use
     second = backend.launch_submission(ran.cj.launch, views2)
     if second.ok:
         second = backend.synchronize()
