@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import os
 import secrets as random_bits
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import run_grader
+from conftest import ROOT, run_grader
 from test_build_wall import CAT, _build, _c, attack, needs_nvcc
 from test_wall import KERNEL
 from grader.core import fswall

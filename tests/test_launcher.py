@@ -18,8 +18,9 @@ class _StandWorker:
 
     started: list = []
 
-    def __init__(self, **kwargs):
-        self.kwargs, self.cancelled = kwargs, False
+    def __init__(self, spec):
+        self.kwargs = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}     # the ChildSpec's fields
+        self.cancelled = False
         self.proc = self                        # proc.poll(): still running until cancelled
         _StandWorker.started.append(self)
 

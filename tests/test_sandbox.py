@@ -757,3 +757,23 @@ def test_a_child_started_past_descriptor_1024_is_waited_for(monkeypatch):
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_workers_group_is_forgotten_once_empty_and_kept_while_anything_of_it_lives():
+    """A long run wraps the kernel's process numbers: a group number our child once had may be
+    another process's group later (a suite on two workers counted three such 'leftovers'). A group
+    is forgotten once nothing of it is left, and kept for the leftover checks while a member lives."""
+    import subprocess
+
+    from grader.run import groups
+
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    groups.started(proc.pid)
+    try:
+        groups.forget_if_empty(proc.pid, wait_s=0.05)
+        assert proc.pid in groups.STARTED_GROUPS and proc.pid in groups.leftover_processes()
+    finally:
+        groups.kill_group(proc)
+        proc.wait()
+    groups.forget_if_empty(proc.pid)
+    assert proc.pid not in groups.STARTED_GROUPS and groups.leftover_processes({proc.pid}) == []

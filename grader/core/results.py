@@ -158,8 +158,7 @@ class TimingResult:
     byte_model: str                    # the byte model in words
     bytes_moved: int                        # by the byte model at the timed shape
     samples: int                            # rounds timed (A B A B against the floor copies)
-    # converged, tier_settled, budget, hard_budget, max_samples, too_slow (run/child/timing.py)
-    stop_reason: str
+    stop_reason: str    # converged, tier_settled, budget, hard_budget, max_samples, too_slow (run/child/timing.py)
     seconds: float                          # the timing's wall time
     submission_ms: float                    # median of the rounds
     submission_gbps: float
@@ -339,8 +338,7 @@ class Result:
     sass: SassSummary | None = None         # what its compiled code shows (graded kernels only)
     timing: TimingResult | None = None      # the measurement (a correct kernel on a GPU)
     output: OutputSummary = field(default_factory=OutputSummary) # what the submission printed
-    # wall seconds of the build, the children, checking (docs/benchmarks.md)
-    phases: dict[str, float] = field(default_factory=dict)
+    phases: dict[str, float] = field(default_factory=dict) # wall seconds: build, children, checking (docs/benchmarks.md)
     sandbox: SandboxSummary | None = None                     # None: no child said what was in force
     notes: list[SourceNote] = field(default_factory=list)   # where in the file it went wrong, when known
     findings: list[FindingEntry] = field(default_factory=list)   # what the compiled code shows about speed

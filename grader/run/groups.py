@@ -39,6 +39,19 @@ def collecting():
         _COLLECTING.groups = None
 
 
+def forget_if_empty(pgid: int, wait_s: float = 1.0) -> None:
+    """A Worker's group once it is killed and reaped: forgotten when nothing of it is left (waiting
+    at most wait_s for killed members to go), kept for the leftover checks otherwise. Its number is
+    free again once empty: a long run wraps the kernel's process numbers (32,768 here), and another
+    process's group with that number is no leftover of ours (a suite on two workers saw three)."""
+    deadline = time.monotonic() + wait_s
+    while any(state != "Z" for _, _, state in processes.in_groups({pgid})):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.01)
+    STARTED_GROUPS.discard(pgid)
+
+
 def leftover_processes(among: set[int] | None = None) -> list[int]:
     """Live processes in any process group a Worker of this process started (the child and
     anything it spawned), or in those among names; there should be none once its run is over

@@ -319,6 +319,7 @@ class Worker:
             returncode = self._reap(timeout=None)
         groups.kill_group(proc)                               # anything it left behind in its group
         processes.ended(proc.pid)
+        groups.forget_if_empty(proc.pid)
         self._close_fds()
         if not self._done:
             self._max_rss_kib = max(self._max_rss_kib, self._group_peak_kib())
@@ -354,6 +355,7 @@ class Worker:
         self._reap(timeout=None)
         groups.kill_group(proc)
         processes.ended(proc.pid)
+        groups.forget_if_empty(proc.pid)
         self._remove_group()
         folders.remove_tree(self._workdir)
         spawn.remove_view(self._workdir)

@@ -129,8 +129,10 @@ def _c_library(kind: str, text: str, source: str, name: str, what: str, link: tu
         if problem:
             (directory / source).write_text(text)
             tmp = directory / f"{name}.tmp"
+            # its temporary files beside it in the cache: a full or broken TMPDIR is said by the build's own probe
+            # (toolchain/faults.check_scratch_folder), which names it and the fix, not by this small build
             proc = subprocess.run([cc, "-O2", *link, "-o", str(tmp), str(directory / source)],
-                                  capture_output=True, text=True)
+                                  capture_output=True, text=True, env={**os.environ, "TMPDIR": str(directory)})
             if proc.returncode != 0:
                 raise InfrastructureError(f"the grader's {what} did not build with {cc}:\n{proc.stderr[-2000:]}")
             tmp.rename(library)
