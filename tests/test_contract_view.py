@@ -494,7 +494,7 @@ def test_a_build_started_by_an_ordinary_user_has_its_own_root_and_process_number
     own mapping the user to itself, then the view and the PID namespace, as root's builds do."""
     import tempfile
 
-    home = Path(tempfile.mkdtemp(prefix="contract-nobody-"))       # pytest's tmp_path is root's alone
+    home = Path(tempfile.mkdtemp(prefix="contract-nobody-", dir="/tmp"))   # not TMPDIR: CI's is under a 0700 folder
     os.chown(home, NOBODY, NOBODY)
     script = ("from grader.toolchain.running import BuildLimits, build_room, run_limited\n"
               "with build_room() as room:\n"
@@ -513,3 +513,24 @@ def test_a_build_started_by_an_ordinary_user_has_its_own_root_and_process_number
     assert code == 0 and stdout.startswith(f"pid=2\n{NOBODY}\n"), (out.stdout, out.stderr[-2000:])
     assert "No such file or directory" in stdout, stdout            # /root is not in its view at all
     assert wall.endswith("its own root; its own PID namespace"), wall
+
+
+@pytest.mark.own_cache
+def test_the_launcher_pruned_from_the_cache_under_a_long_lived_grader_is_built_again():
+    """A server or a suite's worker found the launcher once a process; the cache's pruning removed it
+    as unused ten minutes later and every build then failed as the machine's fault ('could not be
+    used (No such file or directory: .../grader-launcher)'). Each look marks it used, and one
+    found missing is built again."""
+    import shutil
+
+    from grader.toolchain import hostlibs
+
+    first = hostlibs.build_launcher()
+    if first is None:
+        pytest.skip("no C compiler")
+    shutil.rmtree(first.parent)                     # what prune() does to an entry it sees unused
+    again = hostlibs.build_launcher()
+    assert again == first and again.exists()
+    os.utime(again.parent, (0, 0))                  # long unused ...
+    hostlibs.build_launcher()
+    assert again.parent.stat().st_mtime > 0         # ... until looked up again

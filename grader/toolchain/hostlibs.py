@@ -36,8 +36,16 @@ def build_launcher() -> Path | None:
     """The launcher that enters a step's contract and execs its command (grader/core/view.c:
     core/view.Entry), built once per host with the C compiler, statically where the C library's
     archive is installed (no dynamic loader at each start); None where there is no C compiler.
-    Looked up once a process and cache (its seal is checked where it is built)."""
-    return _launcher_in(str(cache_root()))
+    Looked up once a process and cache (its seal is checked where it is built), and marked used at
+    each look (a long-lived grader, a server, once found it pruned as unused after ten minutes and
+    every grade then failed to start its builds: found missing, it is built again)."""
+    launcher = _launcher_in(str(cache_root()))
+    if launcher is not None and not launcher.exists():
+        _launcher_in.cache_clear()
+        launcher = _launcher_in(str(cache_root()))
+    if launcher is not None:
+        touch(launcher.parent)
+    return launcher
 
 
 @functools.lru_cache(maxsize=4)
