@@ -5,11 +5,16 @@ student controls; denial of service within reason (the cap under a burst, bounde
 body that never ends, an event stream never read); the queue's fairness; tokens in logs and tables,
 and their revocation.
 
-Each test asserts the server's correct behaviour. Servers are real (uvicorn in a subprocess on
-127.0.0.1 over a real SQLite file), started by Attacked below without a grading worker unless a
-test needs a grade (none here does: the store's own calls stand for a worker where a state must
-move), each under `timeout` and killed by process group in its fixture's finalizer; every request
-has a timeout."""
+Each test asserts the server's correct behaviour, against one of two servers of the same app
+(create_app with the same Settings), neither with a grading worker unless a test needs a grade
+(none but one here does: the store's own calls stand for a worker where a state must move), over
+a real SQLite file:
+- InProcess: the app in this process under Starlette's TestClient, for what a handler answers
+  (404s, refusals, CSRF, the multipart body, escaping, headers): no socket, no process;
+- Attacked: uvicorn in a subprocess on 127.0.0.1, for what is about the server (raw sockets, a
+  Content-Length that lies, connection and stream limits, a body that never ends, event streams,
+  the access log, a browser), under `timeout` and killed by process group in its finalizer.
+`req` and the helpers over it take either; every request has a timeout."""
 
 import asyncio
 import http.client
@@ -23,14 +28,20 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import anyio
+import h11
 import pytest
+from starlette.testclient import TestClient
 
+import grader.serve.course as serving
 from conftest import Launched, free_port
+from grader.serve.app import create_app
 from grader.serve.store import DONE, QUEUED, REPLACED, Accepted, Refused, Rules, Store
 
 EXERCISE = "bias_gelu_fused"
 SRC = b"__global__ void k() {}\n"
 T = 10                        # every request's timeout, seconds
+SERVED = {"exercise": EXERCISE, "backend": "emulator", "leaderboard": True}    # Settings' fields, both servers'
 
 LAUNCH = """
 import json, sys
@@ -41,30 +52,9 @@ from grader.serve.store import Rules
 a = json.loads(sys.argv[1])
 course.BODY_TIMEOUT_S = a["body_timeout"]
 course.STREAMS_PER_PERSON = a["streams"]
-run_server(Settings(__import__("pathlib").Path(a["folder"]), "bias_gelu_fused", "emulator", rules=Rules(**a["rules"]),
-                    worker=a["worker"], leaderboard=True), port=a["port"], connections=a["connections"])
+run_server(Settings(__import__("pathlib").Path(a["folder"]), **a["served"], rules=Rules(**a["rules"]),
+                    worker=a["worker"]), port=a["port"], connections=a["connections"])
 """
-
-
-class Attacked:
-    """A course server without a grading worker (uploads stay queued unless a test moves them with
-    the store's own calls), its log in folder/server.log."""
-
-    def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, streams: int = 128,
-                 worker: bool = False, **rules):
-        self.folder, self.port = folder, free_port()
-        self.host = f"127.0.0.1:{self.port}"
-        self.log = folder / "server.log"
-        args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
-                "body_timeout": body_timeout, "streams": streams, "worker": worker}
-        self.launched = Launched([sys.executable, "-c", LAUNCH, json.dumps(args)], port=self.port, log=self.log)
-        self.proc = self.launched.proc
-
-    def stop(self) -> None:
-        self.launched.stop()
-
-    def store(self) -> Store:
-        return Store(self.folder)
 
 
 class Answer:
@@ -79,20 +69,116 @@ class Answer:
         return json.loads(self.body)
 
 
-def req(server: Attacked, method: str, path: str, *, token: str | None = None, cookie: str | None = None,
+class Attacked:
+    """A course server without a grading worker (uploads stay queued unless a test moves them with
+    the store's own calls), its log in folder/server.log."""
+
+    def __init__(self, folder: Path, *, connections: int = 2048, body_timeout: float = 60.0, streams: int = 128,
+                 worker: bool = False, **rules):
+        self.folder, self.port = folder, free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.log = folder / "server.log"
+        args = {"folder": str(folder), "port": self.port, "rules": rules, "connections": connections,
+                "body_timeout": body_timeout, "streams": streams, "worker": worker, "served": SERVED}
+        self.launched = Launched([sys.executable, "-c", LAUNCH, json.dumps(args)], port=self.port, log=self.log)
+        self.proc = self.launched.proc
+
+    def send(self, method: str, path: str, headers: dict, body: bytes | None) -> Answer:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=T)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            r = conn.getresponse()
+            return Answer(r.status, r.headers, r.read())
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.launched.stop()
+
+    def store(self) -> Store:
+        return Store(self.folder)
+
+
+AS_SENT = b"x-test-target"      # InProcess's request target as written, put back as uvicorn reads it
+
+
+def as_uvicorn_reads(app):
+    """The app between what uvicorn hands it and what uvicorn would send: the path as sent (httpx,
+    under TestClient, drops a path's `.` and `..` segments and TestClient decodes it twice; an
+    attacker's client sends them as written, and uvicorn passes them on decoded once); the answer's
+    head checked as uvicorn's h11 checks it before writing it (a header holding CR, LF or NUL is
+    refused, never sent); the answer within T (a stream opened by mistake fails its test, as a real
+    server's would at its request's timeout)."""
+
+    async def asgi(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        target = dict(scope["headers"]).get(AS_SENT)
+        if target is not None:
+            raw, _, query = target.partition(b"?")
+            scope = {**scope, "raw_path": raw, "path": urllib.parse.unquote(raw.decode("ascii")), "query_string": query,
+                     "headers": [(k, v) for k, v in scope["headers"] if k != AS_SENT]}
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                h11.Response(status_code=message["status"], headers=list(message.get("headers", [])))
+            await send(message)
+
+        with anyio.fail_after(T):
+            return await app(scope, receive, sending)
+
+    return asgi
+
+
+class InProcess:
+    """The app Attacked serves (create_app, the same Settings), run in this process by Starlette's
+    TestClient: for the tests of what a handler answers. Its host is what the client sends (`Host:
+    testserver`), so an Origin or a Referer means what it does against a real server; redirects are
+    answers (never followed) and no cookie is kept between requests (each sends its own, as
+    Attacked's do). Module settings LAUNCH sets (body_timeout, streams) are patched for its life,
+    where given, and put back at stop()."""
+
+    host = "testserver"
+
+    def __init__(self, folder: Path, *, body_timeout: float | None = None, streams: int | None = None, **rules):
+        self.folder = folder
+        self.patched = pytest.MonkeyPatch()
+        for name, value in (("BODY_TIMEOUT_S", body_timeout), ("STREAMS_PER_PERSON", streams)):
+            if value is not None:
+                self.patched.setattr(serving, name, value)
+        app = create_app(serving.Settings(folder, **SERVED, rules=Rules(**rules), worker=False))
+        self.client = TestClient(as_uvicorn_reads(app), base_url=f"http://{self.host}", follow_redirects=False)
+        try:
+            self.client.__enter__()                              # the app's lifespan: the course, its fan-out
+        except BaseException:
+            self.patched.undo()
+            raise
+
+    def send(self, method: str, path: str, headers: dict, body: bytes | None) -> Answer:
+        try:
+            r = self.client.request(method, path, content=body, headers={**headers, AS_SENT.decode(): path})
+        finally:
+            self.client.cookies.clear()                          # a Set-Cookie is read from the answer, never kept
+        return Answer(r.status_code, r.headers, r.content)
+
+    def stop(self) -> None:
+        try:
+            self.client.__exit__(None, None, None)
+        finally:
+            self.patched.undo()
+
+    def store(self) -> Store:
+        return Store(self.folder)
+
+
+def req(server: Attacked | InProcess, method: str, path: str, *, token: str | None = None, cookie: str | None = None,
         body: bytes | None = None, headers: dict | None = None) -> Answer:
     h = dict(headers or {})
     if token is not None:
         h["Authorization"] = f"Bearer {token}"
     if cookie is not None:
         h["Cookie"] = cookie
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=T)
-    try:
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        return Answer(r.status, r.headers, r.read())
-    finally:
-        conn.close()
+    return server.send(method, path, h, body)
 
 
 def multipart(*parts: tuple[str, str | None, bytes], boundary: str = "attackboundary42") -> tuple[bytes, str]:
@@ -107,12 +193,12 @@ def multipart(*parts: tuple[str, str | None, bytes], boundary: str = "attackboun
     return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def api_upload(server: Attacked, token: str, data: bytes = SRC, filename: str = "k.cu", extra=()) -> Answer:
+def api_upload(server: Attacked | InProcess, token: str, data: bytes = SRC, filename: str = "k.cu", extra=()) -> Answer:
     body, kind = multipart(("file", filename, data), *extra)
     return req(server, "POST", "/api/submissions", token=token, body=body, headers={"Content-Type": kind})
 
 
-def csrf_of(server: Attacked, token: str) -> str:
+def csrf_of(server: Attacked | InProcess, token: str) -> str:
     page = req(server, "GET", "/", cookie=f"grader_session={token}")
     return re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
 
@@ -144,7 +230,7 @@ def issue(folder: Path, *students: str) -> dict[str, str]:
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("attacked")
     people = issue(folder, "ann", "bob", "eve", "cap", "quiet")
-    server = Attacked(folder, max_bytes=4096)
+    server = InProcess(folder, max_bytes=4096)
     yield server, people
     server.stop()
 
@@ -371,8 +457,18 @@ def send_raw(server: Attacked, head: bytes, body: bytes, *, close_after: bool = 
         return got
 
 
-def test_a_content_length_that_lies_keeps_nothing_and_breaks_nothing(course):
-    server, people = course
+@pytest.fixture
+def real_course(tmp_path):
+    """The course's rules on a real server (Attacked) of its own: for raw sockets, where uvicorn's
+    own reading of a request is under test."""
+    people = issue(tmp_path, "eve")
+    server = Attacked(tmp_path, max_bytes=4096)
+    yield server, people
+    server.stop()
+
+
+def test_a_content_length_that_lies_keeps_nothing_and_breaks_nothing(real_course):
+    server, people = real_course
     store = server.store()
     before = len(store.attempts("eve"))
     body, kind = multipart(("file", "k.cu", SRC))
@@ -433,7 +529,7 @@ HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)<\\script>'
 
 def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_path):
     people = issue(tmp_path, HOSTILE, "plain")
-    server = Attacked(tmp_path)
+    server = InProcess(tmp_path)
     try:
         got = api_upload(server, people[HOSTILE], filename='"><svg onload=alert(3)>.cu')
         assert got.status == 202
@@ -478,7 +574,7 @@ def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_pa
 def test_sql_metacharacters_in_every_field_and_header_are_data(tmp_path):
     evil = "x'); DROP TABLE uploads; --"
     people = issue(tmp_path, evil, "ann")
-    server = Attacked(tmp_path)
+    server = InProcess(tmp_path)
     try:
         got = api_upload(server, people[evil], filename="'; DELETE FROM uploads; --.cu",
                          data=b"/* ' OR 1=1; -- */\n" + SRC, extra=[("exercise", None, b"' OR '1'='1")])
@@ -757,7 +853,7 @@ def test_the_deadline_keeps_late_uploads_marked_or_refuses_them_over_http(tmp_pa
     keep.mkdir(), refuse.mkdir()
     past = time.time() - 60
     k, r = issue(keep, "ann"), issue(refuse, "ann")
-    servers = [Attacked(keep, deadline=past, late="keep"), Attacked(refuse, deadline=past, late="refuse")]
+    servers = [InProcess(keep, deadline=past, late="keep"), InProcess(refuse, deadline=past, late="refuse")]
     try:
         lying = {"Date": "Mon, 01 Jan 2001 00:00:00 GMT"}          # the client's clock is not the server's
         body, kind = multipart(("file", "k.cu", SRC), ("received", None, b"0"), ("late", None, b"0"))
