@@ -81,6 +81,7 @@ def sample_folders() -> list[Path]:
 HAS_GPU = gpuinfo.gpu_present()
 
 
+@pytest.hookimpl(tryfirst=True)         # before pytest-xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     for item in items:
         _keep_together(item)
