@@ -405,6 +405,47 @@ class Page:
                 "document.querySelector('#login').submit(); true")
 
 
+# Every change of the first row's data-state from now on, after the state it has now.
+RECORD_STATES = ("(function(){var r = document.querySelector('#attempts tbody tr'); window.states = [r.getAttribute('data-state')];"
+                 "new MutationObserver(function(){ window.states.push(r.getAttribute('data-state')); })"
+                 ".observe(r, {attributes: true, attributeFilter: ['data-state']}); return true;})()")
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no Chromium here (apt-get install chromium)")
+def test_a_row_the_server_renders_grading_never_goes_back_in_line_but_a_restart_puts_it_there(tmp_path):
+    """An upload's event stream replays its events from the first ("queued"), so a page the server
+    rendered after the worker took the upload (its row "grading") met a "queued" that put the row
+    back in line (the live test above saw grading, queued, building). Only the server's own "again"
+    (a restarted worker) may. No grading worker here: the store's calls move the upload."""
+    from test_serve_attacks import Attacked, api_upload, issue
+
+    from grader.serve.store import Store
+
+    people = issue(tmp_path, "ann")
+    server = Attacked(tmp_path)
+    browser = Browser(tmp_path / "profile")
+    store = Store(tmp_path)
+    try:
+        upload_id = api_upload(server, people["ann"]).json()["id"]
+        assert [c.id for c in store.claim_wave()] == [upload_id]          # the worker took it: grading
+        page = browser.page(f"http://{server.host}/")
+        page.sign_in(people["ann"])
+        page.until("document.readyState === 'complete' && !!document.querySelector('#attempts tbody tr[data-id]')")
+        page.js(RECORD_STATES)
+        store.add_event(upload_id, "phase", {"phase": "building"})         # after the replayed "queued", on one stream
+        page.until("document.querySelector('#attempts tbody tr').getAttribute('data-state')", timeout=60,
+                   done=lambda v: v == "building")
+        states = page.js("window.states")
+        assert states[0] == "grading" and "queued" not in states, states
+        assert store.requeue_stale() == [upload_id]                          # the worker restarted: back in line
+        page.until("document.querySelector('#attempts tbody tr').getAttribute('data-state')", timeout=60,
+                   done=lambda v: v == "queued")
+    finally:
+        store.close()
+        browser.close()
+        server.stop()
+
+
 @pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no Chromium here (apt-get install chromium)")
 def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tmp_path):
     people = tokens(tmp_path, "ann", "bob")
@@ -427,9 +468,11 @@ def test_the_pages_upload_show_live_progress_and_update_the_instructors_table(tm
         state = "(function(){var r = document.querySelector('#attempts tbody tr'); return r && r.getAttribute('data-state');})()"
         student.until(state, timeout=240, seen=phases, done=lambda v: v == "done")
         assert student.js("window.stayed") == 1                              # no reload: the same page
-        assert phases[0] == "queued" and "building" in phases and phases[-1] == "done", phases
-        assert "queued" not in phases[phases.index("building"):], phases    # never back in line once building (a page
-                                                                            # fetched before an event stands behind it)
+        # in line, or already taken when the page was fetched again; then forward only (never back in line:
+        # neither a page fetched before an event nor the stream's replay of the upload's first "queued")
+        order = ["queued", "grading", "building", "checking", "done"]
+        assert phases[0] in ("queued", "grading") and "building" in phases and phases[-1] == "done", phases
+        assert [order.index(p) for p in phases] == sorted(order.index(p) for p in phases), phases
         row = student.js("(function(){var r = document.querySelector('#attempts tbody tr'); return ["
                          "r.cells[1].innerText, r.cells[2].innerText, !!r.querySelector('a[href*=report]')];})()")
         assert row == ["mine.cu", "compile_error", True]

@@ -42,6 +42,12 @@ function refresh() {
 }
 
 var watching = {}, phaseOf = {};
+// A grade's phases in their order: an event stream replays an upload's events from its first, so a
+// row the server rendered as grading meets that upload's "queued" again; only the server's own
+// "again" (a restarted worker, a retried grade) puts a row back in line.
+var RANK = { queued: 0, grading: 1, cluster: 1, building: 2, checking: 3, timing: 4, counters: 5 };
+function older(d, shown) { return !d.again && (RANK[d.phase] || 0) < (RANK[shown] || 0); }
+
 // The latest phase an upload's events said, on its row (still in line or grading there: a row the
 // server already shows graded keeps what the server says).
 function showPhase(id) {
@@ -49,6 +55,7 @@ function showPhase(id) {
   if (!now || !d) return;
   var s = now.getAttribute("data-state");
   if (s !== "queued" && s !== "grading" && !now.hasAttribute("data-live")) return;
+  if (older(d, s)) return;
   now.querySelector(".outcome").textContent = d.phase + (d.place ? " (" + d.place + " in line)" : "");
   now.setAttribute("data-state", d.phase);
   now.setAttribute("data-live", "");              // set from the events, not by the server's page
@@ -62,6 +69,8 @@ function watch(row) {
   var es = new EventSource("/api/submissions/" + encodeURIComponent(id) + "/events");
   es.addEventListener("phase", function (e) {
     var d = JSON.parse(e.data), text = d.phase + (d.place ? " (" + d.place + " in line)" : "");
+    var now = document.querySelector('tr[data-id="' + id + '"]');
+    if (now && older(d, now.getAttribute("data-state"))) return;     // a replayed event the row is past
     phaseOf[id] = d;
     showPhase(id);
     if (live) live.textContent = name + ": " + text;
