@@ -67,6 +67,12 @@ class EmulatorBackend(ChildBackend):
 
     PAGE = mmap.PAGESIZE
     HUGE_FROM = 4 << 20
+    # Each buffer's inaccessible guards, before and after it: as long as the buffer (a page at least,
+    # GUARD_MAX at most). A row-stride mistake reads a tile of rows past the end, a row apart; with a
+    # page of guard its first read past the page landed in whatever the process had mapped beside
+    # the buffer (an earlier case's buffer, a thread's stack), so the verdict (read past x, or a wild
+    # pointer) depended on where the kernel's mappings fell, which a loaded machine moves.
+    GUARD_MAX = 1 << 20
 
     @classmethod
     def from_job(cls, job):
@@ -87,28 +93,31 @@ class EmulatorBackend(ChildBackend):
         self.workspace_cap = 256 << 20
 
     def _guarded(self, nbytes: int, name: str) -> tuple[int, int]:
-        """Memory for nbytes of data (256-byte aligned) that ends near a guard page: (data address,
-        bytes from there to the guard page)."""
+        """Memory for nbytes of data (256-byte aligned) that ends near its guard (GUARD_MAX): (data
+        address, bytes from there to the guard)."""
         page = self.PAGE
         body = -(-(nbytes + 256) // page) * page
+        guard = min(body, self.GUARD_MAX)
         # Faulting 64 MB in page by page costs more than the copy into it: a large buffer asks for
         # huge pages (filled in 2 MB at a time, about four times faster than populating 4 KiB
         # pages), a small one is populated at once.
         huge = body >= self.HUGE_FROM and self._huge_pages
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0 if huge else getattr(mmap, "MAP_POPULATE", 0))
-        mm = mmap.mmap(-1, body + 2 * page, flags=flags)
+        mm = mmap.mmap(-1, body + 2 * guard, flags=flags)
         if huge:
             try:
                 mm.madvise(mmap.MADV_HUGEPAGE)
             except OSError:
                 pass                            # refused: faulted page by page
         base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
-        libc().mprotect(base, page, 0)
-        libc().mprotect(base + page + body, page, 0)
-        usable_end = base + page + body
+        for at in (0, guard + body):
+            libc().mprotect(base + at, guard, 0)
+            if guard > page and not huge:       # populated with the body: given back
+                mm.madvise(mmap.MADV_DONTNEED, at, guard)
+        usable_end = base + guard + body
         start = (usable_end - nbytes) & ~255
         self._keep.append(mm)
-        self.regions.append((name, base, start, start + nbytes, base + body + 2 * page))
+        self.regions.append((name, base, start, start + nbytes, base + body + 2 * guard))
         self._every.append((start, start + nbytes))
         return start, usable_end - start
 
