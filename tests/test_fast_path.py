@@ -129,12 +129,11 @@ def test_a_reference_written_with_torch_is_given_tensors(tmp_path):
     _LOADED.clear()
 
 
-def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_state(tmp_path, monkeypatch):
+def test_the_timed_shape_spreads_over_the_childs_cores_unless_the_file_shares_state():
     from grader.exercises import load_exercise
     from grader.grade.pipeline import grade_submission
 
-    monkeypatch.setenv("GRADER_CACHE_DIR", str(tmp_path / "cache"))
-    rubric = load_exercise("bias_gelu_fused")
+    rubric = load_exercise("bias_gelu_fused")                   # the run's warm cache: the samples' builds are its
     samples = ROOT / "submissions" / "bias_gelu_fused"
     cores = len(os.sched_getaffinity(0))
     every = grade_submission(samples / "float4_launcher.cu", rubric=rubric, backend="emulator")
