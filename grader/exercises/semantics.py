@@ -148,10 +148,18 @@ def _check_hypotheses(r: Rubric, bad: Callable[[str, str], None]) -> None:
 
 def _readable(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
     """An array expression that parses and reads only the names given."""
+    _reads_only(key, text, names, bad, arrayexprs.names, arrayexprs.ArrayExprError)
+
+
+def _reads_only(key: str, text: str, names: set[str], bad: Callable[[str, str], None],
+                read: Callable[[str], set[str]], error: type[Exception]) -> None:
+    """text parsed by read (which raises error where it cannot) names only the names given: else
+    bad() says so (it raises the rubric's error)."""
     try:
-        unknown = arrayexprs.names(text) - names
-    except arrayexprs.ArrayExprError as exc:
+        unknown = read(text) - names
+    except error as exc:
         bad(key, str(exc))
+        raise                           # bad() raises; never reached
     if unknown:
         bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
 
@@ -358,12 +366,8 @@ def _placement_ok(r: Rubric, values: dict[str, int], bad: Callable[[str, str], N
 
 
 def _expr_ok(key: str, text: str, names: set[str], bad: Callable[[str, str], None]) -> None:
-    try:
-        unknown = exprs.names(text) - names
-    except exprs.ExprError as exc:
-        bad(key, str(exc))
-    if unknown:
-        bad(key, f"unknown name {sorted(unknown)[0]!r} in {text!r} (known: {', '.join(sorted(names))})")
+    """A dimension expression that parses and reads only the names given."""
+    _reads_only(key, text, names, bad, exprs.names, exprs.ExprError)
 
 
 def _params_ok(key: str, params, tensors: dict, names: set[str], bad: Callable[[str, str], None]) -> None:
