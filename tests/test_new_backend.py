@@ -144,15 +144,19 @@ def test_cuda_calls_are_named_only_in_the_backends_own_modules():
     assert "grader/core/backend.py" in found and "grader/run/child/measurer.py" in found    # the scan reads them
 
 
+def _planted_copy(root, text: str) -> None:
+    """A copy of the package under root with one module more, grader/verdict/planted.py, holding text."""
+    shutil.copytree(PACKAGE, root / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "grader" / "verdict" / "planted.py").write_text(text)
+
+
 def test_the_call_scan_finds_calls_planted_in_strings_patterns_and_identifiers(tmp_path):
-    shutil.copytree(PACKAGE, tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
-    planted = tmp_path / "grader" / "verdict" / "planted.py"
-    planted.write_text('"""Refuses cudaStreamCreate (prose: not counted)."""\n'
-                       "import re\n\n"
-                       "# cudaMalloc in a comment: not counted\n"
-                       'RULE = re.compile(r"\\bcudaMemset\\w*|cuGraphLaunch")\n'
-                       "def f(driver):\n"
-                       "    return driver.cuInit(0), '__cudaRegisterFunction', 'cuda_fp16.h', 'cuobjdump', 'curand'\n")
+    _planted_copy(tmp_path, '"""Refuses cudaStreamCreate (prose: not counted)."""\n'
+                            "import re\n\n"
+                            "# cudaMalloc in a comment: not counted\n"
+                            'RULE = re.compile(r"\\bcudaMemset\\w*|cuGraphLaunch")\n'
+                            "def f(driver):\n"
+                            "    return driver.cuInit(0), '__cudaRegisterFunction', 'cuda_fp16.h', 'cuobjdump', 'curand'\n")
     found = cuda_calls(tmp_path)
     assert sorted(found["grader/verdict/planted.py"]) == ["5: cuGraphLaunch", "5: cudaMemset",
                                                           "7: __cudaRegisterFunction", "7: cuInit"]
@@ -160,14 +164,12 @@ def test_the_call_scan_finds_calls_planted_in_strings_patterns_and_identifiers(t
 
 
 def test_the_scan_finds_a_cuda_name_planted_in_a_copy_and_lets_prose_be(tmp_path):
-    shutil.copytree(PACKAGE, tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
-    planted = tmp_path / "grader" / "verdict" / "planted.py"
-    planted.write_text('"""Reads CUDA_VISIBLE_DEVICES, as nvcc and sm_90 do (prose: not counted)."""\n'
-                       "import os\n\n"
-                       "# the first GPU of /dev/nvidia0 (a comment: not counted)\n"
-                       'DEVICE = os.environ.get("CUDA_VISIBLE_DEVICES", "0")\n'
-                       'ARCH = f"sm_{9}0" if DEVICE else "sm_90"\n'
-                       'HEADER = "sm_20_atomic_functions.h"\n')
+    _planted_copy(tmp_path, '"""Reads CUDA_VISIBLE_DEVICES, as nvcc and sm_90 do (prose: not counted)."""\n'
+                            "import os\n\n"
+                            "# the first GPU of /dev/nvidia0 (a comment: not counted)\n"
+                            'DEVICE = os.environ.get("CUDA_VISIBLE_DEVICES", "0")\n'
+                            'ARCH = f"sm_{9}0" if DEVICE else "sm_90"\n'
+                            'HEADER = "sm_20_atomic_functions.h"\n')
     found = cuda_names(tmp_path)
     assert found["grader/verdict/planted.py"] == ["5: CUDA_VISIBLE_DEVICES", "6: sm_90"]
     assert {f: n for f, n in found.items() if f != "grader/verdict/planted.py"} == cuda_names(ROOT)
